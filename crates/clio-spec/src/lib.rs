@@ -1,0 +1,1 @@
+//! Agent definitions, frozen specs, checksums, plugin references and version ranges.
