@@ -1,7 +1,43 @@
 //! The durable journal of CLIO runs on one redb file (SPEC §5): runs, tasks, per-run
 //! entries, subagent sessions and the format version.
 //!
-//! Sync core; no knowledge of flows; no redb type in its public API. It may depend on
-//! `clio-spec` at most, and only for identity types.
+//! [`Journal`] is the handle. Writes ([`Journal::append`], [`Journal::create_task`], ...) go
+//! to one writer thread that group-commits whatever is waiting into one transaction, so N
+//! appends that arrive together cost one fsync; with [`Durability::Immediate`] (the default)
+//! a write returns only once it is on disk. Reads ([`Journal::entries`],
+//! [`Journal::entry_by_identity`], ...) run on the caller's thread against a snapshot and
+//! never block the writer. The stored records ([`JournalEntry`], [`RunRecord`],
+//! [`TaskRecord`], [`SessionRecord`]) are the on-disk format, described in
+//! `docs/journal-format.md`; [`FORMAT_VERSION`] guards it.
 //!
-//! Not built yet: the journal arrives with its own issue.
+//! Invariants:
+//! - a process killed at any moment leaves a file that opens and holds a prefix of the
+//!   writes, including every acknowledged one;
+//! - a run's entries have dense sequence numbers from 0, and an identity names at most one
+//!   entry of a run;
+//! - a file of a newer format is refused and never modified.
+//!
+//! What it deliberately does not do: it is sync (async callers use `spawn_blocking`), it
+//! knows nothing of flows or replay rules, it reads no environment or home folder, and no
+//! redb type appears in its API, so that a second backend can come later.
+
+mod error;
+mod format;
+mod input;
+mod journal;
+mod store;
+mod writer;
+
+#[cfg(test)]
+mod fault;
+
+pub use crate::error::{JournalError, Result};
+pub use crate::format::{
+    EntryKind, ExportLine, FORMAT_VERSION, JournalEntry, RunId, RunRecord, RunStatus, SessionId,
+    SessionRecord, SessionStatus, TaskId, TaskKind, TaskRecord, TaskStatus,
+};
+pub use crate::input::{
+    Durability, JournalConfig, NewEntry, NewRun, NewSession, NewTask, Pruned, Reconciled,
+    RunFilter, RunUpdate, SessionUpdate, TaskUpdate,
+};
+pub use crate::journal::Journal;

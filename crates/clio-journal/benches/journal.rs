@@ -1,0 +1,3 @@
+//! The journal benchmark (placeholder until the workloads land).
+
+fn main() {}

@@ -1,0 +1,150 @@
+//! The one error type of the journal, [`JournalError`], and the mapping of redb's errors onto
+//! it, done here so that no redb type crosses the crate's boundary.
+
+use std::error::Error as StdError;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::format::{RunId, SessionId, TaskId, TaskStatus};
+
+/// The result type of the journal.
+pub type Result<T, E = JournalError> = std::result::Result<T, E>;
+
+/// Everything that can go wrong with a journal. File-level variants name the file.
+#[derive(Debug, thiserror::Error)]
+pub enum JournalError {
+    /// The file was written by a newer journal format; it was not modified.
+    #[error(
+        "journal {path} has format version {found}, this build supports up to {supported}: upgrade clio"
+    )]
+    UpgradeRequired {
+        /// The journal file.
+        path: PathBuf,
+        /// The version recorded in the file.
+        found: u64,
+        /// The newest version this build reads.
+        supported: u64,
+    },
+    /// The file exists but is not a journal (not a redb file, or a redb file of something else).
+    #[error("{path} is not a clio journal")]
+    NotAJournal {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The file is damaged beyond what crash recovery repairs.
+    #[error("journal {path} is corrupted: {detail}")]
+    Corrupted {
+        /// The journal file.
+        path: PathBuf,
+        /// What was found wrong.
+        detail: String,
+    },
+    /// Another process has the journal open.
+    #[error("journal {path} is already open in another process")]
+    AlreadyOpen {
+        /// The journal file.
+        path: PathBuf,
+    },
+    /// Reading or writing the file failed (a missing folder, a full disk, a failing device).
+    #[error("journal {path}: i/o error")]
+    Io {
+        /// The journal file.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+    /// The storage engine failed for another reason.
+    #[error("journal {path}: storage error")]
+    Storage {
+        /// The journal file.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: Box<dyn StdError + Send + Sync>,
+    },
+    /// The writer thread has stopped (it panicked or the journal is closing).
+    #[error("journal {path}: the writer has stopped")]
+    WriterStopped {
+        /// The journal file.
+        path: PathBuf,
+    },
+    /// No run has this id.
+    #[error("run {run} not found")]
+    RunNotFound {
+        /// The id asked for.
+        run: RunId,
+    },
+    /// No task has this id.
+    #[error("task {task} not found")]
+    TaskNotFound {
+        /// The id asked for.
+        task: TaskId,
+    },
+    /// No session has this id.
+    #[error("session {session} not found")]
+    SessionNotFound {
+        /// The id asked for.
+        session: SessionId,
+    },
+    /// A session with this id already exists.
+    #[error("session {session} already exists")]
+    SessionExists {
+        /// The id given.
+        session: SessionId,
+    },
+    /// An entry with this identity is already in the run.
+    #[error("run {run} already has an entry with identity {identity:?} (seq {seq})")]
+    DuplicateIdentity {
+        /// The run.
+        run: RunId,
+        /// The identity given.
+        identity: String,
+        /// The entry that holds it.
+        seq: u64,
+    },
+    /// The task has a final status and cannot change any more.
+    #[error("task {task} is already {status:?} and cannot change")]
+    TaskFinished {
+        /// The task.
+        task: TaskId,
+        /// Its final status.
+        status: TaskStatus,
+    },
+    /// Writing an export failed.
+    #[error("cannot write the export of run {run}")]
+    Export {
+        /// The run exported.
+        run: RunId,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl JournalError {
+    /// Maps a redb error onto the journal's error, naming `path`.
+    pub(crate) fn from_redb(path: &Path, err: impl Into<redb::Error>) -> Self {
+        let path = path.to_path_buf();
+        match err.into() {
+            redb::Error::DatabaseAlreadyOpen | redb::Error::LockProtocolMismatch => {
+                Self::AlreadyOpen { path }
+            }
+            redb::Error::Corrupted(detail) => Self::Corrupted { path, detail },
+            redb::Error::Io(source) => Self::Io { path, source },
+            redb::Error::UpgradeRequired(found) => Self::Corrupted {
+                path,
+                detail: format!("the storage engine's file format {found} is not supported"),
+            },
+            other => Self::Storage { path, source: Box::new(other) },
+        }
+    }
+
+    /// Builds the error for a stored record that does not decode.
+    pub(crate) fn bad_record(path: &Path, what: &str, err: serde_json::Error) -> Self {
+        Self::Corrupted {
+            path: path.to_path_buf(),
+            detail: format!("{what} does not decode: {err}"),
+        }
+    }
+}

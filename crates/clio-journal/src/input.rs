@@ -1,0 +1,232 @@
+//! Plain-data arguments of the journal's operations: what a caller gives to create or change
+//! a record, and the small reports some operations return. None of these is stored as is.
+
+use serde_json::Value;
+
+use crate::format::{
+    EntryKind, RunId, RunStatus, SessionId, SessionStatus, TaskId, TaskKind, TaskStatus,
+};
+
+/// When an append counts as done.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// An append returns once its entry is on disk (the default).
+    #[default]
+    Immediate,
+    /// An append returns once its entry is visible to readers; entries reach the disk at the
+    /// next [`crate::Journal::flush`] or when the journal closes. For throw-away runs: a crash
+    /// loses the unflushed tail (still leaving a prefix).
+    Eventual,
+}
+
+/// How a journal is opened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JournalConfig {
+    /// When writes count as done.
+    pub durability: Durability,
+    /// Whether each durable commit also records the allocator state, so that reopening after
+    /// a crash does not walk the whole file. Costs a second flush per commit, which group
+    /// commit spreads over the batch. On by default.
+    pub quick_repair: bool,
+    /// The most write requests the writer folds into one commit.
+    pub max_batch: usize,
+    /// The page cache, in bytes.
+    pub cache_size: usize,
+}
+
+impl Default for JournalConfig {
+    fn default() -> Self {
+        Self {
+            durability: Durability::Immediate,
+            quick_repair: true,
+            max_batch: 4096,
+            cache_size: 64 * 1024 * 1024,
+        }
+    }
+}
+
+/// A run to create.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewRun {
+    /// The flow selection it runs.
+    pub flow: String,
+    /// Its input.
+    pub input: Value,
+    /// A digest of the input.
+    pub input_digest: String,
+    /// The flow version and plugin set.
+    pub fingerprint: String,
+    /// The process that runs it.
+    pub owner: String,
+}
+
+/// A change to a run; `None` fields stay as they are.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RunUpdate {
+    /// The new status; a finished status also stamps `finished_at_ms`.
+    pub status: Option<RunStatus>,
+    /// The final answer.
+    pub answer: Option<Value>,
+    /// The error.
+    pub error: Option<String>,
+    /// A new owner (a process that resumes the run).
+    pub owner: Option<String>,
+}
+
+/// Which runs [`crate::Journal::runs`] lists. The default lists all of them.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RunFilter {
+    /// Only runs with one of these statuses; empty means any.
+    pub statuses: Vec<RunStatus>,
+    /// Only runs of this flow selection.
+    pub flow: Option<String>,
+    /// Only runs started at or after this time (ms since the Unix epoch).
+    pub started_after_ms: Option<u64>,
+    /// Only runs started before this time.
+    pub started_before_ms: Option<u64>,
+    /// At most this many runs, newest first.
+    pub limit: Option<usize>,
+}
+
+/// An entry to append; the journal assigns its sequence number and time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewEntry {
+    /// What it records.
+    pub kind: EntryKind,
+    /// Its replay identity, unique within the run when present.
+    pub identity: Option<String>,
+    /// The task it concerns.
+    pub task: Option<TaskId>,
+    /// The kind-specific content.
+    pub payload: Value,
+}
+
+impl NewEntry {
+    /// Returns an entry of `kind` with `payload` and no identity or task.
+    pub fn new(kind: EntryKind, payload: Value) -> Self {
+        Self { kind, identity: None, task: None, payload }
+    }
+
+    /// Returns the entry with its replay identity set to `identity`.
+    pub fn with_identity(mut self, identity: impl Into<String>) -> Self {
+        self.identity = Some(identity.into());
+        self
+    }
+
+    /// Returns the entry with its task set to `task`.
+    pub fn with_task(mut self, task: TaskId) -> Self {
+        self.task = Some(task);
+        self
+    }
+}
+
+/// A task to create.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewTask {
+    /// The run it belongs to.
+    pub run: RunId,
+    /// The task that starts it.
+    pub parent: Option<TaskId>,
+    /// What it runs.
+    pub kind: TaskKind,
+    /// The target called.
+    pub target: String,
+    /// A label for people.
+    pub label: String,
+    /// Its first status (usually queued or running).
+    pub status: TaskStatus,
+    /// The model it runs on.
+    pub model: Option<String>,
+    /// The process that runs it.
+    pub owner: String,
+}
+
+/// A change to a task; `None` fields stay as they are.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TaskUpdate {
+    /// The new status; once terminal, no further update is accepted.
+    pub status: Option<TaskStatus>,
+    /// The model.
+    pub model: Option<String>,
+    /// Input tokens spent so far (replaces the recorded count).
+    pub input_tokens: Option<u64>,
+    /// Output tokens spent so far (replaces the recorded count).
+    pub output_tokens: Option<u64>,
+    /// The result.
+    pub result: Option<Value>,
+    /// The error.
+    pub error: Option<String>,
+    /// A new owner (a process that re-attaches the task).
+    pub owner: Option<String>,
+}
+
+/// A session to create.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewSession {
+    /// Its id.
+    pub id: SessionId,
+    /// The leader of its team.
+    pub leader: Option<SessionId>,
+    /// The session that starts it.
+    pub parent: Option<SessionId>,
+    /// Its task team.
+    pub team: Option<String>,
+    /// Whether a leader manages it.
+    pub managed: bool,
+    /// Its own managed-subagents setting.
+    pub enabled: Option<bool>,
+    /// Its first status.
+    pub status: SessionStatus,
+    /// How many model iterations it may claim.
+    pub iteration_budget: Option<u64>,
+    /// The providers/models it may route to.
+    pub router_allowlist: Option<Vec<String>>,
+    /// The process that owns it.
+    pub owner: String,
+}
+
+/// A change to a session; `None` fields stay as they are.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SessionUpdate {
+    /// The new status.
+    pub status: Option<SessionStatus>,
+    /// The managed-subagents setting (`Some(None)` clears it).
+    pub enabled: Option<Option<bool>>,
+    /// The iteration budget (`Some(None)` removes the bound).
+    pub iteration_budget: Option<Option<u64>>,
+    /// The router allowlist (`Some(None)` removes the restriction).
+    pub router_allowlist: Option<Option<Vec<String>>>,
+    /// The last checkpoint.
+    pub checkpoint: Option<Value>,
+    /// A new owner.
+    pub owner: Option<String>,
+}
+
+/// What [`crate::Journal::reconcile`] changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Reconciled {
+    /// Runs marked interrupted.
+    pub runs: u64,
+    /// Tasks marked interrupted.
+    pub tasks: u64,
+    /// Sessions marked lost.
+    pub sessions: u64,
+}
+
+impl Reconciled {
+    /// Returns the number of records changed.
+    pub fn total(&self) -> u64 {
+        self.runs + self.tasks + self.sessions
+    }
+}
+
+/// What [`crate::Journal::prune`] removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Pruned {
+    /// Runs removed.
+    pub runs: u64,
+    /// Their entries.
+    pub entries: u64,
+    /// Their tasks.
+    pub tasks: u64,
+}

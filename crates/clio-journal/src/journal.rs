@@ -1,0 +1,464 @@
+//! [`Journal`]: opening a journal file, the write operations (sent to the writer thread) and
+//! the read operations (served from redb snapshots on the caller's thread).
+
+use std::collections::HashSet;
+use std::fmt;
+use std::fs;
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::mpsc::{self, Sender};
+use std::thread::JoinHandle;
+
+use redb::backends::InMemoryBackend;
+use redb::{Builder, Database, ReadableDatabase, ReadableTable, StorageBackend, TableError};
+
+use crate::error::{JournalError, Result};
+use crate::format::{
+    ExportLine, FORMAT_VERSION, JournalEntry, RunId, RunRecord, SessionId, SessionRecord, TaskId,
+    TaskRecord,
+};
+use crate::input::{
+    JournalConfig, NewEntry, NewRun, NewSession, NewTask, Pruned, Reconciled, RunFilter, RunUpdate,
+    SessionUpdate, TaskUpdate,
+};
+use crate::store::{
+    self, AtPath, ENTRIES, IDENTITIES, META, RUN_HEADS, RUN_TASKS, RUNS, SESSIONS, TASKS, Tx,
+    decode,
+};
+use crate::writer::{self, Completion, Op, Request};
+
+/// The first bytes of every redb file; a non-empty file without them is not a journal.
+const REDB_MAGIC: [u8; 9] = [b'r', b'e', b'd', b'b', 0x1A, 0x0A, 0xA9, 0x0D, 0x0A];
+
+/// A handle on an open journal.
+///
+/// Cheap to clone (an `Arc` inside) and `Send + Sync`: async code calls it through
+/// `spawn_blocking`. Writes go to one writer thread that group-commits them; reads run on the
+/// calling thread against a snapshot and never block the writer. The writer stops, after
+/// making everything durable, when the last handle is dropped.
+#[derive(Clone)]
+pub struct Journal {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    db: Arc<Database>,
+    path: PathBuf,
+    // Invariant: `Some` until drop, which takes it to stop the writer.
+    sender: Option<Sender<Request>>,
+    writer: Option<JoinHandle<()>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.sender.take();
+        if let Some(handle) = self.writer.take() {
+            // A panicked writer has already failed its callers; there is nothing left to report.
+            let _ = handle.join();
+        }
+    }
+}
+
+impl fmt::Debug for Journal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Journal").field("path", &self.inner.path).finish()
+    }
+}
+
+impl Journal {
+    /// Opens the journal at `path`, creating it (not its folder) if it does not exist.
+    ///
+    /// A file left by a crash is recovered to its last durable commit. A file written by a
+    /// newer format is refused with [`JournalError::UpgradeRequired`] and not modified; a
+    /// file that is not a journal gets [`JournalError::NotAJournal`].
+    pub fn open(path: impl AsRef<Path>, config: JournalConfig) -> Result<Self> {
+        let path = path.as_ref().to_path_buf();
+        let io_err = |source| JournalError::Io { path: path.clone(), source };
+        match fs::File::open(&path) {
+            Ok(mut file) => {
+                let len = file.metadata().map_err(io_err)?.len();
+                if len > 0 {
+                    let mut magic = [0u8; REDB_MAGIC.len()];
+                    let head = file.read_exact(&mut magic);
+                    if head.is_err() || magic != REDB_MAGIC {
+                        return Err(JournalError::NotAJournal { path });
+                    }
+                    preflight(&path)?;
+                }
+            }
+            Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+            Err(err) => return Err(io_err(err)),
+        }
+        let db = Builder::new().set_cache_size(config.cache_size).create(&path).at(&path)?;
+        Self::start(db, path, config)
+    }
+
+    /// Opens a fresh journal held in memory, for tests of the crates above.
+    pub fn open_in_memory() -> Result<Self> {
+        Self::open_in_memory_with(JournalConfig::default())
+    }
+
+    /// Opens a fresh journal held in memory with `config`.
+    pub fn open_in_memory_with(config: JournalConfig) -> Result<Self> {
+        Self::open_backend(InMemoryBackend::new(), PathBuf::from(":memory:"), config)
+    }
+
+    /// Opens a journal on any redb storage backend; `label` names it in errors.
+    pub(crate) fn open_backend(
+        backend: impl StorageBackend,
+        label: PathBuf,
+        config: JournalConfig,
+    ) -> Result<Self> {
+        let db = Builder::new()
+            .set_cache_size(config.cache_size)
+            .create_with_backend(backend)
+            .at(&label)?;
+        Self::start(db, label, config)
+    }
+
+    fn start(db: Database, path: PathBuf, config: JournalConfig) -> Result<Self> {
+        check_or_initialise(&db, &path)?;
+        let db = Arc::new(db);
+        let (sender, rx) = mpsc::channel();
+        let writer = {
+            let (db, writer_path) = (Arc::clone(&db), path.clone());
+            std::thread::Builder::new()
+                .name("clio-journal-writer".into())
+                .spawn(move || writer::run(db, writer_path, config, rx))
+                .map_err(|source| JournalError::Io { path: path.clone(), source })?
+        };
+        Ok(Self { inner: Arc::new(Inner { db, path, sender: Some(sender), writer: Some(writer) }) })
+    }
+
+    /// Returns the file this journal lives in (`:memory:` for an in-memory one).
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// Makes everything written so far durable, then closes this handle.
+    ///
+    /// Other clones stay usable; the writer stops when the last one goes.
+    pub fn close(self) -> Result<()> {
+        self.flush()
+    }
+
+    fn stopped(&self) -> JournalError {
+        JournalError::WriterStopped { path: self.inner.path.clone() }
+    }
+
+    fn send(&self, req: Request) -> Result<()> {
+        let sender = self.inner.sender.as_ref().ok_or_else(|| self.stopped())?;
+        sender.send(req).map_err(|_| self.stopped())
+    }
+
+    /// Runs `f` in the writer's next batch and returns its result once the batch committed.
+    fn write<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Tx<'_>) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let (reply, answer) = mpsc::sync_channel::<Result<T>>(1);
+        let path = self.inner.path.clone();
+        let op: Op = Box::new(move |tx| {
+            // `None`: the batch was abandoned before this operation ran.
+            let res = tx.map(f);
+            let fatal = matches!(&res, Some(Err(err)) if is_fatal(err));
+            let done: Completion = Box::new(move |commit| {
+                let _ = reply.send(match (res, commit) {
+                    (Some(Err(err)), _) | (_, Err(err)) => Err(err),
+                    (Some(Ok(value)), Ok(())) => Ok(value),
+                    (None, Ok(())) => Err(JournalError::WriterStopped { path }),
+                });
+            });
+            (fatal, done)
+        });
+        self.send(Request::Op(op))?;
+        answer.recv().map_err(|_| self.stopped())?
+    }
+
+    /// Makes every earlier write durable (needed only with [`crate::Durability::Eventual`]).
+    pub fn flush(&self) -> Result<()> {
+        let (reply, answer) = mpsc::sync_channel(1);
+        self.send(Request::Flush(reply))?;
+        answer.recv().map_err(|_| self.stopped())?
+    }
+
+    /// Creates a run, status running, and returns its id.
+    pub fn create_run(&self, new: NewRun) -> Result<RunId> {
+        self.write(move |tx| tx.create_run(new))
+    }
+
+    /// Changes a run and returns the record as it now stands.
+    pub fn update_run(&self, run: RunId, update: RunUpdate) -> Result<RunRecord> {
+        self.write(move |tx| tx.update_run(run, update))
+    }
+
+    /// Appends one entry to `run` and returns its sequence number, once durable.
+    ///
+    /// Fails with [`JournalError::DuplicateIdentity`] when its identity is already in the run.
+    pub fn append(&self, run: RunId, entry: NewEntry) -> Result<u64> {
+        let seqs = self.write(move |tx| tx.append(run, vec![entry]))?;
+        Ok(seqs.first().copied().unwrap_or_default())
+    }
+
+    /// Appends `entries` to `run` atomically (all or none) and returns their sequence numbers.
+    pub fn append_batch(&self, run: RunId, entries: Vec<NewEntry>) -> Result<Vec<u64>> {
+        self.write(move |tx| tx.append(run, entries))
+    }
+
+    /// Creates a task and returns its handle.
+    pub fn create_task(&self, new: NewTask) -> Result<TaskId> {
+        self.write(move |tx| tx.create_task(new))
+    }
+
+    /// Changes a task and returns the record as it now stands.
+    ///
+    /// A task with a terminal status is refused with [`JournalError::TaskFinished`].
+    pub fn update_task(&self, task: TaskId, update: TaskUpdate) -> Result<TaskRecord> {
+        self.write(move |tx| tx.update_task(task, update))
+    }
+
+    /// Creates a subagent session.
+    pub fn create_session(&self, new: NewSession) -> Result<SessionRecord> {
+        self.write(move |tx| tx.create_session(new))
+    }
+
+    /// Changes a session and returns the record as it now stands.
+    pub fn update_session(&self, id: &SessionId, update: SessionUpdate) -> Result<SessionRecord> {
+        let id = id.clone();
+        self.write(move |tx| tx.update_session(&id, update))
+    }
+
+    /// Claims one model iteration of the session's durable budget.
+    ///
+    /// Returns the number of iterations used including this one, or `None` when the budget
+    /// is spent or the session has ended.
+    pub fn claim_iteration(&self, id: &SessionId) -> Result<Option<u64>> {
+        let id = id.clone();
+        self.write(move |tx| tx.claim_iteration(&id))
+    }
+
+    /// Marks what a gone process left running: tasks and runs become interrupted, sessions
+    /// lost, unless their owner (or, for a session, itself or its leader) is in `live`.
+    ///
+    /// Each record changes once; a second call finds nothing to do.
+    pub fn reconcile<S: AsRef<str>>(&self, live: &[S]) -> Result<Reconciled> {
+        let live: HashSet<String> = live.iter().map(|s| s.as_ref().to_owned()).collect();
+        self.write(move |tx| tx.reconcile(&live))
+    }
+
+    /// Removes every finished run (succeeded, failed, cancelled) that finished before
+    /// `before_ms` (ms since the Unix epoch), with its entries and tasks.
+    pub fn prune(&self, before_ms: u64) -> Result<Pruned> {
+        self.write(move |tx| tx.prune(before_ms))
+    }
+
+    fn read(&self) -> Result<redb::ReadTransaction> {
+        self.inner.db.begin_read().at(&self.inner.path)
+    }
+
+    /// Returns the run `run`, if it exists.
+    pub fn run(&self, run: RunId) -> Result<Option<RunRecord>> {
+        let path = &self.inner.path;
+        let table = self.read()?.open_table(RUNS).at(path)?;
+        let bytes = table.get(run.0).at(path)?;
+        bytes.map(|b| decode(path, "a run record", b.value())).transpose()
+    }
+
+    /// Lists the runs that `filter` selects, newest first.
+    pub fn runs(&self, filter: &RunFilter) -> Result<Vec<RunRecord>> {
+        let path = &self.inner.path;
+        let table = self.read()?.open_table(RUNS).at(path)?;
+        let mut out = Vec::new();
+        for item in table.iter().at(path)?.rev() {
+            if filter.limit.is_some_and(|n| out.len() >= n) {
+                break;
+            }
+            let (_, bytes) = item.at(path)?;
+            let rec: RunRecord = decode(path, "a run record", bytes.value())?;
+            let keep = (filter.statuses.is_empty() || filter.statuses.contains(&rec.status))
+                && filter.flow.as_ref().is_none_or(|f| *f == rec.flow)
+                && filter.started_after_ms.is_none_or(|t| rec.started_at_ms >= t)
+                && filter.started_before_ms.is_none_or(|t| rec.started_at_ms < t);
+            if keep {
+                out.push(rec);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Returns how many entries `run` holds (its next sequence number).
+    pub fn entry_count(&self, run: RunId) -> Result<u64> {
+        let path = &self.inner.path;
+        let table = self.read()?.open_table(RUN_HEADS).at(path)?;
+        let head = table.get(run.0).at(path)?.ok_or(JournalError::RunNotFound { run })?;
+        Ok(head.value())
+    }
+
+    /// Returns the entries of `run` in order.
+    pub fn entries(&self, run: RunId) -> Result<Vec<JournalEntry>> {
+        self.entries_from(run, 0)
+    }
+
+    /// Returns the entries of `run` from sequence number `from` on, in order.
+    pub fn entries_from(&self, run: RunId, from: u64) -> Result<Vec<JournalEntry>> {
+        let path = &self.inner.path;
+        let txn = self.read()?;
+        let heads = txn.open_table(RUN_HEADS).at(path)?;
+        let head = heads.get(run.0).at(path)?.ok_or(JournalError::RunNotFound { run })?.value();
+        let table = txn.open_table(ENTRIES).at(path)?;
+        let mut out = Vec::with_capacity(head.saturating_sub(from) as usize);
+        for item in table.range((run.0, from)..(run.0, head)).at(path)? {
+            let (_, bytes) = item.at(path)?;
+            out.push(decode(path, "an entry", bytes.value())?);
+        }
+        Ok(out)
+    }
+
+    /// Returns entry `seq` of `run`, if it exists.
+    pub fn entry(&self, run: RunId, seq: u64) -> Result<Option<JournalEntry>> {
+        let path = &self.inner.path;
+        let table = self.read()?.open_table(ENTRIES).at(path)?;
+        let bytes = table.get((run.0, seq)).at(path)?;
+        bytes.map(|b| decode(path, "an entry", b.value())).transpose()
+    }
+
+    /// Returns the entry of `run` that holds `identity`, in O(log n).
+    pub fn entry_by_identity(&self, run: RunId, identity: &str) -> Result<Option<JournalEntry>> {
+        let path = &self.inner.path;
+        let txn = self.read()?;
+        let index = txn.open_table(IDENTITIES).at(path)?;
+        let Some(seq) = index.get((run.0, identity)).at(path)?.map(|v| v.value()) else {
+            return Ok(None);
+        };
+        let table = txn.open_table(ENTRIES).at(path)?;
+        let bytes = table.get((run.0, seq)).at(path)?.ok_or_else(|| JournalError::Corrupted {
+            path: path.clone(),
+            detail: format!("identity {identity:?} of run {run} points at missing entry {seq}"),
+        })?;
+        decode(path, "an entry", bytes.value()).map(Some)
+    }
+
+    /// Returns the task `task`, if it exists.
+    pub fn task(&self, task: TaskId) -> Result<Option<TaskRecord>> {
+        let path = &self.inner.path;
+        let table = self.read()?.open_table(TASKS).at(path)?;
+        let bytes = table.get(task.0).at(path)?;
+        bytes.map(|b| decode(path, "a task record", b.value())).transpose()
+    }
+
+    /// Returns the tasks of `run` in creation order.
+    pub fn tasks(&self, run: RunId) -> Result<Vec<TaskRecord>> {
+        let path = &self.inner.path;
+        let txn = self.read()?;
+        let index = txn.open_table(RUN_TASKS).at(path)?;
+        let table = txn.open_table(TASKS).at(path)?;
+        let mut out = Vec::new();
+        for item in index.range((run.0, 0)..=(run.0, u64::MAX)).at(path)? {
+            let (key, _) = item.at(path)?;
+            let task = key.value().1;
+            let bytes = table.get(task).at(path)?.ok_or_else(|| JournalError::Corrupted {
+                path: path.clone(),
+                detail: format!("run {run} lists missing task {task}"),
+            })?;
+            out.push(decode(path, "a task record", bytes.value())?);
+        }
+        Ok(out)
+    }
+
+    /// Returns the session `id`, if it exists.
+    pub fn session(&self, id: &SessionId) -> Result<Option<SessionRecord>> {
+        let path = &self.inner.path;
+        let table = self.read()?.open_table(SESSIONS).at(path)?;
+        let bytes = table.get(id.0.as_str()).at(path)?;
+        bytes.map(|b| decode(path, "a session record", b.value())).transpose()
+    }
+
+    /// Returns every session in id order.
+    pub fn sessions(&self) -> Result<Vec<SessionRecord>> {
+        let path = &self.inner.path;
+        let table = self.read()?.open_table(SESSIONS).at(path)?;
+        let mut out = Vec::new();
+        for item in table.iter().at(path)? {
+            let (_, bytes) = item.at(path)?;
+            out.push(decode(path, "a session record", bytes.value())?);
+        }
+        Ok(out)
+    }
+
+    /// Writes `run` to `out` as JSON lines ([`ExportLine`]): the run, its tasks, its entries.
+    ///
+    /// Returns the number of lines written.
+    pub fn export(&self, run: RunId, out: &mut dyn Write) -> Result<u64> {
+        let rec = self.run(run)?.ok_or(JournalError::RunNotFound { run })?;
+        let mut lines = vec![ExportLine::Run(rec)];
+        lines.extend(self.tasks(run)?.into_iter().map(ExportLine::Task));
+        lines.extend(self.entries(run)?.into_iter().map(ExportLine::Entry));
+        let export_err = |source| JournalError::Export { run, source };
+        for line in &lines {
+            serde_json::to_writer(&mut *out, line).map_err(|e| export_err(io::Error::from(e)))?;
+            out.write_all(b"\n").map_err(export_err)?;
+        }
+        out.flush().map_err(export_err)?;
+        Ok(lines.len() as u64)
+    }
+}
+
+/// Returns whether an error leaves the writer's transaction unusable.
+fn is_fatal(err: &JournalError) -> bool {
+    matches!(
+        err,
+        JournalError::Io { .. } | JournalError::Storage { .. } | JournalError::Corrupted { .. }
+    )
+}
+
+/// Checks a file's format version read-only, so that a newer file is never written to.
+///
+/// A file that needs crash recovery cannot be opened read-only; it is checked after the
+/// writable open has recovered it.
+fn preflight(path: &Path) -> Result<()> {
+    match Builder::new().open_read_only(path) {
+        Ok(db) => {
+            let txn = db.begin_read().at(path)?;
+            check_version(&txn, path).map(|_| ())
+        }
+        Err(redb::DatabaseError::RepairAborted) => Ok(()),
+        Err(err) => Err(JournalError::from_redb(path, err)),
+    }
+}
+
+/// Reads the format version: `Ok(None)` for a fresh redb file with no table at all.
+fn check_version(txn: &redb::ReadTransaction, path: &Path) -> Result<Option<u64>> {
+    match txn.open_table(META) {
+        Ok(meta) => match meta.get(store::KEY_FORMAT_VERSION).at(path)? {
+            Some(v) if v.value() > FORMAT_VERSION => Err(JournalError::UpgradeRequired {
+                path: path.to_path_buf(),
+                found: v.value(),
+                supported: FORMAT_VERSION,
+            }),
+            Some(v) => Ok(Some(v.value())),
+            None => Err(JournalError::NotAJournal { path: path.to_path_buf() }),
+        },
+        Err(TableError::TableDoesNotExist(_)) => {
+            if txn.list_tables().at(path)?.next().is_some() {
+                Err(JournalError::NotAJournal { path: path.to_path_buf() })
+            } else {
+                Ok(None)
+            }
+        }
+        Err(TableError::TableTypeMismatch { .. }) => {
+            Err(JournalError::NotAJournal { path: path.to_path_buf() })
+        }
+        Err(err) => Err(JournalError::from_redb(path, err)),
+    }
+}
+
+fn check_or_initialise(db: &Database, path: &Path) -> Result<()> {
+    let version = check_version(&db.begin_read().at(path)?, path)?;
+    if version.is_none() {
+        let txn = db.begin_write().at(path)?;
+        store::initialise(&txn, path)?;
+        txn.commit().at(path)?;
+    }
+    Ok(())
+}

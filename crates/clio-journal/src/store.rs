@@ -1,0 +1,484 @@
+//! The redb tables of the journal and the operations on them inside one write transaction.
+//!
+//! This is the only module that names tables; `docs/journal-format.md` describes each one.
+//! Every write operation validates everything first and only then writes, so that a failed
+//! operation leaves nothing behind in the batch it shares a transaction with.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use redb::{ReadableTable, TableDefinition, WriteTransaction};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::error::{JournalError, Result};
+use crate::format::{
+    FORMAT_VERSION, JournalEntry, RunId, RunRecord, RunStatus, SessionId, SessionRecord,
+    SessionStatus, TaskId, TaskRecord, TaskStatus,
+};
+use crate::input::{
+    NewEntry, NewRun, NewSession, NewTask, Pruned, Reconciled, RunUpdate, SessionUpdate, TaskUpdate,
+};
+
+/// Counters and the format version, by name.
+pub(crate) const META: TableDefinition<&str, u64> = TableDefinition::new("clio_meta");
+/// Run id → JSON [`RunRecord`].
+pub(crate) const RUNS: TableDefinition<u64, &[u8]> = TableDefinition::new("clio_runs");
+/// Run id → the next sequence number of the run (its entry count).
+pub(crate) const RUN_HEADS: TableDefinition<u64, u64> = TableDefinition::new("clio_run_heads");
+/// (run id, seq) → JSON [`JournalEntry`].
+pub(crate) const ENTRIES: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("clio_entries");
+/// (run id, identity) → seq of the entry that holds it.
+pub(crate) const IDENTITIES: TableDefinition<(u64, &str), u64> =
+    TableDefinition::new("clio_identities");
+/// Task id → JSON [`TaskRecord`].
+pub(crate) const TASKS: TableDefinition<u64, &[u8]> = TableDefinition::new("clio_tasks");
+/// (run id, task id) → (): the tasks of each run.
+pub(crate) const RUN_TASKS: TableDefinition<(u64, u64), ()> =
+    TableDefinition::new("clio_run_tasks");
+/// Task id → (): tasks whose status is not terminal.
+pub(crate) const LIVE_TASKS: TableDefinition<u64, ()> = TableDefinition::new("clio_live_tasks");
+/// Session id → JSON [`SessionRecord`].
+pub(crate) const SESSIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("clio_sessions");
+/// Session id → (): sessions whose status is queued or running.
+pub(crate) const LIVE_SESSIONS: TableDefinition<&str, ()> =
+    TableDefinition::new("clio_live_sessions");
+
+pub(crate) const KEY_FORMAT_VERSION: &str = "format_version";
+const KEY_NEXT_RUN: &str = "next_run";
+const KEY_NEXT_TASK: &str = "next_task";
+
+/// Returns the current time in milliseconds since the Unix epoch.
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Extension that maps redb results onto [`JournalError`] naming the file.
+pub(crate) trait AtPath<T> {
+    /// Maps the error, naming `path`.
+    fn at(self, path: &Path) -> Result<T>;
+}
+
+impl<T, E: Into<redb::Error>> AtPath<T> for std::result::Result<T, E> {
+    fn at(self, path: &Path) -> Result<T> {
+        self.map_err(|err| JournalError::from_redb(path, err))
+    }
+}
+
+pub(crate) fn encode<T: Serialize>(value: &T) -> Vec<u8> {
+    // Serialising plain records with string keys into a Vec cannot fail.
+    serde_json::to_vec(value).unwrap_or_default()
+}
+
+pub(crate) fn decode<T: DeserializeOwned>(path: &Path, what: &str, bytes: &[u8]) -> Result<T> {
+    serde_json::from_slice(bytes).map_err(|err| JournalError::bad_record(path, what, err))
+}
+
+/// Creates every table and the format-version record in a fresh file.
+pub(crate) fn initialise(txn: &WriteTransaction, path: &Path) -> Result<()> {
+    let mut meta = txn.open_table(META).at(path)?;
+    meta.insert(KEY_FORMAT_VERSION, FORMAT_VERSION).at(path)?;
+    meta.insert(KEY_NEXT_RUN, 1).at(path)?;
+    meta.insert(KEY_NEXT_TASK, 1).at(path)?;
+    drop(meta);
+    txn.open_table(RUNS).at(path)?;
+    txn.open_table(RUN_HEADS).at(path)?;
+    txn.open_table(ENTRIES).at(path)?;
+    txn.open_table(IDENTITIES).at(path)?;
+    txn.open_table(TASKS).at(path)?;
+    txn.open_table(RUN_TASKS).at(path)?;
+    txn.open_table(LIVE_TASKS).at(path)?;
+    txn.open_table(SESSIONS).at(path)?;
+    txn.open_table(LIVE_SESSIONS).at(path)?;
+    Ok(())
+}
+
+/// One write transaction as the operations see it.
+pub(crate) struct Tx<'a> {
+    pub(crate) txn: &'a WriteTransaction,
+    pub(crate) path: &'a Path,
+    pub(crate) now: u64,
+}
+
+impl Tx<'_> {
+    fn next_id(&self, key: &str) -> Result<u64> {
+        let mut meta = self.txn.open_table(META).at(self.path)?;
+        let id = meta.get(key).at(self.path)?.map_or(1, |v| v.value());
+        meta.insert(key, id + 1).at(self.path)?;
+        Ok(id)
+    }
+
+    fn load_run(&self, run: RunId) -> Result<RunRecord> {
+        let runs = self.txn.open_table(RUNS).at(self.path)?;
+        let bytes = runs.get(run.0).at(self.path)?.ok_or(JournalError::RunNotFound { run })?;
+        decode(self.path, "a run record", bytes.value())
+    }
+
+    fn store_run(&self, rec: &RunRecord) -> Result<()> {
+        let mut runs = self.txn.open_table(RUNS).at(self.path)?;
+        runs.insert(rec.id.0, encode(rec).as_slice()).at(self.path)?;
+        Ok(())
+    }
+
+    pub(crate) fn create_run(&self, new: NewRun) -> Result<RunId> {
+        let id = RunId(self.next_id(KEY_NEXT_RUN)?);
+        let rec = RunRecord {
+            id,
+            flow: new.flow,
+            input: new.input,
+            input_digest: new.input_digest,
+            fingerprint: new.fingerprint,
+            owner: new.owner,
+            status: RunStatus::Running,
+            started_at_ms: self.now,
+            updated_at_ms: self.now,
+            finished_at_ms: None,
+            answer: None,
+            error: None,
+        };
+        self.store_run(&rec)?;
+        self.txn.open_table(RUN_HEADS).at(self.path)?.insert(id.0, 0).at(self.path)?;
+        Ok(id)
+    }
+
+    pub(crate) fn update_run(&self, run: RunId, update: RunUpdate) -> Result<RunRecord> {
+        let mut rec = self.load_run(run)?;
+        if let Some(status) = update.status {
+            rec.status = status;
+            rec.finished_at_ms = status.is_finished().then_some(self.now);
+        }
+        if let Some(answer) = update.answer {
+            rec.answer = Some(answer);
+        }
+        if let Some(error) = update.error {
+            rec.error = Some(error);
+        }
+        if let Some(owner) = update.owner {
+            rec.owner = owner;
+        }
+        rec.updated_at_ms = self.now;
+        self.store_run(&rec)?;
+        Ok(rec)
+    }
+
+    pub(crate) fn append(&self, run: RunId, entries: Vec<NewEntry>) -> Result<Vec<u64>> {
+        let mut heads = self.txn.open_table(RUN_HEADS).at(self.path)?;
+        let first =
+            heads.get(run.0).at(self.path)?.ok_or(JournalError::RunNotFound { run })?.value();
+        let mut identities = self.txn.open_table(IDENTITIES).at(self.path)?;
+        let mut seen = HashMap::new();
+        for (idx, entry) in entries.iter().enumerate() {
+            let Some(identity) = entry.identity.as_deref() else { continue };
+            let held = identities.get((run.0, identity)).at(self.path)?.map(|v| v.value());
+            let held = held.or_else(|| seen.get(identity).copied());
+            if let Some(seq) = held {
+                return Err(JournalError::DuplicateIdentity {
+                    run,
+                    identity: identity.to_owned(),
+                    seq,
+                });
+            }
+            seen.insert(identity, first + idx as u64);
+        }
+        let mut table = self.txn.open_table(ENTRIES).at(self.path)?;
+        let mut seqs = Vec::with_capacity(entries.len());
+        for (idx, entry) in entries.into_iter().enumerate() {
+            let seq = first + idx as u64;
+            if let Some(identity) = entry.identity.as_deref() {
+                identities.insert((run.0, identity), seq).at(self.path)?;
+            }
+            let stored = JournalEntry {
+                run,
+                seq,
+                kind: entry.kind,
+                identity: entry.identity,
+                task: entry.task,
+                at_ms: self.now,
+                payload: entry.payload,
+            };
+            table.insert((run.0, seq), encode(&stored).as_slice()).at(self.path)?;
+            seqs.push(seq);
+        }
+        heads.insert(run.0, first + seqs.len() as u64).at(self.path)?;
+        Ok(seqs)
+    }
+
+    fn load_task(&self, task: TaskId) -> Result<TaskRecord> {
+        let tasks = self.txn.open_table(TASKS).at(self.path)?;
+        let bytes = tasks.get(task.0).at(self.path)?.ok_or(JournalError::TaskNotFound { task })?;
+        decode(self.path, "a task record", bytes.value())
+    }
+
+    fn store_task(&self, rec: &TaskRecord) -> Result<()> {
+        let mut tasks = self.txn.open_table(TASKS).at(self.path)?;
+        tasks.insert(rec.id.0, encode(rec).as_slice()).at(self.path)?;
+        let mut live = self.txn.open_table(LIVE_TASKS).at(self.path)?;
+        if rec.status.is_terminal() {
+            live.remove(rec.id.0).at(self.path)?;
+        } else {
+            live.insert(rec.id.0, ()).at(self.path)?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn create_task(&self, new: NewTask) -> Result<TaskId> {
+        self.load_run(new.run)?;
+        if let Some(parent) = new.parent {
+            self.load_task(parent)?;
+        }
+        let id = TaskId(self.next_id(KEY_NEXT_TASK)?);
+        let rec = TaskRecord {
+            id,
+            run: new.run,
+            parent: new.parent,
+            kind: new.kind,
+            target: new.target,
+            label: new.label,
+            status: new.status,
+            model: new.model,
+            input_tokens: 0,
+            output_tokens: 0,
+            result: None,
+            error: None,
+            owner: new.owner,
+            created_at_ms: self.now,
+            updated_at_ms: self.now,
+        };
+        self.store_task(&rec)?;
+        self.txn.open_table(RUN_TASKS).at(self.path)?.insert((new.run.0, id.0), ()).at(self.path)?;
+        Ok(id)
+    }
+
+    pub(crate) fn update_task(&self, task: TaskId, update: TaskUpdate) -> Result<TaskRecord> {
+        let mut rec = self.load_task(task)?;
+        if rec.status.is_terminal() {
+            return Err(JournalError::TaskFinished { task, status: rec.status });
+        }
+        if let Some(status) = update.status {
+            rec.status = status;
+        }
+        if let Some(model) = update.model {
+            rec.model = Some(model);
+        }
+        if let Some(n) = update.input_tokens {
+            rec.input_tokens = n;
+        }
+        if let Some(n) = update.output_tokens {
+            rec.output_tokens = n;
+        }
+        if let Some(result) = update.result {
+            rec.result = Some(result);
+        }
+        if let Some(error) = update.error {
+            rec.error = Some(error);
+        }
+        if let Some(owner) = update.owner {
+            rec.owner = owner;
+        }
+        rec.updated_at_ms = self.now;
+        self.store_task(&rec)?;
+        Ok(rec)
+    }
+
+    fn load_session(&self, id: &SessionId) -> Result<Option<SessionRecord>> {
+        let sessions = self.txn.open_table(SESSIONS).at(self.path)?;
+        let bytes = sessions.get(id.0.as_str()).at(self.path)?;
+        bytes.map(|b| decode(self.path, "a session record", b.value())).transpose()
+    }
+
+    fn store_session(&self, rec: &SessionRecord) -> Result<()> {
+        let key = rec.id.0.as_str();
+        let mut sessions = self.txn.open_table(SESSIONS).at(self.path)?;
+        sessions.insert(key, encode(rec).as_slice()).at(self.path)?;
+        let mut live = self.txn.open_table(LIVE_SESSIONS).at(self.path)?;
+        if rec.status.is_live() {
+            live.insert(key, ()).at(self.path)?;
+        } else {
+            live.remove(key).at(self.path)?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn create_session(&self, new: NewSession) -> Result<SessionRecord> {
+        if self.load_session(&new.id)?.is_some() {
+            return Err(JournalError::SessionExists { session: new.id });
+        }
+        let rec = SessionRecord {
+            id: new.id,
+            leader: new.leader,
+            parent: new.parent,
+            team: new.team,
+            managed: new.managed,
+            enabled: new.enabled,
+            status: new.status,
+            iteration_budget: new.iteration_budget,
+            iterations_used: 0,
+            router_allowlist: new.router_allowlist,
+            checkpoint: None,
+            owner: new.owner,
+            created_at_ms: self.now,
+            updated_at_ms: self.now,
+        };
+        self.store_session(&rec)?;
+        Ok(rec)
+    }
+
+    fn existing_session(&self, id: &SessionId) -> Result<SessionRecord> {
+        self.load_session(id)?.ok_or_else(|| JournalError::SessionNotFound { session: id.clone() })
+    }
+
+    pub(crate) fn update_session(
+        &self,
+        id: &SessionId,
+        update: SessionUpdate,
+    ) -> Result<SessionRecord> {
+        let mut rec = self.existing_session(id)?;
+        if let Some(status) = update.status {
+            rec.status = status;
+        }
+        if let Some(enabled) = update.enabled {
+            rec.enabled = enabled;
+        }
+        if let Some(budget) = update.iteration_budget {
+            rec.iteration_budget = budget;
+        }
+        if let Some(allowlist) = update.router_allowlist {
+            rec.router_allowlist = allowlist;
+        }
+        if let Some(checkpoint) = update.checkpoint {
+            rec.checkpoint = Some(checkpoint);
+        }
+        if let Some(owner) = update.owner {
+            rec.owner = owner;
+        }
+        rec.updated_at_ms = self.now;
+        self.store_session(&rec)?;
+        Ok(rec)
+    }
+
+    pub(crate) fn claim_iteration(&self, id: &SessionId) -> Result<Option<u64>> {
+        let mut rec = self.existing_session(id)?;
+        if rec.status.is_terminal()
+            || rec.iteration_budget.is_some_and(|b| rec.iterations_used >= b)
+        {
+            return Ok(None);
+        }
+        rec.iterations_used += 1;
+        rec.updated_at_ms = self.now;
+        self.store_session(&rec)?;
+        Ok(Some(rec.iterations_used))
+    }
+
+    pub(crate) fn reconcile(&self, live: &HashSet<String>) -> Result<Reconciled> {
+        let mut done = Reconciled::default();
+        let is_live = |owner: &str| live.contains(owner);
+
+        let task_ids: Vec<u64> = {
+            let table = self.txn.open_table(LIVE_TASKS).at(self.path)?;
+            let mut ids = Vec::new();
+            for item in table.iter().at(self.path)? {
+                ids.push(item.at(self.path)?.0.value());
+            }
+            ids
+        };
+        for id in task_ids {
+            let mut rec = self.load_task(TaskId(id))?;
+            if !rec.status.is_terminal() && !is_live(&rec.owner) {
+                rec.status = TaskStatus::Interrupted;
+                rec.updated_at_ms = self.now;
+                self.store_task(&rec)?;
+                done.tasks += 1;
+            }
+        }
+
+        let session_ids: Vec<String> = {
+            let table = self.txn.open_table(LIVE_SESSIONS).at(self.path)?;
+            let mut ids = Vec::new();
+            for item in table.iter().at(self.path)? {
+                ids.push(item.at(self.path)?.0.value().to_owned());
+            }
+            ids
+        };
+        for id in session_ids {
+            let mut rec = self.existing_session(&SessionId(id))?;
+            let spared = is_live(&rec.id.0)
+                || is_live(&rec.owner)
+                || rec.leader.as_ref().is_some_and(|l| is_live(&l.0));
+            if rec.status.is_live() && !spared {
+                rec.status = SessionStatus::Lost;
+                rec.updated_at_ms = self.now;
+                self.store_session(&rec)?;
+                done.sessions += 1;
+            }
+        }
+
+        let stale: Vec<RunRecord> = {
+            let table = self.txn.open_table(RUNS).at(self.path)?;
+            let mut stale = Vec::new();
+            for item in table.iter().at(self.path)? {
+                let (_, bytes) = item.at(self.path)?;
+                let rec: RunRecord = decode(self.path, "a run record", bytes.value())?;
+                if rec.status == RunStatus::Running && !is_live(&rec.owner) {
+                    stale.push(rec);
+                }
+            }
+            stale
+        };
+        for mut rec in stale {
+            rec.status = RunStatus::Interrupted;
+            rec.updated_at_ms = self.now;
+            self.store_run(&rec)?;
+            done.runs += 1;
+        }
+        Ok(done)
+    }
+
+    pub(crate) fn prune(&self, before_ms: u64) -> Result<Pruned> {
+        let doomed: Vec<u64> = {
+            let table = self.txn.open_table(RUNS).at(self.path)?;
+            let mut doomed = Vec::new();
+            for item in table.iter().at(self.path)? {
+                let (key, bytes) = item.at(self.path)?;
+                let rec: RunRecord = decode(self.path, "a run record", bytes.value())?;
+                if rec.status.is_finished() && rec.finished_at_ms.is_some_and(|t| t < before_ms) {
+                    doomed.push(key.value());
+                }
+            }
+            doomed
+        };
+        let mut pruned = Pruned::default();
+        let mut runs = self.txn.open_table(RUNS).at(self.path)?;
+        let mut heads = self.txn.open_table(RUN_HEADS).at(self.path)?;
+        let mut entries = self.txn.open_table(ENTRIES).at(self.path)?;
+        let mut identities = self.txn.open_table(IDENTITIES).at(self.path)?;
+        let mut run_tasks = self.txn.open_table(RUN_TASKS).at(self.path)?;
+        let mut tasks = self.txn.open_table(TASKS).at(self.path)?;
+        let mut live_tasks = self.txn.open_table(LIVE_TASKS).at(self.path)?;
+        for run in doomed {
+            entries
+                .retain_in((run, 0)..=(run, u64::MAX), |_, _| {
+                    pruned.entries += 1;
+                    false
+                })
+                .at(self.path)?;
+            identities.retain_in((run, "")..(run + 1, ""), |_, _| false).at(self.path)?;
+            let mut task_ids = Vec::new();
+            run_tasks
+                .retain_in((run, 0)..=(run, u64::MAX), |(_, task), ()| {
+                    task_ids.push(task);
+                    false
+                })
+                .at(self.path)?;
+            for task in task_ids {
+                tasks.remove(task).at(self.path)?;
+                live_tasks.remove(task).at(self.path)?;
+                pruned.tasks += 1;
+            }
+            heads.remove(run).at(self.path)?;
+            runs.remove(run).at(self.path)?;
+            pruned.runs += 1;
+        }
+        Ok(pruned)
+    }
+}

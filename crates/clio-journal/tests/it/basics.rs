@@ -1,0 +1,287 @@
+//! The journal's operations on an in-memory journal: runs, entries and identities, tasks,
+//! sessions, reconcile, prune, export and concurrent appends.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use clio_journal::{
+    Durability, EntryKind, ExportLine, Journal, JournalConfig, JournalError, NewEntry, NewSession,
+    RunFilter, RunStatus, RunUpdate, SessionId, SessionStatus, SessionUpdate, TaskStatus,
+    TaskUpdate,
+};
+use serde_json::json;
+
+use crate::support::{TestResult, journal_with_run, new_run, new_task, step};
+
+#[test]
+fn appends_are_read_back_in_order_with_dense_sequence_numbers() -> TestResult {
+    let (journal, run) = journal_with_run()?;
+    for n in 0..10 {
+        assert_eq!(journal.append(run, step(n))?, n);
+    }
+    let seqs = journal.append_batch(run, vec![step(10), step(11)])?;
+    assert_eq!(seqs, vec![10, 11]);
+    let entries = journal.entries(run)?;
+    assert_eq!(entries.len(), 12);
+    for (idx, entry) in entries.iter().enumerate() {
+        assert_eq!(entry.seq, idx as u64);
+        assert_eq!(entry.run, run);
+        assert_eq!(entry.payload, json!({"n": idx}));
+    }
+    assert_eq!(journal.entry_count(run)?, 12);
+    assert_eq!(journal.entries_from(run, 10)?.len(), 2);
+    assert_eq!(journal.entry(run, 3)?.map(|e| e.seq), Some(3));
+    assert_eq!(journal.entry(run, 12)?, None);
+    Ok(())
+}
+
+#[test]
+fn identity_finds_its_entry_and_is_unique_per_run() -> TestResult {
+    let (journal, run) = journal_with_run()?;
+    let other = journal.create_run(new_run("count", "proc-a"))?;
+    journal.append(run, step(0))?;
+    journal.append(run, NewEntry::new(EntryKind::Event, json!("no identity")))?;
+    journal.append(run, step(1))?;
+    // The same identity in another run is another call.
+    journal.append(other, step(1))?;
+
+    let found = journal.entry_by_identity(run, "step-1")?.ok_or("step-1 not found")?;
+    assert_eq!((found.seq, found.payload), (2, json!({"n": 1})));
+    assert_eq!(journal.entry_by_identity(run, "step-9")?, None);
+
+    let err = journal.append(run, step(1)).err().ok_or("duplicate accepted")?;
+    assert!(matches!(err, JournalError::DuplicateIdentity { seq: 2, .. }), "{err}");
+    // A batch repeating an identity within itself is refused whole.
+    let err = journal.append_batch(run, vec![step(7), step(7)]).err().ok_or("accepted")?;
+    assert!(matches!(err, JournalError::DuplicateIdentity { seq: 3, .. }), "{err}");
+    assert_eq!(journal.entry_count(run)?, 3);
+    assert_eq!(journal.entry_by_identity(run, "step-7")?, None);
+    Ok(())
+}
+
+#[test]
+fn unknown_records_are_typed_errors() -> TestResult {
+    let (journal, run) = journal_with_run()?;
+    let missing = clio_journal::RunId(run.0 + 100);
+    assert!(matches!(journal.append(missing, step(0)), Err(JournalError::RunNotFound { .. })));
+    assert!(matches!(journal.entries(missing), Err(JournalError::RunNotFound { .. })));
+    assert_eq!(journal.run(missing)?, None);
+    let task = clio_journal::TaskId(77);
+    let err = journal.update_task(task, TaskUpdate::default()).err().ok_or("accepted")?;
+    assert_eq!(err.to_string(), "task 77 not found");
+    let err = journal.claim_iteration(&SessionId("nobody".into())).err().ok_or("accepted")?;
+    assert_eq!(err.to_string(), "session nobody not found");
+    // A failed operation does not disturb the journal.
+    assert_eq!(journal.append(run, step(0))?, 0);
+    Ok(())
+}
+
+#[test]
+fn runs_change_status_and_are_listed_by_filter() -> TestResult {
+    let (journal, first) = journal_with_run()?;
+    let second = journal.create_run(new_run("review", "proc-a"))?;
+    let done = journal.update_run(
+        first,
+        RunUpdate {
+            status: Some(RunStatus::Succeeded),
+            answer: Some(json!("42")),
+            ..RunUpdate::default()
+        },
+    )?;
+    assert!(done.finished_at_ms.is_some());
+    assert_eq!(done.answer, Some(json!("42")));
+
+    let all: Vec<_> = journal.runs(&RunFilter::default())?.iter().map(|r| r.id).collect();
+    assert_eq!(all, vec![second, first], "newest first");
+    let running =
+        journal.runs(&RunFilter { statuses: vec![RunStatus::Running], ..Default::default() })?;
+    assert_eq!(running.iter().map(|r| r.id).collect::<Vec<_>>(), vec![second]);
+    let count = journal.runs(&RunFilter { flow: Some("count".into()), ..Default::default() })?;
+    assert_eq!(count.iter().map(|r| r.id).collect::<Vec<_>>(), vec![first]);
+    assert_eq!(journal.runs(&RunFilter { limit: Some(1), ..Default::default() })?.len(), 1);
+    Ok(())
+}
+
+#[test]
+fn tasks_record_progress_and_refuse_change_once_final() -> TestResult {
+    let (journal, run) = journal_with_run()?;
+    let parent = journal.create_task(new_task(run, "proc-a"))?;
+    let child = journal
+        .create_task(clio_journal::NewTask { parent: Some(parent), ..new_task(run, "proc-a") })?;
+    let rec = journal.update_task(
+        child,
+        TaskUpdate {
+            status: Some(TaskStatus::Succeeded),
+            input_tokens: Some(12),
+            output_tokens: Some(5),
+            result: Some(json!({"answer": "ok"})),
+            ..TaskUpdate::default()
+        },
+    )?;
+    assert_eq!((rec.input_tokens, rec.output_tokens, rec.parent), (12, 5, Some(parent)));
+    let err = journal.update_task(child, TaskUpdate::default()).err().ok_or("accepted")?;
+    assert!(matches!(err, JournalError::TaskFinished { status: TaskStatus::Succeeded, .. }));
+    let tasks = journal.tasks(run)?;
+    assert_eq!(tasks.iter().map(|t| t.id).collect::<Vec<_>>(), vec![parent, child]);
+    assert_eq!(journal.task(child)?.and_then(|t| t.result), Some(json!({"answer": "ok"})));
+    Ok(())
+}
+
+fn new_session(id: &str, leader: Option<&str>, owner: &str) -> NewSession {
+    NewSession {
+        id: SessionId(id.into()),
+        leader: leader.map(|l| SessionId(l.into())),
+        parent: leader.map(|l| SessionId(l.into())),
+        team: Some("team-1".into()),
+        managed: true,
+        enabled: None,
+        status: SessionStatus::Running,
+        iteration_budget: Some(2),
+        router_allowlist: Some(vec!["local/llama".into()]),
+        owner: owner.into(),
+    }
+}
+
+#[test]
+fn sessions_keep_a_durable_iteration_budget() -> TestResult {
+    let journal = Journal::open_in_memory()?;
+    let id = SessionId("s-1".into());
+    journal.create_session(new_session("s-1", Some("lead"), "proc-a"))?;
+    let err = journal.create_session(new_session("s-1", None, "proc-a")).err().ok_or("accepted")?;
+    assert!(matches!(err, JournalError::SessionExists { .. }));
+    assert_eq!(journal.claim_iteration(&id)?, Some(1));
+    assert_eq!(journal.claim_iteration(&id)?, Some(2));
+    assert_eq!(journal.claim_iteration(&id)?, None, "budget spent");
+    let rec = journal.update_session(
+        &id,
+        SessionUpdate {
+            iteration_budget: Some(Some(3)),
+            checkpoint: Some(json!([1])),
+            ..Default::default()
+        },
+    )?;
+    assert_eq!(rec.checkpoint, Some(json!([1])));
+    assert_eq!(journal.claim_iteration(&id)?, Some(3));
+    assert_eq!(journal.sessions()?.len(), 1);
+    assert_eq!(journal.session(&id)?.map(|s| s.iterations_used), Some(3));
+    Ok(())
+}
+
+#[test]
+fn reconcile_marks_what_dead_processes_left_running_exactly_once() -> TestResult {
+    let journal = Journal::open_in_memory()?;
+    let dead_run = journal.create_run(new_run("count", "dead"))?;
+    let live_run = journal.create_run(new_run("count", "live"))?;
+    let dead_task = journal.create_task(new_task(dead_run, "dead"))?;
+    let live_task = journal.create_task(new_task(live_run, "live"))?;
+    let finished = journal.create_task(new_task(dead_run, "dead"))?;
+    journal.update_task(
+        finished,
+        TaskUpdate { status: Some(TaskStatus::Failed), ..Default::default() },
+    )?;
+    journal.create_session(new_session("orphan", Some("gone-leader"), "dead"))?;
+    journal.create_session(new_session("spared", Some("live-leader"), "dead"))?;
+    journal.create_session(new_session("idle", None, "dead"))?;
+    journal.update_session(
+        &SessionId("idle".into()),
+        SessionUpdate { status: Some(SessionStatus::Idle), ..Default::default() },
+    )?;
+
+    let done = journal.reconcile(&["live", "live-leader"])?;
+    assert_eq!((done.runs, done.tasks, done.sessions, done.total()), (1, 1, 1, 3));
+    assert_eq!(journal.reconcile(&["live", "live-leader"])?.total(), 0, "exactly once");
+
+    let status = |t| journal.task(t).map(|r| r.map(|r| r.status));
+    assert_eq!(status(dead_task)?, Some(TaskStatus::Interrupted));
+    assert_eq!(status(live_task)?, Some(TaskStatus::Running));
+    assert_eq!(status(finished)?, Some(TaskStatus::Failed));
+    assert_eq!(journal.run(dead_run)?.map(|r| r.status), Some(RunStatus::Interrupted));
+    assert_eq!(journal.run(live_run)?.map(|r| r.status), Some(RunStatus::Running));
+    let session = |id: &str| journal.session(&SessionId(id.into())).map(|s| s.map(|s| s.status));
+    assert_eq!(session("orphan")?, Some(SessionStatus::Lost));
+    assert_eq!(session("spared")?, Some(SessionStatus::Running));
+    assert_eq!(session("idle")?, Some(SessionStatus::Idle));
+    Ok(())
+}
+
+#[test]
+fn prune_removes_finished_runs_with_their_entries_and_tasks() -> TestResult {
+    let (journal, old) = journal_with_run()?;
+    let kept = journal.create_run(new_run("count", "proc-a"))?;
+    let unfinished = journal.create_run(new_run("count", "proc-a"))?;
+    for run in [old, kept, unfinished] {
+        journal.append_batch(run, (0..5).map(step).collect())?;
+        journal.create_task(new_task(run, "proc-a"))?;
+    }
+    journal.update_run(old, RunUpdate { status: Some(RunStatus::Failed), ..Default::default() })?;
+
+    assert_eq!(journal.prune(0)?, clio_journal::Pruned::default(), "nothing finished before 0");
+    let pruned = journal.prune(u64::MAX)?;
+    assert_eq!((pruned.runs, pruned.entries, pruned.tasks), (1, 5, 1));
+    assert_eq!(journal.run(old)?, None);
+    assert!(matches!(journal.entries(old), Err(JournalError::RunNotFound { .. })));
+    assert_eq!(journal.entry_by_identity(old, "step-1")?, None);
+    assert_eq!(journal.tasks(old)?, vec![]);
+    for run in [kept, unfinished] {
+        assert_eq!(journal.entries(run)?.len(), 5);
+        assert_eq!(journal.tasks(run)?.len(), 1);
+        assert!(journal.entry_by_identity(run, "step-4")?.is_some());
+    }
+    Ok(())
+}
+
+#[test]
+fn export_writes_the_run_its_tasks_and_its_entries_as_json_lines() -> TestResult {
+    let (journal, run) = journal_with_run()?;
+    let task = journal.create_task(new_task(run, "proc-a"))?;
+    journal
+        .append(run, NewEntry::new(EntryKind::Call, json!({"target": "echo"})).with_task(task))?;
+    journal.append(run, step(1))?;
+    let mut out = Vec::new();
+    assert_eq!(journal.export(run, &mut out)?, 4);
+    let text = String::from_utf8(out)?;
+    let lines: Vec<ExportLine> =
+        text.lines().map(serde_json::from_str).collect::<Result<_, _>>()?;
+    assert!(matches!(&lines[0], ExportLine::Run(r) if r.id == run));
+    assert!(matches!(&lines[1], ExportLine::Task(t) if t.id == task));
+    assert!(matches!(&lines[2], ExportLine::Entry(e) if e.seq == 0 && e.task == Some(task)));
+    let first: serde_json::Value = serde_json::from_str(text.lines().next().unwrap_or_default())?;
+    assert_eq!(first["record"], "run");
+    Ok(())
+}
+
+#[test]
+fn concurrent_appenders_get_distinct_dense_sequence_numbers() -> TestResult {
+    let (journal, run) = journal_with_run()?;
+    let journal = Arc::new(journal);
+    let threads: Vec<_> = (0..16u64)
+        .map(|t| {
+            let journal = Arc::clone(&journal);
+            std::thread::spawn(move || -> Result<Vec<u64>, JournalError> {
+                (0..25).map(|i| journal.append(run, step(t * 1000 + i))).collect()
+            })
+        })
+        .collect();
+    let mut seqs = BTreeSet::new();
+    for handle in threads {
+        let got = handle.join().map_err(|_| "appender panicked")??;
+        seqs.extend(got);
+    }
+    assert_eq!(seqs, (0..400).collect::<BTreeSet<u64>>());
+    assert_eq!(journal.entries(run)?.len(), 400);
+    Ok(())
+}
+
+#[test]
+fn eventual_durability_is_visible_at_once_and_durable_after_flush() -> TestResult {
+    let config = JournalConfig { durability: Durability::Eventual, ..JournalConfig::default() };
+    let journal = Journal::open_in_memory_with(config)?;
+    let run = journal.create_run(new_run("scratch", "proc-a"))?;
+    journal.append(run, step(0))?;
+    assert_eq!(journal.entries(run)?.len(), 1);
+    journal.flush()?;
+    let clone = journal.clone();
+    journal.close()?;
+    assert_eq!(clone.entry_count(run)?, 1, "a clone outlives close of another handle");
+    Ok(())
+}

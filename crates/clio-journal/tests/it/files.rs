@@ -1,0 +1,223 @@
+//! Journal files on disk: reopening, bad input (a missing folder, a file that is not a
+//! journal, a damaged file), a newer format refused without modification, and the committed
+//! format-1 file still opening.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use clio_journal::{
+    EntryKind, FORMAT_VERSION, Journal, JournalConfig, JournalError, NewEntry, NewSession, RunId,
+    RunStatus, RunUpdate, SessionId, SessionStatus, TaskStatus, TaskUpdate,
+};
+use serde_json::json;
+
+use crate::support::{TestResult, new_run, new_task, step};
+
+fn open(path: &Path) -> Result<Journal, JournalError> {
+    Journal::open(path, JournalConfig::default())
+}
+
+#[test]
+fn a_journal_file_keeps_its_records_across_reopen() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("journal.redb");
+    let journal = open(&path)?;
+    let run = journal.create_run(new_run("count", "proc-a"))?;
+    journal.append_batch(run, (0..3).map(step).collect())?;
+    journal.close()?;
+
+    let journal = open(&path)?;
+    assert_eq!(journal.path(), path);
+    assert_eq!(journal.entries(run)?.len(), 3);
+    assert_eq!(journal.append(run, step(3))?, 3);
+    Ok(())
+}
+
+#[test]
+fn a_path_in_a_missing_folder_is_an_io_error_naming_it() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("no-such-folder/journal.redb");
+    let err = open(&path).err().ok_or("opened")?;
+    assert!(matches!(&err, JournalError::Io { path: p, .. } if *p == path), "{err:?}");
+    assert!(err.to_string().contains("no-such-folder/journal.redb"), "{err}");
+    Ok(())
+}
+
+#[test]
+fn a_file_that_is_not_a_journal_is_refused_untouched() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    for (name, content) in [
+        ("notes.txt", b"hello, this is not a database\n".to_vec()),
+        ("short", b"redb".to_vec()),
+        ("zeros", vec![0u8; 8192]),
+    ] {
+        let path = dir.path().join(name);
+        fs::write(&path, &content)?;
+        let err = open(&path).err().ok_or("opened")?;
+        assert!(matches!(&err, JournalError::NotAJournal { path: p } if *p == path), "{err:?}");
+        assert_eq!(err.to_string(), format!("{} is not a clio journal", path.display()));
+        assert_eq!(fs::read(&path)?, content, "{name} was modified");
+    }
+    Ok(())
+}
+
+#[test]
+fn a_redb_file_of_something_else_is_not_a_journal() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("other.redb");
+    {
+        let db = redb::Database::create(&path)?;
+        let txn = db.begin_write()?;
+        let table: redb::TableDefinition<&str, &str> = redb::TableDefinition::new("users");
+        txn.open_table(table)?.insert("ada", "lovelace")?;
+        txn.commit()?;
+    }
+    let before = fs::read(&path)?;
+    let err = open(&path).err().ok_or("opened")?;
+    assert!(matches!(err, JournalError::NotAJournal { .. }), "{err:?}");
+    assert_eq!(fs::read(&path)?, before);
+    Ok(())
+}
+
+#[test]
+fn a_newer_format_is_refused_and_left_byte_for_byte_unmodified() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("journal.redb");
+    let journal = open(&path)?;
+    let run = journal.create_run(new_run("count", "proc-a"))?;
+    journal.append(run, step(0))?;
+    journal.close()?;
+    {
+        // What a future format would write: a larger version number.
+        let db = redb::Database::create(&path)?;
+        let txn = db.begin_write()?;
+        let meta: redb::TableDefinition<&str, u64> = redb::TableDefinition::new("clio_meta");
+        txn.open_table(meta)?.insert("format_version", FORMAT_VERSION + 1)?;
+        txn.commit()?;
+    }
+    let before = fs::read(&path)?;
+    let err = open(&path).err().ok_or("opened")?;
+    match &err {
+        JournalError::UpgradeRequired { path: p, found, supported } => {
+            assert_eq!((p, *found, *supported), (&path, FORMAT_VERSION + 1, FORMAT_VERSION));
+        }
+        other => return Err(format!("unexpected error {other:?}").into()),
+    }
+    assert!(err.to_string().contains("upgrade clio"), "{err}");
+    assert_eq!(fs::read(&path)?, before, "the newer file was modified");
+    Ok(())
+}
+
+#[test]
+fn a_damaged_header_is_a_typed_error_not_a_panic() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("journal.redb");
+    let journal = open(&path)?;
+    let run = journal.create_run(new_run("count", "proc-a"))?;
+    journal.append(run, step(0))?;
+    journal.close()?;
+    let mut bytes = fs::read(&path)?;
+    for b in &mut bytes[16..512] {
+        *b ^= 0x5a;
+    }
+    fs::write(&path, &bytes)?;
+    let err = open(&path).err().ok_or("opened")?;
+    assert!(
+        matches!(err, JournalError::Corrupted { .. } | JournalError::Storage { .. }),
+        "{err:?}"
+    );
+    Ok(())
+}
+
+#[test]
+fn a_second_open_of_the_same_file_is_refused_while_the_first_is_open() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("journal.redb");
+    let _journal = open(&path)?;
+    let err = open(&path).err().ok_or("opened twice")?;
+    assert!(matches!(err, JournalError::AlreadyOpen { .. }), "{err:?}");
+    Ok(())
+}
+
+fn v1_fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v1/journal.redb")
+}
+
+/// Writes the format-1 fixture: one finished run with a task, three entries and a session.
+fn write_v1_fixture(path: &Path) -> TestResult {
+    let journal = open(path)?;
+    let run = journal.create_run(new_run("count", "proc-a"))?;
+    let task = journal.create_task(new_task(run, "proc-a"))?;
+    journal.append(
+        run,
+        NewEntry::new(EntryKind::Call, json!({"target": "echo"}))
+            .with_identity("call-0")
+            .with_task(task),
+    )?;
+    journal.update_task(
+        task,
+        TaskUpdate {
+            status: Some(TaskStatus::Succeeded),
+            result: Some(json!("hi")),
+            ..Default::default()
+        },
+    )?;
+    journal.append(
+        run,
+        NewEntry::new(EntryKind::Question, json!({"text": "go on?"})).with_identity("ask-0"),
+    )?;
+    journal.append(run, NewEntry::new(EntryKind::Answer, json!(true)).with_identity("answer-0"))?;
+    journal.create_session(NewSession {
+        id: SessionId("s-1".into()),
+        leader: None,
+        parent: None,
+        team: None,
+        managed: false,
+        enabled: Some(true),
+        status: SessionStatus::Done,
+        iteration_budget: Some(10),
+        router_allowlist: None,
+        owner: "proc-a".into(),
+    })?;
+    journal.update_run(
+        run,
+        RunUpdate {
+            status: Some(RunStatus::Succeeded),
+            answer: Some(json!("hi")),
+            ..Default::default()
+        },
+    )?;
+    journal.close()?;
+    Ok(())
+}
+
+#[test]
+fn the_committed_format_1_file_opens() -> TestResult {
+    let fixture = v1_fixture();
+    if std::env::var_os("CLIO_REGENERATE_V1").is_some() {
+        // Only when the fixture is deliberately rewritten; never in a normal run.
+        let _ = fs::remove_file(&fixture);
+        write_v1_fixture(&fixture)?;
+    }
+    // Opening for writing may touch the file, so open a copy.
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("journal.redb");
+    fs::copy(&fixture, &path)?;
+    let journal = open(&path)?;
+    let run = journal.run(RunId(1))?.ok_or("run 1 missing")?;
+    assert_eq!((run.status, run.answer), (RunStatus::Succeeded, Some(json!("hi"))));
+    let entries = journal.entries(RunId(1))?;
+    let kinds: Vec<_> = entries.iter().map(|e| e.kind).collect();
+    assert_eq!(kinds, vec![EntryKind::Call, EntryKind::Question, EntryKind::Answer]);
+    assert_eq!(journal.entry_by_identity(RunId(1), "ask-0")?.map(|e| e.seq), Some(1));
+    let tasks = journal.tasks(RunId(1))?;
+    assert_eq!(tasks.len(), 1);
+    assert_eq!(tasks[0].result, Some(json!("hi")));
+    assert_eq!(
+        journal.session(&SessionId("s-1".into()))?.map(|s| s.iteration_budget),
+        Some(Some(10))
+    );
+    // Still writable: a new run gets the next id.
+    assert_eq!(journal.create_run(new_run("count", "proc-b"))?, RunId(2));
+    Ok(())
+}

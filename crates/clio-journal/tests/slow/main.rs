@@ -1,0 +1,1 @@
+//! The slow tier of the journal's tests (run by `cargo xtask test-long`): many SIGKILLs.
