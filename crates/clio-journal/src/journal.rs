@@ -87,7 +87,7 @@ impl Journal {
                     preflight(&path)?;
                 }
             }
-            Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+            Err(err) if err.kind() == io::ErrorKind::NotFound => create_atomically(&path)?,
             Err(err) => return Err(io_err(err)),
         }
         let db = Builder::new().set_cache_size(config.cache_size).create(&path).at(&path)?;
@@ -410,6 +410,29 @@ fn is_fatal(err: &JournalError) -> bool {
         err,
         JournalError::Io { .. } | JournalError::Storage { .. } | JournalError::Corrupted { .. }
     )
+}
+
+/// Creates and initialises a new journal under a temporary name, then renames it into
+/// place, so that a crash during creation never leaves a half-written file at `path`.
+fn create_atomically(path: &Path) -> Result<()> {
+    let io_err = |source| JournalError::Io { path: path.to_path_buf(), source };
+    let mut name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+    name.push(".creating");
+    let tmp = path.with_file_name(name);
+    match fs::remove_file(&tmp) {
+        Err(err) if err.kind() != io::ErrorKind::NotFound => return Err(io_err(err)),
+        _ => {}
+    }
+    {
+        let db = Builder::new().create(&tmp).at(path)?;
+        check_or_initialise(&db, path)?;
+    }
+    fs::File::open(&tmp).and_then(|f| f.sync_all()).map_err(io_err)?;
+    fs::rename(&tmp, path).map_err(io_err)?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        fs::File::open(dir).and_then(|d| d.sync_all()).map_err(io_err)?;
+    }
+    Ok(())
 }
 
 /// Checks a file's format version read-only, so that a newer file is never written to.

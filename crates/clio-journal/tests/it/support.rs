@@ -4,7 +4,7 @@ use clio_journal::{EntryKind, Journal, NewEntry, NewRun, NewTask, RunId, TaskKin
 use serde_json::json;
 
 /// The result type of tests, so they can use `?`.
-pub(crate) type TestResult = Result<(), Box<dyn std::error::Error>>;
+pub(crate) type TestResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
 
 /// Returns a run to create, of flow `flow`, owned by `owner`.
 pub(crate) fn new_run(flow: &str, owner: &str) -> NewRun {
