@@ -1,2 +1,136 @@
-//! Project automation.
-fn main() {}
+//! Project automation, run as `cargo xtask <command>`: the same commands locally and in CI.
+//!
+//! - `ci`: formatting, clippy with warnings denied, the tests, the docs with warnings
+//!   denied, and tidy.
+//! - `tidy`: the project rules that the compiler does not check (see `tidy.rs`); also a
+//!   `#[test]`, so plain `cargo test` runs it.
+//! - `bench`: every benchmark target of the workspace, collected as JSON lines.
+//! - `test-long`: the slow test tiers (crash suites, many proptest cases).
+
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+mod tidy;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("ci") => ci(),
+        Some("tidy") => tidy::check(&project_root()).map_err(|problems| problems.join("\n")),
+        Some("bench") => bench(&args[1..]),
+        Some("test-long") => test_long(),
+        Some("help" | "--help" | "-h") | None => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Some(other) => Err(format!("unknown command `{other}`\n\n{USAGE}")),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("xtask: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+const USAGE: &str = "\
+usage: cargo xtask <command>
+
+commands:
+  ci          fmt --check, clippy -D warnings, tests, docs -D warnings, tidy
+  tidy        check the project rules (dependency direction, file docs, markers)
+  bench [F]   run every benchmark target (names containing F only), print JSON lines
+              and keep them in target/bench/results.jsonl
+  test-long   run the slow tiers: crash suites and PROPTEST_CASES=10000";
+
+/// Returns the workspace root (the parent of this crate's folder).
+fn project_root() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest.parent().unwrap_or(manifest).to_path_buf()
+}
+
+/// Runs `cargo` with `args` in the project root, failing when it fails.
+fn cargo(args: &[&str], envs: &[(&str, &str)]) -> Result<(), String> {
+    eprintln!("$ cargo {}", args.join(" "));
+    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()))
+        .args(args)
+        .envs(envs.iter().copied())
+        .current_dir(project_root())
+        .status()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if status.success() { Ok(()) } else { Err(format!("`cargo {}` failed", args.join(" "))) }
+}
+
+fn ci() -> Result<(), String> {
+    cargo(&["fmt", "--all", "--", "--check"], &[])?;
+    cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"], &[])?;
+    cargo(&["test", "--workspace"], &[])?;
+    cargo(&["doc", "--no-deps", "--workspace"], &[("RUSTDOCFLAGS", "-D warnings")])?;
+    tidy::check(&project_root()).map_err(|problems| problems.join("\n"))?;
+    eprintln!("xtask ci: all checks passed");
+    Ok(())
+}
+
+fn test_long() -> Result<(), String> {
+    let slow = bench_or_slow_targets("test")?;
+    for (package, target) in &slow {
+        cargo(&["test", "--release", "-p", package, "--test", target], &[])?;
+    }
+    cargo(&["test", "--workspace", "--release"], &[("PROPTEST_CASES", "10000")])
+}
+
+fn bench(filter: &[String]) -> Result<(), String> {
+    let targets = bench_or_slow_targets("bench")?;
+    let filter = filter.first().map(String::as_str).unwrap_or("");
+    let out_dir = project_root().join("target/bench");
+    std::fs::create_dir_all(&out_dir).map_err(|e| format!("cannot create {out_dir:?}: {e}"))?;
+    let mut lines = Vec::new();
+    for (package, target) in targets.iter().filter(|(_, t)| t.contains(filter)) {
+        eprintln!("$ cargo bench -p {package} --bench {target}");
+        let output = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()))
+            .args(["bench", "-q", "-p", package, "--bench", target])
+            .current_dir(project_root())
+            .stderr(std::process::Stdio::inherit())
+            .output()
+            .map_err(|e| format!("cannot run cargo bench: {e}"))?;
+        if !output.status.success() {
+            return Err(format!("benchmark {package}/{target} failed"));
+        }
+        for line in String::from_utf8_lossy(&output.stdout).lines() {
+            if serde_json::from_str::<serde_json::Value>(line).is_ok() {
+                println!("{line}");
+                lines.push(line.to_owned());
+            }
+        }
+    }
+    let path = out_dir.join("results.jsonl");
+    std::fs::write(&path, lines.join("\n") + "\n").map_err(|e| format!("cannot write {path:?}: {e}"))?;
+    eprintln!("xtask bench: {} results in {}", lines.len(), path.display());
+    Ok(())
+}
+
+/// Returns (package, target) for every bench target (`kind` = "bench"), or every test
+/// target that plain `cargo test` skips (`kind` = "test" with `test = false`: the slow
+/// tiers).
+fn bench_or_slow_targets(kind: &str) -> Result<Vec<(String, String)>, String> {
+    let metadata = tidy::metadata(&project_root(), true)?;
+    let mut found = Vec::new();
+    for package in metadata["packages"].as_array().into_iter().flatten() {
+        let name = package["name"].as_str().unwrap_or_default();
+        for target in package["targets"].as_array().into_iter().flatten() {
+            let is_kind = target["kind"].as_array().is_some_and(|k| k.iter().any(|k| k == kind));
+            let runs_by_default = target["test"].as_bool().unwrap_or(true);
+            let wanted = match kind {
+                "test" => is_kind && !runs_by_default,
+                _ => is_kind,
+            };
+            if wanted {
+                found.push((name.to_owned(), target["name"].as_str().unwrap_or_default().to_owned()));
+            }
+        }
+    }
+    Ok(found)
+}

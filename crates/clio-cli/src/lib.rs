@@ -1,1 +1,64 @@
-//! The `clio` command.
+//! The `clio` command: a thin composition of the CLIO crates.
+//!
+//! This is the only crate that reads argv, the environment or a TTY, and the only one
+//! that prints. Arguments are parsed in two layers: clap's raw flags ([`args`]), then the
+//! commands ([`commands`]) that turn them into library calls and render the results.
+//!
+//! Exit codes: 0 ok; 1 the thing checked is bad or the run failed; 2 usage; 255 an
+//! internal error; a closed stdout (a broken pipe) ends quietly with 0.
+
+mod args;
+mod commands;
+mod error;
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::Parser;
+
+pub use error::{CliError, ErrorKind};
+
+/// Runs `clio` with the process's arguments and streams, returning its exit code.
+pub fn main() -> ExitCode {
+    let stdout = std::io::stdout();
+    let stderr = std::io::stderr();
+    let code = run(std::env::args_os(), &mut stdout.lock(), &mut stderr.lock());
+    ExitCode::from(code)
+}
+
+/// Runs `clio` with `args` (the first is the program name), writing to `out` and `err`.
+///
+/// Returns the exit code. Tests call this directly.
+pub fn run<I, T>(args: I, out: &mut dyn Write, err: &mut dyn Write) -> u8
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let cli = match args::Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(clap_error) => {
+            // Help and version requests are successes printed on stdout.
+            let rendered = clap_error.render().to_string();
+            let code = match clap_error.kind() {
+                clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
+                    let _ = write!(out, "{rendered}");
+                    0
+                }
+                _ => {
+                    let _ = write!(err, "{rendered}");
+                    2
+                }
+            };
+            return code;
+        }
+    };
+    match commands::dispatch(cli, out) {
+        Ok(()) => 0,
+        Err(error) if error.is_broken_pipe() => 0,
+        Err(error) => {
+            let _ = error.render(err);
+            error.exit_code()
+        }
+    }
+}

@@ -1,2 +1,6 @@
-//! The `clio` binary: parses nothing itself, it hands argv to [`clio_cli::main`].
-fn main() {}
+//! The `clio` binary: everything lives in the `clio_cli` library so that it can be
+//! tested in-process; this file only hands over the process's arguments and streams.
+
+fn main() -> std::process::ExitCode {
+    clio_cli::main()
+}

@@ -1,1 +1,31 @@
-//! Agent definitions, frozen specs, checksums, plugin references and version ranges.
+//! Agent definitions, frozen specs, checksums, plugin references and version ranges:
+//! the pure data at the bottom of CLIO.
+//!
+//! - [`AgentDef`] is an agent as declared: layers that extend one another, read from
+//!   TOML/JSON or built in code. [`AgentDef::spec`] flattens it into an [`AgentSpec`].
+//! - [`AgentSpec`] is frozen and checksummed ([`AgentSpec::checksum`], the SHA-256 of a
+//!   canonical JSON documented in `canonical.rs`); its JSON form is a stability boundary.
+//! - [`Requires`] and [`Prefers`] say what a model must and should be.
+//! - [`PluginRef`] and [`VersionRange`] implement plugin references and node-semver
+//!   ranges (`docs/version-ranges.md`).
+//!
+//! Invariants: no I/O (callers pass text and a source name), no async, no clio
+//! dependency. Every error names the layer, field or position at fault.
+
+mod agent;
+mod canonical;
+mod error;
+mod plugin_ref;
+mod requirements;
+mod spec;
+mod version;
+
+pub use agent::{AgentDef, DEFAULT_FLOW, DEFAULT_LAYER, DEFAULT_PLUGINS, FlowSelection};
+pub use canonical::{canonical_json, canonical_sha256};
+pub use error::AgentDefinitionError;
+pub use plugin_ref::PluginRef;
+pub use requirements::{Prefers, Requires};
+pub use spec::{AgentSpec, SpecPlugin};
+pub use version::{
+    VersionRange, VersionRangeError, VersionRangeErrorKind, parse_plugin_version, validate_id,
+};

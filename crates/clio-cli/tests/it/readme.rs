@@ -1,0 +1,56 @@
+//! Every command in the README's `sh` blocks, run as written, must succeed: the front
+//! door stays true.
+
+use std::process::Command;
+
+use crate::support::{clio, workspace_root};
+
+/// Returns the lines of the README's `sh` code blocks.
+fn readme_commands() -> Vec<String> {
+    let readme = std::fs::read_to_string(workspace_root().join("README.md")).unwrap();
+    let mut commands = Vec::new();
+    let mut in_sh = false;
+    for line in readme.lines() {
+        if line.starts_with("```") {
+            in_sh = line.trim() == "```sh";
+            continue;
+        }
+        if in_sh && !line.trim().is_empty() {
+            commands.push(line.trim().to_owned());
+        }
+    }
+    commands
+}
+
+#[test]
+fn readme_has_the_two_commands() {
+    let commands = readme_commands();
+    assert!(commands.iter().any(|c| c == "cargo test --workspace"), "{commands:?}");
+    assert!(
+        commands.iter().any(|c| c.starts_with("cargo run -q -p clio-cli -- ")),
+        "the main job is missing: {commands:?}"
+    );
+}
+
+#[test]
+fn every_readme_command_runs() {
+    const CLIO: &str = "cargo run -q -p clio-cli -- ";
+    for command in readme_commands() {
+        if let Some(rest) = command.strip_prefix(CLIO) {
+            // The built binary stands in for `cargo run`, which would contend for the build lock.
+            let args: Vec<&str> = rest.split_whitespace().collect();
+            let outcome = clio(&args);
+            assert_eq!(outcome.code, 0, "`{command}` failed:\n{}", outcome.render());
+            assert!(!outcome.stdout.is_empty(), "`{command}` printed nothing");
+        } else if command == "cargo test --workspace" || command == "cargo xtask ci" {
+            // These run the tests themselves; CI runs both.
+        } else if let Some(target) = command.strip_prefix("cargo xtask ") {
+            panic!("README command `{command}` ({target}) is not checked by this test; add it");
+        } else {
+            // Any other shell command must at least run successfully.
+            let status =
+                Command::new("sh").arg("-c").arg(&command).current_dir(workspace_root()).status();
+            assert!(status.unwrap().success(), "`{command}` failed");
+        }
+    }
+}

@@ -1,0 +1,52 @@
+//! Running the built `clio` binary from the workspace root and capturing what it prints.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// What one run of `clio` did.
+pub(crate) struct Outcome {
+    pub(crate) code: i32,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
+}
+
+impl Outcome {
+    /// Renders the outcome as one text for a snapshot.
+    pub(crate) fn render(&self) -> String {
+        let mut text = format!("exit: {}\n", self.code);
+        if !self.stdout.is_empty() {
+            text.push_str("--- stdout\n");
+            text.push_str(&self.stdout);
+        }
+        if !self.stderr.is_empty() {
+            text.push_str("--- stderr\n");
+            text.push_str(&self.stderr);
+        }
+        text
+    }
+}
+
+/// Returns the workspace root, where README commands are run from.
+pub(crate) fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+}
+
+/// Runs the `clio` binary with `args` in `dir`.
+pub(crate) fn clio_in(dir: &Path, args: &[&str]) -> Outcome {
+    let output = Command::new(env!("CARGO_BIN_EXE_clio"))
+        .args(args)
+        .current_dir(dir)
+        .env_remove("CLIO_HOME")
+        .output()
+        .unwrap();
+    Outcome {
+        code: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8(output.stdout).unwrap(),
+        stderr: String::from_utf8(output.stderr).unwrap(),
+    }
+}
+
+/// Runs the `clio` binary with `args` in the workspace root.
+pub(crate) fn clio(args: &[&str]) -> Outcome {
+    clio_in(&workspace_root(), args)
+}
