@@ -1,0 +1,115 @@
+//! The workflow benchmark (`cargo bench -p clio-workflow --bench workflow`): validates and
+//! schedules to completion a 1,000-step DAG (10 layers × 100, each step waiting on 2 of the
+//! layer before) and a 100,000-step random DAG, with no-op work inside steps, and prints
+//! one JSON line per workload with times and the process's peak memory (VmHWM).
+#![allow(clippy::print_stdout)]
+
+use std::time::Instant;
+
+use clio_workflow::{Action, Event, RunConfig, Scheduler, Step, Workflow};
+use serde_json::{Value, json};
+
+/// A small deterministic generator (64-bit LCG), so every run builds the same DAG.
+struct Lcg(u64);
+
+impl Lcg {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        ((self.0 >> 33) % n as u64) as usize
+    }
+}
+
+fn layered(layers: usize, width: usize) -> Vec<Step> {
+    let mut steps = Vec::with_capacity(layers * width);
+    for layer in 0..layers {
+        for i in 0..width {
+            let mut step = Step::new(format!("l{layer}-{i}"), "noop");
+            if layer > 0 {
+                step = step.after([
+                    format!("l{}-{}", layer - 1, i),
+                    format!("l{}-{}", layer - 1, (i + 1) % width),
+                ]);
+            }
+            steps.push(step);
+        }
+    }
+    steps
+}
+
+fn random_dag(n: usize, seed: u64) -> Vec<Step> {
+    let mut rng = Lcg(seed);
+    (0..n)
+        .map(|i| {
+            let mut step = Step::new(format!("s{i}"), "noop");
+            if i > 0 {
+                let n_deps = rng.below(4);
+                let mut after: Vec<String> =
+                    (0..n_deps).map(|_| format!("s{}", rng.below(i))).collect();
+                after.dedup();
+                step = step.after(after);
+            }
+            step
+        })
+        .collect()
+}
+
+/// Runs a workflow to completion, finishing started steps in the order they started.
+fn schedule(workflow: &Workflow) -> usize {
+    let mut sched =
+        Scheduler::new(workflow, RunConfig { task: json!("bench"), ..RunConfig::default() });
+    let mut queue = std::collections::VecDeque::new();
+    let mut events = 0;
+    loop {
+        for action in sched.take_actions() {
+            if let Action::Start(start) = action {
+                queue.push_back(start.step);
+            }
+        }
+        let Some(step) = queue.pop_front() else { break };
+        let handle = format!("h-{step}");
+        let _ = sched.apply(Event::Started { step: step.clone(), handle });
+        let _ =
+            sched.apply(Event::Finished { step, answer: Value::Null, model: None, state: None });
+        events += 2;
+    }
+    assert!(sched.is_done(), "the run did not finish");
+    events
+}
+
+fn peak_rss_kb() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+fn measure(workload: &str, steps: Vec<Step>) {
+    let n_steps = steps.len();
+    let started = Instant::now();
+    let workflow = match Workflow::new(steps) {
+        Ok(workflow) => workflow,
+        Err(err) => panic!("{workload}: {err}"),
+    };
+    let validate_ms = started.elapsed().as_secs_f64() * 1e3;
+    let started = Instant::now();
+    let events = schedule(&workflow);
+    let schedule_ms = started.elapsed().as_secs_f64() * 1e3;
+    let line = json!({
+        "bench": "workflow",
+        "workload": workload,
+        "steps": n_steps,
+        "events": events,
+        "validate_ms": (validate_ms * 1000.0).round() / 1000.0,
+        "schedule_ms": (schedule_ms * 1000.0).round() / 1000.0,
+        "total_ms": ((validate_ms + schedule_ms) * 1000.0).round() / 1000.0,
+        "peak_rss_kb": peak_rss_kb(),
+    });
+    println!("{line}");
+}
+
+fn main() {
+    measure("dag_1000_layers", layered(10, 100));
+    measure("dag_100000_random", random_dag(100_000, 7));
+}
