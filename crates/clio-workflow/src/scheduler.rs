@@ -139,9 +139,13 @@ impl Scheduler {
                 node.answer = Some(answer);
                 node.model = model;
                 node.state = state.filter(|state| !state.is_null());
-                let dependents = node.dependents.clone();
+                // Proposals apply first (an editor may cancel its own dependents); the steps
+                // they add are linked to this finished step already, so only the dependents
+                // it had before count down.
+                let n_dependents = node.dependents.len();
                 self.close_edit_window(idx, None);
-                for dep in dependents {
+                for at in 0..n_dependents {
+                    let dep = self.nodes[idx].dependents[at];
                     let node = &mut self.nodes[dep];
                     node.waiting = node.waiting.saturating_sub(1);
                     if node.waiting == 0 && node.status == StepStatus::Pending {
