@@ -155,7 +155,7 @@ impl Journal {
     /// Runs `f` in the writer's next batch and returns its result once the batch committed.
     fn write<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&Tx<'_>) -> Result<T> + Send + 'static,
+        f: impl FnOnce(&mut Tx<'_>) -> Result<T> + Send + 'static,
     ) -> Result<T> {
         let (reply, answer) = mpsc::sync_channel::<Result<T>>(1);
         let path = self.inner.path.clone();

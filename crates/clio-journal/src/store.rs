@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use redb::{ReadableTable, TableDefinition, WriteTransaction};
+use redb::{ReadableTable, Table, TableDefinition, WriteTransaction};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -94,34 +94,62 @@ pub(crate) fn initialise(txn: &WriteTransaction, path: &Path) -> Result<()> {
     Ok(())
 }
 
-/// One write transaction as the operations see it.
+/// One write transaction as the operations see it, with every table open once per batch
+/// (opening a table per operation costs more than most operations).
 pub(crate) struct Tx<'a> {
-    pub(crate) txn: &'a WriteTransaction,
-    pub(crate) path: &'a Path,
-    pub(crate) now: u64,
+    path: &'a Path,
+    now: u64,
+    meta: Table<'a, &'static str, u64>,
+    runs: Table<'a, u64, &'static [u8]>,
+    run_heads: Table<'a, u64, u64>,
+    entries: Table<'a, (u64, u64), &'static [u8]>,
+    identities: Table<'a, (u64, &'static str), u64>,
+    tasks: Table<'a, u64, &'static [u8]>,
+    run_tasks: Table<'a, (u64, u64), ()>,
+    live_tasks: Table<'a, u64, ()>,
+    sessions: Table<'a, &'static str, &'static [u8]>,
+    live_sessions: Table<'a, &'static str, ()>,
 }
 
-impl Tx<'_> {
-    fn next_id(&self, key: &str) -> Result<u64> {
-        let mut meta = self.txn.open_table(META).at(self.path)?;
+impl<'a> Tx<'a> {
+    /// Opens every table in `txn`; `now` stamps the records the batch writes.
+    pub(crate) fn open(txn: &'a WriteTransaction, path: &'a Path, now: u64) -> Result<Self> {
+        Ok(Self {
+            path,
+            now,
+            meta: txn.open_table(META).at(path)?,
+            runs: txn.open_table(RUNS).at(path)?,
+            run_heads: txn.open_table(RUN_HEADS).at(path)?,
+            entries: txn.open_table(ENTRIES).at(path)?,
+            identities: txn.open_table(IDENTITIES).at(path)?,
+            tasks: txn.open_table(TASKS).at(path)?,
+            run_tasks: txn.open_table(RUN_TASKS).at(path)?,
+            live_tasks: txn.open_table(LIVE_TASKS).at(path)?,
+            sessions: txn.open_table(SESSIONS).at(path)?,
+            live_sessions: txn.open_table(LIVE_SESSIONS).at(path)?,
+        })
+    }
+
+    fn next_id(&mut self, key: &str) -> Result<u64> {
+        let meta = &mut self.meta;
         let id = meta.get(key).at(self.path)?.map_or(1, |v| v.value());
         meta.insert(key, id + 1).at(self.path)?;
         Ok(id)
     }
 
     fn load_run(&self, run: RunId) -> Result<RunRecord> {
-        let runs = self.txn.open_table(RUNS).at(self.path)?;
+        let runs = &self.runs;
         let bytes = runs.get(run.0).at(self.path)?.ok_or(JournalError::RunNotFound { run })?;
         decode(self.path, "a run record", bytes.value())
     }
 
-    fn store_run(&self, rec: &RunRecord) -> Result<()> {
-        let mut runs = self.txn.open_table(RUNS).at(self.path)?;
+    fn store_run(&mut self, rec: &RunRecord) -> Result<()> {
+        let runs = &mut self.runs;
         runs.insert(rec.id.0, encode(rec).as_slice()).at(self.path)?;
         Ok(())
     }
 
-    pub(crate) fn create_run(&self, new: NewRun) -> Result<RunId> {
+    pub(crate) fn create_run(&mut self, new: NewRun) -> Result<RunId> {
         let id = RunId(self.next_id(KEY_NEXT_RUN)?);
         let rec = RunRecord {
             id,
@@ -138,11 +166,11 @@ impl Tx<'_> {
             error: None,
         };
         self.store_run(&rec)?;
-        self.txn.open_table(RUN_HEADS).at(self.path)?.insert(id.0, 0).at(self.path)?;
+        self.run_heads.insert(id.0, 0).at(self.path)?;
         Ok(id)
     }
 
-    pub(crate) fn update_run(&self, run: RunId, update: RunUpdate) -> Result<RunRecord> {
+    pub(crate) fn update_run(&mut self, run: RunId, update: RunUpdate) -> Result<RunRecord> {
         let mut rec = self.load_run(run)?;
         if let Some(status) = update.status {
             rec.status = status;
@@ -162,11 +190,11 @@ impl Tx<'_> {
         Ok(rec)
     }
 
-    pub(crate) fn append(&self, run: RunId, entries: Vec<NewEntry>) -> Result<Vec<u64>> {
-        let mut heads = self.txn.open_table(RUN_HEADS).at(self.path)?;
+    pub(crate) fn append(&mut self, run: RunId, entries: Vec<NewEntry>) -> Result<Vec<u64>> {
+        let heads = &mut self.run_heads;
         let first =
             heads.get(run.0).at(self.path)?.ok_or(JournalError::RunNotFound { run })?.value();
-        let mut identities = self.txn.open_table(IDENTITIES).at(self.path)?;
+        let identities = &mut self.identities;
         let mut seen = HashMap::new();
         for (idx, entry) in entries.iter().enumerate() {
             let Some(identity) = entry.identity.as_deref() else { continue };
@@ -181,7 +209,7 @@ impl Tx<'_> {
             }
             seen.insert(identity, first + idx as u64);
         }
-        let mut table = self.txn.open_table(ENTRIES).at(self.path)?;
+        let table = &mut self.entries;
         let mut seqs = Vec::with_capacity(entries.len());
         for (idx, entry) in entries.into_iter().enumerate() {
             let seq = first + idx as u64;
@@ -205,15 +233,15 @@ impl Tx<'_> {
     }
 
     fn load_task(&self, task: TaskId) -> Result<TaskRecord> {
-        let tasks = self.txn.open_table(TASKS).at(self.path)?;
+        let tasks = &self.tasks;
         let bytes = tasks.get(task.0).at(self.path)?.ok_or(JournalError::TaskNotFound { task })?;
         decode(self.path, "a task record", bytes.value())
     }
 
-    fn store_task(&self, rec: &TaskRecord) -> Result<()> {
-        let mut tasks = self.txn.open_table(TASKS).at(self.path)?;
+    fn store_task(&mut self, rec: &TaskRecord) -> Result<()> {
+        let tasks = &mut self.tasks;
         tasks.insert(rec.id.0, encode(rec).as_slice()).at(self.path)?;
-        let mut live = self.txn.open_table(LIVE_TASKS).at(self.path)?;
+        let live = &mut self.live_tasks;
         if rec.status.is_terminal() {
             live.remove(rec.id.0).at(self.path)?;
         } else {
@@ -222,7 +250,7 @@ impl Tx<'_> {
         Ok(())
     }
 
-    pub(crate) fn create_task(&self, new: NewTask) -> Result<TaskId> {
+    pub(crate) fn create_task(&mut self, new: NewTask) -> Result<TaskId> {
         self.load_run(new.run)?;
         if let Some(parent) = new.parent {
             self.load_task(parent)?;
@@ -246,11 +274,11 @@ impl Tx<'_> {
             updated_at_ms: self.now,
         };
         self.store_task(&rec)?;
-        self.txn.open_table(RUN_TASKS).at(self.path)?.insert((new.run.0, id.0), ()).at(self.path)?;
+        self.run_tasks.insert((new.run.0, id.0), ()).at(self.path)?;
         Ok(id)
     }
 
-    pub(crate) fn update_task(&self, task: TaskId, update: TaskUpdate) -> Result<TaskRecord> {
+    pub(crate) fn update_task(&mut self, task: TaskId, update: TaskUpdate) -> Result<TaskRecord> {
         let mut rec = self.load_task(task)?;
         if rec.status.is_terminal() {
             return Err(JournalError::TaskFinished { task, status: rec.status });
@@ -282,16 +310,16 @@ impl Tx<'_> {
     }
 
     fn load_session(&self, id: &SessionId) -> Result<Option<SessionRecord>> {
-        let sessions = self.txn.open_table(SESSIONS).at(self.path)?;
+        let sessions = &self.sessions;
         let bytes = sessions.get(id.0.as_str()).at(self.path)?;
         bytes.map(|b| decode(self.path, "a session record", b.value())).transpose()
     }
 
-    fn store_session(&self, rec: &SessionRecord) -> Result<()> {
+    fn store_session(&mut self, rec: &SessionRecord) -> Result<()> {
         let key = rec.id.0.as_str();
-        let mut sessions = self.txn.open_table(SESSIONS).at(self.path)?;
+        let sessions = &mut self.sessions;
         sessions.insert(key, encode(rec).as_slice()).at(self.path)?;
-        let mut live = self.txn.open_table(LIVE_SESSIONS).at(self.path)?;
+        let live = &mut self.live_sessions;
         if rec.status.is_live() {
             live.insert(key, ()).at(self.path)?;
         } else {
@@ -300,7 +328,7 @@ impl Tx<'_> {
         Ok(())
     }
 
-    pub(crate) fn create_session(&self, new: NewSession) -> Result<SessionRecord> {
+    pub(crate) fn create_session(&mut self, new: NewSession) -> Result<SessionRecord> {
         if self.load_session(&new.id)?.is_some() {
             return Err(JournalError::SessionExists { session: new.id });
         }
@@ -329,7 +357,7 @@ impl Tx<'_> {
     }
 
     pub(crate) fn update_session(
-        &self,
+        &mut self,
         id: &SessionId,
         update: SessionUpdate,
     ) -> Result<SessionRecord> {
@@ -357,7 +385,7 @@ impl Tx<'_> {
         Ok(rec)
     }
 
-    pub(crate) fn claim_iteration(&self, id: &SessionId) -> Result<Option<u64>> {
+    pub(crate) fn claim_iteration(&mut self, id: &SessionId) -> Result<Option<u64>> {
         let mut rec = self.existing_session(id)?;
         if rec.status.is_terminal()
             || rec.iteration_budget.is_some_and(|b| rec.iterations_used >= b)
@@ -370,12 +398,12 @@ impl Tx<'_> {
         Ok(Some(rec.iterations_used))
     }
 
-    pub(crate) fn reconcile(&self, live: &HashSet<String>) -> Result<Reconciled> {
+    pub(crate) fn reconcile(&mut self, live: &HashSet<String>) -> Result<Reconciled> {
         let mut done = Reconciled::default();
         let is_live = |owner: &str| live.contains(owner);
 
         let task_ids: Vec<u64> = {
-            let table = self.txn.open_table(LIVE_TASKS).at(self.path)?;
+            let table = &self.live_tasks;
             let mut ids = Vec::new();
             for item in table.iter().at(self.path)? {
                 ids.push(item.at(self.path)?.0.value());
@@ -393,7 +421,7 @@ impl Tx<'_> {
         }
 
         let session_ids: Vec<String> = {
-            let table = self.txn.open_table(LIVE_SESSIONS).at(self.path)?;
+            let table = &self.live_sessions;
             let mut ids = Vec::new();
             for item in table.iter().at(self.path)? {
                 ids.push(item.at(self.path)?.0.value().to_owned());
@@ -414,7 +442,7 @@ impl Tx<'_> {
         }
 
         let stale: Vec<RunRecord> = {
-            let table = self.txn.open_table(RUNS).at(self.path)?;
+            let table = &self.runs;
             let mut stale = Vec::new();
             for item in table.iter().at(self.path)? {
                 let (_, bytes) = item.at(self.path)?;
@@ -434,9 +462,9 @@ impl Tx<'_> {
         Ok(done)
     }
 
-    pub(crate) fn prune(&self, before_ms: u64) -> Result<Pruned> {
+    pub(crate) fn prune(&mut self, before_ms: u64) -> Result<Pruned> {
         let doomed: Vec<u64> = {
-            let table = self.txn.open_table(RUNS).at(self.path)?;
+            let table = &self.runs;
             let mut doomed = Vec::new();
             for item in table.iter().at(self.path)? {
                 let (key, bytes) = item.at(self.path)?;
@@ -448,13 +476,13 @@ impl Tx<'_> {
             doomed
         };
         let mut pruned = Pruned::default();
-        let mut runs = self.txn.open_table(RUNS).at(self.path)?;
-        let mut heads = self.txn.open_table(RUN_HEADS).at(self.path)?;
-        let mut entries = self.txn.open_table(ENTRIES).at(self.path)?;
-        let mut identities = self.txn.open_table(IDENTITIES).at(self.path)?;
-        let mut run_tasks = self.txn.open_table(RUN_TASKS).at(self.path)?;
-        let mut tasks = self.txn.open_table(TASKS).at(self.path)?;
-        let mut live_tasks = self.txn.open_table(LIVE_TASKS).at(self.path)?;
+        let runs = &mut self.runs;
+        let heads = &mut self.run_heads;
+        let entries = &mut self.entries;
+        let identities = &mut self.identities;
+        let run_tasks = &mut self.run_tasks;
+        let tasks = &mut self.tasks;
+        let live_tasks = &mut self.live_tasks;
         for run in doomed {
             entries
                 .retain_in((run, 0)..=(run, u64::MAX), |_, _| {

@@ -24,7 +24,7 @@ pub(crate) type Completion = Box<dyn FnOnce(Result<()>) + Send>;
 /// An operation run inside the batch's transaction (`None` when the batch was already
 /// abandoned). It returns whether it failed in a way that
 /// leaves the transaction unusable, and how to answer its caller once the commit is known.
-pub(crate) type Op = Box<dyn FnOnce(Option<&Tx<'_>>) -> (bool, Completion) + Send>;
+pub(crate) type Op = Box<dyn FnOnce(Option<&mut Tx<'_>>) -> (bool, Completion) + Send>;
 
 /// What callers send to the writer.
 pub(crate) enum Request {
@@ -74,18 +74,19 @@ fn commit_batch(
         } else {
             txn.set_durability(redb::Durability::None).at(path)?;
         }
-        let tx = Tx { txn: &txn, path, now: now_ms() };
+        let mut tx = Tx::open(&txn, path, now_ms())?;
         let mut broken = false;
         for req in batch {
             match req {
                 Request::Op(op) => {
-                    let (fatal, done) = op((!broken).then_some(&tx));
+                    let (fatal, done) = op((!broken).then_some(&mut tx));
                     broken |= fatal;
                     completions.push(done);
                 }
                 Request::Flush(reply) => flushes.push(reply),
             }
         }
+        drop(tx);
         if broken {
             txn.abort().at(path)?;
             return Err(batch_aborted(path));
