@@ -107,7 +107,8 @@ fn bench(filter: &[String]) -> Result<(), String> {
         }
     }
     let path = out_dir.join("results.jsonl");
-    std::fs::write(&path, lines.join("\n") + "\n").map_err(|e| format!("cannot write {path:?}: {e}"))?;
+    std::fs::write(&path, lines.join("\n") + "\n")
+        .map_err(|e| format!("cannot write {path:?}: {e}"))?;
     eprintln!("xtask bench: {} results in {}", lines.len(), path.display());
     Ok(())
 }
@@ -128,7 +129,10 @@ fn bench_or_slow_targets(kind: &str) -> Result<Vec<(String, String)>, String> {
                 _ => is_kind,
             };
             if wanted {
-                found.push((name.to_owned(), target["name"].as_str().unwrap_or_default().to_owned()));
+                found.push((
+                    name.to_owned(),
+                    target["name"].as_str().unwrap_or_default().to_owned(),
+                ));
             }
         }
     }
