@@ -1,0 +1,98 @@
+//! [`Models`]: the catalog plus the registered providers; the one door through which the
+//! runtime sends a model request.
+//!
+//! Every request is checked against the router allowlist and the child's requirements
+//! before it goes out, and so is every automatic fallback. Retries of one provider go to
+//! the same model, provider and URL that were checked.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use clio_spec::Requires;
+
+use crate::model::{
+    ModelCatalog, ModelError, ModelInfo, ModelProvider, ModelRequest, ModelResponse,
+    RouterAllowlist,
+};
+
+/// The model catalog and the providers that serve its models.
+#[derive(Clone, Default)]
+pub struct Models {
+    catalog: ModelCatalog,
+    providers: BTreeMap<String, Arc<dyn ModelProvider>>,
+}
+
+impl fmt::Debug for Models {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Models")
+            .field("catalog", &self.catalog)
+            .field("providers", &self.providers.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl Models {
+    /// Returns `catalog` with no provider registered yet.
+    pub fn new(catalog: ModelCatalog) -> Models {
+        Models { catalog, providers: BTreeMap::new() }
+    }
+
+    /// Returns these models with `provider` registered under its name, replacing a
+    /// provider of the same name.
+    pub fn with_provider(mut self, provider: Arc<dyn ModelProvider>) -> Models {
+        self.providers.insert(provider.name().to_owned(), provider);
+        self
+    }
+
+    /// Returns the catalog.
+    pub fn catalog(&self) -> &ModelCatalog {
+        &self.catalog
+    }
+
+    /// Returns the provider registered as `name`.
+    pub fn provider(&self, name: &str) -> Option<&Arc<dyn ModelProvider>> {
+        self.providers.get(name)
+    }
+
+    /// Sends `request` to its model (`request.model`, `account/model` or an id), held to
+    /// `requires` and `allow`, and returns the response with its usage.
+    ///
+    /// When the provider fails (see [`ModelError::is_provider_failure`]) after its own
+    /// retries, the model's `fallbacks` are tried in order; a fallback that is not allowed
+    /// or cannot meet `requires` is skipped. The response's `model` names the model that
+    /// answered. When every fallback fails too, the first model's error is returned.
+    pub async fn complete(
+        &self,
+        request: &ModelRequest,
+        requires: &Requires,
+        allow: &RouterAllowlist,
+    ) -> Result<ModelResponse, ModelError> {
+        let model = self.catalog.check(&request.model, requires, allow)?;
+        let first = match self.send(model, request).await {
+            Ok(response) => return Ok(response),
+            Err(err) if err.is_provider_failure() => err,
+            Err(err) => return Err(err),
+        };
+        for fallback in &model.fallbacks {
+            let Ok(next) = self.catalog.check(fallback, requires, allow) else { continue };
+            match self.send(next, request).await {
+                Ok(response) => return Ok(response),
+                Err(err) if err.is_provider_failure() => {}
+                Err(err) => return Err(err),
+            }
+        }
+        Err(first)
+    }
+
+    async fn send(
+        &self,
+        model: &ModelInfo,
+        request: &ModelRequest,
+    ) -> Result<ModelResponse, ModelError> {
+        let provider = self.providers.get(&model.provider).ok_or_else(|| {
+            ModelError::UnknownProvider { model: model.name(), provider: model.provider.clone() }
+        })?;
+        provider.complete(model, request).await
+    }
+}

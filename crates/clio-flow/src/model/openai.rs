@@ -1,0 +1,536 @@
+//! [`OpenAiProvider`]: chat completions with tool calling over HTTP
+//! (`POST {base_url}/chat/completions`), the API that llama.cpp's server, Ollama, vLLM
+//! and hosted services share.
+//!
+//! Each attempt has a timeout; 408, 429 and 5xx answers, connection errors and timeouts
+//! are retried with exponential backoff up to a bounded number of attempts, waiting what
+//! a `Retry-After` header asks for (capped). Errors name the provider, the URL, the
+//! status and the start of the body. The provider reads no environment variable (not
+//! even the proxy ones): the key and the proxy are values in [`OpenAiConfig`].
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::model::error::excerpt;
+use crate::model::{
+    FinishReason, Message, ModelError, ModelFuture, ModelInfo, ModelProvider, ModelRequest,
+    ModelResponse, ToolCall, Usage,
+};
+
+/// How many characters of a response body an error keeps.
+const BODY_EXCERPT: usize = 500;
+
+/// When and how often a failed request is tried again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// The most attempts in all, the first included; at least 1 is made.
+    pub max_attempts: u32,
+    /// The wait before the second attempt; it doubles for each further attempt.
+    pub initial_backoff: Duration,
+    /// The longest wait between two attempts.
+    pub max_backoff: Duration,
+    /// The longest wait a `Retry-After` header may ask for; longer asks are cut to it.
+    pub max_retry_after: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> RetryPolicy {
+        RetryPolicy {
+            max_attempts: 4,
+            initial_backoff: Duration::from_millis(500),
+            max_backoff: Duration::from_secs(8),
+            max_retry_after: Duration::from_secs(60),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// Returns the wait after failed attempt number `attempt` (from 1), given the
+    /// server's `retry_after` if it sent one.
+    pub fn wait(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
+        match retry_after {
+            Some(asked) => asked.min(self.max_retry_after),
+            None => {
+                let factor = 1u32.checked_shl(attempt.saturating_sub(1)).unwrap_or(u32::MAX);
+                self.initial_backoff.saturating_mul(factor).min(self.max_backoff)
+            }
+        }
+    }
+}
+
+/// The settings of one OpenAI-compatible endpoint.
+#[derive(Clone, PartialEq)]
+pub struct OpenAiConfig {
+    /// The provider's name, as the catalog's `provider` field names it.
+    pub name: String,
+    /// The API root, including the version path: `http://127.0.0.1:8080/v1` (llama.cpp),
+    /// `http://127.0.0.1:11434/v1` (Ollama), `http://127.0.0.1:8000/v1` (vLLM).
+    /// `/chat/completions` is appended unless the URL already ends with it.
+    pub base_url: String,
+    /// The API key sent as a bearer token; `None` sends none (local servers).
+    pub api_key: Option<String>,
+    /// The longest one attempt may take, from connecting to the last byte of the body.
+    pub timeout: Duration,
+    /// The longest connecting may take.
+    pub connect_timeout: Duration,
+    /// When failed attempts are retried.
+    pub retry: RetryPolicy,
+    /// A proxy URL for every request; `None` connects directly.
+    pub proxy: Option<String>,
+}
+
+impl OpenAiConfig {
+    /// Returns the settings for `base_url` under the provider name `name`, with no key,
+    /// a 120 s timeout, a 10 s connect timeout and the default retry policy.
+    pub fn new(name: impl Into<String>, base_url: impl Into<String>) -> OpenAiConfig {
+        OpenAiConfig {
+            name: name.into(),
+            base_url: base_url.into(),
+            api_key: None,
+            timeout: Duration::from_secs(120),
+            connect_timeout: Duration::from_secs(10),
+            retry: RetryPolicy::default(),
+            proxy: None,
+        }
+    }
+
+    /// Returns the chat-completions URL.
+    pub fn endpoint(&self) -> String {
+        let base = self.base_url.trim().trim_end_matches('/');
+        if base.ends_with("/chat/completions") {
+            base.to_owned()
+        } else {
+            format!("{base}/chat/completions")
+        }
+    }
+}
+
+impl fmt::Debug for OpenAiConfig {
+    // The key never appears in logs or error output.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OpenAiConfig")
+            .field("name", &self.name)
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("timeout", &self.timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("retry", &self.retry)
+            .field("proxy", &self.proxy)
+            .finish()
+    }
+}
+
+/// A provider for one OpenAI-compatible endpoint.
+#[derive(Debug, Clone)]
+pub struct OpenAiProvider {
+    config: OpenAiConfig,
+    url: String,
+    client: reqwest::Client,
+}
+
+impl OpenAiProvider {
+    /// Returns a provider for `config`, checking its URL and building the HTTP client.
+    pub fn new(config: OpenAiConfig) -> Result<OpenAiProvider, ModelError> {
+        let problem =
+            |problem: String| ModelError::Config { provider: config.name.clone(), problem };
+        let url = config.endpoint();
+        let parsed = reqwest::Url::parse(&url)
+            .map_err(|e| problem(format!("base URL `{}` is not a URL: {e}", config.base_url)))?;
+        if !matches!(parsed.scheme(), "http" | "https") {
+            return Err(problem(format!(
+                "base URL `{}` must start with http:// or https://",
+                config.base_url
+            )));
+        }
+        let mut builder = reqwest::Client::builder()
+            .no_proxy()
+            .timeout(config.timeout)
+            .connect_timeout(config.connect_timeout);
+        if let Some(proxy) = &config.proxy {
+            let proxy = reqwest::Proxy::all(proxy)
+                .map_err(|e| problem(format!("proxy `{proxy}` is invalid: {e}")))?;
+            builder = builder.proxy(proxy);
+        }
+        let client = builder.build().map_err(|e| problem(error_chain(&e)))?;
+        Ok(OpenAiProvider { config, url, client })
+    }
+
+    /// Returns the provider's settings.
+    pub fn config(&self) -> &OpenAiConfig {
+        &self.config
+    }
+
+    async fn send(
+        &self,
+        model: &ModelInfo,
+        request: &ModelRequest,
+    ) -> Result<ModelResponse, ModelError> {
+        let body = request_body(model, request).to_string();
+        let max_attempts = self.config.retry.max_attempts.max(1);
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let (err, retry_after) = match self.attempt(&body, attempt).await {
+                Ok(text) => return self.parse(model, request, &text),
+                Err(failure) => failure,
+            };
+            if attempt >= max_attempts || !is_retryable(&err) {
+                return Err(err);
+            }
+            tokio::time::sleep(self.config.retry.wait(attempt, retry_after)).await;
+        }
+    }
+
+    /// Makes one attempt and returns the body of a 2xx answer, or the error with the
+    /// server's `Retry-After`.
+    async fn attempt(
+        &self,
+        body: &str,
+        attempts: u32,
+    ) -> Result<String, (ModelError, Option<Duration>)> {
+        let mut req = self
+            .client
+            .post(&self.url)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body.to_owned());
+        if let Some(key) = &self.config.api_key {
+            req = req.bearer_auth(key);
+        }
+        let response = req.send().await.map_err(|e| (self.transport_error(&e, attempts), None))?;
+        let status = response.status();
+        let retry_after = response
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(parse_retry_after);
+        let text =
+            response.text().await.map_err(|e| (self.transport_error(&e, attempts), retry_after))?;
+        if status.is_success() {
+            Ok(text)
+        } else {
+            Err((
+                ModelError::Status {
+                    provider: self.config.name.clone(),
+                    url: self.url.clone(),
+                    status: status.as_u16(),
+                    body: excerpt(text.trim(), BODY_EXCERPT),
+                    attempts,
+                },
+                retry_after,
+            ))
+        }
+    }
+
+    fn transport_error(&self, err: &reqwest::Error, attempts: u32) -> ModelError {
+        if err.is_timeout() {
+            ModelError::Timeout {
+                provider: self.config.name.clone(),
+                url: self.url.clone(),
+                after: self.config.timeout,
+                attempts,
+            }
+        } else {
+            ModelError::Connect {
+                provider: self.config.name.clone(),
+                url: self.url.clone(),
+                message: error_chain(err),
+                attempts,
+            }
+        }
+    }
+
+    fn parse(
+        &self,
+        model: &ModelInfo,
+        request: &ModelRequest,
+        text: &str,
+    ) -> Result<ModelResponse, ModelError> {
+        let malformed = |problem: String| ModelError::MalformedResponse {
+            provider: self.config.name.clone(),
+            url: self.url.clone(),
+            problem,
+            body: excerpt(text.trim(), BODY_EXCERPT),
+        };
+        let completion: Completion = serde_json::from_str(text)
+            .map_err(|e| malformed(format!("not a chat completion: {e}")))?;
+        let choice = completion
+            .choices
+            .into_iter()
+            .next()
+            .ok_or_else(|| malformed("the completion has no choices".into()))?;
+        let content = content_text(choice.message.content.as_ref())
+            .ok_or_else(|| malformed("the message content is neither text nor parts".into()))?;
+        let tool_calls: Vec<ToolCall> = choice
+            .message
+            .tool_calls
+            .unwrap_or_default()
+            .into_iter()
+            .enumerate()
+            .map(|(i, call)| ToolCall {
+                id: call
+                    .id
+                    .filter(|id| !id.is_empty())
+                    .unwrap_or_else(|| format!("call_{}", i + 1)),
+                name: call.function.name,
+                arguments: parse_arguments(call.function.arguments),
+            })
+            .collect();
+        let finish = match choice.finish_reason.as_deref() {
+            Some(reason) => FinishReason::from_provider(reason),
+            None if tool_calls.is_empty() => FinishReason::Stop,
+            None => FinishReason::ToolCalls,
+        };
+        // A server that reports no usage is charged an estimate, so that budgets still
+        // count the call.
+        let usage = match completion.usage {
+            Some(ApiUsage { prompt_tokens: Some(input), completion_tokens: Some(output) }) => {
+                Usage { input_tokens: input, output_tokens: output }
+            }
+            _ => Usage::estimate(request, &content, &tool_calls),
+        };
+        Ok(ModelResponse {
+            model: model.name(),
+            provider: self.config.name.clone(),
+            text: content,
+            tool_calls,
+            finish,
+            usage,
+        })
+    }
+}
+
+impl ModelProvider for OpenAiProvider {
+    fn name(&self) -> &str {
+        &self.config.name
+    }
+
+    fn complete<'a>(&'a self, model: &'a ModelInfo, request: &'a ModelRequest) -> ModelFuture<'a> {
+        Box::pin(self.send(model, request))
+    }
+}
+
+fn is_retryable(err: &ModelError) -> bool {
+    match err {
+        ModelError::Status { status, .. } => matches!(status, 408 | 429 | 500..=599),
+        ModelError::Connect { .. } | ModelError::Timeout { .. } => true,
+        _ => false,
+    }
+}
+
+/// Reads a `Retry-After` value given in seconds; an HTTP date is not honoured and falls
+/// back to the backoff.
+fn parse_retry_after(value: &str) -> Option<Duration> {
+    let secs: f64 = value.trim().parse().ok()?;
+    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs.min(86_400.0)))
+}
+
+fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(s) = source {
+        let next = s.to_string();
+        if !text.contains(&next) {
+            text.push_str(": ");
+            text.push_str(&next);
+        }
+        source = s.source();
+    }
+    text
+}
+
+fn request_body(model: &ModelInfo, request: &ModelRequest) -> Value {
+    let messages: Vec<Value> = request.messages.iter().map(message_json).collect();
+    let mut body = json!({ "model": model.api_model(), "messages": messages, "stream": false });
+    if !request.tools.is_empty() {
+        body["tools"] = request
+            .tools
+            .iter()
+            .map(|t| {
+                json!({
+                    "type": "function",
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": t.parameters,
+                    }
+                })
+            })
+            .collect();
+    }
+    if request.max_output_tokens > 0 {
+        body["max_tokens"] = json!(request.max_output_tokens);
+    }
+    if let Some(t) = request.temperature {
+        body["temperature"] = json!(t);
+    }
+    body
+}
+
+fn message_json(message: &Message) -> Value {
+    match message {
+        Message::System { content } | Message::User { content } => {
+            json!({ "role": message.role(), "content": content })
+        }
+        Message::Assistant { content, tool_calls } if !tool_calls.is_empty() => {
+            let calls: Vec<Value> = tool_calls
+                .iter()
+                .map(|c| {
+                    let arguments = match &c.arguments {
+                        Value::String(raw) => raw.clone(),
+                        other => other.to_string(),
+                    };
+                    json!({
+                        "id": c.id,
+                        "type": "function",
+                        "function": { "name": c.name, "arguments": arguments },
+                    })
+                })
+                .collect();
+            let content = if content.is_empty() { Value::Null } else { json!(content) };
+            json!({ "role": "assistant", "content": content, "tool_calls": calls })
+        }
+        Message::Assistant { content, .. } => json!({ "role": "assistant", "content": content }),
+        Message::Tool { tool_call_id, content } => {
+            json!({ "role": "tool", "tool_call_id": tool_call_id, "content": content })
+        }
+    }
+}
+
+/// Returns the text of a message's `content`: a string, `null`, or a list of parts whose
+/// `text` fields are joined.
+fn content_text(content: Option<&Value>) -> Option<String> {
+    match content {
+        None | Some(Value::Null) => Some(String::new()),
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(Value::Array(parts)) => {
+            Some(parts.iter().filter_map(|p| p.get("text").and_then(Value::as_str)).collect())
+        }
+        Some(_) => None,
+    }
+}
+
+/// Returns tool-call arguments as JSON: a string is parsed, and kept as a string when it
+/// is not JSON; an empty string is an empty object.
+fn parse_arguments(arguments: Option<Value>) -> Value {
+    match arguments {
+        None | Some(Value::Null) => json!({}),
+        Some(Value::String(raw)) if raw.trim().is_empty() => json!({}),
+        Some(Value::String(raw)) => serde_json::from_str(&raw).unwrap_or(Value::String(raw)),
+        Some(other) => other,
+    }
+}
+
+#[derive(Deserialize)]
+struct Completion {
+    #[serde(default)]
+    choices: Vec<Choice>,
+    #[serde(default)]
+    usage: Option<ApiUsage>,
+}
+
+#[derive(Deserialize)]
+struct Choice {
+    message: ApiMessage,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct ApiMessage {
+    #[serde(default)]
+    content: Option<Value>,
+    #[serde(default)]
+    tool_calls: Option<Vec<ApiToolCall>>,
+}
+
+#[derive(Deserialize)]
+struct ApiToolCall {
+    #[serde(default)]
+    id: Option<String>,
+    function: ApiFunction,
+}
+
+#[derive(Deserialize)]
+struct ApiFunction {
+    name: String,
+    #[serde(default)]
+    arguments: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct ApiUsage {
+    #[serde(default)]
+    prompt_tokens: Option<u64>,
+    #[serde(default)]
+    completion_tokens: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_the_cap_and_retry_after_wins() {
+        let p = RetryPolicy {
+            max_attempts: 5,
+            initial_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_millis(350),
+            max_retry_after: Duration::from_secs(2),
+        };
+        assert_eq!(p.wait(1, None), Duration::from_millis(100));
+        assert_eq!(p.wait(2, None), Duration::from_millis(200));
+        assert_eq!(p.wait(3, None), Duration::from_millis(350));
+        assert_eq!(p.wait(40, None), Duration::from_millis(350));
+        assert_eq!(p.wait(1, Some(Duration::from_secs(1))), Duration::from_secs(1));
+        assert_eq!(p.wait(1, Some(Duration::from_secs(90))), Duration::from_secs(2));
+        assert_eq!(parse_retry_after(" 3 "), Some(Duration::from_secs(3)));
+        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), None);
+        assert_eq!(parse_retry_after("-1"), None);
+    }
+
+    #[test]
+    fn endpoint_appends_chat_completions_once() {
+        let c = OpenAiConfig::new("local", "http://127.0.0.1:8080/v1/");
+        assert_eq!(c.endpoint(), "http://127.0.0.1:8080/v1/chat/completions");
+        let c = OpenAiConfig::new("local", "http://h/v1/chat/completions");
+        assert_eq!(c.endpoint(), "http://h/v1/chat/completions");
+    }
+
+    #[test]
+    fn the_key_is_never_in_debug_output() {
+        let c = OpenAiConfig {
+            api_key: Some("sk-secret".into()),
+            ..OpenAiConfig::new("x", "http://h")
+        };
+        assert!(!format!("{c:?}").contains("sk-secret"));
+    }
+
+    #[test]
+    fn arguments_that_are_not_json_are_kept_as_text() {
+        assert_eq!(parse_arguments(Some(json!("{\"a\":1}"))), json!({"a": 1}));
+        assert_eq!(parse_arguments(Some(json!("{oops"))), json!("{oops"));
+        assert_eq!(parse_arguments(Some(json!(""))), json!({}));
+        assert_eq!(parse_arguments(Some(json!({"b": 2}))), json!({"b": 2}));
+    }
+
+    #[test]
+    fn assistant_tool_calls_are_sent_with_string_arguments() {
+        let m = Message::Assistant {
+            content: String::new(),
+            tool_calls: vec![ToolCall {
+                id: "c1".into(),
+                name: "f".into(),
+                arguments: json!({"x": 1}),
+            }],
+        };
+        assert_eq!(
+            message_json(&m),
+            json!({"role": "assistant", "content": null, "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{\"x\":1}"}}
+            ]})
+        );
+    }
+}
