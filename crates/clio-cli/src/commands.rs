@@ -1,13 +1,14 @@
 //! The commands: each turns validated arguments into library calls and renders the result.
 
 mod agent;
+mod workflow;
 
 use std::io::Write;
 use std::path::Path;
 
 use anyhow::Context;
 
-use crate::args::{AgentCommand, Cli, Command};
+use crate::args::{AgentCommand, Cli, Command, WorkflowCommand};
 use crate::error::CliError;
 
 /// Runs the command `cli` names, writing its output to `out`.
@@ -15,6 +16,8 @@ pub(crate) fn dispatch(cli: Cli, out: &mut dyn Write) -> Result<(), CliError> {
     match cli.command {
         Command::Agent(AgentCommand::Spec(args)) => agent::spec(&args, out),
         Command::Agent(AgentCommand::Verify(args)) => agent::verify(&args, out),
+        Command::Workflow(WorkflowCommand::Check(args)) => workflow::check(&args, out),
+        Command::Workflow(WorkflowCommand::Show(args)) => workflow::show(&args, out),
     }
 }
 

@@ -1,0 +1,62 @@
+//! `clio workflow check` and `clio workflow show`: a workflow is checked and drawn before
+//! it runs.
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::anyhow;
+use clio_workflow::{Workflow, render_dot, render_mermaid, render_text};
+
+use super::{read_text, write_json};
+use crate::args::{DrawFormat, WorkflowCheckArgs, WorkflowShowArgs};
+use crate::error::CliError;
+
+/// Reads and checks the workflow in `path`, naming the file in the error.
+fn load(path: &Path) -> Result<Workflow, CliError> {
+    let text = read_text(path)?;
+    Workflow::from_json(&text).map_err(|error| {
+        CliError::user(anyhow!("{}: {error}", path.display()))
+            .hint("`clio workflow check FILE` reports the first problem; fix it and check again")
+    })
+}
+
+/// Checks the workflow in `args.file` and summarises it.
+pub(super) fn check(args: &WorkflowCheckArgs, out: &mut dyn Write) -> Result<(), CliError> {
+    let workflow = load(&args.file)?;
+    let layers = workflow.layers().len();
+    let finals = workflow.final_steps();
+    if args.json {
+        let value = serde_json::json!({
+            "ok": true,
+            "file": args.file.display().to_string(),
+            "steps": workflow.steps().len(),
+            "layers": layers,
+            "final": finals,
+        });
+        return write_json(out, &value);
+    }
+    writeln!(
+        out,
+        "ok: {} — {} steps in {} layers; final: {}",
+        args.file.display(),
+        workflow.steps().len(),
+        layers,
+        finals.join(", ")
+    )?;
+    Ok(())
+}
+
+/// Draws the workflow in `args.file` in the chosen format.
+pub(super) fn show(args: &WorkflowShowArgs, out: &mut dyn Write) -> Result<(), CliError> {
+    let workflow = load(&args.file)?;
+    let drawing = match args.format {
+        DrawFormat::Text => render_text(&workflow),
+        DrawFormat::Mermaid => render_mermaid(&workflow),
+        DrawFormat::Dot => render_dot(&workflow),
+    };
+    write!(out, "{drawing}")?;
+    if !drawing.ends_with('\n') {
+        writeln!(out)?;
+    }
+    Ok(())
+}
