@@ -54,7 +54,7 @@ fn random_dag(n: usize, seed: u64) -> Vec<Step> {
 }
 
 /// Runs a workflow to completion, finishing started steps in the order they started.
-fn schedule(workflow: &Workflow) -> usize {
+fn schedule(workflow: Workflow) -> usize {
     let mut sched =
         Scheduler::new(workflow, RunConfig { task: json!("bench"), ..RunConfig::default() });
     let mut queue = std::collections::VecDeque::new();
@@ -85,8 +85,21 @@ fn peak_rss_kb() -> u64 {
         .unwrap_or(0)
 }
 
+/// Returns the process's user plus system CPU time in milliseconds, from /proc/self/stat
+/// (in clock ticks of 10 ms, Linux's USER_HZ), so that a loaded machine can be told apart
+/// from a slow run.
+fn cpu_ms() -> u64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // The fields after the command name (which is in parentheses) start at field 3.
+    let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |at: usize| fields.get(at).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
+    (ticks(11) + ticks(12)) * 10
+}
+
 fn measure(workload: &str, steps: Vec<Step>) {
     let n_steps = steps.len();
+    let cpu_start = cpu_ms();
     let started = Instant::now();
     let workflow = match Workflow::new(steps) {
         Ok(workflow) => workflow,
@@ -94,7 +107,7 @@ fn measure(workload: &str, steps: Vec<Step>) {
     };
     let validate_ms = started.elapsed().as_secs_f64() * 1e3;
     let started = Instant::now();
-    let events = schedule(&workflow);
+    let events = schedule(workflow);
     let schedule_ms = started.elapsed().as_secs_f64() * 1e3;
     let line = json!({
         "bench": "workflow",
@@ -104,6 +117,7 @@ fn measure(workload: &str, steps: Vec<Step>) {
         "validate_ms": (validate_ms * 1000.0).round() / 1000.0,
         "schedule_ms": (schedule_ms * 1000.0).round() / 1000.0,
         "total_ms": ((validate_ms + schedule_ms) * 1000.0).round() / 1000.0,
+        "cpu_ms": cpu_ms() - cpu_start,
         "peak_rss_kb": peak_rss_kb(),
     });
     println!("{line}");

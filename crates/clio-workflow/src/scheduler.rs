@@ -72,21 +72,45 @@ struct Node {
     seq: u64,
 }
 
+impl Node {
+    fn new(step: Step, deps: Vec<usize>, editor: bool, added_by: Option<u32>) -> Node {
+        Node {
+            step,
+            deps,
+            dependents: Vec::new(),
+            waiting: 0,
+            status: StepStatus::Pending,
+            handle: None,
+            answer: None,
+            model: None,
+            state: None,
+            note: None,
+            editor,
+            added_by,
+            repairs: None,
+            repaired_by: None,
+            open: Vec::new(),
+            seq: 0,
+        }
+    }
+}
+
 impl Scheduler {
     /// Returns a scheduler for one run of `workflow`; its first actions start every step
     /// that waits on nothing (up to the concurrency limit).
-    pub fn new(workflow: &Workflow, config: RunConfig) -> Scheduler {
+    pub fn new(workflow: Workflow, config: RunConfig) -> Scheduler {
         let limits = config.bounds.within(&config.settings);
+        let (steps, deps, index) = workflow.into_parts();
         let mut sched = Scheduler {
             task: config.task,
             editors: config.editors,
             limits,
             max_concurrency: config.max_concurrency,
-            nodes: Vec::with_capacity(workflow.steps().len()),
-            index: HashMap::with_capacity(workflow.steps().len()),
+            nodes: Vec::with_capacity(steps.len()),
+            index,
             queue: VecDeque::new(),
             active: 0,
-            unsettled: 0,
+            unsettled: steps.len(),
             outbox: Vec::new(),
             edits: Vec::new(),
             added: 0,
@@ -99,15 +123,16 @@ impl Scheduler {
             seq: 0,
         };
         // Steps may be written before the steps they wait on: add them all, then link.
-        for step in workflow.steps() {
-            sched.push_node(step.clone(), Vec::new(), None);
+        for (step, deps) in steps.into_iter().zip(deps) {
+            let editor = sched.editors.contains(&step.target);
+            sched.nodes.push(Node::new(step, deps, editor, None));
         }
-        for (idx, deps) in workflow.deps().iter().enumerate() {
-            for &dep in deps {
+        for idx in 0..sched.nodes.len() {
+            sched.nodes[idx].waiting = sched.nodes[idx].deps.len();
+            for at in 0..sched.nodes[idx].deps.len() {
+                let dep = sched.nodes[idx].deps[at];
                 sched.nodes[dep].dependents.push(idx);
             }
-            sched.nodes[idx].waiting = deps.len();
-            sched.nodes[idx].deps.clone_from(deps);
         }
         for idx in 0..sched.nodes.len() {
             if sched.nodes[idx].waiting == 0 {
@@ -285,24 +310,9 @@ impl Scheduler {
         }
         self.index.insert(step.id.clone(), idx);
         let editor = self.editors.contains(&step.target);
-        self.nodes.push(Node {
-            step,
-            deps,
-            dependents: Vec::new(),
-            waiting,
-            status: StepStatus::Pending,
-            handle: None,
-            answer: None,
-            model: None,
-            state: None,
-            note: None,
-            editor,
-            added_by,
-            repairs: None,
-            repaired_by: None,
-            open: Vec::new(),
-            seq: 0,
-        });
+        let mut node = Node::new(step, deps, editor, added_by);
+        node.waiting = waiting;
+        self.nodes.push(node);
         self.unsettled += 1;
         idx
     }

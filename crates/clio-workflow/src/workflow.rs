@@ -168,6 +168,11 @@ impl Workflow {
         Ok(())
     }
 
+    /// Returns the steps, the indices each waits on, and the index of ids.
+    pub(crate) fn into_parts(self) -> (Vec<Step>, Vec<Vec<usize>>, HashMap<String, usize>) {
+        (self.steps, self.deps, self.index)
+    }
+
     /// Returns the indices of the steps each step waits on.
     pub(crate) fn deps(&self) -> &[Vec<usize>] {
         &self.deps

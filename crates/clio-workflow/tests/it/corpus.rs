@@ -36,8 +36,10 @@ fn snapshot(kind: &str, path: &Path, content: String) {
 
 /// Describes the plan of a valid workflow.
 fn plan(workflow: &Workflow) -> String {
-    let mut sched =
-        Scheduler::new(workflow, RunConfig { task: json!("the task"), ..RunConfig::default() });
+    let mut sched = Scheduler::new(
+        workflow.clone(),
+        RunConfig { task: json!("the task"), ..RunConfig::default() },
+    );
     let first: Vec<String> = sched
         .take_actions()
         .into_iter()

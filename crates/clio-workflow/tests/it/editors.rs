@@ -147,7 +147,7 @@ fn settings_limit_applies_when_tighter() {
         settings: Settings { max_added_steps: Some(1), max_edit_rounds: Some(3) },
         ..config(&["independent_reviewer"])
     };
-    let sched = Scheduler::new(&workflow(FLOW), cfg);
+    let sched = Scheduler::new(workflow(FLOW), cfg);
     assert_eq!(sched.limits().max_added_steps, Some(1));
     assert_eq!(sched.limits().max_edit_rounds, Some(3));
 }
@@ -240,7 +240,7 @@ fn replaying_the_events_rebuilds_the_same_steps() {
         bounds: Bounds { approve_edits: true, max_added_steps: Some(3), ..Bounds::default() },
         ..config(&["independent_reviewer"])
     };
-    let mut fresh = Scheduler::new(&wf, cfg);
+    let mut fresh = Scheduler::new(wf, cfg);
     let mut actions = fresh.take_actions();
     for event in &run.events {
         fresh.apply(event.clone()).unwrap();

@@ -60,7 +60,7 @@ fn run(case: &Case, fail_rate: u8) -> Result<Outcome, TestCaseError> {
     let deps = deps_of(case);
     let config =
         RunConfig { task: json!("t"), max_concurrency: case.limit, ..RunConfig::default() };
-    let mut sched = Scheduler::new(&workflow(case), config);
+    let mut sched = Scheduler::new(workflow(case), config);
     let mut events = Vec::new();
     let mut actions = Vec::new();
     let mut finished = vec![false; case.n];
@@ -151,7 +151,7 @@ proptest! {
     fn replay_gives_the_same_decisions(case in case()) {
         let first = run(&case, 30)?;
         let config = RunConfig { task: json!("t"), max_concurrency: case.limit, ..RunConfig::default() };
-        let mut fresh = Scheduler::new(&workflow(&case), config);
+        let mut fresh = Scheduler::new(workflow(&case), config);
         let mut actions = fresh.take_actions();
         for event in &first.events {
             fresh.apply(event.clone()).unwrap();

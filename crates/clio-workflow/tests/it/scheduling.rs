@@ -92,7 +92,7 @@ fn replay_gives_the_same_decisions_and_outstanding_actions() {
     let mut run = Driver::new(&wf, RunConfig { max_concurrency: 2, ..config(&[]) });
     run.finish("survey");
     run.start("images");
-    let mut fresh = Scheduler::new(&wf, RunConfig { max_concurrency: 2, ..config(&[]) });
+    let mut fresh = Scheduler::new(wf, RunConfig { max_concurrency: 2, ..config(&[]) });
     let mut replayed: Vec<Action> = fresh.take_actions();
     for event in &run.events {
         fresh.apply(event.clone()).unwrap();
@@ -112,7 +112,7 @@ fn replay_gives_the_same_decisions_and_outstanding_actions() {
 
 #[test]
 fn events_that_do_not_fit_are_refused() {
-    let mut sched = Scheduler::new(&workflow(BATCH7), config(&[]));
+    let mut sched = Scheduler::new(workflow(BATCH7), config(&[]));
     let finished = |step: &str| Event::Finished {
         step: step.into(),
         answer: json!("x"),

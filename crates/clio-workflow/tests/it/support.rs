@@ -26,7 +26,7 @@ pub(crate) struct Driver {
 
 impl Driver {
     pub(crate) fn new(workflow: &Workflow, config: RunConfig) -> Driver {
-        let mut sched = Scheduler::new(workflow, config);
+        let mut sched = Scheduler::new(workflow.clone(), config);
         let actions = sched.take_actions();
         Driver { sched, events: Vec::new(), actions }
     }
