@@ -1,9 +1,57 @@
 //! Plugin and pack declarations, plugin folders, marketplaces, the install and trust
-//! store, dependency resolution and `plugin check` (SPEC §4).
+//! store, dependency resolution and `plugin check` (SPEC §4, §11).
 //!
-//! This crate is sync and does file I/O only; it never spawns tasks and never reaches
-//! tokio. It may depend on `clio-spec` and no other clio crate.
+//! - [`Plugin`] and [`Pack`] declare what a plugin brings: [`Tool`]s with their
+//!   [`ToolOptions`], [`NativeTool`]s, [`Hook`]s, [`Subagent`]s, [`FlowDecl`]s, prompts,
+//!   [`ScriptBinding`]s and [`McpServer`]s. Build one with [`Plugin::builder`] or read a
+//!   folder with [`load_plugin`]; [`Plugin::describe`] gives it as JSON.
+//! - [`resolve_permission`], [`order_hooks`] and [`merge_decisions`] are the pure rules the
+//!   runtime applies to tool calls and hook answers; [`HookEvent`] and [`HookAnswer`] are
+//!   the hook protocol's JSON.
+//! - [`Marketplace`] reads `.claude-plugin/marketplace.json`; [`resolve`] picks versions
+//!   over an [`Index`]; [`Store`] installs, lists, removes and trusts plugins under a
+//!   home folder; [`check`] reports every problem of a folder or marketplace.
 //!
-//! Not built yet: the declarations, folder loading, marketplaces, resolution and the
-//! check arrive with their own issue. Until then the crate exposes nothing, so that
-//! nothing can pretend to work.
+//! Invariants: sync, file I/O only, never tokio, no clio dependency but `clio-spec`.
+//! Deliberately not here: running tools, MCP servers and hooks, and asking the person;
+//! that is clio-flow's job. Nothing reads `$CLIO_HOME`: callers pass paths.
+
+mod builtin;
+mod check;
+mod decision;
+mod decl;
+mod files;
+mod hooks;
+mod manifest;
+mod marketplace;
+mod permission;
+mod plugin;
+mod problem;
+mod reader;
+mod resolve;
+mod store;
+mod tree;
+
+pub use builtin::{BUILTIN_FLOWS, BUILTIN_PLUGINS, builtin_plugins, core, memory, orchestration};
+pub use check::check;
+pub use decision::{
+    DecisionError, DecisionKind, HOOK_SCHEMA_VERSION, HookAnswer, HookEvent, HookOutcome,
+    HookResult, MergeError, Verdict, merge_decisions,
+};
+pub use decl::{
+    Callers, FlowDecl, FlowSource, McpServer, NativeTool, Permission, Prompt, PromptFile,
+    ScriptBinding, Subagent, Tool, ToolImpl, ToolOptions,
+};
+pub use hooks::{
+    EventPower, HOOK_EVENTS, Hook, HookEventKind, HookHandler, HookOrderError, HookRef, order_hooks,
+};
+pub use manifest::{LoadError, MANIFEST_FILE, PLUGIN_DIR, load_plugin};
+pub use marketplace::{Listed, ListedAgent, MARKETPLACE_FILE, Marketplace, MarketplaceError};
+pub use permission::{
+    CallersRule, PermissionRule, PermissionSettings, PermissionSource, ResolvedPermission,
+    ToolFacts, resolve_callers, resolve_defer, resolve_permission,
+};
+pub use plugin::{DeclarationError, Pack, Plugin, PluginBuilder};
+pub use problem::{Problem, ProblemCode, Report, Severity};
+pub use resolve::{Candidate, Index, Link, MAX_STEPS, Resolution, ResolveError, Resolved, resolve};
+pub use store::{InstallError, Installed, Store, StoreError, TrustEntry, digest_folder};

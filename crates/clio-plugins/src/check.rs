@@ -1,0 +1,208 @@
+//! `plugin check`: load a plugin folder or a whole marketplace the way an install does
+//! and report every problem ([`check`] → [`Report`]).
+//!
+//! Besides what loading finds, the check looks across plugins: every plugin's and
+//! agent's references must resolve (`requires_unresolved`); subagents may only name
+//! plugins that exist and tools those plugins have; agents and subagents may only select
+//! flows that some plugin provides (`flow_missing`; `react`, `workflow` and `council`
+//! always exist). A plugin checked on its own cannot see its marketplace: a reference to
+//! a plugin that is not built in is a `requires_external` warning, and the checks that
+//! would need that plugin's declaration are skipped.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use clio_spec::PluginRef;
+
+use crate::builtin::{BUILTIN_FLOWS, builtin_plugins};
+use crate::manifest::{MANIFEST_FILE, PLUGIN_DIR, read_plugin};
+use crate::marketplace::{MARKETPLACE_FILE, read_marketplace};
+use crate::plugin::Plugin;
+use crate::problem::{Problem, ProblemCode, Report};
+use crate::resolve::{Candidate, Index, resolve};
+
+/// Checks the plugin folder or marketplace at `path` and reports every problem.
+///
+/// A folder with `.claude-plugin/marketplace.json` is checked as a marketplace, one
+/// with `ai.iowarp.clio/` as a plugin; anything else is `not_a_plugin`.
+pub fn check(path: &Path) -> Report {
+    let mut problems = Vec::new();
+    if path.join(MARKETPLACE_FILE).is_file() {
+        check_marketplace(path, &mut problems);
+    } else {
+        check_plugin(path, &mut problems);
+    }
+    Report::new(problems)
+}
+
+fn check_plugin(path: &Path, problems: &mut Vec<Problem>) {
+    let Some(plugin) = read_plugin(path, "", problems) else { return };
+    let mut index = Index::with_builtins();
+    index.add(Candidate::of("local", &plugin));
+    let file = manifest_file("", &plugin);
+    let mut external = BTreeSet::new();
+    for reference in plugin.dependencies() {
+        if index.candidates(reference.id()).is_empty() {
+            external.insert(reference.id().to_owned());
+            problems.push(problem(
+                ProblemCode::RequiresExternal,
+                &file,
+                "requires",
+                format!("{reference} is not built in; check the marketplace that provides it to resolve it"),
+            ));
+        }
+    }
+    let known: Vec<&Plugin> = vec![&plugin];
+    let ctx = Cross { index: &index, plugins: known, external };
+    ctx.check_plugin(&plugin, &file, problems);
+}
+
+fn check_marketplace(path: &Path, problems: &mut Vec<Problem>) {
+    let Some(market) = read_marketplace(path, problems) else { return };
+    let index = market.index();
+    let plugins: Vec<&Plugin> = market.plugins.iter().map(|l| &l.plugin).collect();
+    let ctx = Cross { index: &index, plugins, external: BTreeSet::new() };
+    for listed in &market.plugins {
+        let prefix = format!("{}/", crate::decl::slash_path(&listed.source).trim_end_matches('/'));
+        let file = manifest_file(&prefix, &listed.plugin);
+        ctx.check_plugin(&listed.plugin, &file, problems);
+    }
+    for (idx, agent) in market.agents.iter().enumerate() {
+        let field = format!("agents[{idx}]");
+        let refs = agent.spec.plugin_refs();
+        if let Err(err) = resolve(&index, &format!("agent {}", agent.spec.id()), &refs) {
+            problems.push(problem(
+                ProblemCode::RequiresUnresolved,
+                MARKETPLACE_FILE,
+                &field,
+                err.to_string(),
+            ));
+        }
+        let flow = &agent.spec.flow().id;
+        if !ctx.flow_exists(flow) {
+            problems.push(problem(
+                ProblemCode::FlowMissing,
+                MARKETPLACE_FILE,
+                &format!("{field}.flow"),
+                format!(
+                    "agent {} selects flow {flow:?}, which no plugin provides",
+                    agent.spec.id()
+                ),
+            ));
+        }
+    }
+}
+
+fn manifest_file(prefix: &str, _plugin: &Plugin) -> String {
+    format!("{prefix}{PLUGIN_DIR}/{MANIFEST_FILE}")
+}
+
+fn problem(code: ProblemCode, file: &str, field: &str, message: String) -> Problem {
+    Problem { code, file: file.to_owned(), line: None, field: field.to_owned(), message }
+}
+
+/// What the cross-plugin checks see: the index and every loaded plugin.
+struct Cross<'a> {
+    index: &'a Index,
+    plugins: Vec<&'a Plugin>,
+    // Plugins referenced but not visible to this check (a plugin checked alone).
+    external: BTreeSet<String>,
+}
+
+impl Cross<'_> {
+    /// Returns the newest loaded or built-in plugin `id`.
+    fn find(&self, id: &str) -> Option<Plugin> {
+        let loaded =
+            self.plugins.iter().filter(|p| p.id == id).max_by(|a, b| a.version.cmp(&b.version));
+        match loaded {
+            Some(plugin) => Some((*plugin).clone()),
+            None => builtin_plugins().into_iter().find(|p| p.id == id),
+        }
+    }
+
+    fn flow_exists(&self, flow: &str) -> bool {
+        BUILTIN_FLOWS.contains(&flow)
+            || self.plugins.iter().any(|p| p.flows.iter().any(|f| f.id == flow))
+    }
+
+    fn check_plugin(&self, plugin: &Plugin, file: &str, problems: &mut Vec<Problem>) {
+        let deps: Vec<PluginRef> =
+            plugin.dependencies().filter(|r| !self.external.contains(r.id())).cloned().collect();
+        if !deps.is_empty()
+            && let Err(err) =
+                resolve(self.index, &format!("{} {}", plugin.id, plugin.version), &deps)
+        {
+            problems.push(problem(
+                ProblemCode::RequiresUnresolved,
+                file,
+                "requires",
+                err.to_string(),
+            ));
+        }
+        let requires_external = plugin.dependencies().any(|r| self.external.contains(r.id()));
+        for (idx, subagent) in plugin.subagents.iter().enumerate() {
+            let field = format!("subagents[{idx}]");
+            let mut tools: BTreeSet<String> = plugin.tool_names().map(str::to_owned).collect();
+            let mut unknown_plugins = requires_external;
+            for b in builtin_plugins() {
+                tools.extend(b.tool_names().map(str::to_owned));
+            }
+            let mut carried: Vec<String> =
+                plugin.dependencies().map(|r| r.id().to_owned()).collect();
+            for (p_idx, reference) in subagent.plugins.iter().enumerate() {
+                let Ok(reference) = PluginRef::parse(reference) else { continue };
+                let id = reference.id();
+                if id == plugin.id {
+                    continue;
+                }
+                if self.external.contains(id) {
+                    unknown_plugins = true;
+                    continue;
+                }
+                if self.find(id).is_none() {
+                    problems.push(problem(
+                        ProblemCode::SubagentUnknownPlugin,
+                        file,
+                        &format!("{field}.plugins[{p_idx}]"),
+                        format!("subagent {} names plugin {id:?}, which is neither built in nor available", subagent.id),
+                    ));
+                    unknown_plugins = true;
+                }
+                carried.push(id.to_owned());
+            }
+            for id in &carried {
+                if let Some(p) = self.find(id) {
+                    tools.extend(p.tool_names().map(str::to_owned));
+                }
+            }
+            if !unknown_plugins {
+                for (t_idx, tool) in subagent.tools.iter().flatten().enumerate() {
+                    if !tools.contains(tool) {
+                        problems.push(problem(
+                            ProblemCode::SubagentUnknownTool,
+                            file,
+                            &format!("{field}.tools[{t_idx}]"),
+                            format!(
+                                "subagent {} names tool {tool:?}, which none of its plugins has",
+                                subagent.id
+                            ),
+                        ));
+                    }
+                }
+            }
+            let flow = &subagent.flow.id;
+            let own = plugin.flows.iter().any(|f| &f.id == flow);
+            if !own && !requires_external && !self.flow_exists(flow) {
+                problems.push(problem(
+                    ProblemCode::FlowMissing,
+                    file,
+                    &format!("{field}.flow"),
+                    format!(
+                        "subagent {} selects flow {flow:?}, which no plugin provides",
+                        subagent.id
+                    ),
+                ));
+            }
+        }
+    }
+}

@@ -1,0 +1,171 @@
+//! A small document tree that TOML manifests and JSON files both read into, so that one
+//! field reader ([`crate::reader`]) reports every problem with its field path and, for
+//! TOML, its line.
+//!
+//! TOML keeps spans (through `toml::de::DeTable`), so every TOML node knows its line;
+//! `serde_json` keeps none, so JSON nodes have no line and only JSON syntax errors do.
+
+use serde_json::{Map, Number, Value as Json};
+use toml::de::{DeTable, DeValue};
+
+/// One value of a manifest with the line it starts on, when the format knows it.
+#[derive(Debug, Clone)]
+pub(crate) struct Node {
+    pub(crate) line: Option<u32>,
+    pub(crate) value: Value,
+}
+
+/// The value of a [`Node`].
+#[derive(Debug, Clone)]
+pub(crate) enum Value {
+    Str(String),
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+    /// A TOML date or time, kept as written.
+    Datetime(String),
+    Array(Vec<Node>),
+    /// Entries in document order (TOML: key order of the parser's map).
+    Table(Vec<(String, Node)>),
+    /// JSON `null`.
+    Null,
+}
+
+impl Value {
+    /// Names the kind of value, for "expected a string, found an integer" messages.
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            Value::Str(_) => "a string",
+            Value::Int(_) => "an integer",
+            Value::Float(_) => "a float",
+            Value::Bool(_) => "a boolean",
+            Value::Datetime(_) => "a date",
+            Value::Array(_) => "a list",
+            Value::Table(_) => "a table",
+            Value::Null => "null",
+        }
+    }
+}
+
+/// A syntax error: the message and the line, when there is one.
+#[derive(Debug, Clone)]
+pub(crate) struct SyntaxError {
+    pub(crate) line: Option<u32>,
+    pub(crate) message: String,
+}
+
+/// Parses TOML text into a tree whose nodes carry their lines.
+pub(crate) fn parse_toml(text: &str) -> Result<Node, SyntaxError> {
+    let table = DeTable::parse(text).map_err(|err| SyntaxError {
+        line: err.span().map(|span| line_of(text, span.start)),
+        message: err.message().trim_end().to_owned(),
+    })?;
+    let line = Some(line_of(text, table.span().start));
+    Ok(Node { line, value: toml_table(text, table.get_ref()) })
+}
+
+fn toml_table(text: &str, table: &DeTable<'_>) -> Value {
+    let mut entries: Vec<(String, Node)> = table
+        .iter()
+        .map(|(key, value)| {
+            let node = toml_node(text, value.get_ref(), value.span().start);
+            (key.get_ref().to_string(), node)
+        })
+        .collect();
+    // The parser's map is sorted by key; document order reads better in reports.
+    entries.sort_by_key(|(_, node)| node.line);
+    Value::Table(entries)
+}
+
+fn toml_node(text: &str, value: &DeValue<'_>, offset: usize) -> Node {
+    let value = match value {
+        DeValue::String(s) => Value::Str(s.to_string()),
+        DeValue::Integer(i) => {
+            let digits = i.as_str().replace('_', "");
+            match i64::from_str_radix(&digits, i.radix()) {
+                Ok(n) => Value::Int(n),
+                Err(_) => Value::Float(f64::INFINITY),
+            }
+        }
+        DeValue::Float(f) => Value::Float(f.as_str().replace('_', "").parse().unwrap_or(f64::NAN)),
+        DeValue::Boolean(b) => Value::Bool(*b),
+        DeValue::Datetime(d) => Value::Datetime(d.to_string()),
+        DeValue::Array(items) => Value::Array(
+            items.iter().map(|item| toml_node(text, item.get_ref(), item.span().start)).collect(),
+        ),
+        DeValue::Table(table) => toml_table(text, table),
+    };
+    Node { line: Some(line_of(text, offset)), value }
+}
+
+/// Returns the 1-based line of byte `offset` in `text`.
+pub(crate) fn line_of(text: &str, offset: usize) -> u32 {
+    let end = offset.min(text.len());
+    let newlines = text.as_bytes()[..end].iter().filter(|&&b| b == b'\n').count();
+    u32::try_from(newlines + 1).unwrap_or(u32::MAX)
+}
+
+/// Parses JSON text into a tree (without lines) and also returns it as JSON.
+pub(crate) fn parse_json(text: &str) -> Result<(Node, Json), SyntaxError> {
+    let json: Json = serde_json::from_str(text).map_err(|err| SyntaxError {
+        line: u32::try_from(err.line()).ok().filter(|&line| line > 0),
+        message: err.to_string().split(" at line ").next().unwrap_or_default().to_owned(),
+    })?;
+    Ok((json_node(&json), json))
+}
+
+/// Converts JSON into a tree without lines.
+pub(crate) fn json_node(json: &Json) -> Node {
+    let value = match json {
+        Json::Null => Value::Null,
+        Json::Bool(b) => Value::Bool(*b),
+        Json::Number(n) => match n.as_i64() {
+            Some(i) => Value::Int(i),
+            None => Value::Float(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        Json::String(s) => Value::Str(s.clone()),
+        Json::Array(items) => Value::Array(items.iter().map(json_node).collect()),
+        Json::Object(map) => {
+            Value::Table(map.iter().map(|(key, value)| (key.clone(), json_node(value))).collect())
+        }
+    };
+    Node { line: None, value }
+}
+
+/// Converts a tree into JSON (TOML dates become strings, non-finite floats `null`).
+pub(crate) fn to_json(node: &Node) -> Json {
+    match &node.value {
+        Value::Str(s) | Value::Datetime(s) => Json::String(s.clone()),
+        Value::Int(i) => Json::Number((*i).into()),
+        Value::Float(f) => Number::from_f64(*f).map_or(Json::Null, Json::Number),
+        Value::Bool(b) => Json::Bool(*b),
+        Value::Array(items) => Json::Array(items.iter().map(to_json).collect()),
+        Value::Table(entries) => Json::Object(
+            entries.iter().map(|(key, value)| (key.clone(), to_json(value))).collect::<Map<_, _>>(),
+        ),
+        Value::Null => Json::Null,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn toml_nodes_know_their_lines() {
+        let node = parse_toml("a = 1\n\n[t]\nb = \"x\"\n").unwrap_or_else(|e| panic!("{e:?}"));
+        let Value::Table(entries) = node.value else { panic!("not a table") };
+        assert_eq!(entries[0].0, "a");
+        assert_eq!(entries[0].1.line, Some(1));
+        let Value::Table(inner) = &entries[1].1.value else { panic!("not a table") };
+        assert_eq!(inner[0].1.line, Some(4));
+    }
+
+    #[test]
+    fn syntax_errors_carry_a_line() {
+        let err = parse_toml("a = 1\nb = \n").err().unwrap_or_else(|| panic!("parsed"));
+        assert_eq!(err.line, Some(2));
+        let err = parse_json("{\n  \"a\": ,\n}").err().unwrap_or_else(|| panic!("parsed"));
+        assert_eq!(err.line, Some(2));
+    }
+}

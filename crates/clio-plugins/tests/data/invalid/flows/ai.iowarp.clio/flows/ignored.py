@@ -1,0 +1,1 @@
+print('flows in python are not read here')
