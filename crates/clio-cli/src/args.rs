@@ -8,6 +8,9 @@ use clap::{Args, Parser, Subcommand};
 #[derive(Debug, Parser)]
 #[command(name = "clio", version, propagate_version = true)]
 pub(crate) struct Cli {
+    /// Where CLIO keeps its journal, store and config [default: $CLIO_HOME, else ~/.clio]
+    #[arg(long, global = true, value_name = "DIR")]
+    pub(crate) home: Option<PathBuf>,
     #[command(subcommand)]
     pub(crate) command: Command,
 }
@@ -20,6 +23,9 @@ pub(crate) enum Command {
     /// Check and draw workflows (JSON DAGs of steps)
     #[command(subcommand)]
     Workflow(WorkflowCommand),
+    /// Inspect and manage the runs in the journal
+    #[command(subcommand)]
+    Runs(RunsCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -91,4 +97,69 @@ pub(crate) enum DrawFormat {
     Mermaid,
     /// Graphviz DOT
     Dot,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum RunsCommand {
+    /// List runs, newest first
+    #[command(
+        after_help = "Examples:\n  clio runs list\n  clio runs list --status awaiting_input --json"
+    )]
+    List(RunsListArgs),
+    /// Show a run: its status, answer, tasks and events
+    #[command(after_help = "Example:\n  clio runs show 3")]
+    Show(RunArgs),
+    /// Draw a run's task tree
+    #[command(after_help = "Example:\n  clio runs tree 3")]
+    Tree(RunArgs),
+    /// List a run's journal entries in order
+    #[command(after_help = "Example:\n  clio runs events 3 --json")]
+    Events(RunArgs),
+    /// Write a run, its tasks and its entries as JSON lines
+    #[command(after_help = "Example:\n  clio runs export 3 > run-3.jsonl")]
+    Export(RunExportArgs),
+    /// Delete finished runs (and their tasks and entries) started before a date
+    #[command(
+        after_help = "Examples:\n  clio runs prune --older-than 30d\n  clio runs prune --before 2026-01-01"
+    )]
+    Prune(RunsPruneArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RunsListArgs {
+    /// Only runs with this status: running, awaiting_input, succeeded, failed, cancelled, interrupted (can be repeated)
+    #[arg(long)]
+    pub(crate) status: Vec<String>,
+    /// At most this many runs
+    #[arg(long)]
+    pub(crate) limit: Option<usize>,
+    /// Print the runs as JSON
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    /// The run's id, as `clio runs list` shows it
+    pub(crate) run: u64,
+    /// Print the result as JSON
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RunExportArgs {
+    /// The run's id, as `clio runs list` shows it
+    pub(crate) run: u64,
+}
+
+#[derive(Debug, Args)]
+#[group(required = true, multiple = false)]
+pub(crate) struct RunsPruneArgs {
+    /// Prune finished runs started more than this long ago: a number and d, h or m (30d, 12h)
+    #[arg(long, value_name = "AGE")]
+    pub(crate) older_than: Option<String>,
+    /// Prune finished runs started before this date (YYYY-MM-DD, UTC)
+    #[arg(long, value_name = "DATE")]
+    pub(crate) before: Option<String>,
 }

@@ -1,6 +1,7 @@
 //! The commands: each turns validated arguments into library calls and renders the result.
 
 mod agent;
+mod runs;
 mod workflow;
 
 use std::io::Write;
@@ -8,16 +9,24 @@ use std::path::Path;
 
 use anyhow::Context;
 
-use crate::args::{AgentCommand, Cli, Command, WorkflowCommand};
+use crate::args::{AgentCommand, Cli, Command, RunsCommand, WorkflowCommand};
 use crate::error::CliError;
+use crate::home::Home;
 
 /// Runs the command `cli` names, writing its output to `out`.
 pub(crate) fn dispatch(cli: Cli, out: &mut dyn Write) -> Result<(), CliError> {
+    let home = Home::locate(cli.home.as_deref())?;
     match cli.command {
         Command::Agent(AgentCommand::Spec(args)) => agent::spec(&args, out),
         Command::Agent(AgentCommand::Verify(args)) => agent::verify(&args, out),
         Command::Workflow(WorkflowCommand::Check(args)) => workflow::check(&args, out),
         Command::Workflow(WorkflowCommand::Show(args)) => workflow::show(&args, out),
+        Command::Runs(RunsCommand::List(args)) => runs::list(&home, &args, out),
+        Command::Runs(RunsCommand::Show(args)) => runs::show(&home, &args, out),
+        Command::Runs(RunsCommand::Tree(args)) => runs::tree(&home, &args, out),
+        Command::Runs(RunsCommand::Events(args)) => runs::events(&home, &args, out),
+        Command::Runs(RunsCommand::Export(args)) => runs::export(&home, &args, out),
+        Command::Runs(RunsCommand::Prune(args)) => runs::prune(&home, &args, out),
     }
 }
 

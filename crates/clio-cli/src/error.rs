@@ -31,6 +31,11 @@ impl CliError {
         CliError { kind: ErrorKind::User, error: error.into(), hints: Vec::new() }
     }
 
+    /// A mistake on the command line.
+    pub fn usage(error: impl Into<anyhow::Error>) -> CliError {
+        CliError { kind: ErrorKind::Usage, error: error.into(), hints: Vec::new() }
+    }
+
     /// An internal error, such as a failed write to the terminal.
     pub fn internal(error: impl Into<anyhow::Error>) -> CliError {
         CliError { kind: ErrorKind::Internal, error: error.into(), hints: Vec::new() }

@@ -10,6 +10,7 @@
 mod args;
 mod commands;
 mod error;
+mod home;
 
 use std::ffi::OsString;
 use std::io::Write;

@@ -3,12 +3,13 @@
 
 mod agent;
 mod readme;
+mod runs;
 mod support;
 mod workflow;
 
 #[test]
 fn no_forgotten_test_files() {
-    let listed: &[&str] = &["agent", "readme", "support", "workflow"];
+    let listed: &[&str] = &["agent", "readme", "runs", "support", "workflow"];
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it");
     for entry in std::fs::read_dir(&dir).unwrap() {
         let name = entry.unwrap().file_name().into_string().unwrap();

@@ -50,3 +50,11 @@ pub(crate) fn clio_in(dir: &Path, args: &[&str]) -> Outcome {
 pub(crate) fn clio(args: &[&str]) -> Outcome {
     clio_in(&workspace_root(), args)
 }
+
+/// Returns a fresh, empty folder to use as `--home`.
+pub(crate) fn temp_home(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("clio-cli-home-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}

@@ -1,0 +1,333 @@
+//! `clio runs list|show|tree|events|export|prune`: what the journal holds about runs, for
+//! people (tables and trees) and for programs (`--json`, JSON lines).
+
+use std::collections::BTreeMap;
+use std::io::Write;
+
+use anyhow::anyhow;
+use clio_journal::{Journal, JournalEntry, RunFilter, RunId, RunRecord, RunStatus, TaskRecord};
+use serde_json::Value;
+
+use super::write_json;
+use crate::args::{RunArgs, RunExportArgs, RunsListArgs, RunsPruneArgs};
+use crate::error::CliError;
+use crate::home::{Home, journal_error};
+
+const STATUSES: [(&str, RunStatus); 6] = [
+    ("running", RunStatus::Running),
+    ("awaiting_input", RunStatus::AwaitingInput),
+    ("succeeded", RunStatus::Succeeded),
+    ("failed", RunStatus::Failed),
+    ("cancelled", RunStatus::Cancelled),
+    ("interrupted", RunStatus::Interrupted),
+];
+
+fn status_name(status: RunStatus) -> &'static str {
+    STATUSES.iter().find(|(_, s)| *s == status).map_or("unknown", |(name, _)| name)
+}
+
+fn parse_status(text: &str) -> Result<RunStatus, CliError> {
+    STATUSES.iter().find(|(name, _)| *name == text).map(|(_, s)| *s).ok_or_else(|| {
+        let known: Vec<&str> = STATUSES.iter().map(|(name, _)| *name).collect();
+        CliError::usage(anyhow!("unknown status `{text}`; use one of {}", known.join(", ")))
+    })
+}
+
+/// Opens the journal and the run `id`, or explains why not.
+fn open_run(home: &Home, id: u64) -> Result<(Journal, RunRecord), CliError> {
+    let journal = home.existing_journal()?.ok_or_else(|| no_journal(home))?;
+    let run = journal.run(RunId(id)).map_err(journal_error)?.ok_or_else(|| {
+        CliError::user(anyhow!("run {id} not found in {}", home.journal_path().display()))
+            .hint("`clio runs list` shows the runs there are")
+    })?;
+    Ok((journal, run))
+}
+
+fn no_journal(home: &Home) -> CliError {
+    CliError::user(anyhow!(
+        "no journal at {}: no run has been recorded there",
+        home.journal_path().display()
+    ))
+    .hint("pass --home DIR (or set CLIO_HOME) if your runs live elsewhere")
+}
+
+/// Lists runs, newest first.
+pub(super) fn list(home: &Home, args: &RunsListArgs, out: &mut dyn Write) -> Result<(), CliError> {
+    let statuses = args.status.iter().map(|s| parse_status(s)).collect::<Result<Vec<_>, _>>()?;
+    let runs = match home.existing_journal()? {
+        Some(journal) => {
+            let filter = RunFilter { statuses, limit: args.limit, ..RunFilter::default() };
+            journal.runs(&filter).map_err(journal_error)?
+        }
+        None => Vec::new(),
+    };
+    if args.json {
+        let value = serde_json::to_value(&runs).map_err(CliError::internal)?;
+        return write_json(out, &value);
+    }
+    if runs.is_empty() {
+        writeln!(out, "no runs in {}", home.journal_path().display())?;
+        return Ok(());
+    }
+    writeln!(out, "{:>5}  {:<15}  {:<24}  {:>9}  answer", "run", "status", "flow", "took")?;
+    for run in &runs {
+        writeln!(
+            out,
+            "{:>5}  {:<15}  {:<24}  {:>9}  {}",
+            run.id.0,
+            status_name(run.status),
+            shorten(&run.flow, 24),
+            took(run),
+            shorten(&answer_text(run.answer.as_ref()), 48)
+        )?;
+    }
+    Ok(())
+}
+
+/// Shows one run: its record, tasks and entries.
+pub(super) fn show(home: &Home, args: &RunArgs, out: &mut dyn Write) -> Result<(), CliError> {
+    let (journal, run) = open_run(home, args.run)?;
+    let tasks = journal.tasks(run.id).map_err(journal_error)?;
+    let entries = journal.entries(run.id).map_err(journal_error)?;
+    if args.json {
+        let value = serde_json::json!({ "run": run, "tasks": tasks, "entries": entries });
+        return write_json(out, &value);
+    }
+    writeln!(out, "run {}  {}  {}", run.id.0, run.flow, status_name(run.status))?;
+    writeln!(out, "  input:  {}", shorten(&answer_text(Some(&run.input)), 100))?;
+    writeln!(out, "  took:   {}", took(&run))?;
+    if let Some(answer) = &run.answer {
+        writeln!(out, "  answer:")?;
+        for line in answer_text(Some(answer)).lines() {
+            writeln!(out, "    {line}")?;
+        }
+    }
+    if let Some(error) = &run.error {
+        writeln!(out, "  error:  {error}")?;
+    }
+    writeln!(out, "tasks ({}):", tasks.len())?;
+    write_tree(&tasks, out)?;
+    writeln!(out, "entries ({}):", entries.len())?;
+    for entry in &entries {
+        write_entry(entry, out)?;
+    }
+    match run.status {
+        RunStatus::AwaitingInput => writeln!(
+            out,
+            "hint: answer its question with `clio runs answer {} QUESTION TEXT`",
+            run.id.0
+        )?,
+        RunStatus::Interrupted => {
+            writeln!(out, "hint: continue it with `clio runs resume {}`", run.id.0)?
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Draws a run's task tree.
+pub(super) fn tree(home: &Home, args: &RunArgs, out: &mut dyn Write) -> Result<(), CliError> {
+    let (journal, run) = open_run(home, args.run)?;
+    let tasks = journal.tasks(run.id).map_err(journal_error)?;
+    if args.json {
+        let value = serde_json::to_value(&tasks).map_err(CliError::internal)?;
+        return write_json(out, &value);
+    }
+    writeln!(out, "run {}  {}  {}", run.id.0, run.flow, status_name(run.status))?;
+    write_tree(&tasks, out)
+}
+
+/// Lists a run's entries in order.
+pub(super) fn events(home: &Home, args: &RunArgs, out: &mut dyn Write) -> Result<(), CliError> {
+    let (journal, run) = open_run(home, args.run)?;
+    let entries = journal.entries(run.id).map_err(journal_error)?;
+    if args.json {
+        let value = serde_json::to_value(&entries).map_err(CliError::internal)?;
+        return write_json(out, &value);
+    }
+    for entry in &entries {
+        write_entry(entry, out)?;
+    }
+    Ok(())
+}
+
+/// Writes a run as JSON lines.
+pub(super) fn export(
+    home: &Home,
+    args: &RunExportArgs,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    let (journal, run) = open_run(home, args.run)?;
+    journal.export(run.id, out).map_err(journal_error)?;
+    Ok(())
+}
+
+/// Deletes finished runs started before a date.
+pub(super) fn prune(
+    home: &Home,
+    args: &RunsPruneArgs,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    let before_ms = match (&args.older_than, &args.before) {
+        (Some(age), _) => now_ms().saturating_sub(parse_age_ms(age)?),
+        (None, Some(date)) => parse_date_ms(date)?,
+        (None, None) => {
+            return Err(CliError::usage(anyhow!("give --older-than AGE or --before DATE")));
+        }
+    };
+    let Some(journal) = home.existing_journal()? else {
+        writeln!(out, "nothing to prune: no journal at {}", home.journal_path().display())?;
+        return Ok(());
+    };
+    let pruned = journal.prune(before_ms).map_err(journal_error)?;
+    writeln!(out, "pruned {pruned:?}")?;
+    Ok(())
+}
+
+fn write_tree(tasks: &[TaskRecord], out: &mut dyn Write) -> Result<(), CliError> {
+    let mut children: BTreeMap<Option<u64>, Vec<&TaskRecord>> = BTreeMap::new();
+    let known: Vec<u64> = tasks.iter().map(|t| t.id.0).collect();
+    for task in tasks {
+        // A parent that is not in this run (or missing) puts the task at the root.
+        let parent = task.parent.map(|p| p.0).filter(|p| known.contains(p));
+        children.entry(parent).or_default().push(task);
+    }
+    fn walk(
+        parent: Option<u64>,
+        prefix: &str,
+        children: &BTreeMap<Option<u64>, Vec<&TaskRecord>>,
+        out: &mut dyn Write,
+    ) -> std::io::Result<()> {
+        let Some(list) = children.get(&parent) else { return Ok(()) };
+        for (i, task) in list.iter().enumerate() {
+            let last = i + 1 == list.len();
+            let branch = if last { "└─ " } else { "├─ " };
+            let mut line = format!(
+                "{prefix}{branch}#{} {:?} {} [{:?}]",
+                task.id.0, task.kind, task.target, task.status
+            );
+            if !task.label.is_empty() && task.label != task.target {
+                line.push_str(&format!(" \"{}\"", task.label));
+            }
+            if let Some(model) = &task.model {
+                line.push_str(&format!(" model {model}"));
+            }
+            if task.input_tokens + task.output_tokens > 0 {
+                line.push_str(&format!(" tokens {}+{}", task.input_tokens, task.output_tokens));
+            }
+            if let Some(error) = &task.error {
+                line.push_str(&format!(" error: {}", shorten(error, 60)));
+            }
+            writeln!(out, "{line}")?;
+            let deeper = format!("{prefix}{}", if last { "   " } else { "│  " });
+            walk(Some(task.id.0), &deeper, children, out)?;
+        }
+        Ok(())
+    }
+    walk(None, "  ", &children, out)?;
+    Ok(())
+}
+
+fn write_entry(entry: &JournalEntry, out: &mut dyn Write) -> Result<(), CliError> {
+    let task = entry.task.map(|t| format!(" task #{}", t.0)).unwrap_or_default();
+    let payload = serde_json::to_string(&entry.payload).map_err(CliError::internal)?;
+    writeln!(
+        out,
+        "  {:>5}  {:<18}{task}  {}",
+        entry.seq,
+        format!("{:?}", entry.kind),
+        shorten(&payload, 90)
+    )?;
+    Ok(())
+}
+
+/// Returns an answer as text: a string as is, an object's `answer` if it has one, else JSON.
+fn answer_text(answer: Option<&Value>) -> String {
+    match answer {
+        None => String::new(),
+        Some(Value::String(text)) => text.clone(),
+        Some(Value::Object(map)) if map.get("answer").is_some_and(Value::is_string) => {
+            map.get("answer").and_then(Value::as_str).unwrap_or_default().to_owned()
+        }
+        Some(other) => other.to_string(),
+    }
+}
+
+fn took(run: &RunRecord) -> String {
+    let end = run.finished_at_ms.unwrap_or(run.updated_at_ms);
+    let ms = end.saturating_sub(run.started_at_ms);
+    if ms < 1_000 { format!("{ms}ms") } else { format!("{:.1}s", ms as f64 / 1000.0) }
+}
+
+fn shorten(text: &str, max: usize) -> String {
+    let flat = text.replace('\n', " ");
+    if flat.chars().count() <= max {
+        return flat;
+    }
+    let cut: String = flat.chars().take(max.saturating_sub(1)).collect();
+    format!("{cut}…")
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// Parses an age such as `30d`, `12h` or `45m` into milliseconds.
+fn parse_age_ms(text: &str) -> Result<u64, CliError> {
+    let bad = || {
+        CliError::usage(anyhow!("invalid age `{text}`: write a number and d, h or m, as in 30d"))
+    };
+    let (number, unit) = text.split_at(text.len().saturating_sub(1));
+    let number: u64 = number.parse().map_err(|_| bad())?;
+    let unit_ms = match unit {
+        "d" => 86_400_000,
+        "h" => 3_600_000,
+        "m" => 60_000,
+        _ => return Err(bad()),
+    };
+    number.checked_mul(unit_ms).ok_or_else(bad)
+}
+
+/// Parses `YYYY-MM-DD` (UTC midnight) into milliseconds since the Unix epoch.
+fn parse_date_ms(text: &str) -> Result<u64, CliError> {
+    let bad = || CliError::usage(anyhow!("invalid date `{text}`: write it as YYYY-MM-DD"));
+    let parts: Vec<&str> = text.split('-').collect();
+    let [y, m, d] = parts.as_slice() else { return Err(bad()) };
+    let (y, m, d): (i64, i64, i64) = (
+        y.parse().map_err(|_| bad())?,
+        m.parse().map_err(|_| bad())?,
+        d.parse().map_err(|_| bad())?,
+    );
+    if !(1970..=9999).contains(&y) || !(1..=12).contains(&m) || !(1..=31).contains(&d) {
+        return Err(bad());
+    }
+    // Days from the civil date (proleptic Gregorian), after H. Hinnant's algorithm.
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    u64::try_from(days * 86_400_000).map_err(|_| bad())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_and_ages_parse() {
+        assert_eq!(parse_date_ms("1970-01-01").unwrap(), 0);
+        assert_eq!(parse_date_ms("2026-11-29").unwrap(), 1_795_910_400_000);
+        assert_eq!(parse_date_ms("2000-03-01").unwrap(), 951_868_800_000);
+        assert!(parse_date_ms("2026-13-01").is_err());
+        assert!(parse_date_ms("yesterday").is_err());
+        assert_eq!(parse_age_ms("2d").unwrap(), 172_800_000);
+        assert_eq!(parse_age_ms("90m").unwrap(), 5_400_000);
+        assert!(parse_age_ms("3w").is_err());
+        assert!(parse_age_ms("").is_err());
+    }
+}

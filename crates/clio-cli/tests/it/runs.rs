@@ -1,0 +1,188 @@
+//! `clio runs list|show|tree|events|export|prune` on a journal written through the
+//! journal library: the tables and trees a person reads are snapshots (times redacted),
+//! and a missing run or journal says what to do next.
+
+use clio_journal::{
+    EntryKind, Journal, JournalConfig, NewEntry, NewRun, NewTask, RunStatus, RunUpdate, TaskKind,
+    TaskStatus, TaskUpdate,
+};
+use insta::assert_snapshot;
+use serde_json::json;
+
+use crate::support::{clio, temp_home};
+
+/// Writes two runs: a finished workflow with a task tree, and one awaiting input.
+fn populate(home: &std::path::Path) {
+    let journal = Journal::open(home.join("journal.redb"), JournalConfig::default()).unwrap();
+    let run = journal
+        .create_run(NewRun {
+            flow: "workflow".into(),
+            input: json!("Review batch 7"),
+            input_digest: "d1".into(),
+            fingerprint: "f1".into(),
+            owner: "test".into(),
+        })
+        .unwrap();
+    let task = |parent, kind, target: &str| NewTask {
+        run,
+        parent,
+        kind,
+        target: target.into(),
+        label: String::new(),
+        status: TaskStatus::Running,
+        model: Some("scripted/demo".into()),
+        owner: "test".into(),
+    };
+    let root = journal.create_task(task(None, TaskKind::Flow, "workflow")).unwrap();
+    let survey = journal.create_task(task(Some(root), TaskKind::Subagent, "survey")).unwrap();
+    let tool = journal.create_task(task(Some(survey), TaskKind::Tool, "read_file")).unwrap();
+    let review = journal.create_task(task(Some(root), TaskKind::Subagent, "review")).unwrap();
+    for (id, tokens) in [(tool, 0), (survey, 120), (review, 80), (root, 0)] {
+        let update = TaskUpdate {
+            status: Some(TaskStatus::Succeeded),
+            input_tokens: Some(tokens),
+            output_tokens: Some(tokens / 2),
+            ..TaskUpdate::default()
+        };
+        journal.update_task(id, update).unwrap();
+    }
+    journal
+        .append(run, NewEntry::new(EntryKind::Call, json!({"target": "survey"})).with_task(survey))
+        .unwrap();
+    journal
+        .append(run, NewEntry::new(EntryKind::Event, json!({"event": "step_finished"})))
+        .unwrap();
+    journal
+        .update_run(
+            run,
+            RunUpdate {
+                status: Some(RunStatus::Succeeded),
+                answer: Some(json!({"answer": "Batch 7 passes review.\nTwo caveats."})),
+                ..RunUpdate::default()
+            },
+        )
+        .unwrap();
+
+    let waiting = journal
+        .create_run(NewRun {
+            flow: "campaign".into(),
+            input: json!({"task": "x"}),
+            input_digest: "d2".into(),
+            fingerprint: "f2".into(),
+            owner: "test".into(),
+        })
+        .unwrap();
+    journal
+        .append(waiting, NewEntry::new(EntryKind::Question, json!({"question": "Proceed?"})))
+        .unwrap();
+    journal
+        .update_run(
+            waiting,
+            RunUpdate { status: Some(RunStatus::AwaitingInput), ..RunUpdate::default() },
+        )
+        .unwrap();
+    journal.close().unwrap();
+}
+
+/// Replaces durations (`12ms`, `1.5s`) so that snapshots do not depend on timing.
+fn redact_times(text: &str) -> String {
+    text.split('\n')
+        .map(|line| {
+            line.split(' ')
+                .map(|word| {
+                    let digits = word.trim_end_matches("ms").trim_end_matches('s');
+                    let is_time = (word.ends_with("ms") || word.ends_with('s'))
+                        && !digits.is_empty()
+                        && digits.chars().all(|c| c.is_ascii_digit() || c == '.');
+                    if is_time { "[t]" } else { word }
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn list_show_tree_and_events() {
+    let home = temp_home("runs");
+    populate(&home);
+    let home_arg = home.to_str().unwrap();
+    let mut all = String::new();
+    for args in [
+        vec!["runs", "list"],
+        vec!["runs", "list", "--status", "awaiting_input"],
+        vec!["runs", "show", "1"],
+        vec!["runs", "tree", "1"],
+        vec!["runs", "events", "2"],
+        vec!["runs", "show", "2"],
+    ] {
+        let mut full = vec!["--home", home_arg];
+        full.extend(args.iter().copied());
+        let outcome = clio(&full);
+        assert_eq!(outcome.code, 0, "{args:?}: {}", outcome.render());
+        all.push_str(&format!("## clio {}\n{}", args.join(" "), outcome.stdout));
+    }
+    assert_snapshot!(redact_times(&all));
+}
+
+#[test]
+fn json_and_export_are_data() {
+    let home = temp_home("runs-json");
+    populate(&home);
+    let home_arg = home.to_str().unwrap();
+    let list = clio(&["--home", home_arg, "runs", "list", "--json"]);
+    let runs: serde_json::Value = serde_json::from_str(&list.stdout).unwrap();
+    assert_eq!(runs.as_array().unwrap().len(), 2);
+    assert_eq!(runs[0]["status"], "awaiting_input", "newest first");
+
+    let export = clio(&["--home", home_arg, "runs", "export", "1"]);
+    assert_eq!(export.code, 0, "{}", export.render());
+    let lines: Vec<serde_json::Value> =
+        export.stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let records: Vec<&str> = lines.iter().map(|l| l["record"].as_str().unwrap()).collect();
+    assert_eq!(records, ["run", "task", "task", "task", "task", "entry", "entry"]);
+}
+
+#[test]
+fn prune_removes_finished_runs_only() {
+    let home = temp_home("runs-prune");
+    populate(&home);
+    let home_arg = home.to_str().unwrap();
+    let pruned = clio(&["--home", home_arg, "runs", "prune", "--before", "9999-01-01"]);
+    assert_eq!(pruned.code, 0, "{}", pruned.render());
+    assert!(pruned.stdout.contains("runs: 1"), "{}", pruned.stdout);
+    let list = clio(&["--home", home_arg, "runs", "list", "--json"]);
+    let runs: serde_json::Value = serde_json::from_str(&list.stdout).unwrap();
+    assert_eq!(runs.as_array().unwrap().len(), 1, "the run awaiting input stays");
+}
+
+#[test]
+fn errors_say_what_to_do_next() {
+    let home = temp_home("runs-errors");
+    let home_arg = home.to_str().unwrap();
+    let mut all = String::new();
+    let empty = clio(&["--home", home_arg, "runs", "list"]);
+    assert_eq!(empty.code, 0);
+    all.push_str(&format!("## list, no journal\n{}", empty.render()));
+    let missing = clio(&["--home", home_arg, "runs", "show", "7"]);
+    assert_eq!(missing.code, 1);
+    all.push_str(&format!("## show, no journal\n{}", missing.render()));
+    populate(&home);
+    let missing = clio(&["--home", home_arg, "runs", "show", "7"]);
+    assert_eq!(missing.code, 1);
+    all.push_str(&format!("## show, unknown run\n{}", missing.render()));
+    let bad_status = clio(&["--home", home_arg, "runs", "list", "--status", "done"]);
+    assert_eq!(bad_status.code, 2);
+    all.push_str(&format!("## bad status\n{}", bad_status.render()));
+    let bad_age = clio(&["--home", home_arg, "runs", "prune", "--older-than", "3w"]);
+    assert_eq!(bad_age.code, 2);
+    all.push_str(&format!("## bad age\n{}", bad_age.render()));
+    let no_bound = clio(&["--home", home_arg, "runs", "prune"]);
+    assert_eq!(no_bound.code, 2);
+    std::fs::write(home.join("journal.redb"), "not a journal").unwrap();
+    let corrupt = clio(&["--home", home_arg, "runs", "list"]);
+    assert_eq!(corrupt.code, 1);
+    all.push_str(&format!("## not a journal\n{}", corrupt.render()));
+    assert_snapshot!(all.replace(home_arg, "[home]"));
+}
