@@ -10,7 +10,8 @@
 //! references, always gives the same answer. A search that takes more than
 //! [`MAX_STEPS`] candidate trials stops with [`ResolveError::TooComplex`].
 //!
-//! When nothing fits, the error is the first conflict the search met, with the newest
+//! When nothing fits, the error is the first plugin the search found missing or without
+//! a fitting version (else the first conflict with an earlier choice), with the newest
 //! versions tried first, told as a chain: "agent x needs pdf@^1.2; pdf 1.4.0 needs
 //! document-runtime@^2; only 1.9.3 is available".
 //!
@@ -369,8 +370,16 @@ impl Ctx<'_> {
         Link { from, needs: constraint.reference.to_string() }
     }
 
+    /// Keeps the first failure, except that a missing or unsatisfiable plugin (a fact of
+    /// the index) replaces a conflict with an earlier choice (an artefact of the order
+    /// of the search).
     fn record(&mut self, err: ResolveError) {
-        if self.first_failure.is_none() {
+        let replace = match &self.first_failure {
+            None => true,
+            Some(ResolveError::Conflict { .. }) => !matches!(err, ResolveError::Conflict { .. }),
+            Some(_) => false,
+        };
+        if replace {
             self.first_failure = Some(err);
         }
     }

@@ -2,10 +2,16 @@
 //! here, and `no_forgotten_test_files` fails when one is not.
 
 mod corpus;
+mod declarations;
+mod hook_rules;
+mod permissions;
+mod resolution;
+mod store;
 
 #[test]
 fn no_forgotten_test_files() {
-    let listed: &[&str] = &["corpus"];
+    let listed: &[&str] =
+        &["corpus", "declarations", "hook_rules", "permissions", "resolution", "store"];
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it");
     for entry in std::fs::read_dir(&dir).unwrap() {
         let name = entry.unwrap().file_name().into_string().unwrap();

@@ -1,0 +1,115 @@
+//! The install and trust store on a temporary home: install copies and records the
+//! digest, list and remove, trust keyed by id, version and digest (a changed plugin is no
+//! longer trusted), and installing an agent's references transitively.
+
+use std::path::{Path, PathBuf};
+
+use clio_plugins::{InstallError, Marketplace, Store, StoreError, digest_folder};
+use clio_spec::PluginRef;
+use semver::Version;
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+fn data(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(path)
+}
+
+#[test]
+fn install_list_trust_and_remove() -> TestResult {
+    let home = tempfile::tempdir()?;
+    let store = Store::new(home.path());
+    let market = Marketplace::load(&data("valid/marketplace"))?;
+    assert_eq!(market.name, "clio");
+    let v = Version::new(1, 4, 0);
+    let installed = store.install(&market, "pdf", &v)?;
+    assert_eq!(
+        installed.digest,
+        digest_folder(&data("valid/marketplace/plugins/pdf-1.4.0"))?,
+        "the copy has the source's content"
+    );
+    assert!(installed.path.join("ai.iowarp.clio/plugin.toml").is_file());
+    assert!(clio_plugins::load_plugin(&installed.path).is_ok(), "the copy loads");
+    assert_eq!(store.list()?, vec![installed.clone()]);
+
+    assert!(!store.is_trusted(&installed)?);
+    let entry = store.trust(&installed)?;
+    assert_eq!((entry.id.as_str(), entry.version.as_str()), ("pdf", "1.4.0"));
+    assert!(store.is_trusted(&installed)?);
+
+    // A changed plugin is no longer trusted.
+    std::fs::write(installed.path.join("ai.iowarp.clio/extra.txt"), "changed")?;
+    assert!(!store.is_trusted(&installed)?);
+    std::fs::remove_file(installed.path.join("ai.iowarp.clio/extra.txt"))?;
+    assert!(store.is_trusted(&installed)?);
+
+    store.untrust("pdf", &v)?;
+    assert!(!store.is_trusted(&installed)?);
+    store.remove("clio", "pdf", &v)?;
+    assert!(store.list()?.is_empty());
+    assert!(matches!(store.remove("clio", "pdf", &v), Err(StoreError::NotInstalled { .. })));
+    Ok(())
+}
+
+#[test]
+fn installing_references_resolves_transitively() -> TestResult {
+    let home = tempfile::tempdir()?;
+    let store = Store::new(home.path());
+    let market = Marketplace::load(&data("valid/marketplace"))?;
+    let refs: Vec<PluginRef> =
+        ["core", "clio/pdf@^1.2"].iter().map(|r| PluginRef::parse(r)).collect::<Result<_, _>>()?;
+    let installed = store.install_references(&market, "agent writer", &refs)?;
+    let names: Vec<String> = installed.iter().map(|i| format!("{}@{}", i.id, i.version)).collect();
+    assert_eq!(names, ["document-runtime@2.1.0", "pdf@1.4.0"], "built-in core needs no copy");
+    let refs = vec![PluginRef::parse("pdf@^3")?];
+    let err = store.install_references(&market, "agent writer", &refs).unwrap_err();
+    assert!(matches!(err, InstallError::Resolve(_)));
+    assert_eq!(err.to_string(), "agent writer needs pdf@^3; only 1.3.0, 1.4.0 are available");
+    Ok(())
+}
+
+#[test]
+fn a_version_the_marketplace_does_not_list_is_refused() -> TestResult {
+    let home = tempfile::tempdir()?;
+    let market = Marketplace::load(&data("valid/marketplace"))?;
+    let err = Store::new(home.path()).install(&market, "pdf", &Version::new(9, 0, 0)).unwrap_err();
+    assert_eq!(err.to_string(), "marketplace clio does not list pdf 9.0.0");
+    Ok(())
+}
+
+#[test]
+fn an_invalid_marketplace_is_refused_with_its_problems() {
+    let err = Marketplace::load(&data("invalid/marketplace")).unwrap_err();
+    assert!(err.to_string().starts_with("marketplace "), "{err}");
+    assert!(matches!(
+        Marketplace::load(&data("valid/minimal")),
+        Err(clio_plugins::MarketplaceError::NotAMarketplace { .. })
+    ));
+}
+
+#[test]
+fn the_digest_depends_on_content_names_and_mode() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    std::fs::write(dir.path().join("a"), "x")?;
+    let first = digest_folder(dir.path())?;
+    assert!(first.starts_with("sha256:") && first.len() == 7 + 64);
+    std::fs::write(dir.path().join("a"), "y")?;
+    let second = digest_folder(dir.path())?;
+    assert_ne!(first, second);
+    std::fs::rename(dir.path().join("a"), dir.path().join("b"))?;
+    assert_ne!(digest_folder(dir.path())?, second);
+    std::fs::create_dir(dir.path().join(".git"))?;
+    std::fs::write(dir.path().join(".git/HEAD"), "ref")?;
+    let with_git = digest_folder(dir.path())?;
+    std::fs::remove_dir_all(dir.path().join(".git"))?;
+    assert_eq!(digest_folder(dir.path())?, with_git, ".git is not content");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let before = digest_folder(dir.path())?;
+        std::fs::set_permissions(dir.path().join("b"), std::fs::Permissions::from_mode(0o755))?;
+        assert_ne!(digest_folder(dir.path())?, before, "the executable bit counts");
+        std::os::unix::fs::symlink(dir.path().join("b"), dir.path().join("link"))?;
+        assert!(matches!(digest_folder(dir.path()), Err(StoreError::Symlink { .. })));
+    }
+    Ok(())
+}
