@@ -14,12 +14,13 @@
 //! pub use model::{
 //!     ChosenModel, FinishReason, Message, ModelCapabilities, ModelCatalog, ModelError,
 //!     ModelFuture, ModelInfo, ModelProvider, ModelRequest, ModelResponse, ModelSource,
-//!     Models, OpenAiConfig, OpenAiProvider, RetryPolicy, RouterAllowlist,
-//!     ScriptedProvider, ToolCall, ToolSpec, Usage,
+//!     Models, ModelsConfig, OpenAiConfig, OpenAiProvider, ProviderConfig, ProviderKind,
+//!     RetryPolicy, RouterAllowlist, ScriptedProvider, ToolCall, ToolSpec, Usage,
 //! };
 //! ```
 
 mod catalog;
+mod config;
 mod error;
 mod models;
 mod openai;
@@ -29,6 +30,7 @@ mod scripted;
 mod types;
 
 pub use catalog::{ChosenModel, ModelCapabilities, ModelCatalog, ModelInfo, ModelSource};
+pub use config::{ModelsConfig, ProviderConfig, ProviderKind};
 pub use error::ModelError;
 pub use models::Models;
 pub use openai::{OpenAiConfig, OpenAiProvider, RetryPolicy};

@@ -174,7 +174,7 @@ pub struct ChosenModel {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ModelCatalog {
     // Invariant: names (`account/id`) are unique and every fallback names an entry.
-    models: Vec<ModelInfo>,
+    pub(super) models: Vec<ModelInfo>,
 }
 
 #[derive(Deserialize)]

@@ -12,8 +12,8 @@ use std::sync::Arc;
 use clio_spec::Requires;
 
 use crate::model::{
-    ModelCatalog, ModelError, ModelInfo, ModelProvider, ModelRequest, ModelResponse,
-    RouterAllowlist,
+    ModelCapabilities, ModelCatalog, ModelError, ModelInfo, ModelProvider, ModelRequest,
+    ModelResponse, RouterAllowlist, ScriptedProvider,
 };
 
 /// The model catalog and the providers that serve its models.
@@ -36,6 +36,24 @@ impl Models {
     /// Returns `catalog` with no provider registered yet.
     pub fn new(catalog: ModelCatalog) -> Models {
         Models { catalog, providers: BTreeMap::new() }
+    }
+
+    /// Returns a catalog of one model, `offline/scripted`, served by `provider`: for tests,
+    /// examples and the offline quick start.
+    ///
+    /// The model claims every capability (tool calling, vision, a million context and a
+    /// hundred thousand output tokens), so no requirement refuses it.
+    pub fn offline(provider: ScriptedProvider) -> Models {
+        let model = ModelInfo::new("offline", "scripted", provider.name()).with_capabilities(
+            ModelCapabilities {
+                tool_calling: true,
+                vision: true,
+                context_tokens: 1_000_000,
+                output_tokens: 100_000,
+            },
+        );
+        let catalog = ModelCatalog { models: vec![model] };
+        Models::new(catalog).with_provider(Arc::new(provider))
     }
 
     /// Returns these models with `provider` registered under its name, replacing a

@@ -1,0 +1,241 @@
+//! [`ModelsConfig`]: the models file (`[[provider]]` and `[[model]]` tables in TOML) that
+//! the CLI reads to build [`Models`].
+//!
+//! The library never reads the environment: a provider names the variable that holds
+//! its key (`api_key_env`), and [`ModelsConfig::build`] asks the caller's `env` function
+//! for it. Script paths are relative to the folder the caller passes (the config file's).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::model::catalog::line_column;
+use crate::model::{
+    ModelCatalog, ModelError, ModelInfo, Models, OpenAiConfig, OpenAiProvider, RetryPolicy,
+    ScriptedProvider,
+};
+
+/// What kind of service a provider is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProviderKind {
+    /// An OpenAI-compatible chat-completions endpoint ([`OpenAiProvider`]).
+    Openai,
+    /// Answers from a script file ([`ScriptedProvider`]).
+    Scripted,
+}
+
+/// One `[[provider]]` table of a models file.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderConfig {
+    /// The provider's name, as models' `provider` fields name it.
+    pub name: String,
+    /// What kind of service it is.
+    pub kind: ProviderKind,
+    /// The API root of an `openai` provider, such as `http://127.0.0.1:11434/v1`.
+    #[serde(default)]
+    pub base_url: String,
+    /// The environment variable that holds the key of an `openai` provider; empty sends
+    /// no key.
+    #[serde(default)]
+    pub api_key_env: String,
+    /// The longest one attempt may take, in seconds; 0 keeps the default (120).
+    #[serde(default)]
+    pub timeout_secs: u64,
+    /// The most attempts of one request; 0 keeps the default (4).
+    #[serde(default)]
+    pub max_attempts: u32,
+    /// The script file of a `scripted` provider, relative to the models file's folder.
+    #[serde(default)]
+    pub script: String,
+}
+
+/// A parsed models file: providers and the model catalog.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelsConfig {
+    /// The providers, in file order.
+    pub providers: Vec<ProviderConfig>,
+    /// The models.
+    pub catalog: ModelCatalog,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigFile {
+    #[serde(default)]
+    provider: Vec<ProviderConfig>,
+    #[serde(default)]
+    model: Vec<ModelInfo>,
+}
+
+impl ModelsConfig {
+    /// Parses a models file's TOML `text`; `file` names it in errors.
+    ///
+    /// Checks the catalog (see [`ModelCatalog::new`]), that provider names are unique, and
+    /// that every model's provider is declared.
+    pub fn from_toml(text: &str, file: &Path) -> Result<ModelsConfig, ModelError> {
+        let parsed: ConfigFile = toml::from_str(text).map_err(|e| {
+            let (line, column) = e.span().map_or((0, 0), |s| line_column(text, s.start));
+            ModelError::Parse {
+                file: file.to_path_buf(),
+                line,
+                column,
+                message: e.message().to_owned(),
+            }
+        })?;
+        let catalog = ModelCatalog::new(parsed.model)?;
+        for (index, provider) in parsed.provider.iter().enumerate() {
+            if parsed.provider[..index].iter().any(|p| p.name == provider.name) {
+                return Err(ModelError::Config {
+                    provider: provider.name.clone(),
+                    problem: "the provider is declared twice".into(),
+                });
+            }
+        }
+        for model in catalog.models() {
+            if !parsed.provider.iter().any(|p| p.name == model.provider) {
+                return Err(ModelError::UnknownProvider {
+                    model: model.name(),
+                    provider: model.provider.clone(),
+                });
+            }
+        }
+        Ok(ModelsConfig { providers: parsed.provider, catalog })
+    }
+
+    /// Returns the environment variables whose values [`ModelsConfig::build`] will ask for.
+    pub fn env_names(&self) -> Vec<&str> {
+        self.providers
+            .iter()
+            .filter(|p| !p.api_key_env.is_empty())
+            .map(|p| p.api_key_env.as_str())
+            .collect()
+    }
+
+    /// Builds the providers and returns [`Models`]; `env` returns an environment
+    /// variable's value (the CLI passes `std::env::var`), and `base_dir` is the folder
+    /// script paths are relative to.
+    ///
+    /// A key variable that `env` does not know is an error naming the provider and the
+    /// variable, so that a run does not fail later with a 401.
+    pub fn build(
+        self,
+        base_dir: &Path,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Models, ModelError> {
+        let mut models = Models::new(self.catalog);
+        for p in self.providers {
+            let problem =
+                |problem: String| ModelError::Config { provider: p.name.clone(), problem };
+            models = match p.kind {
+                ProviderKind::Openai => {
+                    if p.base_url.trim().is_empty() {
+                        return Err(problem("an openai provider needs a base_url".into()));
+                    }
+                    let api_key = if p.api_key_env.is_empty() {
+                        None
+                    } else {
+                        Some(env(&p.api_key_env).ok_or_else(|| {
+                            problem(format!(
+                                "the environment variable {} that holds its key is not set",
+                                p.api_key_env
+                            ))
+                        })?)
+                    };
+                    let mut config = OpenAiConfig::new(p.name.clone(), p.base_url.clone());
+                    config.api_key = api_key;
+                    if p.timeout_secs > 0 {
+                        config.timeout = Duration::from_secs(p.timeout_secs);
+                    }
+                    if p.max_attempts > 0 {
+                        config.retry = RetryPolicy { max_attempts: p.max_attempts, ..config.retry };
+                    }
+                    models.with_provider(Arc::new(OpenAiProvider::new(config)?))
+                }
+                ProviderKind::Scripted => {
+                    if p.script.trim().is_empty() {
+                        return Err(problem("a scripted provider needs a script file".into()));
+                    }
+                    let path: PathBuf = base_dir.join(&p.script);
+                    let provider = ScriptedProvider::from_file(&path)?.named(p.name.clone());
+                    models.with_provider(Arc::new(provider))
+                }
+            };
+        }
+        Ok(models)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FILE: &str = r#"
+[[provider]]
+name = "ollama"
+kind = "openai"
+base_url = "http://127.0.0.1:11434/v1"
+
+[[provider]]
+name = "hosted"
+kind = "openai"
+base_url = "https://api.example.invalid/v1"
+api_key_env = "HOSTED_KEY"
+max_attempts = 2
+
+[[model]]
+account = "local"
+id = "qwen"
+provider = "ollama"
+api_model = "qwen2.5:7b"
+capabilities = { tool_calling = true, context_tokens = 32768 }
+fallbacks = ["work/big"]
+
+[[model]]
+account = "work"
+id = "big"
+provider = "hosted"
+"#;
+
+    #[test]
+    fn a_models_file_builds_with_keys_from_the_callers_env() -> Result<(), ModelError> {
+        let config = ModelsConfig::from_toml(FILE, Path::new("models.toml"))?;
+        assert_eq!(config.env_names(), ["HOSTED_KEY"]);
+        let models = config
+            .clone()
+            .build(Path::new("."), |name| (name == "HOSTED_KEY").then(|| "sk-x".to_owned()))?;
+        assert_eq!(models.catalog().get("qwen")?.api_model(), "qwen2.5:7b");
+        assert!(models.provider("hosted").is_some() && models.provider("ollama").is_some());
+        let err = config.build(Path::new("."), |_| None).err();
+        assert_eq!(
+            err.map(|e| e.to_string()),
+            Some(
+                "provider `hosted` is misconfigured: the environment variable HOSTED_KEY that \
+                 holds its key is not set"
+                    .to_owned()
+            )
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn models_must_name_declared_providers() {
+        let text = "[[model]]\naccount = \"a\"\nid = \"b\"\nprovider = \"nope\"\n";
+        let err = ModelsConfig::from_toml(text, Path::new("m.toml")).err();
+        assert_eq!(
+            err.map(|e| e.to_string()),
+            Some("model `a/b` is served by provider `nope`, which is not registered".to_owned())
+        );
+        let err = ModelsConfig::from_toml(
+            "[[provider]]\nname = \"x\"\nkind = \"grpc\"\n",
+            Path::new("m.toml"),
+        )
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+        assert!(err.starts_with("m.toml:3:8: unknown variant `grpc`"), "{err}");
+    }
+}
