@@ -90,9 +90,26 @@ const QUOTE_LIMIT: usize = 80;
 fn render(input: &str, position: usize, kind: VersionRangeErrorKind) -> String {
     use VersionRangeErrorKind as K;
     let token = |pred: fn(u8) -> bool| Token { input, position, pred };
-    let (problem, hint): (String, String) = match kind {
+    let found = format!(", found {}", describe(input, position));
+    let (problem, found, hint): (String, &str, String) = match kind {
+        K::InvalidId
+            if input
+                .as_bytes()
+                .get(position)
+                .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit()) =>
+        {
+            (
+                format!("id or marketplace name longer than {MAX_ID_LEN} characters"),
+                "",
+                format!(
+                    "ids are 1 to {MAX_ID_LEN} characters from `a-z`, `0-9`, `-` and `_`, \
+                 starting with a letter or digit"
+                ),
+            )
+        }
         K::InvalidId => (
-            format!("invalid id or marketplace name{}", found(input, position)),
+            "invalid id or marketplace name".to_owned(),
+            &found,
             format!(
                 "ids are 1 to {MAX_ID_LEN} characters from `a-z`, `0-9`, `-` and `_`, \
                  starting with a letter or digit"
@@ -100,93 +117,105 @@ fn render(input: &str, position: usize, kind: VersionRangeErrorKind) -> String {
         ),
         K::EmptyRange => (
             "empty version range".to_owned(),
+            "",
             "write a range such as `^1.2` or `>=1.0.0 <2.0.0`, or leave out `@` to accept \
              any release"
                 .to_owned(),
         ),
         K::Tag => (
             format!("tag `{}` is not a version range", token(is_word)),
+            "",
             "name versions with a range such as `^1.2`, `~1.2.3` or `*`".to_owned(),
         ),
         K::VPrefix => (
             format!("version `{}` has a `v` prefix", token(is_word)),
+            "",
             "write the version without `v`, as in `1.2.3`".to_owned(),
         ),
         K::WildcardThenNumber => (
             format!("number `{}` after a wildcard", token(is_digit)),
+            "",
             "after `x`, `X` or `*` every part must be a wildcard, as in `1.x`".to_owned(),
         ),
         K::PrereleaseOnPartial => (
             format!("prerelease `{}` on a partial version", token(is_pre)),
+            "",
             "a prerelease needs a full MAJOR.MINOR.PATCH, as in `^1.2.0-beta`".to_owned(),
         ),
         K::BuildMetadata => (
             format!("build metadata `{}` in a version range", token(is_pre)),
+            "",
             "build metadata never affects which versions match; remove it".to_owned(),
         ),
         K::LeadingZero => {
             let digits = token(is_digit).to_string();
             let trimmed = digits.trim_start_matches('0');
             let fixed = if trimmed.is_empty() { "0" } else { trimmed };
-            (format!("number `{digits}` has a leading zero"), format!("write it as `{fixed}`"))
+            (format!("number `{digits}` has a leading zero"), "", format!("write it as `{fixed}`"))
         }
         K::NumberTooLarge => (
-            format!("number in `{}` is too large", token(is_word)),
+            format!("version `{}` has a number too large", token(is_word)),
+            "",
             format!(
-                "version parts are at most {MAX_NUMBER}, one less than that after `^`, `~`, `>` or `<=` on a partial version"
+                "version parts are at most {MAX_NUMBER}, and one less where a range adds one \
+                 (`^`, `~`, `>` or `<=` on a partial version, x-ranges, the end of a hyphen range)"
             ),
         ),
         K::InvalidPrerelease => (
-            format!("invalid prerelease{}", found(input, position)),
+            "invalid prerelease".to_owned(),
+            &found,
             "a prerelease is `-` then identifiers of `0-9`, `A-Z`, `a-z` and `-`, \
              separated by `.`, as in `1.2.3-beta.2`"
                 .to_owned(),
         ),
         K::InvalidBuild => (
-            format!("invalid build metadata{}", found(input, position)),
+            "invalid build metadata".to_owned(),
+            &found,
             "build metadata is `+` then identifiers of `0-9`, `A-Z`, `a-z` and `-`, \
              separated by `.`, as in `1.2.3+build.5`"
                 .to_owned(),
         ),
         K::EmptyBranch => (
             "empty `||` branch".to_owned(),
+            "",
             "put a comparator set on both sides of `||`, as in `^1.2 || ^2`".to_owned(),
         ),
         K::DanglingOperator => (
             format!("operator `{}` has no version after it", token(is_operator)),
+            "",
             "follow it with a version, as in `<2.0.0`".to_owned(),
         ),
         K::InvalidHyphenRange => (
             "misplaced hyphen range".to_owned(),
+            "",
             "a hyphen range `A - B` is a whole comparator set: two versions without \
              operators, as in `1.2.3 - 2.3`"
                 .to_owned(),
         ),
         K::TooLong => (
-            format!("text is {} bytes long", input.len()),
-            format!("ranges and versions are at most {MAX_RANGE_LEN} bytes"),
+            format!("too long ({} bytes)", input.len()),
+            "",
+            format!("ranges and plugin versions are at most {MAX_RANGE_LEN} bytes"),
         ),
         K::IncompleteVersion => (
             "version ends after `.`".to_owned(),
+            "",
             "after `.` comes a number, `x`, `X` or `*`".to_owned(),
         ),
         K::InvalidVersion => (
-            format!("invalid plugin version{}", found(input, position)),
+            "invalid plugin version".to_owned(),
+            &found,
             "a plugin version is a full MAJOR.MINOR.PATCH[-pre][+build], as in `1.4.0`".to_owned(),
         ),
         K::UnexpectedChar => (
             format!("unexpected {}", describe(input, position)),
+            "",
             "expected a version such as `1.2.3`, or comparators such as `>=1.2.0 <2.0.0`, \
              `^1.2`, `~1.2.3`, `1.x` or `1.2.3 - 2.3` separated by spaces and joined by `||`"
                 .to_owned(),
         ),
     };
-    format!("{problem} at byte {position} of {}; {hint}", Quoted(input))
-}
-
-/// Describes the character at `position` after a problem: `, found `c``.
-fn found(input: &str, position: usize) -> String {
-    format!(", found {}", describe(input, position))
+    format!("{problem}{found} at byte {position} of {}; {hint}", Quoted(input))
 }
 
 /// Names the character at `position`: `` `c` ``, `whitespace ' '` or `the end`.
