@@ -1,9 +1,66 @@
-//! The async flow runtime (SPEC §7 and §8): the `Flow` trait, the flow context `ctx`,
-//! tasks, replay from the journal, limits, cancellation, model providers, the react loop,
-//! the built-in flows and subagent teams.
+//! The async flow runtime (SPEC §7): the [`Flow`] trait, the flow context [`Ctx`], durable
+//! tasks, replay from the journal, limits, cancellation, model providers, the react loop and
+//! the built-in flows `react` and `workflow`.
 //!
-//! This is the only library crate that spawns tasks. It may depend on `clio-spec`,
-//! `clio-plugins`, `clio-journal` and `clio-workflow`.
+//! - [`Runtime`] runs a flow selection on a [`clio_journal::Journal`] and a [`Registry`] of
+//!   what calls can reach; [`Runtime::resume`], [`Runtime::answer`], [`Runtime::cancel`]
+//!   and [`Runtime::replay`] are what the CLI calls.
+//! - [`Ctx`] is a thin layer over [`Command`]s (call, start, step, ask, event, publish),
+//!   each recorded in the journal with its result: every call is a task with its parent,
+//!   and a run resumed after a crash runs its flow from the top, each command finding its
+//!   record.
+//! - [`FlowError`] holds the seed's typed outcomes (`CallFailed` … `GatherFailed`), each
+//!   with `reason`, `handle`, `details` and `to_json`, and the runtime's own errors;
+//!   [`FlowError::Nondeterminism`] is its own variant.
 //!
-//! Not built yet: the runtime arrives with its own issue. Until then the crate exposes
-//! nothing, so that nothing can pretend to work.
+//! Invariants: a command counts as done only once its record is durable; replayed code
+//! reads time only through [`Ctx::now_ms`] (a crate-local `clippy.toml` forbids the clock
+//! elsewhere); nothing recorded is submitted twice — an acceptance that cannot be confirmed
+//! is `TaskStateUncertain`, and a side-effecting tool cut short by a crash is
+//! `CallInterrupted`. This is the only library crate that spawns tasks; its public
+//! signatures use plain futures.
+//!
+//! What it does not do: read the environment or the home folder, print, or own a tokio
+//! runtime (callers bring one).
+
+#![allow(
+    clippy::result_large_err,
+    reason = "FlowError carries the seed's typed outcomes by value; errors are the cold path"
+)]
+
+mod clock;
+mod command;
+mod ctx;
+mod error;
+mod flow;
+mod model;
+mod options;
+mod react;
+mod registry;
+mod result;
+mod runtime;
+mod workflow_flow;
+mod workspace;
+
+pub use crate::clock::instant;
+pub use crate::command::Command;
+pub use crate::ctx::{Call, Ctx, Gather, ReturnWhen, Settled};
+pub use crate::error::{FlowError, Mismatch, OptionProblem};
+pub use crate::flow::{Flow, FlowFuture, FnFlow, Limits, reference, selection};
+pub use crate::model::{
+    ChosenModel, FinishReason, Message, ModelCapabilities, ModelCatalog, ModelError, ModelFuture,
+    ModelInfo, ModelProvider, ModelRequest, ModelResponse, ModelSource, Models, ModelsConfig,
+    OpenAiConfig, OpenAiProvider, ProviderConfig, ProviderKind, RetryPolicy, RouterAllowlist,
+    ScriptedProvider, ToolCall, ToolSpec, Usage,
+};
+pub use crate::options::{LIMIT_NAMES, OptionSpec, OptionType, check_options};
+pub use crate::react::ReactFlow;
+pub use crate::registry::{
+    Registry, Target, Tool, ToolFuture, ToolHandler, Worker, WorkerFuture, WorkerReply,
+    WorkerRequest, WorkerRun,
+};
+pub use crate::result::{CallInput, CallKind, CallResult, FlowOutput, input_text};
+pub use crate::runtime::{Question, RunOutcome, RunReport, Runtime, RuntimeConfig};
+pub use crate::workflow_flow::WorkflowFlow;
+pub use crate::workspace::Workspace;
+pub use clio_spec::FlowSelection;

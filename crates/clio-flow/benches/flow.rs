@@ -1,0 +1,3 @@
+//! Benchmarks of the flow runtime (placeholder until written).
+
+fn main() {}

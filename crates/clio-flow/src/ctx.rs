@@ -1,0 +1,476 @@
+//! [`Ctx`]: what a flow calls things through. Every operation is a [`Command`] — data
+//! naming what is asked — and its recorded result; the methods here are a thin layer that
+//! builds the command, finds its record on replay, or carries it out and records it.
+//!
+//! Replay identity: each command is identified by the run, the scope it runs in (the task
+//! of the flow or worker that makes it), its call site (`#[track_caller]`), a digest of its
+//! target and input, and how many times that same command was made before in the scope; or
+//! by its `key`.
+
+mod call;
+mod gather;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::panic::Location;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use clio_journal::{EntryKind, NewEntry, RunId, TaskId, TaskKind, TaskStatus};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::command::Command;
+use crate::error::FlowError;
+use crate::flow::Limits;
+use crate::registry::Target;
+use crate::result::{CallInput, CallResult};
+use crate::runtime::{Question, RunState, blocking, digest};
+use crate::workspace::Workspace;
+
+pub use call::Call;
+pub use gather::{Gather, ReturnWhen, Settled};
+
+/// Where a context's commands run: the flow or worker task that makes them.
+pub(crate) struct Scope {
+    pub(crate) task: Value,
+    pub(crate) options: Map<String, Value>,
+    pub(crate) parent: Option<TaskId>,
+    pub(crate) prefix: String,
+    pub(crate) depth: u64,
+    pub(crate) limits: Vec<Limits>,
+    pub(crate) model: String,
+    pub(crate) cancel: CancellationToken,
+    pub(crate) tools: Vec<crate::registry::Tool>,
+    occurrences: Mutex<HashMap<String, u64>>,
+}
+
+/// The flow context: calls, steps, questions, events and views of one flow's run.
+///
+/// Cheap to clone; every clone is the same scope.
+#[derive(Clone)]
+pub struct Ctx {
+    pub(crate) run: Arc<RunState>,
+    pub(crate) scope: Arc<Scope>,
+}
+
+impl std::fmt::Debug for Ctx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ctx").field("run", &self.run.run).field("depth", &self.scope.depth).finish()
+    }
+}
+
+impl Ctx {
+    pub(crate) fn root(
+        run: Arc<RunState>,
+        task: Value,
+        options: Map<String, Value>,
+        model: String,
+    ) -> Ctx {
+        let limits = vec![run.limits];
+        let cancel = run.cancel.child_token();
+        Ctx {
+            run,
+            scope: Arc::new(Scope {
+                task,
+                options,
+                parent: None,
+                prefix: String::new(),
+                depth: 0,
+                limits,
+                model,
+                cancel,
+                tools: Vec::new(),
+                occurrences: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    /// Returns a context for the work of child task `task`.
+    #[allow(clippy::too_many_arguments, reason = "one place builds child scopes")]
+    pub(crate) fn child(
+        &self,
+        task: TaskId,
+        input: Value,
+        options: Map<String, Value>,
+        depth: u64,
+        limits: Option<Limits>,
+        model: String,
+        cancel: CancellationToken,
+    ) -> Ctx {
+        let mut chain = self.scope.limits.clone();
+        chain.extend(limits);
+        Ctx {
+            run: Arc::clone(&self.run),
+            scope: Arc::new(Scope {
+                task: input,
+                options,
+                parent: Some(task),
+                prefix: format!("t{}/", task.0),
+                depth,
+                limits: chain,
+                model,
+                cancel,
+                tools: Vec::new(),
+                occurrences: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    /// Returns the replay identity of a command made at `site` about `what`.
+    pub(crate) fn identity(&self, site: &Location<'_>, what: &Value, key: &str) -> String {
+        if !key.is_empty() {
+            return format!("{}key:{key}", self.scope.prefix);
+        }
+        let base = format!("{}:{}:{}:{}", site.file(), site.line(), site.column(), digest(what));
+        let mut occ = self.scope.occurrences.lock().unwrap_or_else(PoisonError::into_inner);
+        let n = occ.entry(base.clone()).or_insert(0);
+        let id = format!("{}{base}#{n}", self.scope.prefix);
+        *n += 1;
+        id
+    }
+
+    /// Returns the run's id.
+    pub fn run_id(&self) -> RunId {
+        self.run.run
+    }
+
+    /// Returns how many flows this run is nested in (0 for the run's own flow).
+    pub fn depth(&self) -> u64 {
+        self.scope.depth
+    }
+
+    /// Returns the task this flow was given.
+    pub fn task(&self) -> &Value {
+        &self.scope.task
+    }
+
+    /// Returns the flow's checked options, defaults filled.
+    pub fn options(&self) -> &Map<String, Value> {
+        &self.scope.options
+    }
+
+    /// Returns option `name` converted to `T`, if set and of that type.
+    pub fn option<T: DeserializeOwned>(&self, name: &str) -> Option<T> {
+        self.scope.options.get(name).and_then(|v| serde_json::from_value(v.clone()).ok())
+    }
+
+    /// Returns the handle of the task this context works for (`None` for the run's flow).
+    pub fn handle(&self) -> Option<TaskId> {
+        self.scope.parent
+    }
+
+    /// Returns the conversation's workspace.
+    pub fn workspace(&self) -> Workspace {
+        Workspace::new(self.run.rt.config.workspace.clone())
+    }
+
+    /// Returns a call of `target` with `input` (`()` passes the flow's own task). It starts
+    /// when awaited, or when passed to [`gather`](Self::gather) or
+    /// [`as_completed`](Self::as_completed).
+    #[track_caller]
+    pub fn call(&self, target: impl Into<Target>, input: impl Into<CallInput>) -> Call {
+        Call::new(self.clone(), target.into(), input.into(), Location::caller())
+    }
+
+    /// Starts `target` on `input` and returns its task handle once accepted, without
+    /// waiting for its result. Tools cannot be started. The run waits for started work
+    /// before it ends.
+    #[track_caller]
+    pub fn start(
+        &self,
+        target: impl Into<Target>,
+        input: impl Into<CallInput>,
+    ) -> impl Future<Output = Result<TaskId, FlowError>> {
+        let site = Location::caller();
+        async move { Call::new(self.clone(), target.into(), input.into(), site).start().await }
+    }
+
+    /// Runs this agent's own react loop on `task` inside the flow (a model call).
+    #[track_caller]
+    pub fn react(
+        &self,
+        task: impl Into<CallInput>,
+    ) -> impl Future<Output = Result<CallResult, FlowError>> {
+        let site = Location::caller();
+        async move { Call::new(self.clone(), Target::Name("self".into()), task.into(), site).await }
+    }
+
+    /// Runs `f` once and records its result; on replay returns the record without running
+    /// `f`. Use it for every side effect and every value that could differ on a second run.
+    /// An error `f` returns is recorded too and returned again on replay.
+    #[track_caller]
+    pub fn step<T, F, Fut>(&self, name: &str, f: F) -> impl Future<Output = Result<T, FlowError>>
+    where
+        T: Serialize + DeserializeOwned,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, FlowError>>,
+    {
+        let site = Location::caller();
+        async move {
+            let cmd = Command::Step { name: name.to_owned() };
+            let identity = self.identity(site, &cmd.to_json(), "");
+            let value = self.recorded_or_run(identity.clone(), cmd, EntryKind::Step, f).await?;
+            serde_json::from_value(value)
+                .map_err(|e| FlowError::StepFailed { identity, message: e.to_string() })
+        }
+    }
+
+    async fn recorded_or_run<T, F, Fut>(
+        &self,
+        identity: String,
+        cmd: Command,
+        kind: EntryKind,
+        f: F,
+    ) -> Result<Value, FlowError>
+    where
+        T: Serialize,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, FlowError>>,
+    {
+        if let Some(entry) = self.run.recorded(&identity) {
+            if entry.kind != kind {
+                return Err(FlowError::Nondeterminism {
+                    identity,
+                    journaled: format!("{:?}", entry.kind),
+                    requested: cmd.name().into(),
+                });
+            }
+            return match entry.payload.get("error") {
+                Some(err) => Err(FlowError::from_json(err)),
+                None => Ok(entry.payload.get("result").cloned().unwrap_or(Value::Null)),
+            };
+        }
+        if self.run.replay_only {
+            return Err(FlowError::Nondeterminism {
+                identity,
+                journaled: "nothing".into(),
+                requested: cmd.name().into(),
+            });
+        }
+        self.run.reserve_entry()?;
+        let busy = self.run.activity.busy();
+        let res = f().await;
+        self.run.count_step();
+        let (payload, out) = match res {
+            Ok(v) => {
+                let v = serde_json::to_value(v).map_err(|e| FlowError::StepFailed {
+                    identity: identity.clone(),
+                    message: e.to_string(),
+                })?;
+                (json!({ "command": cmd.to_json(), "result": v }), Ok(v))
+            }
+            Err(err) => (json!({ "command": cmd.to_json(), "error": err.to_json() }), Err(err)),
+        };
+        let journal = self.run.rt.journal.clone();
+        let run = self.run.run;
+        let mut entry = NewEntry::new(kind, payload).with_identity(identity);
+        entry.task = self.scope.parent;
+        blocking(move || journal.append(run, entry)).await?;
+        drop(busy);
+        out
+    }
+
+    /// Returns the time in milliseconds since the Unix epoch, read once and recorded.
+    #[track_caller]
+    pub fn now_ms(&self) -> impl Future<Output = Result<u64, FlowError>> {
+        let site = Location::caller();
+        async move {
+            let cmd = Command::Step { name: "now".into() };
+            let identity = self.identity(site, &cmd.to_json(), "");
+            let v = self
+                .recorded_or_run(identity, cmd, EntryKind::Step, || async {
+                    Ok(crate::clock::now_ms())
+                })
+                .await?;
+            Ok(v.as_u64().unwrap_or(0))
+        }
+    }
+
+    /// Records `event` (a mapping) in the run, once.
+    #[track_caller]
+    pub fn record_event(&self, event: Value) -> impl Future<Output = Result<(), FlowError>> {
+        let site = Location::caller();
+        async move {
+            let cmd = Command::Event { event };
+            let identity = self.identity(site, &cmd.to_json(), "");
+            self.recorded_or_run(identity, cmd, EntryKind::Event, || async { Ok(Value::Null) })
+                .await?;
+            Ok(())
+        }
+    }
+
+    /// Replaces the run's live view, which the run card draws; the last view recorded is
+    /// the current one.
+    #[track_caller]
+    pub fn publish(&self, view: Value) -> impl Future<Output = Result<(), FlowError>> {
+        let site = Location::caller();
+        async move {
+            let cmd = Command::Publish { view };
+            let identity = self.identity(site, &cmd.to_json(), "");
+            self.recorded_or_run(identity, cmd, EntryKind::View, || async { Ok(Value::Null) })
+                .await?;
+            Ok(())
+        }
+    }
+
+    /// Asks the person `question` and waits for the answer as text, however long it takes,
+    /// across restarts.
+    #[track_caller]
+    pub fn ask(&self, question: &str) -> impl Future<Output = Result<String, FlowError>> {
+        let site = Location::caller();
+        async move {
+            let v = self.ask_with(site, question, "text", &[], "", "").await?;
+            Ok(v.as_str().unwrap_or("").to_owned())
+        }
+    }
+
+    /// Asks a yes-or-no `question` and returns the answer as a bool.
+    #[track_caller]
+    pub fn ask_bool(&self, question: &str) -> impl Future<Output = Result<bool, FlowError>> {
+        let site = Location::caller();
+        async move {
+            let v = self.ask_with(site, question, "bool", &[], "", "").await?;
+            Ok(v.as_bool().unwrap_or(false))
+        }
+    }
+
+    /// Offers `options` and returns the chosen one's value: its text in lowercase.
+    #[track_caller]
+    pub fn ask_choice(
+        &self,
+        question: &str,
+        options: &[&str],
+    ) -> impl Future<Output = Result<String, FlowError>> {
+        let site = Location::caller();
+        async move {
+            let v = self.ask_with(site, question, "options", options, "", "").await?;
+            Ok(v.as_str().unwrap_or("").to_owned())
+        }
+    }
+
+    /// Asks with every argument of the seed: `schema` is `text`, `bool` or `options`,
+    /// `reason` is recorded with the question, `key` names it stably. Returns the answer's
+    /// value (text, bool, or lowercase option).
+    #[track_caller]
+    pub fn ask_full(
+        &self,
+        question: &str,
+        schema: &str,
+        options: &[&str],
+        reason: &str,
+        key: &str,
+    ) -> impl Future<Output = Result<Value, FlowError>> {
+        let site = Location::caller();
+        async move { self.ask_with(site, question, schema, options, reason, key).await }
+    }
+
+    async fn ask_with(
+        &self,
+        site: &Location<'_>,
+        question: &str,
+        schema: &str,
+        options: &[&str],
+        reason: &str,
+        key: &str,
+    ) -> Result<Value, FlowError> {
+        let cmd = Command::Ask {
+            question: question.to_owned(),
+            schema: schema.to_owned(),
+            options: options.iter().map(|o| o.to_lowercase()).collect(),
+            reason: reason.to_owned(),
+        };
+        let payload = cmd.to_json();
+        let identity = self.identity(site, &payload, key);
+        let seq = match self.run.recorded(&identity) {
+            Some(entry) if entry.kind == EntryKind::Question => entry.seq,
+            Some(entry) => {
+                return Err(FlowError::Nondeterminism {
+                    identity,
+                    journaled: format!("{:?}", entry.kind),
+                    requested: "ask".into(),
+                });
+            }
+            None if self.run.replay_only => {
+                return Err(FlowError::Nondeterminism {
+                    identity,
+                    journaled: "nothing".into(),
+                    requested: "ask".into(),
+                });
+            }
+            None => {
+                self.run.reserve_entry()?;
+                let _busy = self.run.activity.busy();
+                let journal = self.run.rt.journal.clone();
+                let run = self.run.run;
+                let mut entry = NewEntry::new(EntryKind::Question, payload.clone())
+                    .with_identity(identity.clone());
+                entry.task = self.scope.parent;
+                blocking(move || journal.append(run, entry)).await?
+            }
+        };
+        let q = Question::from_payload(self.run.run, seq, &payload);
+        let answer_id = format!("{identity}@answer");
+        tokio::select! {
+            res = self.run.wait_answer(&answer_id, q) => res,
+            () = self.scope.cancel.cancelled() => Err(FlowError::CallCancelled { handle: self.scope.parent }),
+        }
+    }
+
+    /// Returns a recorded snapshot of the run's tool-permission decisions; `refresh` takes a
+    /// new one. It describes history, never current permission.
+    #[track_caller]
+    pub fn permission_receipts(
+        &self,
+        refresh: bool,
+    ) -> impl Future<Output = Result<Value, FlowError>> {
+        let site = Location::caller();
+        async move {
+            let cmd = Command::Step { name: format!("permission_receipts:{refresh}") };
+            let key = if refresh { String::new() } else { "permission_receipts".to_owned() };
+            let identity = self.identity(site, &cmd.to_json(), &key);
+            let journal = self.run.rt.journal.clone();
+            let run = self.run.run;
+            self.recorded_or_run(identity, cmd, EntryKind::PermissionReceipt, || async move {
+                let entries = blocking(move || journal.entries(run)).await?;
+                let receipts: Vec<Value> = entries
+                    .into_iter()
+                    .filter(|e| {
+                        e.kind == EntryKind::PermissionReceipt && e.payload.get("command").is_none()
+                    })
+                    .map(|e| e.payload)
+                    .collect();
+                Ok(Value::Array(receipts))
+            })
+            .await
+        }
+    }
+
+    /// Returns the finished tool results of child `handle`, read without starting any work.
+    pub async fn tool_results(&self, handle: TaskId) -> Result<Vec<Value>, FlowError> {
+        let journal = self.run.rt.journal.clone();
+        let run = self.run.run;
+        let tasks = blocking(move || journal.tasks(run)).await?;
+        Ok(tasks
+            .into_iter()
+            .filter(|t| t.parent == Some(handle) && t.kind == TaskKind::Tool && t.status == TaskStatus::Succeeded)
+            .map(|t| json!({ "handle": t.id.0, "tool": t.target, "value": t.result.and_then(|r| r.get("value").cloned()) }))
+            .collect())
+    }
+
+    /// Runs several calls together; see [`Gather`] for `limit`, `return_when` and
+    /// `return_exceptions`.
+    pub fn gather(&self, calls: Vec<Call>) -> Gather {
+        Gather::new(calls)
+    }
+
+    /// Yields each call's result as it settles, in finishing order, each with its index.
+    pub fn as_completed(
+        &self,
+        calls: Vec<Call>,
+        limit: usize,
+    ) -> impl futures::Stream<Item = Settled> + Send + 'static {
+        gather::as_completed(calls, limit)
+    }
+}

@@ -1,0 +1,607 @@
+//! [`Call`]: one call of a target, as a builder (`evidence`, `key`, `model`, `label`) that
+//! is awaitable, and the durable protocol every call follows.
+//!
+//! Protocol of a fresh call, each write durable before the next: (1) a `call` entry with the
+//! call's identity records the intent; (2) the child's task is created with its parent;
+//! (3) an `<identity>@accepted` entry links the identity to the task; (4) the child runs;
+//! (5) its result or error is recorded on the task. On replay: a task that finished returns
+//! its record; an intent without acceptance raises `TaskStateUncertain` and is never
+//! submitted again; a side-effecting tool left running raises `CallInterrupted`; anything
+//! else left running runs again on the same task (a child flow or react loop resumes from
+//! its own entries).
+
+use std::future::{Future, IntoFuture};
+use std::panic::Location;
+use std::pin::Pin;
+
+use clio_journal::{
+    EntryKind, NewEntry, NewTask, TaskId, TaskKind, TaskRecord, TaskStatus, TaskUpdate,
+};
+use serde_json::{Map, Value, json};
+
+use super::Ctx;
+use crate::command::Command;
+use crate::error::FlowError;
+use crate::registry::{Resolved, Target, Tool, WorkerRequest, WorkerRun};
+use crate::result::{CallInput, CallKind, CallResult, input_text};
+use crate::runtime::blocking;
+
+/// One call of a target; await it, or pass it to `gather` / `as_completed`.
+pub struct Call {
+    ctx: Ctx,
+    target: Target,
+    input: CallInput,
+    evidence: Vec<TaskId>,
+    key: String,
+    model: String,
+    label: String,
+    site_identity: String,
+    pub(crate) extra_tools: Vec<Tool>,
+    pub(crate) index: Option<usize>,
+}
+
+enum Accepted {
+    Done(Result<CallResult, FlowError>),
+    Run { task: TaskId, resolved: Resolved, input: Value },
+}
+
+fn kind_of_task(kind: CallKind) -> TaskKind {
+    match kind {
+        CallKind::Agent => TaskKind::Agent,
+        CallKind::Subagent => TaskKind::Subagent,
+        CallKind::Flow => TaskKind::Flow,
+        CallKind::Tool => TaskKind::Tool,
+    }
+}
+
+impl Call {
+    pub(crate) fn new(ctx: Ctx, target: Target, input: CallInput, site: &Location<'_>) -> Call {
+        let resolved_input = input.resolve(&ctx.scope.task);
+        let what = json!({ "target": target.to_json(), "input": resolved_input });
+        let site_identity = ctx.identity(site, &what, "");
+        Call {
+            ctx,
+            target,
+            input,
+            evidence: Vec::new(),
+            key: String::new(),
+            model: String::new(),
+            label: String::new(),
+            site_identity,
+            extra_tools: Vec::new(),
+            index: None,
+        }
+    }
+
+    /// Returns the call with `handles` of earlier calls whose results the child may read.
+    pub fn evidence(mut self, handles: impl IntoIterator<Item = TaskId>) -> Call {
+        self.evidence = handles.into_iter().collect();
+        self
+    }
+
+    /// Returns the call named by `key`, unique within the run, instead of its call site.
+    pub fn key(mut self, key: impl Into<String>) -> Call {
+        self.key = key.into();
+        self
+    }
+
+    /// Returns the call run on `model` (`account/model` or an id).
+    pub fn model(mut self, model: impl Into<String>) -> Call {
+        self.model = model.into();
+        self
+    }
+
+    /// Returns the call with `label`, the child's name in the views.
+    pub fn label(mut self, label: impl Into<String>) -> Call {
+        self.label = label.into();
+        self
+    }
+
+    pub(crate) fn ctx_run(&self) -> &std::sync::Arc<crate::runtime::RunState> {
+        &self.ctx.run
+    }
+
+    /// Returns the call with `tool` added to the child's tools for this call only.
+    #[allow(dead_code, reason = "used by the workflow flow for its editors")]
+    pub(crate) fn with_tool(mut self, tool: Tool) -> Call {
+        self.extra_tools.push(tool);
+        self
+    }
+
+    /// Returns the call's replay identity.
+    pub fn identity(&self) -> String {
+        if self.key.is_empty() {
+            self.site_identity.clone()
+        } else {
+            format!("{}key:{}", self.ctx.scope.prefix, self.key)
+        }
+    }
+
+    fn command(&self, input: &Value, wait: bool) -> Command {
+        Command::Call {
+            target: self.target.to_json(),
+            input: input.clone(),
+            evidence: self.evidence.iter().map(|t| t.0).collect(),
+            key: self.key.clone(),
+            model: self.model.clone(),
+            label: self.label.clone(),
+            wait,
+        }
+    }
+
+    pub(crate) async fn start(self) -> Result<TaskId, FlowError> {
+        match self.accept(false).await? {
+            Accepted::Done(Ok(r)) => Ok(r.handle),
+            Accepted::Done(Err(e)) => e.handle().ok_or(e),
+            Accepted::Run { task, resolved, input } => {
+                let run = std::sync::Arc::clone(&self.ctx.run);
+                let handle = tokio::spawn(async move {
+                    // The result is recorded on the task; the starter reads it from there.
+                    let _ = self.body(task, resolved, input).await;
+                });
+                run.spawn_background(handle);
+                Ok(task)
+            }
+        }
+    }
+
+    pub(crate) async fn run(self) -> Result<CallResult, FlowError> {
+        let index = self.index;
+        let res = match self.accept(true).await? {
+            Accepted::Done(res) => res,
+            Accepted::Run { task, resolved, input } => self.body(task, resolved, input).await,
+        };
+        res.map(|mut r| {
+            r.index = index;
+            r
+        })
+    }
+
+    fn check_limits(&self, resolved: &Resolved) -> Result<(), FlowError> {
+        let run = &self.ctx.run;
+        let scope = &self.ctx.scope;
+        let exceeded = |limit: &str, max: u64, reached: u64| FlowError::FlowLimitExceeded {
+            limit: limit.to_owned(),
+            max,
+            reached,
+        };
+        if let Resolved::Flow { .. } = resolved {
+            let depth = scope.depth + 1;
+            let bound = run.rt.config.max_depth;
+            if bound > 0 && depth > bound {
+                return Err(exceeded("max_depth", bound, depth));
+            }
+            for (i, limits) in scope.limits.iter().enumerate() {
+                let relative = depth.saturating_sub(i as u64);
+                if limits.max_depth > 0 && relative > limits.max_depth {
+                    return Err(exceeded("max_depth", limits.max_depth, relative));
+                }
+            }
+        }
+        for limits in &scope.limits {
+            if resolved.kind() != CallKind::Tool
+                && limits.max_model_calls > 0
+                && run.model_calls() >= limits.max_model_calls
+            {
+                return Err(exceeded("max_model_calls", limits.max_model_calls, run.model_calls()));
+            }
+            if limits.budget_tokens > 0 && run.tokens() >= limits.budget_tokens {
+                return Err(exceeded("budget_tokens", limits.budget_tokens, run.tokens()));
+            }
+        }
+        Ok(())
+    }
+
+    async fn accept(&self, wait: bool) -> Result<Accepted, FlowError> {
+        let run = &self.ctx.run;
+        let resolved = match run.rt.registry.resolve(&self.target) {
+            Err(FlowError::FlowTargetUnknown { target }) => self
+                .ctx
+                .scope
+                .tools
+                .iter()
+                .find(|t| t.name == target)
+                .map(|t| Resolved::Tool(t.clone()))
+                .ok_or(FlowError::FlowTargetUnknown { target })?,
+            res => res?,
+        };
+        let kind = resolved.kind();
+        if !wait && kind == CallKind::Tool {
+            return Err(FlowError::CallRefused {
+                handle: None,
+                refusal: "start_tool".into(),
+                message: format!("tool {} cannot be started, only called", self.target.name()),
+            });
+        }
+        let input = self.input.resolve(&self.ctx.scope.task);
+        let identity = self.identity();
+        if let Some(intent) = run.recorded(&identity) {
+            if intent.kind != EntryKind::Call {
+                return Err(FlowError::Nondeterminism {
+                    identity,
+                    journaled: format!("{:?}", intent.kind),
+                    requested: "call".into(),
+                });
+            }
+            if kind != CallKind::Tool {
+                run.count_model_call();
+            }
+            let Some(task) = run.recorded(&format!("{identity}@accepted")).and_then(|e| e.task)
+            else {
+                return Ok(Accepted::Done(Err(FlowError::TaskStateUncertain {
+                    handle: None,
+                    target: self.target.name().to_owned(),
+                })));
+            };
+            let rec = match run.task(task) {
+                Some(rec) => rec,
+                None => {
+                    let journal = run.rt.journal.clone();
+                    blocking(move || journal.task(task)).await?.ok_or(
+                        FlowError::TaskStateUncertain {
+                            handle: Some(task),
+                            target: self.target.name().to_owned(),
+                        },
+                    )?
+                }
+            };
+            return self.replayed(rec, resolved, input).await;
+        }
+        if run.replay_only {
+            return Err(FlowError::Nondeterminism {
+                identity,
+                journaled: "nothing".into(),
+                requested: "call".into(),
+            });
+        }
+        self.check_limits(&resolved)?;
+        run.reserve_entry()?;
+        if kind != CallKind::Tool {
+            run.count_model_call();
+        }
+        let _busy = run.activity.busy();
+        let journal = run.rt.journal.clone();
+        let run_id = run.run;
+        let mut intent = NewEntry::new(EntryKind::Call, self.command(&input, wait).to_json())
+            .with_identity(identity.clone());
+        intent.task = self.ctx.scope.parent;
+        let new_task = NewTask {
+            run: run_id,
+            parent: self.ctx.scope.parent,
+            kind: kind_of_task(kind),
+            target: self.target.name().to_owned(),
+            label: if self.label.is_empty() {
+                self.target.name().to_owned()
+            } else {
+                self.label.clone()
+            },
+            status: TaskStatus::Running,
+            model: None,
+            owner: run.rt.config.owner.clone(),
+        };
+        let task = blocking(move || {
+            journal.append(run_id, intent)?;
+            let task = journal.create_task(new_task)?;
+            journal.append(
+                run_id,
+                NewEntry::new(EntryKind::Call, json!({ "accepted": task.0 }))
+                    .with_identity(format!("{identity}@accepted"))
+                    .with_task(task),
+            )?;
+            Ok(task)
+        })
+        .await?;
+        run.count_submitted();
+        Ok(Accepted::Run { task, resolved, input })
+    }
+
+    async fn replayed(
+        &self,
+        rec: TaskRecord,
+        resolved: Resolved,
+        input: Value,
+    ) -> Result<Accepted, FlowError> {
+        let run = &self.ctx.run;
+        let handle = Some(rec.id);
+        match rec.status {
+            TaskStatus::Succeeded => {
+                if matches!(resolved, Resolved::Worker { .. }) {
+                    run.add_tokens(rec.input_tokens + rec.output_tokens);
+                }
+                let res = rec.result.as_ref().and_then(CallResult::from_json).ok_or(
+                    FlowError::CallFailed {
+                        handle,
+                        message: "the recorded result does not read back".into(),
+                    },
+                );
+                Ok(Accepted::Done(res))
+            }
+            TaskStatus::Failed => {
+                let err = rec
+                    .error
+                    .as_deref()
+                    .and_then(|e| serde_json::from_str::<Value>(e).ok())
+                    .map(|v| FlowError::from_json(&v))
+                    .unwrap_or(FlowError::CallFailed {
+                        handle,
+                        message: rec.error.clone().unwrap_or_default(),
+                    });
+                Ok(Accepted::Done(Err(err.with_handle(rec.id))))
+            }
+            TaskStatus::Cancelled => Ok(Accepted::Done(Err(FlowError::CallCancelled { handle }))),
+            _ if run.replay_only => Err(FlowError::Nondeterminism {
+                identity: self.identity(),
+                journaled: format!("{:?}", rec.status),
+                requested: "a finished call".into(),
+            }),
+            _ => {
+                if let Resolved::Tool(tool) = &resolved
+                    && !tool.read_only
+                {
+                    let err = FlowError::CallInterrupted {
+                        handle,
+                        message: format!(
+                            "side-effecting tool {} was running when the process stopped",
+                            tool.name
+                        ),
+                    };
+                    self.finish(rec.id, &Err(err.clone()), 0, 0).await?;
+                    return Ok(Accepted::Done(Err(err)));
+                }
+                Ok(Accepted::Run { task: rec.id, resolved, input })
+            }
+        }
+    }
+
+    async fn finish(
+        &self,
+        task: TaskId,
+        res: &Result<CallResult, FlowError>,
+        input_tokens: u64,
+        output_tokens: u64,
+    ) -> Result<(), FlowError> {
+        let update = match res {
+            Ok(r) => TaskUpdate {
+                status: Some(TaskStatus::Succeeded),
+                result: Some(r.to_json()),
+                model: (!r.model.is_empty()).then(|| r.model.clone()),
+                input_tokens: Some(input_tokens),
+                output_tokens: Some(output_tokens),
+                ..TaskUpdate::default()
+            },
+            Err(err) => TaskUpdate {
+                status: Some(if matches!(err, FlowError::CallCancelled { .. }) {
+                    TaskStatus::Cancelled
+                } else {
+                    TaskStatus::Failed
+                }),
+                error: Some(err.to_json().to_string()),
+                input_tokens: Some(input_tokens),
+                output_tokens: Some(output_tokens),
+                ..TaskUpdate::default()
+            },
+        };
+        let journal = self.ctx.run.rt.journal.clone();
+        match blocking(move || journal.update_task(task, update)).await {
+            Ok(rec) => {
+                self.ctx.run.remember_task(rec);
+                Ok(())
+            }
+            // Cancelled from outside while it ran: the cancellation stands.
+            Err(FlowError::Journal(err))
+                if matches!(*err, clio_journal::JournalError::TaskFinished { .. }) =>
+            {
+                Ok(())
+            }
+            Err(err) => Err(err),
+        }
+    }
+
+    async fn body(
+        &self,
+        task: TaskId,
+        resolved: Resolved,
+        input: Value,
+    ) -> Result<CallResult, FlowError> {
+        let run = std::sync::Arc::clone(&self.ctx.run);
+        let token = self.ctx.scope.cancel.child_token();
+        run.register_token(task, token.clone());
+        let leaf =
+            !matches!(resolved, Resolved::Flow { .. }) && !self.ctx.scope.prefix.starts_with('w');
+        let _permit = match (&run.concurrency, leaf) {
+            (Some(sem), true) => Some(sem.clone().acquire_owned().await),
+            _ => None,
+        };
+        let work = self.execute(task, resolved, input, token.clone());
+        let res = tokio::select! {
+            res = work => res,
+            () = token.cancelled() => Err(FlowError::CallCancelled { handle: Some(task) }),
+        };
+        let (res, tokens) = match res {
+            Ok((r, tokens)) => (Ok(r), tokens),
+            Err(err) => (Err(err.with_handle(task)), (0, 0)),
+        };
+        if !run.is_cancelled() || res.is_ok() {
+            self.finish(task, &res, tokens.0, tokens.1).await?;
+        }
+        res
+    }
+
+    async fn execute(
+        &self,
+        task: TaskId,
+        resolved: Resolved,
+        input: Value,
+        token: tokio_util::sync::CancellationToken,
+    ) -> Result<(CallResult, (u64, u64)), FlowError> {
+        let run = &self.ctx.run;
+        let scope = &self.ctx.scope;
+        let base = |kind: CallKind| CallResult {
+            answer: String::new(),
+            value: Value::Null,
+            outputs: Map::new(),
+            response_text: String::new(),
+            handle: task,
+            target: self.target.name().to_owned(),
+            kind,
+            model: String::new(),
+            index: self.index,
+            workflow_state: Value::Null,
+        };
+        match resolved {
+            Resolved::Tool(tool) => {
+                let _busy = run.activity.busy();
+                let value = (tool.handler)(input).await?;
+                Ok((CallResult { value, ..base(CallKind::Tool) }, (0, 0)))
+            }
+            Resolved::Flow { flow, options } => {
+                let options = flow.checked_options(&options)?;
+                let limits = flow.limits().with_options(&options);
+                let model = [self.model.as_str(), flow.model(), scope.model.as_str()]
+                    .into_iter()
+                    .find(|m| !m.is_empty())
+                    .unwrap_or("")
+                    .to_owned();
+                let child = self.ctx.child(
+                    task,
+                    input.clone(),
+                    options,
+                    scope.depth + 1,
+                    Some(limits),
+                    model,
+                    token,
+                );
+                let out = flow.forward(input, child).await?;
+                Ok((
+                    CallResult {
+                        response_text: out.answer.clone(),
+                        answer: out.answer,
+                        value: out.value,
+                        outputs: out.outputs,
+                        model: out.model,
+                        workflow_state: out.workflow_state,
+                        ..base(CallKind::Flow)
+                    },
+                    (0, 0),
+                ))
+            }
+            Resolved::Worker { worker, kind } => {
+                let model = [
+                    self.model.as_str(),
+                    scope.model.as_str(),
+                    worker.model.as_str(),
+                    run.rt.config.model.as_str(),
+                ]
+                .into_iter()
+                .find(|m| !m.is_empty())
+                .unwrap_or("")
+                .to_owned();
+                let mut tools: Vec<Tool> = worker
+                    .tools
+                    .iter()
+                    .filter_map(|t| run.rt.registry.get_tool(t).cloned())
+                    .collect();
+                tools.extend(self.extra_tools.iter().cloned());
+                let mut evidence = Vec::new();
+                for handle in &self.evidence {
+                    if let Some(rec) = run.task(*handle) {
+                        let answer = rec
+                            .result
+                            .as_ref()
+                            .and_then(|r| r.get("answer").cloned())
+                            .unwrap_or(Value::Null);
+                        evidence.push(
+                            json!({ "handle": handle.0, "target": rec.target, "answer": answer }),
+                        );
+                    }
+                }
+                let mut child = self.ctx.child(
+                    task,
+                    input.clone(),
+                    Map::new(),
+                    scope.depth,
+                    None,
+                    model.clone(),
+                    token,
+                );
+                if let Some(s) = std::sync::Arc::get_mut(&mut child.scope) {
+                    s.prefix = format!("w{}/", task.0);
+                    s.tools = self.extra_tools.clone();
+                }
+                let req = WorkerRequest {
+                    id: worker.id.clone(),
+                    text: input_text(&input),
+                    input,
+                    evidence,
+                    model,
+                    prompt: worker.prompt.clone(),
+                    tools,
+                    requires: worker.requires,
+                    max_iters: if worker.max_iters > 0 {
+                        worker.max_iters
+                    } else {
+                        run.rt.config.max_iters
+                    },
+                    ctx: child,
+                };
+                let reply = match &worker.run {
+                    WorkerRun::Handler(h) => {
+                        let _busy = run.activity.busy();
+                        h(req).await?
+                    }
+                    WorkerRun::React => crate::react::run_worker(req).await?,
+                };
+                run.add_tokens(reply.input_tokens + reply.output_tokens);
+                let mut outputs = reply.outputs;
+                if !self.extra_tools.is_empty() {
+                    outputs.insert("tool_calls".into(), self.tool_calls_of(task).await?);
+                }
+                Ok((
+                    CallResult {
+                        answer: reply.answer.clone(),
+                        value: if reply.value.is_null() {
+                            Value::String(reply.answer.clone())
+                        } else {
+                            reply.value
+                        },
+                        response_text: if reply.response_text.is_empty() {
+                            reply.answer
+                        } else {
+                            reply.response_text
+                        },
+                        outputs,
+                        model: reply.model,
+                        workflow_state: reply.workflow_state,
+                        ..base(kind)
+                    },
+                    (reply.input_tokens, reply.output_tokens),
+                ))
+            }
+        }
+    }
+
+    /// Returns the finished calls of the call-only tools a worker made during task `task`,
+    /// read from the journal so that a resumed worker reports the same ones.
+    async fn tool_calls_of(&self, task: TaskId) -> Result<Value, FlowError> {
+        let names: Vec<String> = self.extra_tools.iter().map(|t| t.name.clone()).collect();
+        let journal = self.ctx.run.rt.journal.clone();
+        let run = self.ctx.run.run;
+        let tasks = blocking(move || journal.tasks(run)).await?;
+        Ok(Value::Array(
+            tasks
+                .into_iter()
+                .filter(|t| t.parent == Some(task) && t.status == TaskStatus::Succeeded && names.contains(&t.target))
+                .map(|t| json!({ "tool": t.target, "value": t.result.and_then(|r| r.get("value").cloned()) }))
+                .collect(),
+        ))
+    }
+}
+
+impl IntoFuture for Call {
+    type Output = Result<CallResult, FlowError>;
+    type IntoFuture = Pin<Box<dyn Future<Output = Self::Output> + Send>>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(self.run())
+    }
+}

@@ -1,0 +1,452 @@
+//! [`Registry`]: what a run can reach — flows by id, this agent (`"self"`), subagents of
+//! carried plugins, tools, and installed agents (`marketplace/id`) — and the resolution of
+//! a call target in the seed's order.
+//!
+//! It is built in code today ([`Registry::flow`], [`Registry::tool`], [`Registry::subagent`],
+//! …). Plugin folders will fill the same registry: a loaded plugin adds its flows, tools and
+//! subagents under its id with [`Registry::plugin`], and its trust decides whether its
+//! flows may run.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use clio_spec::{FlowSelection, Requires};
+use serde_json::{Map, Value, json};
+
+use crate::ctx::Ctx;
+use crate::error::FlowError;
+use crate::flow::Flow;
+use crate::result::CallKind;
+
+/// The future a tool's handler returns.
+pub type ToolFuture = Pin<Box<dyn Future<Output = Result<Value, FlowError>> + Send>>;
+
+/// A tool's implementation: takes the mapping of its arguments, returns its value.
+pub type ToolHandler = Arc<dyn Fn(Value) -> ToolFuture + Send + Sync>;
+
+/// A tool an agent has.
+#[derive(Clone)]
+pub struct Tool {
+    /// Its name.
+    pub name: String,
+    /// What it does.
+    pub description: String,
+    /// Whether it only reads: a read-only tool interrupted by a crash runs again, a
+    /// side-effecting one raises `CallInterrupted`.
+    pub read_only: bool,
+    /// The JSON schema of its arguments.
+    pub schema: Value,
+    /// Its implementation.
+    pub handler: ToolHandler,
+}
+
+impl Tool {
+    /// Returns a side-effecting tool `name` run by `handler`.
+    pub fn new<F, Fut>(name: impl Into<String>, handler: F) -> Tool
+    where
+        F: Fn(Value) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Value, FlowError>> + Send + 'static,
+    {
+        Tool {
+            name: name.into(),
+            description: String::new(),
+            read_only: false,
+            schema: json!({ "type": "object" }),
+            handler: Arc::new(move |args| Box::pin(handler(args))),
+        }
+    }
+
+    /// Returns the tool marked read-only.
+    pub fn read_only(mut self) -> Tool {
+        self.read_only = true;
+        self
+    }
+
+    /// Returns the tool with `description`.
+    pub fn describe(mut self, description: impl Into<String>) -> Tool {
+        self.description = description.into();
+        self
+    }
+}
+
+impl fmt::Debug for Tool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Tool")
+            .field("name", &self.name)
+            .field("read_only", &self.read_only)
+            .finish()
+    }
+}
+
+/// What a worker (an agent or subagent) is asked to do.
+pub struct WorkerRequest {
+    /// The worker's id.
+    pub id: String,
+    /// Its task as text: text as is, anything else as JSON.
+    pub text: String,
+    /// Its task as given.
+    pub input: Value,
+    /// The results of earlier calls it may read, as `{handle, target, answer}` records.
+    pub evidence: Vec<Value>,
+    /// The model it runs on (empty: none chosen).
+    pub model: String,
+    /// Its system prompt.
+    pub prompt: String,
+    /// The tools it has, including any the caller added for this call.
+    pub tools: Vec<Tool>,
+    /// The most model iterations it may take.
+    pub max_iters: u64,
+    /// What its model must offer.
+    pub requires: Requires,
+    /// A context scoped to the worker's own task, for recording its iterations.
+    pub ctx: Ctx,
+}
+
+/// What a worker answers.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct WorkerReply {
+    /// The final answer.
+    pub answer: String,
+    /// The raw value (defaults to the answer).
+    pub value: Value,
+    /// Other outputs.
+    pub outputs: Map<String, Value>,
+    /// The whole public response (defaults to the answer).
+    pub response_text: String,
+    /// The model it ran on.
+    pub model: String,
+    /// Input tokens spent.
+    pub input_tokens: u64,
+    /// Output tokens spent.
+    pub output_tokens: u64,
+    /// Its typed workflow state.
+    pub workflow_state: Value,
+}
+
+impl WorkerReply {
+    /// Returns a reply that answers `text`.
+    pub fn text(text: impl Into<String>) -> WorkerReply {
+        let answer = text.into();
+        WorkerReply {
+            value: Value::String(answer.clone()),
+            response_text: answer.clone(),
+            answer,
+            ..WorkerReply::default()
+        }
+    }
+}
+
+/// The future a worker's handler returns.
+pub type WorkerFuture = Pin<Box<dyn Future<Output = Result<WorkerReply, FlowError>> + Send>>;
+
+/// How a worker runs.
+#[derive(Clone)]
+pub enum WorkerRun {
+    /// The `react` loop on a model (the default).
+    React,
+    /// Code: a handler given the request.
+    Handler(Arc<dyn Fn(WorkerRequest) -> WorkerFuture + Send + Sync>),
+}
+
+/// An agent or a subagent.
+#[derive(Clone)]
+pub struct Worker {
+    /// Its id (for an agent, `marketplace/id`).
+    pub id: String,
+    /// What it does.
+    pub description: String,
+    /// Its system prompt.
+    pub prompt: String,
+    /// The names of the tools it has.
+    pub tools: Vec<String>,
+    /// The most model iterations per call (0: the runtime's default).
+    pub max_iters: u64,
+    /// What its model must offer.
+    pub requires: Requires,
+    /// The model it prefers (empty: none).
+    pub model: String,
+    /// How it runs.
+    pub run: WorkerRun,
+}
+
+impl Worker {
+    /// Returns a worker `id` that runs the react loop with `prompt`.
+    pub fn react(id: impl Into<String>, prompt: impl Into<String>) -> Worker {
+        Worker {
+            id: id.into(),
+            description: String::new(),
+            prompt: prompt.into(),
+            tools: Vec::new(),
+            max_iters: 0,
+            requires: Requires::default(),
+            model: String::new(),
+            run: WorkerRun::React,
+        }
+    }
+
+    /// Returns a worker `id` run by `handler`.
+    pub fn handler<F, Fut>(id: impl Into<String>, handler: F) -> Worker
+    where
+        F: Fn(WorkerRequest) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<WorkerReply, FlowError>> + Send + 'static,
+    {
+        Worker {
+            run: WorkerRun::Handler(Arc::new(move |req| Box::pin(handler(req)))),
+            ..Worker::react(id, "")
+        }
+    }
+
+    /// Returns the worker with `tools`.
+    pub fn with_tools(mut self, tools: &[&str]) -> Worker {
+        self.tools = tools.iter().map(|t| (*t).to_owned()).collect();
+        self
+    }
+}
+
+impl fmt::Debug for Worker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Worker").field("id", &self.id).finish()
+    }
+}
+
+#[derive(Clone)]
+struct FlowEntry {
+    flow: Arc<dyn Flow>,
+    plugin: Option<String>,
+}
+
+/// What a call target resolved to.
+#[derive(Clone)]
+pub(crate) enum Resolved {
+    Flow { flow: Arc<dyn Flow>, options: Map<String, Value> },
+    Worker { worker: Worker, kind: CallKind },
+    Tool(Tool),
+}
+
+impl Resolved {
+    pub(crate) fn kind(&self) -> CallKind {
+        match self {
+            Resolved::Flow { .. } => CallKind::Flow,
+            Resolved::Worker { kind, .. } => *kind,
+            Resolved::Tool(_) => CallKind::Tool,
+        }
+    }
+}
+
+/// A call's target: a flow selection, or a name resolved in the seed's order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Target {
+    /// A flow selection with options.
+    Selection(FlowSelection),
+    /// `"self"`, a subagent, a flow id, a tool or `marketplace/id`.
+    Name(String),
+}
+
+impl Target {
+    /// Returns the target as the journal records it.
+    pub fn to_json(&self) -> Value {
+        match self {
+            Target::Selection(s) => crate::flow::reference(s),
+            Target::Name(n) => Value::String(n.clone()),
+        }
+    }
+
+    /// Returns the target's name (a selection's flow id).
+    pub fn name(&self) -> &str {
+        match self {
+            Target::Selection(s) => &s.id,
+            Target::Name(n) => n,
+        }
+    }
+}
+
+impl From<&str> for Target {
+    fn from(s: &str) -> Self {
+        Target::Name(s.to_owned())
+    }
+}
+
+impl From<String> for Target {
+    fn from(s: String) -> Self {
+        Target::Name(s)
+    }
+}
+
+impl From<&String> for Target {
+    fn from(s: &String) -> Self {
+        Target::Name(s.clone())
+    }
+}
+
+impl From<FlowSelection> for Target {
+    fn from(s: FlowSelection) -> Self {
+        Target::Selection(s)
+    }
+}
+
+/// Everything a run can reach, and which plugins are trusted.
+#[derive(Clone, Default)]
+pub struct Registry {
+    flows: BTreeMap<String, FlowEntry>,
+    subagents: BTreeMap<String, Worker>,
+    agents: BTreeMap<String, Worker>,
+    tools: BTreeMap<String, Tool>,
+    this_agent: Option<Worker>,
+    plugins: BTreeMap<String, (String, bool)>,
+}
+
+impl fmt::Debug for Registry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Registry")
+            .field("flows", &self.flows.keys().collect::<Vec<_>>())
+            .field("subagents", &self.subagents.keys().collect::<Vec<_>>())
+            .field("agents", &self.agents.keys().collect::<Vec<_>>())
+            .field("tools", &self.tools.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl Registry {
+    /// Returns a registry holding the built-in flows (`workflow`, `react`).
+    pub fn new() -> Registry {
+        let mut reg = Registry::default();
+        reg.flows.insert(
+            "workflow".into(),
+            FlowEntry { flow: Arc::new(crate::workflow_flow::WorkflowFlow), plugin: None },
+        );
+        reg.flows.insert(
+            "react".into(),
+            FlowEntry { flow: Arc::new(crate::react::ReactFlow), plugin: None },
+        );
+        reg
+    }
+
+    /// Adds a flow of no plugin (always trusted).
+    pub fn flow(mut self, flow: impl Flow) -> Registry {
+        self.flows.insert(flow.id().to_owned(), FlowEntry { flow: Arc::new(flow), plugin: None });
+        self
+    }
+
+    /// Declares plugin `id` at `version`, trusted or not; it enters the run's fingerprint.
+    pub fn plugin(
+        mut self,
+        id: impl Into<String>,
+        version: impl Into<String>,
+        trusted: bool,
+    ) -> Registry {
+        self.plugins.insert(id.into(), (version.into(), trusted));
+        self
+    }
+
+    /// Adds a flow that plugin `plugin` provides; it runs only if the plugin is trusted.
+    pub fn plugin_flow(mut self, plugin: impl Into<String>, flow: impl Flow) -> Registry {
+        self.flows.insert(
+            flow.id().to_owned(),
+            FlowEntry { flow: Arc::new(flow), plugin: Some(plugin.into()) },
+        );
+        self
+    }
+
+    /// Adds a subagent.
+    pub fn subagent(mut self, worker: Worker) -> Registry {
+        self.subagents.insert(worker.id.clone(), worker);
+        self
+    }
+
+    /// Adds an installed agent (its id is `marketplace/id`).
+    pub fn agent(mut self, worker: Worker) -> Registry {
+        self.agents.insert(worker.id.clone(), worker);
+        self
+    }
+
+    /// Sets this agent, which `"self"` and `ctx.react` run.
+    pub fn this_agent(mut self, worker: Worker) -> Registry {
+        self.this_agent = Some(worker);
+        self
+    }
+
+    /// Adds a tool.
+    pub fn tool(mut self, tool: Tool) -> Registry {
+        self.tools.insert(tool.name.clone(), tool);
+        self
+    }
+
+    /// Returns the flow `id`, if registered.
+    pub fn get_flow(&self, id: &str) -> Option<Arc<dyn Flow>> {
+        self.flows.get(id).map(|e| Arc::clone(&e.flow))
+    }
+
+    /// Returns the ids of the flows, with each one's description.
+    pub fn flows(&self) -> Vec<(String, String)> {
+        self.flows.iter().map(|(id, e)| (id.clone(), e.flow.description().to_owned())).collect()
+    }
+
+    /// Returns tool `name`, if registered.
+    pub fn get_tool(&self, name: &str) -> Option<&Tool> {
+        self.tools.get(name)
+    }
+
+    /// Returns the plugin set as the run's fingerprint records it: `id@version` sorted.
+    pub fn plugin_set(&self) -> String {
+        let parts: Vec<String> =
+            self.plugins.iter().map(|(id, (v, _))| format!("{id}@{v}")).collect();
+        parts.join(",")
+    }
+
+    /// Returns whether `target` names something a call can reach, and what kind.
+    pub fn kind_of(&self, target: &str) -> Option<CallKind> {
+        self.resolve(&Target::Name(target.to_owned())).ok().map(|r| r.kind())
+    }
+
+    fn checked_flow(&self, id: &str, target: &str) -> Result<Arc<dyn Flow>, FlowError> {
+        let entry = self
+            .flows
+            .get(id)
+            .ok_or_else(|| FlowError::FlowTargetUnknown { target: target.to_owned() })?;
+        if let Some(plugin) = &entry.plugin {
+            let trusted = self.plugins.get(plugin).is_some_and(|(_, t)| *t);
+            if !trusted {
+                return Err(FlowError::FlowNotTrusted {
+                    target: id.to_owned(),
+                    plugin: plugin.clone(),
+                });
+            }
+        }
+        Ok(Arc::clone(&entry.flow))
+    }
+
+    /// Resolves `target` in the seed's order: a selection; `"self"`; a subagent; a flow id;
+    /// a tool; an installed agent `marketplace/id`.
+    pub(crate) fn resolve(&self, target: &Target) -> Result<Resolved, FlowError> {
+        let name = match target {
+            Target::Selection(sel) => {
+                let flow = self.checked_flow(&sel.id, &sel.id)?;
+                return Ok(Resolved::Flow { flow, options: sel.options.clone() });
+            }
+            Target::Name(name) => name,
+        };
+        if name == "self" {
+            let worker = self.this_agent.clone().unwrap_or_else(|| Worker::react("self", ""));
+            return Ok(Resolved::Worker { worker, kind: CallKind::Agent });
+        }
+        if let Some(worker) = self.subagents.get(name) {
+            return Ok(Resolved::Worker { worker: worker.clone(), kind: CallKind::Subagent });
+        }
+        if self.flows.contains_key(name) {
+            let flow = self.checked_flow(name, name)?;
+            return Ok(Resolved::Flow { flow, options: Map::new() });
+        }
+        if let Some(tool) = self.tools.get(name) {
+            return Ok(Resolved::Tool(tool.clone()));
+        }
+        if name.contains('/')
+            && let Some(worker) = self.agents.get(name)
+        {
+            return Ok(Resolved::Worker { worker: worker.clone(), kind: CallKind::Agent });
+        }
+        Err(FlowError::FlowTargetUnknown { target: name.clone() })
+    }
+}

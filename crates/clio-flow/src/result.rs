@@ -1,0 +1,309 @@
+//! What calls take and give back: [`CallInput`] (text as is, a single result's public text,
+//! anything else as JSON), [`CallResult`] (a child's answer, value, outputs, handle, …) and
+//! [`FlowOutput`] (what a flow returns).
+//!
+//! [`CallResult`] deliberately implements neither `Serialize` nor `Into<Value>`: a list or
+//! mapping holding results cannot be built as a `serde_json::Value`, so it cannot be passed
+//! to a child by mistake. Build plain data (`r.answer`, `r.value`) instead. Results reach
+//! the journal through the private `to_json` / `from_json` pair.
+
+use std::fmt;
+
+use clio_journal::TaskId;
+use serde_json::{Map, Value, json};
+
+/// What a call ran: its kind, as the seed names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CallKind {
+    /// An installed agent (`marketplace/id`) or this agent (`"self"`).
+    Agent,
+    /// A subagent of a carried plugin.
+    Subagent,
+    /// A flow.
+    Flow,
+    /// A tool.
+    Tool,
+}
+
+impl CallKind {
+    /// Returns the kind's name: `agent`, `subagent`, `flow` or `tool`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CallKind::Agent => "agent",
+            CallKind::Subagent => "subagent",
+            CallKind::Flow => "flow",
+            CallKind::Tool => "tool",
+        }
+    }
+
+    fn parse(s: &str) -> CallKind {
+        match s {
+            "agent" => CallKind::Agent,
+            "subagent" => CallKind::Subagent,
+            "tool" => CallKind::Tool,
+            _ => CallKind::Flow,
+        }
+    }
+}
+
+/// A child's result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallResult {
+    /// The final answer as text; empty for a tool.
+    pub answer: String,
+    /// The raw result; for a tool, the value it returned.
+    pub value: Value,
+    /// The other outputs of the child.
+    pub outputs: Map<String, Value>,
+    /// The child's whole public response in order, with any addendum.
+    pub response_text: String,
+    /// The child's task handle.
+    pub handle: TaskId,
+    /// What was called.
+    pub target: String,
+    /// What kind of target it was.
+    pub kind: CallKind,
+    /// The model it ran on, as `account/model`; empty for a tool.
+    pub model: String,
+    /// Its position in a gather or `as_completed`, when it was one of several.
+    pub index: Option<usize>,
+    /// The child's typed `workflow_state`.
+    pub workflow_state: Value,
+}
+
+impl CallResult {
+    /// Returns output `name`, else the `workflow_state` section `name` (the seed's
+    /// `result.<name>`).
+    pub fn get(&self, name: &str) -> Option<&Value> {
+        self.outputs.get(name).or_else(|| self.workflow_state.get(name))
+    }
+
+    /// Returns the number of outputs (`len(result)`).
+    pub fn len(&self) -> usize {
+        self.outputs.len()
+    }
+
+    /// Returns whether the result has no outputs.
+    pub fn is_empty(&self) -> bool {
+        self.outputs.is_empty()
+    }
+
+    /// Returns the result's public text: the answer, or for a tool its value as text.
+    pub fn public_text(&self) -> String {
+        if self.kind == CallKind::Tool && self.answer.is_empty() {
+            match &self.value {
+                Value::String(s) => s.clone(),
+                Value::Null => String::new(),
+                v => v.to_string(),
+            }
+        } else {
+            self.answer.clone()
+        }
+    }
+
+    /// Returns the record form of the result, as the journal stores it.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "answer": self.answer,
+            "value": self.value,
+            "outputs": Value::Object(self.outputs.clone()),
+            "response_text": self.response_text,
+            "handle": self.handle.0,
+            "target": self.target,
+            "kind": self.kind.as_str(),
+            "model": self.model,
+            "index": self.index,
+            "workflow_state": self.workflow_state,
+        })
+    }
+
+    /// Reads a result back from its record form.
+    pub fn from_json(v: &Value) -> Option<CallResult> {
+        let s = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+        Some(CallResult {
+            answer: s("answer"),
+            value: v.get("value").cloned().unwrap_or(Value::Null),
+            outputs: v.get("outputs").and_then(Value::as_object).cloned().unwrap_or_default(),
+            response_text: s("response_text"),
+            handle: TaskId(v.get("handle")?.as_u64()?),
+            target: s("target"),
+            kind: CallKind::parse(&s("kind")),
+            model: s("model"),
+            index: v.get("index").and_then(Value::as_u64).map(|i| i as usize),
+            workflow_state: v.get("workflow_state").cloned().unwrap_or(Value::Null),
+        })
+    }
+}
+
+impl fmt::Display for CallResult {
+    /// Writes the answer (`str(result)`).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.answer)
+    }
+}
+
+/// What a call passes to its target.
+///
+/// Build it from text, from one [`CallResult`] (its public text), from a JSON value, or
+/// from `()` for the flow's own task. There is no conversion from a collection of results.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CallInput {
+    /// The flow's own task (the default input).
+    Task,
+    /// Text, passed as it is.
+    Text(String),
+    /// Plain data, passed as JSON (a tool takes a mapping of its arguments).
+    Json(Value),
+}
+
+impl From<()> for CallInput {
+    fn from((): ()) -> Self {
+        CallInput::Task
+    }
+}
+
+impl From<&str> for CallInput {
+    fn from(s: &str) -> Self {
+        CallInput::Text(s.to_owned())
+    }
+}
+
+impl From<String> for CallInput {
+    fn from(s: String) -> Self {
+        CallInput::Text(s)
+    }
+}
+
+impl From<&String> for CallInput {
+    fn from(s: &String) -> Self {
+        CallInput::Text(s.clone())
+    }
+}
+
+impl From<&CallResult> for CallInput {
+    fn from(r: &CallResult) -> Self {
+        CallInput::Text(r.public_text())
+    }
+}
+
+impl From<CallResult> for CallInput {
+    fn from(r: CallResult) -> Self {
+        CallInput::Text(r.public_text())
+    }
+}
+
+impl From<Value> for CallInput {
+    fn from(v: Value) -> Self {
+        match v {
+            Value::String(s) => CallInput::Text(s),
+            v => CallInput::Json(v),
+        }
+    }
+}
+
+impl CallInput {
+    /// Returns the input as the JSON value the child receives, with `task` for the default.
+    pub(crate) fn resolve(&self, task: &Value) -> Value {
+        match self {
+            CallInput::Task => task.clone(),
+            CallInput::Text(s) => Value::String(s.clone()),
+            CallInput::Json(v) => v.clone(),
+        }
+    }
+}
+
+/// Returns the text an agent or subagent receives for `input`: text as is, anything else
+/// as JSON.
+pub fn input_text(input: &Value) -> String {
+    match input {
+        Value::String(s) => s.clone(),
+        v => v.to_string(),
+    }
+}
+
+/// What a flow returns: an answer with outputs that travel with it.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct FlowOutput {
+    /// The answer as text.
+    pub answer: String,
+    /// The raw value (the whole mapping a flow returned, or its text).
+    pub value: Value,
+    /// The other keys, readable by a calling flow as outputs.
+    pub outputs: Map<String, Value>,
+    /// The typed `workflow_state`, if any.
+    pub workflow_state: Value,
+    /// The model the answer came from, if one.
+    pub model: String,
+}
+
+impl FlowOutput {
+    /// Returns the output of a flow that answers `text`.
+    pub fn text(text: impl Into<String>) -> FlowOutput {
+        let answer = text.into();
+        FlowOutput { value: Value::String(answer.clone()), answer, ..FlowOutput::default() }
+    }
+
+    /// Returns the output of a flow that returns a mapping: its `answer` key is the text,
+    /// the other keys travel as outputs.
+    pub fn mapping(map: Map<String, Value>) -> FlowOutput {
+        let answer = map.get("answer").map(crate::result::input_text).unwrap_or_default();
+        let mut outputs = map.clone();
+        outputs.remove("answer");
+        let workflow_state = outputs.get("workflow_state").cloned().unwrap_or(Value::Null);
+        FlowOutput {
+            answer,
+            value: Value::Object(map),
+            outputs,
+            workflow_state,
+            model: String::new(),
+        }
+    }
+
+    /// Returns the record form stored as a run's answer.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "answer": self.answer,
+            "value": self.value,
+            "outputs": Value::Object(self.outputs.clone()),
+            "workflow_state": self.workflow_state,
+            "model": self.model,
+        })
+    }
+
+    /// Reads an output back from its record form.
+    pub fn from_json(v: &Value) -> FlowOutput {
+        let s = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+        FlowOutput {
+            answer: s("answer"),
+            value: v.get("value").cloned().unwrap_or(Value::Null),
+            outputs: v.get("outputs").and_then(Value::as_object).cloned().unwrap_or_default(),
+            workflow_state: v.get("workflow_state").cloned().unwrap_or(Value::Null),
+            model: s("model"),
+        }
+    }
+}
+
+impl From<&str> for FlowOutput {
+    fn from(s: &str) -> Self {
+        FlowOutput::text(s)
+    }
+}
+
+impl From<String> for FlowOutput {
+    fn from(s: String) -> Self {
+        FlowOutput::text(s)
+    }
+}
+
+impl From<CallResult> for FlowOutput {
+    /// A result returned as it is.
+    fn from(r: CallResult) -> Self {
+        FlowOutput {
+            answer: r.answer,
+            value: r.value,
+            outputs: r.outputs,
+            workflow_state: r.workflow_state,
+            model: r.model,
+        }
+    }
+}

@@ -1,0 +1,556 @@
+//! [`Runtime`]: runs flows on a journal and a registry, and the entry points the CLI calls —
+//! [`Runtime::run`], [`Runtime::resume`], [`Runtime::replay`], [`Runtime::answer`],
+//! [`Runtime::cancel`], [`Runtime::cancel_task`], [`Runtime::questions`], [`Runtime::runs`].
+//!
+//! A run is driven from the top of its flow's `forward` every time: on a fresh run nothing
+//! is recorded yet; on a resume each call finds its record ([`crate::Ctx`]). When every
+//! piece of live work waits on a question nobody in this process can answer, the run is left
+//! `awaiting_input` in the journal and the driver returns; `answer` then `resume` continue it
+//! later, in this process or another.
+
+mod state;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use clio_journal::{
+    EntryKind, Journal, JournalError, NewEntry, NewRun, RunFilter, RunId, RunRecord, RunStatus,
+    RunUpdate, TaskId, TaskStatus, TaskUpdate,
+};
+use clio_spec::FlowSelection;
+use serde_json::{Value, json};
+
+use crate::ctx::Ctx;
+use crate::error::{FlowError, Mismatch};
+use crate::flow::{Flow, reference};
+use crate::model::Models;
+use crate::registry::Registry;
+use crate::result::FlowOutput;
+
+pub(crate) use state::{RunState, blocking, digest};
+
+/// How a runtime runs flows.
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    /// Names this process in the journal (tasks and runs it owns).
+    pub owner: String,
+    /// The conversation's workspace folder; `None` makes workspace use a `no_workspace`
+    /// refusal.
+    pub workspace: Option<PathBuf>,
+    /// The most entries one run records (the seed's 10,000).
+    pub max_entries: u64,
+    /// CLIO's own bound on how deeply flows nest, under any flow limit.
+    pub max_depth: u64,
+    /// The model runs use when nothing else names one (`account/model` or an id).
+    pub model: String,
+    /// The most model iterations of a react loop when its worker sets none.
+    pub max_iters: u64,
+    /// The model catalog and providers the react loop uses.
+    pub models: Models,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        RuntimeConfig {
+            owner: format!("pid-{}", std::process::id()),
+            workspace: None,
+            max_entries: 10_000,
+            max_depth: 16,
+            model: String::new(),
+            max_iters: 20,
+            models: Models::default(),
+        }
+    }
+}
+
+/// A question a run waits on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Question {
+    /// The run.
+    pub run: RunId,
+    /// The question's id: its entry's sequence number in the run.
+    pub id: u64,
+    /// The question's text.
+    pub text: String,
+    /// `"text"`, `"bool"` or `"options"`.
+    pub schema: String,
+    /// The offered options (lowercase values) when `schema` is `options`.
+    pub options: Vec<String>,
+    /// Why it is asked.
+    pub reason: String,
+}
+
+impl Question {
+    pub(crate) fn from_payload(run: RunId, id: u64, p: &Value) -> Question {
+        let s = |k: &str| p.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+        Question {
+            run,
+            id,
+            text: s("question"),
+            schema: s("schema"),
+            options: p
+                .get("options")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+                .unwrap_or_default(),
+            reason: s("reason"),
+        }
+    }
+
+    /// Checks `text` against the question and returns the answer's value: text, a bool, or
+    /// the chosen option's lowercase value.
+    pub fn parse_answer(&self, text: &str) -> Result<Value, FlowError> {
+        let t = text.trim();
+        match self.schema.as_str() {
+            "bool" => match t.to_lowercase().as_str() {
+                "y" | "yes" | "true" | "1" => Ok(Value::Bool(true)),
+                "n" | "no" | "false" | "0" => Ok(Value::Bool(false)),
+                _ => {
+                    Err(FlowError::AnswerInvalid { answer: text.into(), needs: "yes or no".into() })
+                }
+            },
+            "options" => {
+                let lower = t.to_lowercase();
+                if self.options.contains(&lower) {
+                    Ok(Value::String(lower))
+                } else {
+                    Err(FlowError::AnswerInvalid {
+                        answer: text.into(),
+                        needs: format!("one of {}", self.options.join(", ")),
+                    })
+                }
+            }
+            _ => Ok(Value::String(text.to_owned())),
+        }
+    }
+}
+
+/// How a drive of a run ended.
+#[derive(Debug, Clone)]
+pub enum RunOutcome {
+    /// The flow returned.
+    Succeeded(FlowOutput),
+    /// The flow ended with an error.
+    Failed(FlowError),
+    /// Every piece of live work waits on these questions; the run is left `awaiting_input`.
+    AwaitingInput(Vec<Question>),
+    /// The run was cancelled.
+    Cancelled,
+}
+
+/// What one drive of a run did.
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    /// The run.
+    pub run: RunId,
+    /// How it ended.
+    pub outcome: RunOutcome,
+    /// How many tasks this drive submitted (zero for a pure replay).
+    pub submitted: u64,
+    /// How many step closures this drive ran (zero for a pure replay).
+    pub steps_run: u64,
+}
+
+impl RunReport {
+    /// Returns the answer when the run succeeded.
+    pub fn output(&self) -> Option<&FlowOutput> {
+        match &self.outcome {
+            RunOutcome::Succeeded(out) => Some(out),
+            _ => None,
+        }
+    }
+
+    /// Returns the error when the run failed.
+    pub fn error(&self) -> Option<&FlowError> {
+        match &self.outcome {
+            RunOutcome::Failed(err) => Some(err),
+            _ => None,
+        }
+    }
+}
+
+pub(crate) struct RuntimeInner {
+    pub(crate) journal: Journal,
+    pub(crate) registry: Registry,
+    pub(crate) config: RuntimeConfig,
+    pub(crate) live: Mutex<HashMap<RunId, Arc<RunState>>>,
+}
+
+/// Runs flows durably on a journal.
+///
+/// Cheap to clone. Every method works on runs recorded by any process: a run started here
+/// can be answered, resumed or cancelled by another process later.
+#[derive(Clone)]
+pub struct Runtime {
+    pub(crate) inner: Arc<RuntimeInner>,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime").field("journal", &self.inner.journal).finish()
+    }
+}
+
+fn fingerprint(flow: &dyn Flow, registry: &Registry) -> Value {
+    json!({ "flow": flow.id(), "version": flow.version(), "plugins": registry.plugin_set() })
+}
+
+impl Runtime {
+    /// Returns a runtime over `journal` reaching what `registry` holds.
+    pub fn new(journal: Journal, registry: Registry, config: RuntimeConfig) -> Runtime {
+        Runtime {
+            inner: Arc::new(RuntimeInner {
+                journal,
+                registry,
+                config,
+                live: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    /// Returns the journal.
+    pub fn journal(&self) -> &Journal {
+        &self.inner.journal
+    }
+
+    /// Returns the registry.
+    pub fn registry(&self) -> &Registry {
+        &self.inner.registry
+    }
+
+    /// Lists the runs `filter` selects, newest first.
+    pub fn runs(&self, filter: &RunFilter) -> Result<Vec<RunRecord>, FlowError> {
+        Ok(self.inner.journal.runs(filter)?)
+    }
+
+    fn flow_of(&self, selection: &FlowSelection) -> Result<Arc<dyn Flow>, FlowError> {
+        let target = crate::registry::Target::Selection(selection.clone());
+        match self.inner.registry.resolve(&target)? {
+            crate::registry::Resolved::Flow { flow, .. } => Ok(flow),
+            _ => Err(FlowError::FlowTargetUnknown { target: selection.id.clone() }),
+        }
+    }
+
+    /// Creates a run of `selection` on `input` and drives it until it ends or waits for
+    /// input. Invalid options are refused before anything is recorded.
+    pub async fn run(
+        &self,
+        selection: FlowSelection,
+        input: Value,
+    ) -> Result<RunReport, FlowError> {
+        let run = self.create(selection, input).await?;
+        self.drive(run, false).await
+    }
+
+    /// Creates a run of `selection` on `input` without driving it, and returns its id.
+    pub async fn create(&self, selection: FlowSelection, input: Value) -> Result<RunId, FlowError> {
+        let flow = self.flow_of(&selection)?;
+        flow.checked_options(&selection.options)?;
+        let fp = fingerprint(flow.as_ref(), &self.inner.registry);
+        let new = NewRun {
+            flow: reference(&selection).to_string(),
+            input_digest: digest(&input),
+            input,
+            fingerprint: fp.to_string(),
+            owner: self.inner.config.owner.clone(),
+        };
+        let journal = self.inner.journal.clone();
+        blocking(move || journal.create_run(new)).await
+    }
+
+    /// Drives run `run` again from the top of its flow: finished calls return their
+    /// records, and work left unfinished continues. A finished run is not run again: its
+    /// recorded outcome is returned.
+    pub async fn resume(&self, run: RunId) -> Result<RunReport, FlowError> {
+        self.drive(run, false).await
+    }
+
+    /// Replays finished run `run` from its journal without submitting anything: every call,
+    /// step and question must find its record, else the replay fails with
+    /// [`FlowError::Nondeterminism`]. Returns what the flow returns on replay.
+    pub async fn replay(&self, run: RunId) -> Result<RunReport, FlowError> {
+        self.drive(run, true).await
+    }
+
+    /// Resumes run `run` as if it had been started with `input`: a different input is
+    /// refused with [`FlowError::FlowReplayMismatch`].
+    pub async fn resume_with_input(
+        &self,
+        run: RunId,
+        input: Value,
+    ) -> Result<RunReport, FlowError> {
+        let rec = self.record(run)?;
+        if digest(&input) != rec.input_digest {
+            return Err(FlowError::FlowReplayMismatch {
+                differs: vec![Mismatch {
+                    what: "input".into(),
+                    recorded: rec.input.to_string(),
+                    now: input.to_string(),
+                }],
+            });
+        }
+        self.drive(run, false).await
+    }
+
+    fn record(&self, run: RunId) -> Result<RunRecord, FlowError> {
+        self.inner.journal.run(run)?.ok_or(FlowError::RunNotFound { run })
+    }
+
+    fn finished_report(rec: &RunRecord) -> RunReport {
+        let outcome = match rec.status {
+            RunStatus::Succeeded => RunOutcome::Succeeded(
+                rec.answer.as_ref().map(FlowOutput::from_json).unwrap_or_default(),
+            ),
+            RunStatus::Cancelled => RunOutcome::Cancelled,
+            _ => RunOutcome::Failed(
+                rec.error
+                    .as_deref()
+                    .and_then(|e| serde_json::from_str::<Value>(e).ok())
+                    .map(|v| FlowError::from_json(&v))
+                    .unwrap_or(FlowError::RunState { run: rec.id, message: "failed".into() }),
+            ),
+        };
+        RunReport { run: rec.id, outcome, submitted: 0, steps_run: 0 }
+    }
+
+    async fn drive(&self, run: RunId, replay_only: bool) -> Result<RunReport, FlowError> {
+        let rec = self.record(run)?;
+        if rec.status.is_finished() && !replay_only {
+            return Ok(Self::finished_report(&rec));
+        }
+        let selection: FlowSelection = serde_json::from_str(&rec.flow).map_err(|e| {
+            FlowError::RunState { run, message: format!("bad flow selection: {e}") }
+        })?;
+        let flow = self.flow_of(&selection)?;
+        let options = flow.checked_options(&selection.options)?;
+        let now = fingerprint(flow.as_ref(), &self.inner.registry);
+        let recorded: Value = serde_json::from_str(&rec.fingerprint).unwrap_or(Value::Null);
+        let mut differs = Vec::new();
+        for (key, what) in
+            [("flow", "flow"), ("version", "flow version"), ("plugins", "plugin set")]
+        {
+            let (a, b) = (recorded.get(key), now.get(key));
+            if a != b {
+                let text = |v: Option<&Value>| v.and_then(Value::as_str).unwrap_or("").to_owned();
+                differs.push(Mismatch { what: what.into(), recorded: text(a), now: text(b) });
+            }
+        }
+        if digest(&rec.input) != rec.input_digest {
+            differs.push(Mismatch {
+                what: "input".into(),
+                recorded: rec.input_digest.clone(),
+                now: digest(&rec.input),
+            });
+        }
+        if !differs.is_empty() {
+            return Err(FlowError::FlowReplayMismatch { differs });
+        }
+        if !replay_only {
+            let journal = self.inner.journal.clone();
+            let owner = self.inner.config.owner.clone();
+            blocking(move || {
+                journal.update_run(
+                    run,
+                    RunUpdate {
+                        status: Some(RunStatus::Running),
+                        owner: Some(owner),
+                        ..RunUpdate::default()
+                    },
+                )
+            })
+            .await?;
+        }
+        let state = RunState::load(
+            Arc::clone(&self.inner),
+            run,
+            flow.limits().with_options(&options),
+            replay_only,
+        )
+        .await?;
+        if !replay_only {
+            self.live().insert(run, Arc::clone(&state));
+        }
+        let ctx =
+            Ctx::root(Arc::clone(&state), rec.input.clone(), options, flow.model().to_owned());
+        let outcome = state.drive(flow.forward(rec.input.clone(), ctx)).await;
+        self.live().remove(&run);
+        let report = RunReport {
+            run,
+            submitted: state.submitted(),
+            steps_run: state.steps_run(),
+            outcome: outcome.clone(),
+        };
+        if replay_only {
+            return Ok(report);
+        }
+        let update = match &outcome {
+            RunOutcome::Succeeded(out) => RunUpdate {
+                status: Some(RunStatus::Succeeded),
+                answer: Some(out.to_json()),
+                ..RunUpdate::default()
+            },
+            RunOutcome::Failed(FlowError::CallCancelled { .. }) | RunOutcome::Cancelled => {
+                RunUpdate { status: Some(RunStatus::Cancelled), ..RunUpdate::default() }
+            }
+            RunOutcome::Failed(err) => RunUpdate {
+                status: Some(RunStatus::Failed),
+                error: Some(err.to_json().to_string()),
+                ..RunUpdate::default()
+            },
+            RunOutcome::AwaitingInput(_) => {
+                RunUpdate { status: Some(RunStatus::AwaitingInput), ..RunUpdate::default() }
+            }
+        };
+        let journal = self.inner.journal.clone();
+        let cancelled = state.is_cancelled();
+        let update = if cancelled {
+            RunUpdate { status: Some(RunStatus::Cancelled), ..RunUpdate::default() }
+        } else {
+            update
+        };
+        blocking(move || journal.update_run(run, update)).await?;
+        if cancelled {
+            return Ok(RunReport { outcome: RunOutcome::Cancelled, ..report });
+        }
+        Ok(report)
+    }
+
+    fn live(&self) -> std::sync::MutexGuard<'_, HashMap<RunId, Arc<RunState>>> {
+        self.inner.live.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Returns the open questions of run `run`: asked and not answered yet.
+    pub fn questions(&self, run: RunId) -> Result<Vec<Question>, FlowError> {
+        let entries = self.inner.journal.entries(run)?;
+        let answered: std::collections::HashSet<&str> = entries
+            .iter()
+            .filter(|e| e.kind == EntryKind::Answer)
+            .filter_map(|e| e.identity.as_deref())
+            .collect();
+        Ok(entries
+            .iter()
+            .filter(|e| e.kind == EntryKind::Question)
+            .filter(|e| {
+                let id = e.identity.as_deref().unwrap_or("");
+                !answered.contains(format!("{id}@answer").as_str())
+            })
+            .map(|e| Question::from_payload(run, e.seq, &e.payload))
+            .collect())
+    }
+
+    /// Records `text` as the answer to question `question` of run `run` (its id from
+    /// [`questions`](Self::questions)). A live run waiting on it continues at once; a run
+    /// left awaiting input continues at its next [`resume`](Self::resume).
+    pub async fn answer(&self, run: RunId, question: u64, text: &str) -> Result<Value, FlowError> {
+        let entry = self
+            .inner
+            .journal
+            .entry(run, question)?
+            .filter(|e| e.kind == EntryKind::Question)
+            .ok_or(FlowError::QuestionNotFound { run, question })?;
+        let q = Question::from_payload(run, question, &entry.payload);
+        let value = q.parse_answer(text)?;
+        let identity = format!("{}@answer", entry.identity.unwrap_or_default());
+        let journal = self.inner.journal.clone();
+        let payload = json!({ "question": question, "text": text, "value": value });
+        let id = identity.clone();
+        let res = blocking(move || {
+            journal.append(run, NewEntry::new(EntryKind::Answer, payload).with_identity(id))
+        })
+        .await;
+        match res {
+            Ok(_) => {}
+            Err(FlowError::Journal(err))
+                if matches!(*err, JournalError::DuplicateIdentity { .. }) =>
+            {
+                return Err(FlowError::QuestionNotFound { run, question });
+            }
+            Err(err) => return Err(err),
+        }
+        if let Some(state) = self.live().get(&run).cloned() {
+            state.answered(identity, value.clone());
+        }
+        Ok(value)
+    }
+
+    /// Cancels run `run` and everything it started: live work stops, and the run and every
+    /// unfinished task are recorded cancelled. Returns the number of tasks cancelled.
+    pub async fn cancel(&self, run: RunId) -> Result<u64, FlowError> {
+        self.record(run)?;
+        if let Some(state) = self.live().get(&run).cloned() {
+            state.cancel_all();
+        }
+        let journal = self.inner.journal.clone();
+        blocking(move || {
+            let mut n = 0;
+            for task in journal.tasks(run)? {
+                if !task.status.is_terminal() {
+                    cancel_record(&journal, task.id)?;
+                    n += 1;
+                }
+            }
+            let rec = journal.run(run)?;
+            if rec.is_some_and(|r| !r.status.is_finished()) {
+                journal.update_run(
+                    run,
+                    RunUpdate { status: Some(RunStatus::Cancelled), ..RunUpdate::default() },
+                )?;
+            }
+            Ok(n)
+        })
+        .await
+    }
+
+    /// Cancels task `task` and its whole subtree (everything it started, transitively):
+    /// live work stops and each unfinished task is recorded cancelled, with an event in the
+    /// run. Returns the number of tasks cancelled.
+    pub async fn cancel_task(&self, task: TaskId) -> Result<u64, FlowError> {
+        let journal = self.inner.journal.clone();
+        let rec = journal.task(task)?.ok_or(FlowError::RunState {
+            run: RunId(0),
+            message: format!("task {task} not found"),
+        })?;
+        let run = rec.run;
+        if let Some(state) = self.live().get(&run).cloned() {
+            state.cancel_task(task);
+        }
+        blocking(move || {
+            let tasks = journal.tasks(run)?;
+            let mut subtree = vec![task];
+            let mut i = 0;
+            while i < subtree.len() {
+                let parent = subtree[i];
+                subtree.extend(tasks.iter().filter(|t| t.parent == Some(parent)).map(|t| t.id));
+                i += 1;
+            }
+            let mut n = 0;
+            for id in &subtree {
+                if tasks.iter().any(|t| t.id == *id && !t.status.is_terminal()) {
+                    cancel_record(&journal, *id)?;
+                    n += 1;
+                }
+            }
+            let ids: Vec<u64> = subtree.iter().map(|t| t.0).collect();
+            journal.append(
+                run,
+                NewEntry::new(
+                    EntryKind::Event,
+                    json!({ "event": "cancelled", "task": task.0, "subtree": ids }),
+                ),
+            )?;
+            Ok(n)
+        })
+        .await
+    }
+}
+
+fn cancel_record(journal: &Journal, task: TaskId) -> Result<(), JournalError> {
+    match journal.update_task(
+        task,
+        TaskUpdate { status: Some(TaskStatus::Cancelled), ..TaskUpdate::default() },
+    ) {
+        Ok(_) | Err(JournalError::TaskFinished { .. }) => Ok(()),
+        Err(err) => Err(err),
+    }
+}

@@ -1,0 +1,327 @@
+//! [`RunState`]: what one drive of a run shares between its contexts — the run's records
+//! loaded for replay, its counters (entries, model calls, tokens), its cancellation tokens,
+//! its background work, and the activity count that tells a run waiting only on questions.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use clio_journal::{EntryKind, JournalEntry, JournalError, RunId, TaskId, TaskRecord};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use tokio::sync::{Notify, Semaphore};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::{Question, RunOutcome, RuntimeInner};
+use crate::error::FlowError;
+use crate::flow::Limits;
+use crate::result::FlowOutput;
+
+/// Runs journal work `f` on the blocking pool and maps its error.
+pub(crate) async fn blocking<T, F>(f: F) -> Result<T, FlowError>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T, JournalError> + Send + 'static,
+{
+    match tokio::task::spawn_blocking(f).await {
+        Ok(res) => res.map_err(FlowError::from),
+        Err(err) => Err(FlowError::CallInterrupted {
+            handle: None,
+            message: format!("journal worker: {err}"),
+        }),
+    }
+}
+
+/// Returns a short hex digest of `value`'s JSON text.
+pub(crate) fn digest(value: &Value) -> String {
+    let mut h = Sha256::new();
+    h.update(value.to_string().as_bytes());
+    let out = h.finalize();
+    out.iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Counts live work, so the driver can tell a run that waits only on questions.
+#[derive(Default)]
+pub(crate) struct Activity {
+    busy: AtomicUsize,
+    waiting: AtomicUsize,
+    changed: Notify,
+}
+
+/// Holds one unit of live work until dropped.
+pub(crate) struct Busy<'a>(&'a Activity);
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        self.0.busy.fetch_sub(1, Ordering::SeqCst);
+        self.0.changed.notify_waiters();
+        self.0.changed.notify_one();
+    }
+}
+
+impl Activity {
+    pub(crate) fn busy(&self) -> Busy<'_> {
+        self.busy.fetch_add(1, Ordering::SeqCst);
+        Busy(self)
+    }
+
+    fn waiting(&self, delta: isize) {
+        if delta > 0 {
+            self.waiting.fetch_add(1, Ordering::SeqCst);
+        } else {
+            self.waiting.fetch_sub(1, Ordering::SeqCst);
+        }
+        self.changed.notify_waiters();
+        self.changed.notify_one();
+    }
+
+    fn suspended(&self) -> bool {
+        self.waiting.load(Ordering::SeqCst) > 0 && self.busy.load(Ordering::SeqCst) == 0
+    }
+}
+
+/// The shared state of one drive of a run.
+pub(crate) struct RunState {
+    pub(crate) rt: Arc<RuntimeInner>,
+    pub(crate) run: RunId,
+    pub(crate) replay_only: bool,
+    pub(crate) limits: Limits,
+    recorded: HashMap<String, JournalEntry>,
+    tasks: Mutex<HashMap<TaskId, TaskRecord>>,
+    entries: AtomicU64,
+    model_calls: AtomicU64,
+    tokens: AtomicU64,
+    submitted: AtomicU64,
+    steps_run: AtomicU64,
+    pub(crate) activity: Activity,
+    pub(crate) concurrency: Option<Arc<Semaphore>>,
+    pub(crate) cancel: CancellationToken,
+    cancelled: AtomicBool,
+    task_tokens: Mutex<HashMap<TaskId, CancellationToken>>,
+    answers: Mutex<HashMap<String, Value>>,
+    answer_added: Notify,
+    pending: Mutex<Vec<Question>>,
+    background: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl RunState {
+    pub(crate) async fn load(
+        rt: Arc<RuntimeInner>,
+        run: RunId,
+        limits: Limits,
+        replay_only: bool,
+    ) -> Result<Arc<RunState>, FlowError> {
+        let journal = rt.journal.clone();
+        let (entries, tasks) =
+            super::blocking(move || Ok((journal.entries(run)?, journal.tasks(run)?))).await?;
+        let counted = entries.iter().filter(|e| counts(e)).count() as u64;
+        let mut recorded = HashMap::with_capacity(entries.len());
+        for e in entries {
+            if let Some(id) = e.identity.clone() {
+                recorded.insert(id, e);
+            }
+        }
+        let answers = recorded
+            .iter()
+            .filter(|(_, e)| e.kind == EntryKind::Answer)
+            .map(|(id, e)| (id.clone(), e.payload.get("value").cloned().unwrap_or(Value::Null)))
+            .collect();
+        let concurrency = (limits.max_concurrency > 0)
+            .then(|| Arc::new(Semaphore::new(limits.max_concurrency as usize)));
+        Ok(Arc::new(RunState {
+            rt,
+            run,
+            replay_only,
+            limits,
+            recorded,
+            tasks: Mutex::new(tasks.into_iter().map(|t| (t.id, t)).collect()),
+            entries: AtomicU64::new(counted),
+            model_calls: AtomicU64::new(0),
+            tokens: AtomicU64::new(0),
+            submitted: AtomicU64::new(0),
+            steps_run: AtomicU64::new(0),
+            activity: Activity::default(),
+            concurrency,
+            cancel: CancellationToken::new(),
+            cancelled: AtomicBool::new(false),
+            task_tokens: Mutex::new(HashMap::new()),
+            answers: Mutex::new(answers),
+            answer_added: Notify::new(),
+            pending: Mutex::new(Vec::new()),
+            background: Mutex::new(Vec::new()),
+        }))
+    }
+
+    /// Drives `forward` until it returns, or until every piece of live work waits on a
+    /// question (the run is then left awaiting input).
+    pub(crate) async fn drive(
+        &self,
+        forward: impl Future<Output = Result<FlowOutput, FlowError>>,
+    ) -> RunOutcome {
+        let forward = std::pin::pin!(forward);
+        let mut forward = forward;
+        let res = loop {
+            let changed = self.activity.changed.notified();
+            tokio::select! {
+                res = &mut forward => break res,
+                () = changed => {
+                    if self.activity.suspended() {
+                        // Let any work that is between two journal writes take its next step.
+                        for _ in 0..4 {
+                            tokio::task::yield_now().await;
+                        }
+                        if self.activity.suspended() {
+                            self.abort_background();
+                            return RunOutcome::AwaitingInput(lock(&self.pending).clone());
+                        }
+                    }
+                }
+            }
+        };
+        // Work started with `ctx.start` belongs to the run: wait for it before the run ends.
+        let handles: Vec<_> = lock(&self.background).drain(..).collect();
+        for handle in handles {
+            let _ = handle.await;
+        }
+        match res {
+            Ok(out) => RunOutcome::Succeeded(out),
+            Err(_) if self.is_cancelled() => RunOutcome::Cancelled,
+            Err(err) => RunOutcome::Failed(err),
+        }
+    }
+
+    fn abort_background(&self) {
+        for handle in lock(&self.background).drain(..) {
+            handle.abort();
+        }
+    }
+
+    pub(crate) fn spawn_background(&self, handle: JoinHandle<()>) {
+        lock(&self.background).push(handle);
+    }
+
+    pub(crate) fn recorded(&self, identity: &str) -> Option<&JournalEntry> {
+        self.recorded.get(identity)
+    }
+
+    pub(crate) fn task(&self, task: TaskId) -> Option<TaskRecord> {
+        lock(&self.tasks).get(&task).cloned()
+    }
+
+    pub(crate) fn remember_task(&self, rec: TaskRecord) {
+        lock(&self.tasks).insert(rec.id, rec);
+    }
+
+    /// Reserves one counted entry, or fails with `FlowCheckpointLimit`.
+    pub(crate) fn reserve_entry(&self) -> Result<(), FlowError> {
+        let max = self.rt.config.max_entries;
+        let n = self.entries.fetch_add(1, Ordering::SeqCst);
+        if n >= max {
+            self.entries.fetch_sub(1, Ordering::SeqCst);
+            return Err(FlowError::FlowCheckpointLimit { max });
+        }
+        Ok(())
+    }
+
+    pub(crate) fn count_model_call(&self) -> u64 {
+        self.model_calls.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    pub(crate) fn model_calls(&self) -> u64 {
+        self.model_calls.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn add_tokens(&self, n: u64) {
+        self.tokens.fetch_add(n, Ordering::SeqCst);
+    }
+
+    pub(crate) fn tokens(&self) -> u64 {
+        self.tokens.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn count_submitted(&self) {
+        self.submitted.fetch_add(1, Ordering::SeqCst);
+    }
+
+    pub(crate) fn submitted(&self) -> u64 {
+        self.submitted.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn count_step(&self) {
+        self.steps_run.fetch_add(1, Ordering::SeqCst);
+    }
+
+    pub(crate) fn steps_run(&self) -> u64 {
+        self.steps_run.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn is_cancelled(&self) -> bool {
+        self.cancelled.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn cancel_all(&self) {
+        self.cancelled.store(true, Ordering::SeqCst);
+        self.cancel.cancel();
+        self.answer_added.notify_waiters();
+    }
+
+    pub(crate) fn register_token(&self, task: TaskId, token: CancellationToken) {
+        lock(&self.task_tokens).insert(task, token);
+    }
+
+    pub(crate) fn cancel_task(&self, task: TaskId) {
+        if let Some(token) = lock(&self.task_tokens).get(&task) {
+            token.cancel();
+        }
+    }
+
+    pub(crate) fn answered(&self, identity: String, value: Value) {
+        lock(&self.answers).insert(identity, value);
+        self.answer_added.notify_waiters();
+    }
+
+    /// Waits for the answer recorded under `identity`, counting as a waiting question.
+    pub(crate) async fn wait_answer(
+        &self,
+        identity: &str,
+        question: Question,
+    ) -> Result<Value, FlowError> {
+        if let Some(v) = lock(&self.answers).get(identity).cloned() {
+            return Ok(v);
+        }
+        if self.replay_only {
+            return Err(FlowError::Nondeterminism {
+                identity: identity.to_owned(),
+                journaled: "nothing".into(),
+                requested: "an answer".into(),
+            });
+        }
+        lock(&self.pending).push(question.clone());
+        self.activity.waiting(1);
+        let res = loop {
+            let added = self.answer_added.notified();
+            if let Some(v) = lock(&self.answers).get(identity).cloned() {
+                break Ok(v);
+            }
+            if self.is_cancelled() {
+                break Err(FlowError::CallCancelled { handle: None });
+            }
+            added.await;
+        };
+        lock(&self.pending).retain(|q| q.id != question.id);
+        self.activity.waiting(-1);
+        res
+    }
+}
+
+/// Returns whether an entry counts toward the run's entry limit: acceptances and answers
+/// belong to their call and question.
+fn counts(e: &JournalEntry) -> bool {
+    e.kind != EntryKind::Answer && !e.identity.as_deref().is_some_and(|i| i.ends_with("@accepted"))
+}

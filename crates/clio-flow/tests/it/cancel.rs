@@ -1,0 +1,88 @@
+//! Cancellation: cancelling a task cancels its whole subtree, live work stops, and every
+//! task of the subtree is recorded cancelled; cancelling a run cancels everything.
+
+use std::time::Duration;
+
+use clio_flow::{FlowOutput, FnFlow, RunOutcome, Worker, WorkerReply};
+use clio_journal::{Journal, TaskKind, TaskStatus};
+use serde_json::{Value, json};
+
+use crate::support::{Counter, registry, runtime, sel};
+
+fn forever() -> Worker {
+    Worker::handler("forever", |_req| async move {
+        std::future::pending::<()>().await;
+        Ok(WorkerReply::text("never"))
+    })
+}
+
+async fn wait_for_task(
+    journal: &Journal,
+    run: clio_journal::RunId,
+    kind: TaskKind,
+) -> clio_journal::TaskId {
+    for _ in 0..2000 {
+        if let Ok(tasks) = journal.tasks(run)
+            && let Some(t) =
+                tasks.iter().find(|t| t.kind == kind && t.status == TaskStatus::Running)
+        {
+            return t.id;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("no running {kind:?} task");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_a_child_flow_cancels_its_subtree() {
+    let c = Counter::default();
+    let inner = FnFlow::new("inner", |_t: Value, ctx| async move {
+        ctx.call("forever", "x").await?;
+        Ok(FlowOutput::text("never"))
+    });
+    let outer = FnFlow::new("outer", |_t: Value, ctx| async move {
+        match ctx.call("inner", ()).await {
+            Ok(_) => Ok(FlowOutput::text("finished")),
+            Err(err) => Ok(FlowOutput::text(format!("caught {}", err.reason()))),
+        }
+    });
+    let journal = Journal::open_in_memory().unwrap();
+    let rt = runtime(&journal, registry(&c).subagent(forever()).flow(inner).flow(outer));
+    let run = rt.create(sel("outer"), json!(null)).await.unwrap();
+    let driver = tokio::spawn({
+        let rt = rt.clone();
+        async move { rt.resume(run).await }
+    });
+    wait_for_task(&journal, run, TaskKind::Subagent).await;
+    let flow_task =
+        journal.tasks(run).unwrap().iter().find(|t| t.kind == TaskKind::Flow).unwrap().id;
+    let n = rt.cancel_task(flow_task).await.unwrap();
+    assert_eq!(n, 2, "the child flow and its subagent");
+    let report = driver.await.unwrap().unwrap();
+    assert_eq!(crate::support::answer(&report), "caught call_cancelled");
+    let tasks = journal.tasks(run).unwrap();
+    assert!(tasks.iter().all(|t| t.status == TaskStatus::Cancelled), "{tasks:?}");
+    let events = journal.entries(run).unwrap();
+    assert!(events.iter().any(|e| e.payload.get("event") == Some(&json!("cancelled"))));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_a_run_cancels_everything() {
+    let c = Counter::default();
+    let flow = FnFlow::new("stuck", |_t: Value, ctx| async move {
+        ctx.call("forever", "x").await?;
+        Ok(FlowOutput::text("never"))
+    });
+    let journal = Journal::open_in_memory().unwrap();
+    let rt = runtime(&journal, registry(&c).subagent(forever()).flow(flow));
+    let run = rt.create(sel("stuck"), json!(null)).await.unwrap();
+    let driver = tokio::spawn({
+        let rt = rt.clone();
+        async move { rt.resume(run).await }
+    });
+    wait_for_task(&journal, run, TaskKind::Subagent).await;
+    assert_eq!(rt.cancel(run).await.unwrap(), 1);
+    let report = driver.await.unwrap().unwrap();
+    assert!(matches!(report.outcome, RunOutcome::Cancelled), "{:?}", report.outcome);
+    assert_eq!(journal.run(run).unwrap().unwrap().status, clio_journal::RunStatus::Cancelled);
+}

@@ -1,0 +1,1 @@
+//! Crash tests with a real process (filled in below).

@@ -1,0 +1,217 @@
+//! Fresh runs and their replays agree, and a resumed run continues from its records: the
+//! seed's review flow, steps, child flows, keys, and the crash states of the call protocol.
+
+use clio_flow::{CallInput, FlowError, FlowOutput, FnFlow, RunOutcome};
+use clio_journal::{EntryKind, Journal, NewEntry, NewTask, TaskKind, TaskStatus};
+use serde_json::{Value, json};
+
+use crate::support::{Counter, answer, error, fresh_then_replay, registry, runtime, sel};
+
+fn review() -> FnFlow {
+    FnFlow::new("review", |task: Value, ctx| async move {
+        let draft = ctx.call("writer", ()).await?;
+        let reviews = ctx
+            .gather(["critic", "fact-checker"].iter().map(|r| ctx.call(*r, &draft)).collect())
+            .await?;
+        let answers: Vec<String> = reviews.iter().map(|r| r.answer.clone()).collect();
+        let last = ctx
+            .call("writer", json!({ "task": task, "draft": draft.answer, "reviews": answers }))
+            .await?;
+        Ok(FlowOutput::from(last))
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_seed_review_flow_runs_and_replays_the_same() {
+    let counter = Counter::default();
+    let reg = registry(&counter).flow(review());
+    let (fresh, journal) = fresh_then_replay(reg, "review", json!("a poem")).await;
+    let text = answer(&fresh);
+    assert!(text.starts_with("writer({\"task\":\"a poem\""), "{text}");
+    assert!(text.contains("critic(writer(a poem))"), "{text}");
+    assert_eq!(counter.get(), 4, "four subagent calls, each once");
+    let tasks = journal.tasks(fresh.run).unwrap();
+    assert_eq!(tasks.len(), 4);
+    assert!(tasks.iter().all(|t| t.status == TaskStatus::Succeeded));
+    assert_eq!(fresh.submitted, 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn steps_run_once_and_child_flows_nest_with_their_parent() {
+    let counter = Counter::default();
+    let child = FnFlow::new("child", |task: Value, ctx| async move {
+        let n: u64 = ctx.step("double", || async { Ok(task.as_u64().unwrap_or(0) * 2) }).await?;
+        let depth = ctx.depth();
+        Ok(FlowOutput::text(format!("{n}@{depth}")))
+    });
+    let parent = FnFlow::new("parent", |_task: Value, ctx| async move {
+        let mut parts = Vec::new();
+        for i in 0..3u64 {
+            let r = ctx.call("child", json!(i)).await?;
+            parts.push(r.answer);
+        }
+        let t = ctx.now_ms().await?;
+        ctx.record_event(json!({ "parts": parts.len() })).await?;
+        ctx.publish(json!({ "view": parts })).await?;
+        assert!(t > 0);
+        Ok(FlowOutput::text(parts.join(",")))
+    });
+    let reg = registry(&counter).flow(child).flow(parent);
+    let (fresh, journal) = fresh_then_replay(reg, "parent", json!(null)).await;
+    assert_eq!(answer(&fresh), "0@1,2@1,4@1");
+    let tasks = journal.tasks(fresh.run).unwrap();
+    assert!(tasks.iter().all(|t| t.parent.is_none() && t.kind == TaskKind::Flow));
+    let kinds: Vec<EntryKind> =
+        journal.entries(fresh.run).unwrap().iter().map(|e| e.kind).collect();
+    assert!(kinds.contains(&EntryKind::Event) && kinds.contains(&EntryKind::View));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inputs_pass_text_results_and_json() {
+    let counter = Counter::default();
+    let flow = FnFlow::new("inputs", |_t: Value, ctx| async move {
+        let a = ctx.call("echo", json!({ "x": 1 })).await?;
+        let b = ctx.call("writer", &a).await?;
+        let c = ctx.call("writer", "plain").await?;
+        let d = ctx.call("writer", CallInput::Json(json!([1, 2]))).await?;
+        Ok(FlowOutput::text(format!("{}|{}|{}|{}", a.public_text(), b.answer, c.answer, d.answer)))
+    });
+    let reg = registry(&counter).flow(flow);
+    let (fresh, _) = fresh_then_replay(reg, "inputs", json!("t")).await;
+    assert_eq!(answer(&fresh), "{\"x\":1}|writer({\"x\":1})|writer(plain)|writer([1,2])");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumed_run_returns_finished_calls_from_their_records() {
+    let counter = Counter::default();
+    let flow = FnFlow::new("twice", |_t: Value, ctx| async move {
+        ctx.call("effect", json!(1)).key("first").await?;
+        let go = ctx.ask_bool("continue?").await?;
+        ctx.call("effect", json!(2)).key("second").await?;
+        Ok(FlowOutput::text(format!("{go}")))
+    });
+    let reg = registry(&counter).flow(flow);
+    let journal = Journal::open_in_memory().unwrap();
+    let report = runtime(&journal, reg.clone()).run(sel("twice"), json!(null)).await.unwrap();
+    let RunOutcome::AwaitingInput(questions) = &report.outcome else {
+        panic!("{:?}", report.outcome)
+    };
+    assert_eq!(counter.get(), 1);
+    let rt = runtime(&journal, reg);
+    rt.answer(report.run, questions[0].id, "yes").await.unwrap();
+    let resumed = rt.resume(report.run).await.unwrap();
+    assert_eq!(answer(&resumed), "true");
+    assert_eq!(counter.get(), 2, "the first effect is not run again");
+    assert_eq!(resumed.submitted, 1);
+}
+
+/// Writes the records a process leaves when it dies inside the call protocol of the call
+/// keyed `key`: the intent, and when `task` says so, the task and its acceptance.
+fn crash_state(
+    journal: &Journal,
+    run: clio_journal::RunId,
+    key: &str,
+    target: &str,
+    task: Option<TaskKind>,
+) {
+    let id = format!("key:{key}");
+    journal
+        .append(
+            run,
+            NewEntry::new(EntryKind::Call, json!({ "command": "call", "target": target }))
+                .with_identity(id.clone()),
+        )
+        .unwrap();
+    if let Some(kind) = task {
+        let t = journal
+            .create_task(NewTask {
+                run,
+                parent: None,
+                kind,
+                target: target.into(),
+                label: target.into(),
+                status: TaskStatus::Running,
+                model: None,
+                owner: "gone".into(),
+            })
+            .unwrap();
+        journal
+            .append(
+                run,
+                NewEntry::new(EntryKind::Call, json!({ "accepted": t.0 }))
+                    .with_identity(format!("{id}@accepted"))
+                    .with_task(t),
+            )
+            .unwrap();
+    }
+}
+
+fn keyed(target: &'static str) -> FnFlow {
+    FnFlow::new("keyed", move |_t: Value, ctx| async move {
+        match ctx.call(target, json!({ "n": 1 })).key("k").await {
+            Ok(r) => Ok(FlowOutput::text(format!("ok {}", r.public_text()))),
+            Err(err) => Err(err),
+        }
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unconfirmed_acceptance_is_uncertain_and_never_resubmitted() {
+    let counter = Counter::default();
+    let reg = registry(&counter).flow(keyed("effect"));
+    let journal = Journal::open_in_memory().unwrap();
+    let rt = runtime(&journal, reg);
+    let run = rt.create(sel("keyed"), json!(null)).await.unwrap();
+    crash_state(&journal, run, "k", "effect", None);
+    let report = rt.resume(run).await.unwrap();
+    let err = error(&report);
+    assert!(matches!(err, FlowError::TaskStateUncertain { .. }), "{err:?}");
+    assert_eq!(err.reason(), "task_state_uncertain");
+    assert_eq!(counter.get(), 0);
+    assert!(journal.tasks(run).unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_side_effecting_tool_left_running_is_interrupted() {
+    let counter = Counter::default();
+    let reg = registry(&counter).flow(keyed("effect"));
+    let journal = Journal::open_in_memory().unwrap();
+    let rt = runtime(&journal, reg);
+    let run = rt.create(sel("keyed"), json!(null)).await.unwrap();
+    crash_state(&journal, run, "k", "effect", Some(TaskKind::Tool));
+    let err = error(&rt.resume(run).await.unwrap());
+    assert!(matches!(err, FlowError::CallInterrupted { handle: Some(_), .. }), "{err:?}");
+    assert_eq!(counter.get(), 0, "never run twice");
+    assert_eq!(journal.tasks(run).unwrap()[0].status, TaskStatus::Failed);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_only_tool_left_running_runs_again_on_the_same_task() {
+    let counter = Counter::default();
+    let reg = registry(&counter).flow(keyed("echo"));
+    let journal = Journal::open_in_memory().unwrap();
+    let rt = runtime(&journal, reg);
+    let run = rt.create(sel("keyed"), json!(null)).await.unwrap();
+    crash_state(&journal, run, "k", "echo", Some(TaskKind::Tool));
+    let report = rt.resume(run).await.unwrap();
+    assert_eq!(answer(&report), "ok {\"n\":1}");
+    let tasks = journal.tasks(run).unwrap();
+    assert_eq!(tasks.len(), 1);
+    assert_eq!(tasks[0].status, TaskStatus::Succeeded);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finished_run_is_not_run_again() {
+    let counter = Counter::default();
+    let flow = FnFlow::new("once", |_t: Value, ctx| async move {
+        ctx.call("effect", json!(1)).await?;
+        Ok(FlowOutput::text("done"))
+    });
+    let reg = registry(&counter).flow(flow);
+    let journal = Journal::open_in_memory().unwrap();
+    let rt = runtime(&journal, reg);
+    let first = rt.run(sel("once"), json!(null)).await.unwrap();
+    let again = rt.resume(first.run).await.unwrap();
+    assert_eq!(answer(&again), "done");
+    assert_eq!(counter.get(), 1);
+}

@@ -1,0 +1,1 @@
+//! The slow tier of clio-flow tests (run by `cargo xtask test-long`).
