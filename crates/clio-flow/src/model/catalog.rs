@@ -242,9 +242,12 @@ impl ModelCatalog {
     }
 
     /// Returns the model named `name`: `account/model`, or an id that only one account
-    /// has.
+    /// has; an empty name is [`ModelError::NoModelChosen`].
     pub fn get(&self, name: &str) -> Result<&ModelInfo, ModelError> {
         let name = name.trim();
+        if name.is_empty() {
+            return Err(ModelError::NoModelChosen);
+        }
         if let Some((account, id)) = name.split_once('/') {
             if let Some(model) = self.models.iter().find(|m| m.account == account && m.id == id) {
                 return Ok(model);
