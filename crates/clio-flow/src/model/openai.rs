@@ -366,6 +366,9 @@ fn request_body(model: &ModelInfo, request: &ModelRequest) -> Value {
     if let Some(t) = request.temperature {
         body["temperature"] = json!(t);
     }
+    if !request.effort.is_empty() {
+        body["reasoning_effort"] = json!(request.effort);
+    }
     body
 }
 

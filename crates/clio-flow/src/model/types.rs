@@ -146,6 +146,9 @@ pub struct ModelRequest {
     pub max_output_tokens: u64,
     /// The sampling temperature; `None` leaves it to the provider.
     pub temperature: Option<f64>,
+    /// The reasoning effort (`low`, `medium`, `high`), from the child's `Prefers`; empty
+    /// leaves it to the provider.
+    pub effort: String,
 }
 
 impl ModelRequest {

@@ -299,6 +299,7 @@ async fn openai_text_answer_and_the_request_it_sent() -> TestResult {
         ModelInfo { api_model: "qwen2.5:7b".into(), ..tools_model("local", "qwen", "local") };
     let mut req = request("researcher", "Capital of France?");
     req.max_output_tokens = 64;
+    req.effort = "low".into();
     req.tools = vec![ToolSpec {
         name: "search".into(),
         description: "Search the web".into(),
@@ -316,6 +317,8 @@ async fn openai_text_answer_and_the_request_it_sent() -> TestResult {
     let json: Value = serde_json::from_str(&sent[0].body)?;
     assert_eq!(json["model"], "qwen2.5:7b");
     assert_eq!(json["max_tokens"], 64);
+    assert_eq!(json["reasoning_effort"], "low");
+    assert!(json.get("temperature").is_none());
     assert_eq!(json["messages"][1], json!({"role": "user", "content": "Capital of France?"}));
     assert_eq!(json["tools"][0]["function"]["name"], "search");
     Ok(())
@@ -467,6 +470,76 @@ async fn openai_connection_refused_and_bad_config() -> TestResult {
         "provider `x` is misconfigured: base URL `ftp://host/v1` must start with http:// or https://"
     );
     Ok(())
+}
+
+proptest::proptest! {
+    /// Whatever the text, reading a script, catalog or models file returns a value or an
+    /// error; it never panics.
+    #[test]
+    fn files_never_panic(text in "\\PC{0,200}") {
+        let _ = ScriptedProvider::from_toml(&text, Path::new("s.toml"));
+        let _ = ScriptedProvider::from_json(&text, Path::new("s.json"));
+        let _ = ModelCatalog::from_toml(&text, Path::new("c.toml"));
+        let _ = ModelsConfig::from_toml(&text, Path::new("m.toml"));
+    }
+
+    /// A pattern made of runs of the prompt's words, in order and joined by `*`, always
+    /// matches, whatever the whitespace; one with a word the prompt lacks never does.
+    #[test]
+    fn ordered_pieces_of_the_prompt_match(
+        words in proptest::collection::vec("[a-z]{1,6}", 1..12),
+        cuts in proptest::collection::vec(proptest::bool::ANY, 12),
+        keep in proptest::collection::vec(proptest::bool::ANY, 12),
+        spaces in proptest::collection::vec("[ \t\n]{1,3}", 12),
+    ) {
+        let prompt: String = words.iter().zip(&spaces).map(|(w, s)| format!("{w}{s}")).collect();
+        let mut pattern = String::new();
+        for (i, word) in words.iter().enumerate() {
+            if keep[i] {
+                pattern.push_str(word);
+                pattern.push_str(if cuts[i] { " * " } else { " " });
+            } else {
+                pattern.push_str(" * ");
+            }
+        }
+        let script = |pattern: &str| -> Result<ScriptedProvider, ModelError> {
+            let text = format!("[[script]]\nprompt = {}\n[[script.turn]]\ntext = \"ok\"\n", toml_string(pattern));
+            ScriptedProvider::from_toml(&text, Path::new("p.toml"))
+        };
+        let model = tools_model("l", "m", "scripted");
+        let req = request("a", &prompt);
+        let hit = script(&pattern).and_then(|p| p.answer(&model, &req));
+        proptest::prop_assert!(hit.is_ok(), "{pattern:?} should match {prompt:?}: {hit:?}");
+        let miss = script(&format!("{pattern} NOPE")).and_then(|p| p.answer(&model, &req));
+        proptest::prop_assert!(miss.is_err(), "{pattern:?} NOPE should not match {prompt:?}");
+    }
+
+    /// A response read back from its JSON (the journal's form) is the same response.
+    #[test]
+    fn responses_round_trip_through_json(
+        text in "\\PC{0,50}",
+        name in "[a-z_]{1,10}",
+        arg in proptest::num::i64::ANY,
+        input_tokens in proptest::num::u64::ANY,
+        output_tokens in proptest::num::u64::ANY,
+    ) {
+        let response = clio_flow::ModelResponse {
+            model: "a/b".into(),
+            provider: "p".into(),
+            text,
+            tool_calls: vec![clio_flow::ToolCall { id: "c".into(), name, arguments: json!({"n": arg}) }],
+            finish: FinishReason::ToolCalls,
+            usage: Usage { input_tokens, output_tokens },
+        };
+        let json = serde_json::to_string(&response).map_err(|e| proptest::test_runner::TestCaseError::fail(e.to_string()))?;
+        let back: clio_flow::ModelResponse = serde_json::from_str(&json).map_err(|e| proptest::test_runner::TestCaseError::fail(e.to_string()))?;
+        proptest::prop_assert_eq!(back, response);
+    }
+}
+
+/// Returns `text` as a TOML basic string.
+fn toml_string(text: &str) -> String {
+    serde_json::to_string(text).unwrap_or_default()
 }
 
 /// Returns settings for a server on 127.0.0.1 with short timeouts and backoffs.
