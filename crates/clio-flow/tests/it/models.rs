@@ -213,6 +213,28 @@ fn the_documented_models_file_builds() -> TestResult {
 }
 
 #[tokio::test]
+async fn the_example_models_file_runs_offline() -> TestResult {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/models");
+    let file = dir.join("models.toml");
+    let config = ModelsConfig::from_toml(&std::fs::read_to_string(&file)?, &file)?;
+    assert!(config.env_names().is_empty());
+    let models = config.build(&dir, |_| None)?;
+    let needs = Requires { tool_calling: true, context_tokens: 64_000, ..Requires::default() };
+    let all = RouterAllowlist::unrestricted();
+    let mut req = request("helper", "Please add 2 and 3");
+    req.model = "offline/demo".into();
+    let first = models.complete(&req, &needs, &all).await?;
+    assert_eq!(first.tool_calls[0].arguments, json!({"a": 2, "b": 3}));
+    req.messages.push(Message::from_response(&first));
+    req.messages.push(Message::tool_result(first.tool_calls[0].id.clone(), "5"));
+    assert_eq!(models.complete(&req, &needs, &all).await?.text, "2 + 3 = 5.");
+    let mut other = request("writer", "hi");
+    other.model = "demo".into();
+    assert!(models.complete(&other, &needs, &all).await?.text.starts_with("Hello!"));
+    Ok(())
+}
+
+#[tokio::test]
 async fn the_offline_model_answers_from_a_script() -> TestResult {
     let models = Models::offline(scripted()?);
     let needs = Requires {
