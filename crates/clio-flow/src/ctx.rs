@@ -272,6 +272,20 @@ impl Ctx {
         out
     }
 
+    /// Returns the value logged under `key` in this scope, if the journal holds it.
+    pub(crate) fn logged(&self, key: &str) -> Option<Value> {
+        let id = format!("{}key:{key}", self.scope.prefix);
+        self.run.recorded(&id).map(|e| e.payload.get("result").cloned().unwrap_or(Value::Null))
+    }
+
+    /// Records `value` under `key` in this scope, once.
+    pub(crate) async fn log(&self, key: &str, value: Value) -> Result<(), FlowError> {
+        let id = format!("{}key:{key}", self.scope.prefix);
+        let cmd = Command::Event { event: value.clone() };
+        self.recorded_or_run(id, cmd, EntryKind::Event, || async move { Ok(value) }).await?;
+        Ok(())
+    }
+
     /// Returns the time in milliseconds since the Unix epoch, read once and recorded.
     #[track_caller]
     pub fn now_ms(&self) -> impl Future<Output = Result<u64, FlowError>> {

@@ -1,10 +1,31 @@
-//! The built-in `workflow` flow.
+//! The built-in `workflow` flow: drives clio-workflow's [`Scheduler`] through [`Ctx`].
+//!
+//! Its task is the seed's fields: `workflow`, `task`, `editors`, `max_added_steps`,
+//! `max_edit_rounds`, `allowed_targets`, `approve_edits`, `model`. Each step is a call keyed
+//! `wf:<step>`; an editor's step gets the two proposal tools `workflow_add_step` and
+//! `workflow_cancel_step`, whose calls travel back with the editor's result; `approve_edits`
+//! asks through [`Ctx::ask_full`]. Every event told to the scheduler is logged in order
+//! (`wf-event-<n>`), and a restarted run applies the logged events first, in the same
+//! order, so it rebuilds the same steps and decisions; only then does it wait for live
+//! completions. The run's live view (every step with its status) is published as it goes.
 
-use serde_json::Value;
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 
-use crate::ctx::Ctx;
+use clio_workflow::{
+    Action, Bounds, EditorCall, Event, Outcome, Proposal, RunConfig, Scheduler, TargetKind,
+    Workflow,
+};
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use serde_json::{Map, Value, json};
+
+use crate::ctx::{Call, Ctx};
 use crate::error::FlowError;
-use crate::flow::{Flow, FlowFuture};
+use crate::flow::{Flow, FlowFuture, selection};
+use crate::registry::Tool;
+use crate::result::{CallKind, CallResult, FlowOutput};
 
 /// The built-in `workflow` flow.
 #[derive(Debug, Clone, Copy, Default)]
@@ -15,9 +36,322 @@ impl Flow for WorkflowFlow {
         "workflow"
     }
 
-    fn forward<'a>(&'a self, _task: Value, _ctx: Ctx) -> FlowFuture<'a> {
-        Box::pin(
-            async move { Err(FlowError::stall("not_built", "the workflow flow is not built yet")) },
-        )
+    fn description(&self) -> &str {
+        "Runs a workflow written as data: steps with targets, inputs and dependencies, \
+         optionally edited by editor steps within bounds. Input: {workflow, task, editors, \
+         max_added_steps, max_edit_rounds, allowed_targets, approve_edits, model}."
     }
+
+    fn forward<'a>(&'a self, task: Value, ctx: Ctx) -> FlowFuture<'a> {
+        Box::pin(run(task, ctx))
+    }
+}
+
+/// What a live piece of work of the workflow settles with.
+enum Done {
+    Step { step: String, res: Result<CallResult, FlowError> },
+    Decision { proposal: u32, res: Result<Value, FlowError> },
+    Repair { step: String, editor: String, res: Result<CallResult, FlowError> },
+}
+
+impl Done {
+    fn id(&self) -> String {
+        match self {
+            Done::Step { step, .. } => format!("step:{step}"),
+            Done::Decision { proposal, .. } => format!("decision:{proposal}"),
+            Done::Repair { step, editor, .. } => format!("repair:{step}:{editor}"),
+        }
+    }
+}
+
+type Live = Pin<Box<dyn Future<Output = Done> + Send>>;
+
+fn invalid(message: String) -> FlowError {
+    FlowError::stall("workflow_invalid", message)
+}
+
+fn proposal_tools() -> [Tool; 2] {
+    [
+        Tool::new("workflow_add_step", |args: Value| async move { Ok(args) })
+            .read_only()
+            .describe("Propose a new step: step_id, target, input, after, reason, options."),
+        Tool::new("workflow_cancel_step", |args: Value| async move { Ok(args) })
+            .read_only()
+            .describe("Propose cancelling a step that has not started: step_id, reason."),
+    ]
+}
+
+fn u32_field(input: &Value, key: &str) -> Option<u32> {
+    input.get(key).and_then(Value::as_u64).map(|n| u32::try_from(n).unwrap_or(u32::MAX))
+}
+
+async fn run(input: Value, ctx: Ctx) -> Result<FlowOutput, FlowError> {
+    let registry = ctx.run.rt.registry.clone();
+    let kind_of = |target: &str| match registry.kind_of(target) {
+        Some(CallKind::Flow) => TargetKind::Flow,
+        Some(_) => TargetKind::Other,
+        None => TargetKind::Unknown,
+    };
+    let wf_value = input.get("workflow").cloned().unwrap_or(Value::Null);
+    let workflow = Workflow::from_value(wf_value).map_err(|e| invalid(e.to_string()))?;
+    workflow.check_targets(kind_of).map_err(|e| invalid(e.to_string()))?;
+    let strings = |key: &str| {
+        input.get(key).and_then(Value::as_array).map(|items| {
+            items.iter().filter_map(Value::as_str).map(str::to_owned).collect::<Vec<String>>()
+        })
+    };
+    let config = RunConfig {
+        task: input.get("task").cloned().unwrap_or(Value::String(String::new())),
+        editors: strings("editors").unwrap_or_default(),
+        bounds: Bounds {
+            max_added_steps: u32_field(&input, "max_added_steps"),
+            max_edit_rounds: u32_field(&input, "max_edit_rounds"),
+            allowed_targets: strings("allowed_targets"),
+            approve_edits: input.get("approve_edits").and_then(Value::as_bool).unwrap_or(false),
+        },
+        ..RunConfig::default()
+    };
+    let model = input.get("model").and_then(Value::as_str).unwrap_or("").to_owned();
+    let mut sched = Scheduler::new(workflow, config);
+    ctx.log(
+        "wf-limits",
+        json!({ "limits": serde_json::to_value(sched.limits()).unwrap_or(Value::Null) }),
+    )
+    .await?;
+    let mut live: FuturesUnordered<Live> = FuturesUnordered::new();
+    // How many events of each piece of work were applied from the log.
+    let mut consumed: HashMap<String, usize> = HashMap::new();
+    let mut n: u64 = 0;
+    let publish_every = if sched.snapshot().len() <= 50 { 1 } else { 50 };
+    loop {
+        for action in sched.take_actions() {
+            live.push(launch(&ctx, action, &model));
+        }
+        if sched.is_done() {
+            break;
+        }
+        let events: Vec<(String, Event)> = match ctx.logged(&format!("wf-event-{n}")) {
+            Some(logged) => {
+                let done = logged.get("done").and_then(Value::as_str).unwrap_or("").to_owned();
+                let event: Event =
+                    serde_json::from_value(logged.get("event").cloned().unwrap_or(Value::Null))
+                        .map_err(|e| nondeterminism(n, e.to_string()))?;
+                *consumed.entry(done.clone()).or_insert(0) += 1;
+                vec![(done, event)]
+            }
+            None => {
+                let Some(done) = live.next().await else {
+                    return Err(FlowError::stall(
+                        "workflow_stuck",
+                        "no work is running and the workflow is not done",
+                    ));
+                };
+                let id = done.id();
+                let skip = consumed.remove(&id).unwrap_or(0);
+                events_of(done, &registry)?
+                    .into_iter()
+                    .skip(skip)
+                    .map(|e| (id.clone(), e))
+                    .collect()
+            }
+        };
+        for (done, event) in events {
+            let key = format!("wf-event-{n}");
+            let value = json!({ "done": done, "event": serde_json::to_value(&event).unwrap_or(Value::Null) });
+            ctx.log(&key, value).await?;
+            n += 1;
+            sched.apply(event).map_err(|e| nondeterminism(n, e.to_string()))?;
+            if n.is_multiple_of(publish_every) {
+                ctx.publish(json!({ "workflow": view(&sched) })).await?;
+            }
+        }
+    }
+    // Work the scheduler no longer waits for (a started step whose result it has) settles here.
+    while live.next().await.is_some() {}
+    ctx.publish(json!({ "workflow": view(&sched) })).await?;
+    let result = sched
+        .result()
+        .ok_or_else(|| FlowError::stall("workflow_stuck", "the workflow ended without a result"))?;
+    match &result.outcome {
+        Outcome::Completed => {}
+        Outcome::StepFailed { step, error } => {
+            return Err(FlowError::FlowStall {
+                stall: "step_failed".into(),
+                message: format!("step {step} failed: {error}"),
+                step: step.clone(),
+                predicate: None,
+                observed: Some(result.to_json()),
+                handle: None,
+            });
+        }
+        Outcome::Cancelled { .. } => return Err(FlowError::CallCancelled { handle: ctx.handle() }),
+    }
+    let mut map = Map::new();
+    map.insert("answer".into(), Value::String(result.answer.clone()));
+    map.insert("results".into(), Value::Object(result.results.clone()));
+    let full = result.to_json();
+    for key in ["workflow", "edits", "limits", "workflow_state"] {
+        if let Some(v) = full.get(key) {
+            map.insert(key.into(), v.clone());
+        }
+    }
+    Ok(FlowOutput::mapping(map))
+}
+
+fn nondeterminism(n: u64, message: String) -> FlowError {
+    FlowError::Nondeterminism {
+        identity: format!("wf-event-{n}"),
+        journaled: message,
+        requested: "the next event".into(),
+    }
+}
+
+fn view(sched: &Scheduler) -> Value {
+    Value::Array(
+        sched
+            .snapshot()
+            .iter()
+            .map(|s| json!({ "id": s.id, "target": s.target, "status": s.status.name(), "handle": s.handle }))
+            .collect(),
+    )
+}
+
+fn call_of(
+    ctx: &Ctx,
+    target: &str,
+    options: Option<Map<String, Value>>,
+    input: Value,
+    key: String,
+    editor: bool,
+    model: &str,
+) -> Call {
+    let mut call = match options {
+        Some(opts) => ctx.call(selection(target, Value::Object(opts)), input),
+        None => ctx.call(target, input),
+    }
+    .key(key);
+    if !model.is_empty() {
+        call = call.model(model);
+    }
+    if editor {
+        for tool in proposal_tools() {
+            call = call.with_tool(tool);
+        }
+    }
+    call
+}
+
+fn launch(ctx: &Ctx, action: Action, model: &str) -> Live {
+    match action {
+        Action::Start(s) => {
+            let m = s.model.clone().unwrap_or_else(|| model.to_owned());
+            let call =
+                call_of(ctx, &s.target, s.options, s.input, format!("wf:{}", s.step), s.editor, &m);
+            let step = s.step;
+            Box::pin(async move { Done::Step { step, res: call.await } })
+        }
+        Action::AskDecision(d) => {
+            let ctx = ctx.clone();
+            let proposal = d.proposal;
+            Box::pin(async move {
+                let key = format!("wf-decision-{proposal}");
+                let res = ctx.ask_full(&d.question, "bool", &[], &d.reason, &key).await;
+                Done::Decision { proposal, res }
+            })
+        }
+        Action::OfferRepair(r) => {
+            let key = format!("wf-repair:{}:{}", r.step, r.editor);
+            let call = call_of(ctx, &r.editor, None, r.input, key, true, model);
+            let (step, editor) = (r.step, r.editor);
+            Box::pin(async move { Done::Repair { step, editor, res: call.await } })
+        }
+    }
+}
+
+fn proposals(
+    result: &CallResult,
+    from: &EditorCall,
+    registry: &crate::registry::Registry,
+) -> Vec<Event> {
+    let calls =
+        result.outputs.get("tool_calls").and_then(Value::as_array).cloned().unwrap_or_default();
+    calls
+        .iter()
+        .filter_map(|c| {
+            let tool = c.get("tool").and_then(Value::as_str)?;
+            let v = c.get("value")?;
+            let s = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+            let proposal = match tool {
+                "workflow_add_step" => {
+                    let target = s("target");
+                    let target_kind = match registry.kind_of(&target) {
+                        Some(CallKind::Flow) => TargetKind::Flow,
+                        Some(_) => TargetKind::Other,
+                        None => TargetKind::Unknown,
+                    };
+                    Proposal::AddStep {
+                        step_id: s("step_id"),
+                        target,
+                        input: v.get("input").filter(|i| !i.is_null()).cloned(),
+                        after: v.get("after").and_then(Value::as_array).map(|a| {
+                            a.iter().filter_map(Value::as_str).map(str::to_owned).collect()
+                        }),
+                        reason: s("reason"),
+                        options: v.get("options").and_then(Value::as_object).cloned(),
+                        target_kind,
+                    }
+                }
+                "workflow_cancel_step" => {
+                    Proposal::CancelStep { step_id: s("step_id"), reason: s("reason") }
+                }
+                _ => return None,
+            };
+            Some(Event::Proposal { from: from.clone(), proposal })
+        })
+        .collect()
+}
+
+fn answer_of(r: &CallResult) -> Value {
+    if r.kind == CallKind::Tool { r.value.clone() } else { Value::String(r.answer.clone()) }
+}
+
+fn events_of(done: Done, registry: &crate::registry::Registry) -> Result<Vec<Event>, FlowError> {
+    Ok(match done {
+        Done::Step { step, res: Ok(r) } => {
+            let mut events = proposals(&r, &EditorCall::Step { step: step.clone() }, registry);
+            events.push(Event::Started { step: step.clone(), handle: r.handle.0.to_string() });
+            let model = (!r.model.is_empty()).then(|| r.model.clone());
+            let state = (!r.workflow_state.is_null()).then(|| r.workflow_state.clone());
+            events.push(Event::Finished { step, answer: answer_of(&r), model, state });
+            events
+        }
+        Done::Step { step, res: Err(err) } => {
+            let mut events = Vec::new();
+            if let Some(h) = err.handle() {
+                events.push(Event::Started { step: step.clone(), handle: h.0.to_string() });
+            }
+            if matches!(err, FlowError::CallCancelled { .. }) {
+                events.push(Event::Cancelled { step });
+            } else {
+                events.push(Event::Failed { step, error: err.to_string() });
+            }
+            events
+        }
+        Done::Decision { proposal, res } => {
+            let approve = res?.as_bool().unwrap_or(false);
+            vec![Event::Decision { proposal, approve }]
+        }
+        Done::Repair { step, editor, res } => match res {
+            Ok(r) => {
+                let mut events = proposals(
+                    &r,
+                    &EditorCall::Repair { step: step.clone(), editor: editor.clone() },
+                    registry,
+                );
+                events.push(Event::RepairEnded { step, editor, error: None });
+                events
+            }
+            Err(err) => vec![Event::RepairEnded { step, editor, error: Some(err.to_string()) }],
+        },
+    })
 }

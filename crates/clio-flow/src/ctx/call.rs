@@ -102,7 +102,6 @@ impl Call {
     }
 
     /// Returns the call with `tool` added to the child's tools for this call only.
-    #[allow(dead_code, reason = "used by the workflow flow for its editors")]
     pub(crate) fn with_tool(mut self, tool: Tool) -> Call {
         self.extra_tools.push(tool);
         self
