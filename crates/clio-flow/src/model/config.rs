@@ -5,6 +5,7 @@
 //! its key (`api_key_env`), and [`ModelsConfig::build`] asks the caller's `env` function
 //! for it. Script paths are relative to the folder the caller passes (the config file's).
 
+use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,7 +29,7 @@ pub enum ProviderKind {
 }
 
 /// One `[[provider]]` table of a models file.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProviderConfig {
     /// The provider's name, as models' `provider` fields name it.
@@ -38,10 +39,13 @@ pub struct ProviderConfig {
     /// The API root of an `openai` provider, such as `http://127.0.0.1:11434/v1`.
     #[serde(default)]
     pub base_url: String,
-    /// The environment variable that holds the key of an `openai` provider; empty sends
-    /// no key.
+    /// The environment variable that holds the key of an `openai` provider.
     #[serde(default)]
     pub api_key_env: String,
+    /// The key itself, written in the file; prefer `api_key_env`. Setting neither sends
+    /// no key; setting both is an error.
+    #[serde(default)]
+    pub api_key: String,
     /// The longest one attempt may take, in seconds; 0 keeps the default (120).
     #[serde(default)]
     pub timeout_secs: u64,
@@ -51,6 +55,22 @@ pub struct ProviderConfig {
     /// The script file of a `scripted` provider, relative to the models file's folder.
     #[serde(default)]
     pub script: String,
+}
+
+impl fmt::Debug for ProviderConfig {
+    // The key never appears in logs or error output.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ProviderConfig")
+            .field("name", &self.name)
+            .field("kind", &self.kind)
+            .field("base_url", &self.base_url)
+            .field("api_key_env", &self.api_key_env)
+            .field("api_key", &if self.api_key.is_empty() { "" } else { "<redacted>" })
+            .field("timeout_secs", &self.timeout_secs)
+            .field("max_attempts", &self.max_attempts)
+            .field("script", &self.script)
+            .finish()
+    }
 }
 
 /// A parsed models file: providers and the model catalog.
@@ -135,7 +155,12 @@ impl ModelsConfig {
                     if p.base_url.trim().is_empty() {
                         return Err(problem("an openai provider needs a base_url".into()));
                     }
-                    let api_key = if p.api_key_env.is_empty() {
+                    if !p.api_key.is_empty() && !p.api_key_env.is_empty() {
+                        return Err(problem("set api_key or api_key_env, not both".into()));
+                    }
+                    let api_key = if !p.api_key.is_empty() {
+                        Some(p.api_key.clone())
+                    } else if p.api_key_env.is_empty() {
                         None
                     } else {
                         Some(env(&p.api_key_env).ok_or_else(|| {
@@ -217,6 +242,24 @@ provider = "hosted"
                  holds its key is not set"
                     .to_owned()
             )
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn a_key_in_the_file_is_used_and_never_shown() -> Result<(), ModelError> {
+        let text = "[[provider]]\nname = \"h\"\nkind = \"openai\"\nbase_url = \"http://h/v1\"\n\
+                    api_key = \"sk-in-file\"\n";
+        let config = ModelsConfig::from_toml(text, Path::new("m.toml"))?;
+        assert!(!format!("{config:?}").contains("sk-in-file"));
+        assert!(config.env_names().is_empty());
+        config.clone().build(Path::new("."), |_| None)?;
+        let mut both = config;
+        both.providers[0].api_key_env = "K".into();
+        let err = both.build(Path::new("."), |_| Some("x".into())).err().map(|e| e.to_string());
+        assert_eq!(
+            err.as_deref(),
+            Some("provider `h` is misconfigured: set api_key or api_key_env, not both")
         );
         Ok(())
     }

@@ -226,10 +226,12 @@ impl OpenAiProvider {
 
     fn transport_error(&self, err: &reqwest::Error, attempts: u32) -> ModelError {
         if err.is_timeout() {
+            let after =
+                if err.is_connect() { self.config.connect_timeout } else { self.config.timeout };
             ModelError::Timeout {
                 provider: self.config.name.clone(),
                 url: self.url.clone(),
-                after: self.config.timeout,
+                after,
                 attempts,
             }
         } else {
