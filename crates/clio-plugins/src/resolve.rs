@@ -373,6 +373,10 @@ impl Ctx<'_> {
     /// Keeps the first failure, except that a missing or unsatisfiable plugin (a fact of
     /// the index) replaces a conflict with an earlier choice (an artefact of the order
     /// of the search).
+    fn wants_record(&self) -> bool {
+        matches!(self.first_failure, None | Some(ResolveError::Conflict { .. }))
+    }
+
     fn record(&mut self, err: ResolveError) {
         let replace = match &self.first_failure {
             None => true,
@@ -415,13 +419,22 @@ impl Ctx<'_> {
             let mut ok = true;
             for dep in &touched {
                 let constraints = &self.constraints[dep];
-                let broken = match self.chosen.get(dep) {
-                    Some(&chosen) => (!self.fits(&index.candidates(dep)[chosen], constraints))
-                        .then(|| self.conflict(dep, chosen, constraints)),
-                    None => self.no_fit(dep, constraints),
+                let chosen = self.chosen.get(dep).copied();
+                let broken = match chosen {
+                    Some(chosen) => !self.fits(&index.candidates(dep)[chosen], constraints),
+                    None => !index.candidates(dep).iter().any(|c| self.fits(c, constraints)),
                 };
-                if let Some(err) = broken {
-                    self.record(err);
+                if broken {
+                    // Explanations are built only when they may be reported.
+                    if self.wants_record() {
+                        let err = match chosen {
+                            Some(chosen) => self.conflict(dep, chosen, constraints),
+                            None => self
+                                .no_fit(dep, constraints)
+                                .unwrap_or(ResolveError::TooComplex { steps: 0 }),
+                        };
+                        self.record(err);
+                    }
                     ok = false;
                     break;
                 }

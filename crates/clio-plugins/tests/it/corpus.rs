@@ -85,3 +85,15 @@ fn reports_render_as_json_too() {
     }
     "#);
 }
+
+#[test]
+fn the_guide_lists_every_problem_code() {
+    let guide = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/plugins.md"),
+    )
+    .unwrap();
+    for code in ProblemCode::ALL {
+        let row = format!("| `{code}` | {} | {} |", code.severity().as_str(), code.description());
+        assert!(guide.contains(&row), "docs/plugins.md lacks the row {row}");
+    }
+}
