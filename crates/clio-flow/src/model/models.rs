@@ -76,6 +76,8 @@ impl Models {
     /// Sends `request` to its model (`request.model`, `account/model` or an id), held to
     /// `requires` and `allow`, and returns the response with its usage.
     ///
+    /// A request with images also requires `vision`.
+    ///
     /// When the provider fails (see [`ModelError::is_provider_failure`]) after its own
     /// retries, the model's `fallbacks` are tried in order; a fallback that is not allowed
     /// or cannot meet `requires` is skipped. The response's `model` names the model that
@@ -86,6 +88,9 @@ impl Models {
         requires: &Requires,
         allow: &RouterAllowlist,
     ) -> Result<ModelResponse, ModelError> {
+        // Images need a vision model whatever the child declared.
+        let vision = Requires { vision: request.has_images(), ..Requires::default() };
+        let requires = &requires.union(&vision);
         let model = self.catalog.check(&request.model, requires, allow)?;
         let first = match self.send(model, request).await {
             Ok(response) => return Ok(response),

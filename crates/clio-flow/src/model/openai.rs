@@ -376,7 +376,16 @@ fn request_body(model: &ModelInfo, request: &ModelRequest) -> Value {
 
 fn message_json(message: &Message) -> Value {
     match message {
-        Message::System { content } | Message::User { content } => {
+        Message::User { content, images } if !images.is_empty() => {
+            let mut parts = vec![json!({ "type": "text", "text": content })];
+            parts.extend(
+                images
+                    .iter()
+                    .map(|url| json!({ "type": "image_url", "image_url": { "url": url } })),
+            );
+            json!({ "role": "user", "content": parts })
+        }
+        Message::System { content } | Message::User { content, .. } => {
             json!({ "role": message.role(), "content": content })
         }
         Message::Assistant { content, tool_calls } if !tool_calls.is_empty() => {
@@ -519,6 +528,20 @@ mod tests {
         assert_eq!(parse_arguments(Some(json!("{oops"))), json!("{oops"));
         assert_eq!(parse_arguments(Some(json!(""))), json!({}));
         assert_eq!(parse_arguments(Some(json!({"b": 2}))), json!({"b": 2}));
+    }
+
+    #[test]
+    fn images_are_sent_as_content_parts() {
+        let m =
+            Message::user_with_images("What is this?", vec!["data:image/png;base64,AA==".into()]);
+        assert_eq!(
+            message_json(&m),
+            json!({"role": "user", "content": [
+                {"type": "text", "text": "What is this?"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA=="}}
+            ]})
+        );
+        assert_eq!(message_json(&Message::user("hi")), json!({"role": "user", "content": "hi"}));
     }
 
     #[test]

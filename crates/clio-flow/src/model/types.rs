@@ -21,6 +21,10 @@ pub enum Message {
     User {
         /// The text of the message.
         content: String,
+        /// Images for a vision model, as URLs (`https://…` or
+        /// `data:image/png;base64,…`); a request with images needs a model with `vision`.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        images: Vec<String>,
     },
     /// A turn of the model: text, tool calls, or both.
     Assistant {
@@ -48,7 +52,12 @@ impl Message {
 
     /// Returns a user message with `content`.
     pub fn user(content: impl Into<String>) -> Message {
-        Message::User { content: content.into() }
+        Message::User { content: content.into(), images: Vec::new() }
+    }
+
+    /// Returns a user message with `content` and `images` (URLs or data URIs).
+    pub fn user_with_images(content: impl Into<String>, images: Vec<String>) -> Message {
+        Message::User { content: content.into(), images }
     }
 
     /// Returns an assistant message with `content` and no tool calls.
@@ -75,7 +84,7 @@ impl Message {
     pub fn content(&self) -> &str {
         match self {
             Message::System { content }
-            | Message::User { content }
+            | Message::User { content, .. }
             | Message::Assistant { content, .. }
             | Message::Tool { content, .. } => content,
         }
@@ -170,10 +179,17 @@ impl ModelRequest {
             .iter()
             .rev()
             .find_map(|m| match m {
-                Message::User { content } => Some(content.as_str()),
+                Message::User { content, .. } => Some(content.as_str()),
                 _ => None,
             })
             .unwrap_or("")
+    }
+
+    /// Returns true when a message of the chat carries an image.
+    pub fn has_images(&self) -> bool {
+        self.messages
+            .iter()
+            .any(|m| matches!(m, Message::User { images, .. } if !images.is_empty()))
     }
 
     /// Returns how many assistant turns the chat already holds.
@@ -229,16 +245,23 @@ impl Usage {
 
     /// Returns a deterministic estimate for a call whose provider reports no usage: one
     /// token per four characters (rounded up) of the request's messages and tool specs,
-    /// and of the answer's text and tool calls.
+    /// plus 85 per image, and of the answer's text and tool calls.
     pub fn estimate(request: &ModelRequest, text: &str, tool_calls: &[ToolCall]) -> Usage {
         fn tokens(chars: usize) -> u64 {
             u64::try_from(chars.div_ceil(4)).unwrap_or(u64::MAX)
         }
         let mut input = 0usize;
+        let mut images = 0u64;
         for message in &request.messages {
             input = input.saturating_add(message.content().chars().count());
-            if let Message::Assistant { tool_calls, .. } = message {
-                input = input.saturating_add(calls_chars(tool_calls));
+            match message {
+                Message::Assistant { tool_calls, .. } => {
+                    input = input.saturating_add(calls_chars(tool_calls));
+                }
+                Message::User { images: list, .. } => {
+                    images = images.saturating_add(u64::try_from(list.len()).unwrap_or(u64::MAX));
+                }
+                _ => {}
             }
         }
         for tool in &request.tools {
@@ -248,9 +271,16 @@ impl Usage {
                 .saturating_add(tool.parameters.to_string().len());
         }
         let output = text.chars().count().saturating_add(calls_chars(tool_calls));
-        Usage { input_tokens: tokens(input), output_tokens: tokens(output) }
+        Usage {
+            input_tokens: tokens(input).saturating_add(images.saturating_mul(IMAGE_TOKENS)),
+            output_tokens: tokens(output),
+        }
     }
 }
+
+/// The tokens an image counts for in an estimate (what one low-detail image costs on
+/// OpenAI's API).
+const IMAGE_TOKENS: u64 = 85;
 
 fn calls_chars(calls: &[ToolCall]) -> usize {
     calls.iter().map(|c| c.name.len().saturating_add(c.arguments.to_string().len())).sum()

@@ -271,6 +271,21 @@ async fn requirements_and_the_allowlist_refuse_before_any_request() -> TestResul
         "model `local/tiny` cannot meet the requirement tool_calling = true: it offers no tool calling"
     );
 
+    // Images need vision, even when the child did not ask for it.
+    req.model = "local/scripted".into();
+    req.messages
+        .push(Message::user_with_images("and this?", vec!["https://x.invalid/a.png".into()]));
+    let err = models
+        .complete(&req, &Requires::default(), &RouterAllowlist::unrestricted())
+        .await
+        .err()
+        .ok_or("no error")?;
+    assert_eq!(
+        err.to_string(),
+        "model `local/scripted` cannot meet the requirement vision = true: it offers no vision"
+    );
+    req.messages.pop();
+
     req.model = "scripted".into();
     let only_vllm = RouterAllowlist::unrestricted().with_providers(["vllm"]);
     let err = models.complete(&req, &needs, &only_vllm).await.err().ok_or("no error")?;
