@@ -153,9 +153,9 @@ pub enum FlowError {
         /// The step it concerns.
         step: String,
         /// The condition that failed, if any.
-        predicate: Option<Value>,
+        predicate: Option<Box<Value>>,
         /// What was observed, if anything.
-        observed: Option<Value>,
+        observed: Option<Box<Value>>,
         /// The task handle it concerns.
         handle: Option<TaskId>,
     },
@@ -425,8 +425,8 @@ impl FlowError {
                 stall: s("stall"),
                 message: s("message"),
                 step: s("step"),
-                predicate: opt("predicate"),
-                observed: opt("observed"),
+                predicate: opt("predicate").map(Box::new),
+                observed: opt("observed").map(Box::new),
                 handle,
             },
             "gather_failed" => FlowError::GatherFailed {

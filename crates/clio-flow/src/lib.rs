@@ -23,11 +23,6 @@
 //! What it does not do: read the environment or the home folder, print, or own a tokio
 //! runtime (callers bring one).
 
-#![allow(
-    clippy::result_large_err,
-    reason = "FlowError carries the seed's typed outcomes by value; errors are the cold path"
-)]
-
 mod clock;
 mod command;
 mod ctx;

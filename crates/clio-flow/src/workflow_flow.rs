@@ -180,7 +180,7 @@ async fn run(input: Value, ctx: Ctx) -> Result<FlowOutput, FlowError> {
                 message: format!("step {step} failed: {error}"),
                 step: step.clone(),
                 predicate: None,
-                observed: Some(result.to_json()),
+                observed: Some(Box::new(result.to_json())),
                 handle: None,
             });
         }

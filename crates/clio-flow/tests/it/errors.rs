@@ -142,8 +142,8 @@ async fn a_flow_stall_carries_its_fields() {
             stall: "planner_no_directions".into(),
             message: "the planner returned no directions".into(),
             step: "plan".into(),
-            predicate: Some(json!("directions non-empty")),
-            observed: Some(json!({ "directions": [] })),
+            predicate: Some(Box::new(json!("directions non-empty"))),
+            observed: Some(Box::new(json!({ "directions": [] }))),
             handle: None,
         })
     });
