@@ -9,6 +9,7 @@ mod gather;
 mod limits;
 mod models;
 mod options;
+mod react;
 mod replay;
 mod support;
 mod workflow;
@@ -16,8 +17,8 @@ mod workflow;
 #[test]
 fn no_forgotten_test_files() {
     let listed: &[&str] = &[
-        "ask", "cancel", "crash", "errors", "gather", "limits", "models", "options", "replay",
-        "support", "workflow",
+        "ask", "cancel", "crash", "errors", "gather", "limits", "models", "options", "react",
+        "replay", "support", "workflow",
     ];
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it");
     for entry in std::fs::read_dir(&dir).unwrap() {
