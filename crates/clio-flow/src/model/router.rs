@@ -12,14 +12,18 @@ use crate::model::{ModelError, ModelInfo};
 
 /// Which providers and models requests may go to.
 ///
-/// Each side is either unrestricted (the default) or a set of names; a model passes when
-/// both its provider and its name (`account/model`, or its id alone) are allowed. An
-/// empty set allows nothing.
+/// Each side is either unrestricted (the default) or restricted by one or more sets of
+/// names, one per layer that narrowed it; a name passes a side when every set holds it.
+/// A model passes when its provider passes and its name (`account/model`, or its id
+/// alone) passes. An empty set allows nothing.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RouterAllowlist {
-    // `None` means unrestricted; `Some(empty)` allows nothing.
-    providers: Option<BTreeSet<String>>,
-    models: Option<BTreeSet<String>>,
+    // Invariant: each set is one restriction; no sets means unrestricted. The sets are
+    // kept apart rather than intersected because one model has two names (`acct/x` and
+    // `x`): a leader allowing `x` and a child allowing `acct/x` both allow that model,
+    // while the intersection of their sets would be empty.
+    providers: Vec<BTreeSet<String>>,
+    models: Vec<BTreeSet<String>>,
 }
 
 impl RouterAllowlist {
@@ -28,57 +32,49 @@ impl RouterAllowlist {
         RouterAllowlist::default()
     }
 
-    /// Returns this allowlist allowing only the `providers` named.
+    /// Returns this allowlist narrowed to the `providers` named.
     pub fn with_providers<I, S>(mut self, providers: I) -> RouterAllowlist
     where
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        self.providers = Some(providers.into_iter().map(Into::into).collect());
+        push_unique(&mut self.providers, providers.into_iter().map(Into::into).collect());
         self
     }
 
-    /// Returns this allowlist allowing only the `models` named (`account/model` or an
-    /// id).
+    /// Returns this allowlist narrowed to the `models` named (`account/model` or an id).
     pub fn with_models<I, S>(mut self, models: I) -> RouterAllowlist
     where
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        self.models = Some(models.into_iter().map(Into::into).collect());
+        push_unique(&mut self.models, models.into_iter().map(Into::into).collect());
         self
     }
 
     /// Returns true when the allowlist restricts nothing.
     pub fn is_unrestricted(&self) -> bool {
-        self.providers.is_none() && self.models.is_none()
+        self.providers.is_empty() && self.models.is_empty()
     }
 
     /// Returns the allowlist a child inherits: what both `self` (the leader's) and
     /// `child` allow.
     pub fn restrict(&self, child: &RouterAllowlist) -> RouterAllowlist {
-        fn both(
-            a: &Option<BTreeSet<String>>,
-            b: &Option<BTreeSet<String>>,
-        ) -> Option<BTreeSet<String>> {
-            match (a, b) {
-                (None, None) => None,
-                (Some(x), None) | (None, Some(x)) => Some(x.clone()),
-                (Some(x), Some(y)) => Some(x.intersection(y).cloned().collect()),
-            }
+        let mut both = self.clone();
+        for set in &child.providers {
+            push_unique(&mut both.providers, set.clone());
         }
-        RouterAllowlist {
-            providers: both(&self.providers, &child.providers),
-            models: both(&self.models, &child.models),
+        for set in &child.models {
+            push_unique(&mut both.models, set.clone());
         }
+        both
     }
 
     /// Returns true when requests may go to `model`.
     pub fn allows(&self, model: &ModelInfo) -> bool {
-        let provider_ok = self.providers.as_ref().is_none_or(|p| p.contains(&model.provider));
-        let model_ok =
-            self.models.as_ref().is_none_or(|m| m.contains(&model.name()) || m.contains(&model.id));
-        provider_ok && model_ok
+        let name = model.name();
+        self.providers.iter().all(|set| set.contains(&model.provider))
+            && self.models.iter().all(|set| set.contains(&name) || set.contains(&model.id))
     }
 
     /// Checks that requests may go to `model`, or returns [`ModelError::NotAllowed`].
@@ -95,14 +91,29 @@ impl RouterAllowlist {
     }
 }
 
+fn push_unique(sets: &mut Vec<BTreeSet<String>>, set: BTreeSet<String>) {
+    if !sets.contains(&set) {
+        sets.push(set);
+    }
+}
+
 impl fmt::Display for RouterAllowlist {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fn side(set: &Option<BTreeSet<String>>) -> String {
-            match set {
-                None => "any".into(),
-                Some(s) if s.is_empty() => "none".into(),
-                Some(s) => s.iter().map(String::as_str).collect::<Vec<_>>().join(", "),
+        fn side(sets: &[BTreeSet<String>]) -> String {
+            if sets.is_empty() {
+                return "any".into();
             }
+            let shown: Vec<String> = sets
+                .iter()
+                .map(|s| {
+                    if s.is_empty() {
+                        "none".into()
+                    } else {
+                        s.iter().map(String::as_str).collect::<Vec<_>>().join(", ")
+                    }
+                })
+                .collect();
+            if shown.len() == 1 { shown.join("") } else { format!("[{}]", shown.join("] and [")) }
         }
         write!(f, "providers: {}; models: {}", side(&self.providers), side(&self.models))
     }
@@ -128,7 +139,7 @@ mod tests {
         assert_eq!(
             nothing.check(&local).map_err(|e| e.to_string()),
             Err("model `local/qwen` of provider `ollama` is not allowed by the router \
-                 allowlist (providers: none; models: any)"
+                 allowlist (providers: [ollama, vllm] and [openai]; models: any)"
                 .to_owned())
         );
     }

@@ -551,6 +551,21 @@ proptest::proptest! {
         proptest::prop_assert!(miss.is_err(), "{pattern:?} NOPE should not match {prompt:?}");
     }
 
+    /// An inherited allowlist allows exactly what both the leader's and the child's
+    /// allow: restricting never widens.
+    #[test]
+    fn restricting_an_allowlist_is_an_intersection(
+        leader in allowlist(),
+        child in allowlist(),
+        provider in "[abc]",
+        id in "[xyz]",
+    ) {
+        let model = ModelInfo::new("acct", id, provider);
+        let both = leader.restrict(&child);
+        proptest::prop_assert_eq!(both.allows(&model), leader.allows(&model) && child.allows(&model));
+        proptest::prop_assert_eq!(both.check(&model).is_ok(), both.allows(&model));
+    }
+
     /// A response read back from its JSON (the journal's form) is the same response.
     #[test]
     fn responses_round_trip_through_json(
@@ -572,6 +587,28 @@ proptest::proptest! {
         let back: clio_flow::ModelResponse = serde_json::from_str(&json).map_err(|e| proptest::test_runner::TestCaseError::fail(e.to_string()))?;
         proptest::prop_assert_eq!(back, response);
     }
+}
+
+/// Returns allowlists over providers `a`–`c` and models `x`–`z`, each side either
+/// unrestricted or a (possibly empty) set.
+fn allowlist() -> impl proptest::strategy::Strategy<Value = RouterAllowlist> {
+    use proptest::prelude::*;
+    let side = |names: &'static str| {
+        proptest::option::of(proptest::collection::btree_set(
+            proptest::sample::select(names.split(' ').collect::<Vec<_>>()),
+            0..3,
+        ))
+    };
+    (side("a b c"), side("x y z acct/x acct/y")).prop_map(|(providers, models)| {
+        let mut list = RouterAllowlist::unrestricted();
+        if let Some(p) = providers {
+            list = list.with_providers(p);
+        }
+        if let Some(m) = models {
+            list = list.with_models(m);
+        }
+        list
+    })
 }
 
 /// Returns `text` as a TOML basic string.
