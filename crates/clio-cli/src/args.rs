@@ -17,6 +17,9 @@ pub(crate) struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
+    /// Check, install, list, trust and remove plugins
+    #[command(subcommand)]
+    Plugin(PluginCommand),
     /// Freeze and verify agent specs
     #[command(subcommand)]
     Agent(AgentCommand),
@@ -162,4 +165,76 @@ pub(crate) struct RunsPruneArgs {
     /// Prune finished runs started before this date (YYYY-MM-DD, UTC)
     #[arg(long, value_name = "DATE")]
     pub(crate) before: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum PluginCommand {
+    /// Check a plugin folder or a whole marketplace the way an install loads it
+    #[command(
+        after_help = "Examples:\n  clio plugin check examples/marketplace\n  clio plugin check examples/marketplace/plugins/materials --json"
+    )]
+    Check(PluginCheckArgs),
+    /// Install plugins from a marketplace folder, with everything they require
+    #[command(
+        after_help = "Examples:\n  clio plugin install examples/marketplace materials@^0.1\n  clio plugin install examples/marketplace --agent examples/marketplace/agents/materials-lead.toml"
+    )]
+    Install(PluginInstallArgs),
+    /// List installed plugins and whether each is trusted
+    #[command(after_help = "Example:\n  clio plugin list --json")]
+    List(JsonArgs),
+    /// Trust an installed plugin version (its flows may then run)
+    #[command(after_help = "Example:\n  clio plugin trust examples/materials 0.1.0")]
+    Trust(PluginVersionArgs),
+    /// Remove an installed plugin version
+    #[command(after_help = "Example:\n  clio plugin remove examples/materials 0.1.0")]
+    Remove(PluginVersionArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct PluginCheckArgs {
+    /// A plugin folder (with `ai.iowarp.clio/`) or a marketplace (with `.claude-plugin/marketplace.json`)
+    pub(crate) path: PathBuf,
+    /// Print the report as JSON
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct PluginInstallArgs {
+    /// The marketplace folder to install from
+    pub(crate) marketplace: PathBuf,
+    /// Plugin references such as `materials@^0.1` (can be repeated)
+    pub(crate) references: Vec<String>,
+    /// Install the plugins this agent definition lists
+    #[arg(long, value_name = "FILE")]
+    pub(crate) agent: Option<PathBuf>,
+    /// Print what was installed as JSON
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct PluginVersionArgs {
+    /// The plugin as `marketplace/id`
+    pub(crate) plugin: String,
+    /// Its installed version, such as `0.1.0`
+    #[arg(value_name = "VERSION")]
+    pub(crate) plugin_version: String,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct JsonArgs {
+    /// Print the result as JSON
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        super::Cli::command().debug_assert();
+    }
 }

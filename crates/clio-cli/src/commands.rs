@@ -1,6 +1,7 @@
 //! The commands: each turns validated arguments into library calls and renders the result.
 
 mod agent;
+mod plugin;
 mod runs;
 mod workflow;
 
@@ -9,7 +10,7 @@ use std::path::Path;
 
 use anyhow::Context;
 
-use crate::args::{AgentCommand, Cli, Command, RunsCommand, WorkflowCommand};
+use crate::args::{AgentCommand, Cli, Command, PluginCommand, RunsCommand, WorkflowCommand};
 use crate::error::CliError;
 use crate::home::Home;
 
@@ -17,6 +18,11 @@ use crate::home::Home;
 pub(crate) fn dispatch(cli: Cli, out: &mut dyn Write) -> Result<(), CliError> {
     let home = Home::locate(cli.home.as_deref())?;
     match cli.command {
+        Command::Plugin(PluginCommand::Check(args)) => plugin::check(&args, out),
+        Command::Plugin(PluginCommand::Install(args)) => plugin::install(&home, &args, out),
+        Command::Plugin(PluginCommand::List(args)) => plugin::list(&home, &args, out),
+        Command::Plugin(PluginCommand::Trust(args)) => plugin::trust(&home, &args, out),
+        Command::Plugin(PluginCommand::Remove(args)) => plugin::remove(&home, &args, out),
         Command::Agent(AgentCommand::Spec(args)) => agent::spec(&args, out),
         Command::Agent(AgentCommand::Verify(args)) => agent::verify(&args, out),
         Command::Workflow(WorkflowCommand::Check(args)) => workflow::check(&args, out),

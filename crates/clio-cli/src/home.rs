@@ -30,6 +30,11 @@ impl Home {
         }
     }
 
+    /// Returns the home folder itself.
+    pub(crate) fn root(&self) -> &Path {
+        &self.root
+    }
+
     /// Returns the path of the journal file.
     pub(crate) fn journal_path(&self) -> PathBuf {
         self.root.join("journal.redb")

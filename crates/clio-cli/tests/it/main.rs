@@ -2,6 +2,7 @@
 //! here, and `no_forgotten_test_files` fails when one is not.
 
 mod agent;
+mod plugin;
 mod readme;
 mod runs;
 mod support;
@@ -9,7 +10,7 @@ mod workflow;
 
 #[test]
 fn no_forgotten_test_files() {
-    let listed: &[&str] = &["agent", "readme", "runs", "support", "workflow"];
+    let listed: &[&str] = &["agent", "plugin", "readme", "runs", "support", "workflow"];
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it");
     for entry in std::fs::read_dir(&dir).unwrap() {
         let name = entry.unwrap().file_name().into_string().unwrap();

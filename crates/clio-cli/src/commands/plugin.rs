@@ -1,0 +1,173 @@
+//! `clio plugin check|install|list|trust|remove`: plugin folders and marketplaces, and
+//! the store and trust list under `$CLIO_HOME`.
+
+use std::io::Write;
+
+use anyhow::anyhow;
+use clio_plugins::{Installed, Marketplace, Store, check as check_path};
+use clio_spec::{AgentDef, PluginRef, parse_plugin_version};
+
+use super::{read_text, write_json};
+use crate::args::{JsonArgs, PluginCheckArgs, PluginInstallArgs, PluginVersionArgs};
+use crate::error::CliError;
+use crate::home::Home;
+
+/// Checks a plugin folder or marketplace; exit 1 when it has errors.
+pub(super) fn check(args: &PluginCheckArgs, out: &mut dyn Write) -> Result<(), CliError> {
+    let report = check_path(&args.path);
+    if args.json {
+        write_json(out, &report.to_json())?;
+    } else {
+        write!(out, "{}", report.render())?;
+    }
+    if report.ok {
+        Ok(())
+    } else {
+        Err(CliError::user(anyhow!("{}: the check found errors", args.path.display())))
+    }
+}
+
+/// Installs references (or an agent's plugins) from a marketplace, transitively.
+pub(super) fn install(
+    home: &Home,
+    args: &PluginInstallArgs,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    let market = Marketplace::load(&args.marketplace).map_err(|error| {
+        CliError::user(error).hint("a marketplace is a folder with .claude-plugin/marketplace.json")
+    })?;
+    let mut references = Vec::new();
+    let mut root = "the command line".to_owned();
+    if let Some(agent) = &args.agent {
+        let source = agent.display().to_string();
+        let text = read_text(agent)?;
+        let def = if source.ends_with(".json") {
+            AgentDef::from_json(&text, &source)
+        } else {
+            AgentDef::from_toml(&text, &source)
+        };
+        let spec =
+            def.and_then(|d| d.spec()).map_err(|e| CliError::user(anyhow!("{source}: {e}")))?;
+        root = format!("agent {}", spec.id());
+        references.extend(spec.plugin_refs());
+    }
+    for text in &args.references {
+        references.push(PluginRef::parse(text).map_err(CliError::usage)?);
+    }
+    if references.is_empty() {
+        return Err(CliError::usage(anyhow!("name the plugins to install, or pass --agent FILE")));
+    }
+    let store = Store::new(home.root());
+    let installed = store.install_references(&market, &root, &references).map_err(|error| {
+        CliError::user(error)
+            .hint("`clio plugin check MARKETPLACE` shows what the marketplace offers")
+    })?;
+    if args.json {
+        let value: Vec<_> = installed.iter().map(installed_json).collect();
+        return write_json(out, &serde_json::Value::Array(value));
+    }
+    if installed.is_empty() {
+        writeln!(out, "nothing to install: every plugin needed is built in")?;
+    }
+    for plugin in &installed {
+        writeln!(
+            out,
+            "installed {}/{} {}  digest {}",
+            plugin.marketplace, plugin.id, plugin.version, &plugin.digest
+        )?;
+    }
+    if !installed.is_empty() {
+        writeln!(
+            out,
+            "hint: trust a plugin to let its flows run: `clio plugin trust MARKETPLACE/ID VERSION`"
+        )?;
+    }
+    Ok(())
+}
+
+fn installed_json(plugin: &Installed) -> serde_json::Value {
+    serde_json::json!({
+        "marketplace": plugin.marketplace,
+        "id": plugin.id,
+        "version": plugin.version.to_string(),
+        "digest": plugin.digest,
+        "path": plugin.path.display().to_string(),
+        "source": plugin.source.display().to_string(),
+    })
+}
+
+/// Lists installed plugins and whether each is trusted.
+pub(super) fn list(home: &Home, args: &JsonArgs, out: &mut dyn Write) -> Result<(), CliError> {
+    let store = Store::new(home.root());
+    let installed = store.list().map_err(CliError::user)?;
+    let mut rows = Vec::new();
+    for plugin in &installed {
+        let trusted = store.is_trusted(plugin).map_err(CliError::user)?;
+        rows.push((plugin, trusted));
+    }
+    if args.json {
+        let value: Vec<_> = rows
+            .iter()
+            .map(|(plugin, trusted)| {
+                let mut value = installed_json(plugin);
+                value["trusted"] = serde_json::Value::Bool(*trusted);
+                value
+            })
+            .collect();
+        return write_json(out, &serde_json::Value::Array(value));
+    }
+    if rows.is_empty() {
+        writeln!(out, "no plugins installed in {}", home.root().display())?;
+    }
+    for (plugin, trusted) in rows {
+        let trust = if trusted { "trusted" } else { "not trusted" };
+        writeln!(out, "{}/{} {}  {trust}", plugin.marketplace, plugin.id, plugin.version)?;
+    }
+    Ok(())
+}
+
+/// Finds the installed plugin named by `args`.
+fn find_installed(store: &Store, args: &PluginVersionArgs) -> Result<Installed, CliError> {
+    let (marketplace, id) = args.plugin.split_once('/').ok_or_else(|| {
+        CliError::usage(anyhow!("name the plugin as MARKETPLACE/ID, such as examples/materials"))
+    })?;
+    let version = parse_plugin_version(&args.plugin_version).map_err(CliError::usage)?;
+    let installed = store.list().map_err(CliError::user)?;
+    installed
+        .into_iter()
+        .find(|p| p.marketplace == marketplace && p.id == id && p.version == version)
+        .ok_or_else(|| {
+            CliError::user(anyhow!("{}/{} {} is not installed", marketplace, id, version))
+                .hint("`clio plugin list` shows what is installed")
+        })
+}
+
+/// Trusts an installed plugin version at its current content.
+pub(super) fn trust(
+    home: &Home,
+    args: &PluginVersionArgs,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    let store = Store::new(home.root());
+    let plugin = find_installed(&store, args)?;
+    let entry = store.trust(&plugin).map_err(CliError::user)?;
+    writeln!(
+        out,
+        "trusted {}/{} {} at digest {}",
+        plugin.marketplace, entry.id, entry.version, entry.digest
+    )?;
+    Ok(())
+}
+
+/// Removes an installed plugin version.
+pub(super) fn remove(
+    home: &Home,
+    args: &PluginVersionArgs,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    let store = Store::new(home.root());
+    let plugin = find_installed(&store, args)?;
+    store.remove(&plugin.marketplace, &plugin.id, &plugin.version).map_err(CliError::user)?;
+    writeln!(out, "removed {}/{} {}", plugin.marketplace, plugin.id, plugin.version)?;
+    Ok(())
+}
