@@ -30,6 +30,7 @@ mod error;
 mod flow;
 mod model;
 mod options;
+mod plugin_bridge;
 mod react;
 mod registry;
 mod result;
@@ -49,6 +50,10 @@ pub use crate::model::{
     ScriptedProvider, ToolCall, ToolSpec, Usage,
 };
 pub use crate::options::{LIMIT_NAMES, OptionSpec, OptionType, check_options};
+pub use crate::plugin_bridge::{
+    TOOL_OUTPUT_LIMIT, TOOL_TIMEOUT, WorkflowFileFlow, register_basic_tools, register_plugin,
+    run_executable,
+};
 pub use crate::react::ReactFlow;
 pub use crate::registry::{
     Registry, Target, Tool, ToolFuture, ToolHandler, Worker, WorkerFuture, WorkerReply,

@@ -9,6 +9,7 @@ mod gather;
 mod limits;
 mod models;
 mod options;
+mod plugins;
 mod react;
 mod replay;
 mod support;
@@ -17,8 +18,8 @@ mod workflow;
 #[test]
 fn no_forgotten_test_files() {
     let listed: &[&str] = &[
-        "ask", "cancel", "crash", "errors", "gather", "limits", "models", "options", "react",
-        "replay", "support", "workflow",
+        "ask", "cancel", "crash", "errors", "gather", "limits", "models", "options", "plugins",
+        "react", "replay", "support", "workflow",
     ];
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it");
     for entry in std::fs::read_dir(&dir).unwrap() {

@@ -1,0 +1,365 @@
+//! Plugin folders into the [`Registry`]: what a loaded [`clio_plugins::Plugin`] brings —
+//! executable tools, subagents with their prompt files, and workflow files that become
+//! flows — and the basic tools of the built-in `core` and `memory` plugins on a
+//! [`Workspace`].
+//!
+//! A plugin's flows run only when the plugin is trusted (the registry refuses them with
+//! `FlowNotTrusted` otherwise). Executable tools get their JSON arguments on stdin and
+//! answer one JSON value on stdout; a non-zero exit, a timeout, or output that is not
+//! JSON fails the call with a message naming the plugin, the tool and what went wrong.
+//!
+//! Not bridged yet: MCP servers, hooks and permission questions at run time. A plugin
+//! that declares an MCP tool gets a tool that fails with a message saying so, never a
+//! silent success.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use clio_plugins::{FlowSource, Plugin, Prompt, ToolImpl};
+use serde_json::{Map, Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::ctx::Ctx;
+use crate::error::FlowError;
+use crate::flow::{Flow, FlowFuture};
+use crate::options::{OptionSpec, OptionType};
+use crate::registry::{Registry, Tool, Worker};
+use crate::workflow_flow::WorkflowFlow;
+use crate::workspace::Workspace;
+
+/// How long an executable tool may run before it is killed.
+pub const TOOL_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The most bytes an executable tool may print.
+pub const TOOL_OUTPUT_LIMIT: usize = 4 * 1024 * 1024;
+
+fn failed(message: String) -> FlowError {
+    FlowError::CallFailed { handle: None, message }
+}
+
+/// Adds everything `plugin` brings to `registry`, declaring the plugin at its version
+/// with `trusted`; its executable tools run in `workspace`'s root when it has one.
+///
+/// Prompt files are read now, so a missing prompt is an error at start, naming the file.
+pub fn register_plugin(
+    mut registry: Registry,
+    plugin: &Plugin,
+    trusted: bool,
+    workspace: &Workspace,
+) -> Result<Registry, FlowError> {
+    registry = registry.plugin(plugin.id.clone(), plugin.version.to_string(), trusted);
+    let folder = plugin.folder.clone();
+    for tool in &plugin.tools {
+        let bridged = match &tool.implementation {
+            ToolImpl::Executable { command } => {
+                let Some(folder) = &folder else {
+                    return Err(failed(format!(
+                        "plugin {}: tool {} names an executable but the plugin has no folder",
+                        plugin.id, tool.name
+                    )));
+                };
+                let cwd = workspace.root().map(Path::to_path_buf);
+                executable_tool(&plugin.id, &tool.name, folder.join(command), cwd)
+            }
+            ToolImpl::Mcp { server, .. } => {
+                let message = format!(
+                    "plugin {}: tool {} runs on MCP server {server}, and MCP servers are not supported by this runtime yet",
+                    plugin.id, tool.name
+                );
+                Tool::new(tool.name.clone(), move |_args: Value| {
+                    let message = message.clone();
+                    async move { Err(failed(message)) }
+                })
+            }
+            // The host registers its own implementation under this name.
+            ToolImpl::Host => continue,
+        };
+        let mut bridged = bridged.describe(tool.description.clone());
+        bridged.read_only = tool.read_only;
+        bridged.schema = tool.input_schema.clone();
+        registry = registry.tool(bridged);
+    }
+    for subagent in &plugin.subagents {
+        let prompt = match &subagent.prompt {
+            Prompt::Text(text) => text.clone(),
+            Prompt::File(file) => {
+                let Some(folder) = &folder else {
+                    return Err(failed(format!(
+                        "plugin {}: subagent {} names prompt file {} but the plugin has no folder",
+                        plugin.id,
+                        subagent.id,
+                        file.path.display()
+                    )));
+                };
+                let path = folder.join(&file.path);
+                std::fs::read_to_string(&path).map_err(|e| {
+                    failed(format!(
+                        "plugin {}: subagent {}: cannot read prompt {}: {e}",
+                        plugin.id,
+                        subagent.id,
+                        path.display()
+                    ))
+                })?
+            }
+        };
+        let mut worker = Worker::react(subagent.id.clone(), prompt.trim_end().to_owned());
+        worker.description = subagent.description.clone();
+        worker.max_iters = subagent.max_iters;
+        worker.tools = match &subagent.tools {
+            Some(tools) => tools.clone(),
+            None => plugin.tools.iter().map(|t| t.name.clone()).collect(),
+        };
+        if let Some(prefers) = &subagent.prefers {
+            worker.model = prefers.model.clone();
+        }
+        worker.requires = plugin.model_requires;
+        registry = registry.subagent(worker);
+    }
+    for flow in &plugin.flows {
+        if let FlowSource::Workflow { workflow, .. } = &flow.source {
+            let file_flow = WorkflowFileFlow {
+                id: flow.id.clone(),
+                description: flow.description.clone(),
+                version: plugin.version.to_string(),
+                workflow: workflow.clone(),
+            };
+            registry = registry.plugin_flow(plugin.id.clone(), file_flow);
+        }
+    }
+    Ok(registry)
+}
+
+/// Returns a tool that runs `program` with the JSON arguments on stdin, in `cwd`.
+fn executable_tool(plugin: &str, name: &str, program: PathBuf, cwd: Option<PathBuf>) -> Tool {
+    let label = format!("plugin {plugin}: tool {name}");
+    Tool::new(name.to_owned(), move |args: Value| {
+        let (label, program, cwd) = (label.clone(), program.clone(), cwd.clone());
+        async move { run_executable(&label, &program, cwd.as_deref(), &args, TOOL_TIMEOUT).await }
+    })
+}
+
+/// Runs `program` in `cwd` with `args` as JSON on stdin and reads one JSON value from its
+/// stdout; `label` names it in errors.
+pub async fn run_executable(
+    label: &str,
+    program: &Path,
+    cwd: Option<&Path>,
+    args: &Value,
+    timeout: Duration,
+) -> Result<Value, FlowError> {
+    let mut command = tokio::process::Command::new(program);
+    if let Some(cwd) = cwd {
+        command.current_dir(cwd);
+    }
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| failed(format!("{label}: cannot start {}: {e}", program.display())))?;
+    let input = args.to_string();
+    let mut stdin = child.stdin.take();
+    let mut stdout = child.stdout.take();
+    let mut stderr = child.stderr.take();
+    let work = async {
+        if let Some(stdin) = stdin.as_mut() {
+            // A program that exits without reading its input is not an error here.
+            let _ = stdin.write_all(input.as_bytes()).await;
+        }
+        drop(stdin);
+        let mut out = Vec::new();
+        let mut err = Vec::new();
+        if let Some(stdout) = stdout.as_mut() {
+            stdout
+                .take(TOOL_OUTPUT_LIMIT as u64 + 1)
+                .read_to_end(&mut out)
+                .await
+                .map_err(|e| failed(format!("{label}: reading its output: {e}")))?;
+        }
+        if let Some(stderr) = stderr.as_mut() {
+            let _ = stderr.take(64 * 1024).read_to_end(&mut err).await;
+        }
+        let status =
+            child.wait().await.map_err(|e| failed(format!("{label}: waiting for it: {e}")))?;
+        Ok::<_, FlowError>((status, out, err))
+    };
+    let (status, out, err) = tokio::time::timeout(timeout, work)
+        .await
+        .map_err(|_| failed(format!("{label}: timed out after {} s", timeout.as_secs())))??;
+    let stderr_text = String::from_utf8_lossy(&err).trim().to_owned();
+    if !status.success() {
+        let code = status.code().map_or("a signal".to_owned(), |c| format!("code {c}"));
+        return Err(failed(format!("{label}: exited with {code}: {stderr_text}")));
+    }
+    if out.len() > TOOL_OUTPUT_LIMIT {
+        return Err(failed(format!("{label}: printed more than {TOOL_OUTPUT_LIMIT} bytes")));
+    }
+    serde_json::from_slice(&out).map_err(|e| {
+        let shown: String = String::from_utf8_lossy(&out).chars().take(200).collect();
+        failed(format!("{label}: its output is not JSON ({e}): {shown:?}"))
+    })
+}
+
+/// A workflow file of a plugin (`flows/<id>.json`), run as a flow by the built-in
+/// `workflow` flow.
+///
+/// Its options are the workflow flow's settings (`editors`, `max_added_steps`,
+/// `max_edit_rounds`, `allowed_targets`, `approve_edits`, `model`); its task is the
+/// workflow's task.
+#[derive(Debug, Clone)]
+pub struct WorkflowFileFlow {
+    /// The flow's id (the file's name).
+    pub id: String,
+    /// What it does.
+    pub description: String,
+    /// The plugin's version, which versions the flow.
+    pub version: String,
+    /// The workflow as read from the file.
+    pub workflow: Value,
+}
+
+impl Flow for WorkflowFileFlow {
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    fn description(&self) -> &str {
+        &self.description
+    }
+
+    fn version(&self) -> &str {
+        &self.version
+    }
+
+    fn options(&self) -> Vec<OptionSpec> {
+        let strings = || OptionType::List(Box::new(OptionType::Str));
+        let count = || OptionType::Int { min: Some(0), max: None };
+        vec![
+            OptionSpec::new("editors", strings(), json!([])),
+            OptionSpec::new("max_added_steps", count(), Value::Null),
+            OptionSpec::new("max_edit_rounds", count(), Value::Null),
+            OptionSpec::new("allowed_targets", OptionType::Any, Value::Null),
+            OptionSpec::new("approve_edits", OptionType::Bool, json!(false)),
+            OptionSpec::new("model", OptionType::Str, json!("")),
+        ]
+    }
+
+    fn forward<'a>(&'a self, task: Value, ctx: Ctx) -> FlowFuture<'a> {
+        let mut input = Map::new();
+        for (key, value) in ctx.options() {
+            if !value.is_null() {
+                input.insert(key.clone(), value.clone());
+            }
+        }
+        // A workflow file may carry a `description`, which the flow already holds; the
+        // workflow itself is its steps.
+        let workflow = match &self.workflow {
+            Value::Object(map) => map.get("steps").cloned().unwrap_or(Value::Null),
+            other => other.clone(),
+        };
+        input.insert("workflow".to_owned(), workflow);
+        input.insert("task".to_owned(), task);
+        Box::pin(async move { WorkflowFlow.forward(Value::Object(input), ctx).await })
+    }
+}
+
+/// Adds the basic tools of the built-in `core` and `memory` plugins, working in
+/// `workspace`: `read_file`, `write_file`, `list_files`, `read_notes`, `write_note`.
+///
+/// Without a workspace root each of them is refused with `CallRefused(no_workspace)`.
+pub fn register_basic_tools(registry: Registry, workspace: Workspace) -> Registry {
+    let path_arg = |args: &Value, key: &str| -> Result<String, FlowError> {
+        args.get(key)
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .ok_or_else(|| failed(format!("argument `{key}` is required and must be text")))
+    };
+    let ws = workspace.clone();
+    let read_file = Tool::new("read_file", move |args: Value| {
+        let ws = ws.clone();
+        async move {
+            let path = path_arg(&args, "path")?;
+            Ok(json!({ "path": path, "text": ws.read(&path)? }))
+        }
+    })
+    .read_only()
+    .describe("Read a text file of the workspace: {path}.");
+    let ws = workspace.clone();
+    let write_file = Tool::new("write_file", move |args: Value| {
+        let ws = ws.clone();
+        async move {
+            let path = path_arg(&args, "path")?;
+            let text = path_arg(&args, "text")?;
+            Ok(json!({ "written": ws.write(&path, &text)? }))
+        }
+    })
+    .describe("Write a text file of the workspace: {path, text}.");
+    let ws = workspace.clone();
+    let list_files = Tool::new("list_files", move |args: Value| {
+        let ws = ws.clone();
+        async move {
+            let dir = args.get("path").and_then(Value::as_str).unwrap_or(".").to_owned();
+            list_dir(&ws, &dir)
+        }
+    })
+    .read_only()
+    .describe("List the files of a workspace folder: {path}.");
+    let ws = workspace.clone();
+    let read_notes = Tool::new("read_notes", move |_args: Value| {
+        let ws = ws.clone();
+        async move {
+            let text = match ws.read("notes.md") {
+                Ok(text) => text,
+                Err(FlowError::CallFailed { .. }) => String::new(),
+                Err(other) => return Err(other),
+            };
+            Ok(json!({ "notes": text }))
+        }
+    })
+    .read_only()
+    .describe("Read the notes kept in the workspace.");
+    let ws = workspace;
+    let write_note = Tool::new("write_note", move |args: Value| {
+        let ws = ws.clone();
+        async move {
+            let note = path_arg(&args, "note")?;
+            ws.append("notes.md", &Value::String(note))?;
+            Ok(json!({ "saved": true }))
+        }
+    })
+    .describe("Add a note to the workspace's notes: {note}.");
+    registry.tool(read_file).tool(write_file).tool(list_files).tool(read_notes).tool(write_note)
+}
+
+fn list_dir(ws: &Workspace, dir: &str) -> Result<Value, FlowError> {
+    let Some(root) = ws.root() else {
+        return Err(FlowError::CallRefused {
+            handle: None,
+            refusal: "no_workspace".to_owned(),
+            message: "the conversation has no workspace folder".to_owned(),
+        });
+    };
+    let inside = Path::new(dir)
+        .components()
+        .all(|c| matches!(c, std::path::Component::Normal(_) | std::path::Component::CurDir));
+    if !inside {
+        return Err(FlowError::CallRefused {
+            handle: None,
+            refusal: "outside_workspace".to_owned(),
+            message: format!("path {dir:?} is not inside the workspace"),
+        });
+    }
+    let full = root.join(dir);
+    let entries = std::fs::read_dir(&full).map_err(|e| failed(format!("list_files {dir}: {e}")))?;
+    let mut names: Vec<String> = entries
+        .flatten()
+        .map(|entry| {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if entry.path().is_dir() { format!("{name}/") } else { name }
+        })
+        .collect();
+    names.sort();
+    Ok(json!({ "path": dir, "files": names }))
+}

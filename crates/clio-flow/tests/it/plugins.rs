@@ -1,0 +1,195 @@
+//! Plugin folders in the registry: the example materials plugin's executable tool runs for
+//! real, its workflow file runs as a flow only once the plugin is trusted, and every way
+//! an executable can fail is an error that names the plugin, the tool and the cause.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clio_flow::{
+    FlowError, Registry, RunOutcome, Runtime, RuntimeConfig, Worker, WorkerReply, Workspace,
+    register_basic_tools, register_plugin, run_executable, selection,
+};
+use clio_journal::Journal;
+use serde_json::{Value, json};
+
+fn materials() -> clio_plugins::Plugin {
+    let folder =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/marketplace/plugins/materials");
+    clio_plugins::load_plugin(&folder).unwrap()
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("clio-flow-plugins-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Writes an executable shell script and returns its path.
+fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join(name);
+    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+async fn call_tool(registry: &Registry, name: &str, args: Value) -> Result<Value, FlowError> {
+    let tool = registry.get_tool(name).unwrap_or_else(|| panic!("no tool {name}"));
+    (tool.handler)(args).await
+}
+
+#[tokio::test]
+async fn the_example_csv_tool_runs_in_the_workspace() {
+    let dir = temp_dir("csv");
+    std::fs::create_dir_all(dir.join("data")).unwrap();
+    std::fs::write(dir.join("data/f.csv"), "stress,cycles\n300,1000\n200,5000\n").unwrap();
+    let workspace = Workspace::new(Some(dir.clone()));
+    let registry = register_plugin(Registry::new(), &materials(), false, &workspace).unwrap();
+    let tool = registry.get_tool("csv_stats").unwrap();
+    assert!(tool.read_only);
+    let value = call_tool(&registry, "csv_stats", json!({"path": "data/f.csv"})).await.unwrap();
+    assert_eq!(value, json!({"rows": 2, "means": {"stress": 250.0, "cycles": 3000.0}}));
+
+    let err = call_tool(&registry, "csv_stats", json!({"path": "missing.csv"})).await.unwrap_err();
+    let message = err.to_string();
+    assert!(message.contains("plugin materials: tool csv_stats: exited with code 1"), "{message}");
+    assert!(message.contains("cannot read missing.csv"), "{message}");
+}
+
+#[tokio::test]
+async fn executable_failures_are_named() {
+    let dir = temp_dir("fail");
+    let cases = [
+        ("exit", "echo 'bad input' >&2; exit 3", "exited with code 3: bad input"),
+        ("not-json", "echo 'hello'", "its output is not JSON"),
+        ("slow", "sleep 5", "timed out after 0 s"),
+    ];
+    for (name, body, expected) in cases {
+        let program = script(&dir, name, body);
+        let err = run_executable(
+            "plugin p: tool t",
+            &program,
+            None,
+            &json!({}),
+            Duration::from_millis(300),
+        )
+        .await
+        .unwrap_err();
+        assert!(matches!(err, FlowError::CallFailed { .. }), "{name}: {err:?}");
+        assert!(err.to_string().contains(expected), "{name}: {err}");
+    }
+    let err = run_executable(
+        "plugin p: tool t",
+        &dir.join("absent"),
+        None,
+        &json!({}),
+        Duration::from_secs(1),
+    )
+    .await
+    .unwrap_err();
+    assert!(err.to_string().contains("cannot start"), "{err}");
+    // Arguments arrive on stdin as JSON.
+    let echo = script(&dir, "echo", "cat");
+    let value = run_executable(
+        "plugin p: tool t",
+        &echo,
+        None,
+        &json!({"a": [1, 2]}),
+        Duration::from_secs(5),
+    )
+    .await
+    .unwrap();
+    assert_eq!(value, json!({"a": [1, 2]}));
+}
+
+/// The materials subagents answered by code, so that the workflow runs without a model.
+fn with_code_subagents(mut registry: Registry) -> Registry {
+    for id in [
+        "evidence_researcher",
+        "characterization_expert",
+        "fatigue_failure_expert",
+        "data_analysis_expert",
+        "independent_reviewer",
+    ] {
+        registry = registry.subagent(Worker::handler(id, move |req| async move {
+            Ok(WorkerReply::text(format!(
+                "{id} on: {}",
+                req.text.chars().take(40).collect::<String>()
+            )))
+        }));
+    }
+    registry
+}
+
+#[tokio::test]
+async fn a_workflow_file_runs_as_a_flow_once_trusted() {
+    let workspace = Workspace::new(None);
+    let journal = Journal::open_in_memory().unwrap();
+    let untrusted = with_code_subagents(
+        register_plugin(Registry::new(), &materials(), false, &workspace).unwrap(),
+    );
+    let runtime = Runtime::new(journal.clone(), untrusted, RuntimeConfig::default());
+    let err =
+        runtime.run(selection("batch7", json!({})), json!("Review batch 7")).await.unwrap_err();
+    assert!(matches!(err, FlowError::FlowNotTrusted { .. }), "{err:?}");
+
+    let trusted = with_code_subagents(
+        register_plugin(Registry::new(), &materials(), true, &workspace).unwrap(),
+    );
+    let runtime = Runtime::new(journal, trusted, RuntimeConfig::default());
+    let report =
+        runtime.run(selection("batch7", json!({})), json!("Review batch 7")).await.unwrap();
+    let RunOutcome::Succeeded(output) = &report.outcome else { panic!("{:?}", report.outcome) };
+    let answer = output.answer.clone();
+    assert!(answer.contains("independent_reviewer on:"), "{answer}");
+    assert!(answer.contains("evidence_researcher on: Review batch 7"), "{answer}");
+}
+
+#[tokio::test]
+async fn flow_options_are_checked_by_type() {
+    let registry = with_code_subagents(
+        register_plugin(Registry::new(), &materials(), true, &Workspace::new(None)).unwrap(),
+    );
+    let runtime =
+        Runtime::new(Journal::open_in_memory().unwrap(), registry, RuntimeConfig::default());
+    let err = runtime
+        .run(
+            selection("batch7", json!({"editors": "independent_reviewer", "approve_edits": 1})),
+            json!("x"),
+        )
+        .await
+        .unwrap_err();
+    let message = err.to_string();
+    assert!(matches!(err, FlowError::OptionsInvalid { .. }), "{err:?}");
+    assert!(message.contains("editors") && message.contains("approve_edits"), "{message}");
+}
+
+#[tokio::test]
+async fn basic_tools_stay_in_the_workspace() {
+    let dir = temp_dir("basic");
+    let registry = register_basic_tools(Registry::new(), Workspace::new(Some(dir.clone())));
+    call_tool(&registry, "write_file", json!({"path": "results/a.txt", "text": "42"}))
+        .await
+        .unwrap();
+    let read = call_tool(&registry, "read_file", json!({"path": "results/a.txt"})).await.unwrap();
+    assert_eq!(read["text"], "42");
+    let listed = call_tool(&registry, "list_files", json!({"path": "."})).await.unwrap();
+    assert_eq!(listed["files"], json!(["results/"]));
+    call_tool(&registry, "write_note", json!({"note": "grain size done"})).await.unwrap();
+    let notes = call_tool(&registry, "read_notes", json!({})).await.unwrap();
+    assert_eq!(notes["notes"], "grain size done\n");
+
+    let outside =
+        call_tool(&registry, "read_file", json!({"path": "../etc/passwd"})).await.unwrap_err();
+    assert_eq!(outside.reason(), "call_refused");
+    let missing_arg = call_tool(&registry, "write_file", json!({"path": "x"})).await.unwrap_err();
+    assert!(missing_arg.to_string().contains("`text` is required"), "{missing_arg}");
+
+    let none = register_basic_tools(Registry::new(), Workspace::new(None));
+    let err = call_tool(&none, "list_files", json!({})).await.unwrap_err();
+    assert!(
+        matches!(&err, FlowError::CallRefused { refusal, .. } if refusal == "no_workspace"),
+        "{err:?}"
+    );
+}
