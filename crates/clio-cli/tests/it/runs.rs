@@ -84,8 +84,17 @@ fn populate(home: &std::path::Path) {
     journal.close().unwrap();
 }
 
-/// Replaces durations (`12ms`, `1.5s`) so that snapshots do not depend on timing.
+/// Replaces durations (`12ms`, `1.5s`) and the padding before them, so that snapshots do
+/// not depend on timing.
 fn redact_times(text: &str) -> String {
+    let mut redacted = redact_time_words(text);
+    while redacted.contains("  [t]") {
+        redacted = redacted.replace("  [t]", " [t]");
+    }
+    redacted
+}
+
+fn redact_time_words(text: &str) -> String {
     text.split('\n')
         .map(|line| {
             line.split(' ')
