@@ -35,6 +35,7 @@ mod react;
 mod registry;
 mod result;
 mod runtime;
+mod team;
 mod workflow_flow;
 mod workspace;
 
@@ -61,6 +62,13 @@ pub use crate::registry::{
 };
 pub use crate::result::{CallInput, CallKind, CallResult, FlowOutput, input_text};
 pub use crate::runtime::{Question, RunOutcome, RunReport, Runtime, RuntimeConfig};
+pub use crate::team::{
+    AgentContext, AgentEnv, AgentRecord, AskOptions, CancelSignal, EnabledConfig, LeaderSettings,
+    ReplyOutcome, RestrictedRouter, RouteCommand, RouteIssuer, RunOptions, RunnerFuture,
+    SessionAllowlist, SessionTree, StopReason, SubagentJob, SubagentOutcome, SubagentRunner,
+    TEAM_TOOLS, TaskSpec, Team, TeamConfig, TeamError, TeamTool, WaitOptions, complete_input,
+    rules as team_rules,
+};
 pub use crate::workflow_flow::WorkflowFlow;
 pub use crate::workspace::Workspace;
 pub use clio_spec::FlowSelection;

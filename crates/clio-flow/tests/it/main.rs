@@ -13,13 +13,14 @@ mod plugins;
 mod react;
 mod replay;
 mod support;
+mod team;
 mod workflow;
 
 #[test]
 fn no_forgotten_test_files() {
     let listed: &[&str] = &[
         "ask", "cancel", "crash", "errors", "gather", "limits", "models", "options", "plugins",
-        "react", "replay", "support", "workflow",
+        "react", "replay", "support", "team", "workflow",
     ];
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it");
     for entry in std::fs::read_dir(&dir).unwrap() {
