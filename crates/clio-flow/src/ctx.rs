@@ -286,6 +286,42 @@ impl Ctx {
         Ok(())
     }
 
+    /// Records each `(key, value)` in this scope in one durable commit, skipping keys the
+    /// journal already holds.
+    pub(crate) async fn log_many(&self, items: Vec<(String, Value)>) -> Result<(), FlowError> {
+        let mut entries = Vec::with_capacity(items.len());
+        for (key, value) in items {
+            let id = format!("{}key:{key}", self.scope.prefix);
+            if self.run.recorded(&id).is_some() {
+                continue;
+            }
+            if self.run.replay_only {
+                return Err(FlowError::Nondeterminism {
+                    identity: id,
+                    journaled: "nothing".into(),
+                    requested: "event".into(),
+                });
+            }
+            self.run.reserve_entry()?;
+            let cmd = Command::Event { event: value.clone() };
+            let mut entry = NewEntry::new(
+                EntryKind::Event,
+                json!({ "command": cmd.to_json(), "result": value }),
+            )
+            .with_identity(id);
+            entry.task = self.scope.parent;
+            entries.push(entry);
+        }
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let _busy = self.run.activity.busy();
+        let journal = self.run.rt.journal.clone();
+        let run = self.run.run;
+        blocking(move || journal.append_batch(run, entries)).await?;
+        Ok(())
+    }
+
     /// Returns the time in milliseconds since the Unix epoch, read once and recorded.
     #[track_caller]
     pub fn now_ms(&self) -> impl Future<Output = Result<u64, FlowError>> {

@@ -17,8 +17,8 @@ use clio_workflow::{
     Action, Bounds, EditorCall, Event, Outcome, Proposal, RunConfig, Scheduler, TargetKind,
     Workflow,
 };
-use futures::StreamExt;
 use futures::stream::FuturesUnordered;
+use futures::{FutureExt, StreamExt};
 use serde_json::{Map, Value, json};
 
 use crate::ctx::{Call, Ctx};
@@ -140,25 +140,40 @@ async fn run(input: Value, ctx: Ctx) -> Result<FlowOutput, FlowError> {
                 vec![(done, event)]
             }
             None => {
-                let Some(done) = live.next().await else {
+                let Some(first) = live.next().await else {
                     return Err(FlowError::stall(
                         "workflow_stuck",
                         "no work is running and the workflow is not done",
                     ));
                 };
-                let id = done.id();
-                let skip = consumed.remove(&id).unwrap_or(0);
-                events_of(done, &registry)?
-                    .into_iter()
-                    .skip(skip)
-                    .map(|e| (id.clone(), e))
-                    .collect()
+                // Everything that has settled by now is logged in one commit.
+                let mut settled = vec![first];
+                while let Some(Some(more)) = live.next().now_or_never() {
+                    settled.push(more);
+                }
+                let mut events = Vec::new();
+                for done in settled {
+                    let id = done.id();
+                    let skip = consumed.remove(&id).unwrap_or(0);
+                    let fresh = events_of(done, &registry)?.into_iter().skip(skip);
+                    events.extend(fresh.map(|e| (id.clone(), e)));
+                }
+                let items = events
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (done, event))| {
+                        let event = serde_json::to_value(event).unwrap_or(Value::Null);
+                        (
+                            format!("wf-event-{}", n + i as u64),
+                            json!({ "done": done, "event": event }),
+                        )
+                    })
+                    .collect();
+                ctx.log_many(items).await?;
+                events
             }
         };
-        for (done, event) in events {
-            let key = format!("wf-event-{n}");
-            let value = json!({ "done": done, "event": serde_json::to_value(&event).unwrap_or(Value::Null) });
-            ctx.log(&key, value).await?;
+        for (_done, event) in events {
             n += 1;
             sched.apply(event).map_err(|e| nondeterminism(n, e.to_string()))?;
             if n.is_multiple_of(publish_every) {

@@ -35,7 +35,9 @@ fn append(path: &Path, id: &str) -> Result<(), FlowError> {
         .append(true)
         .open(path)
         .map_err(|e| FlowError::CallFailed { handle: None, message: e.to_string() })?;
-    writeln!(f, "{id}").map_err(|e| FlowError::CallFailed { handle: None, message: e.to_string() })
+    // One write per line: concurrent appends (a gather) must not interleave.
+    f.write_all(format!("{id}\n").as_bytes())
+        .map_err(|e| FlowError::CallFailed { handle: None, message: e.to_string() })
 }
 
 /// Appends `id` unless it is there already: an idempotent effect.
