@@ -26,6 +26,14 @@ pub(crate) enum Command {
     /// Check and draw workflows (JSON DAGs of steps)
     #[command(subcommand)]
     Workflow(WorkflowCommand),
+    /// Run an agent (a definition file) or a flow (by id) on an input, durably
+    #[command(
+        after_help = "Examples:\n  clio run examples/agents/minimal.toml --input \"Say hello\" --models examples/models/models.toml\n  clio run batch7 --plugin examples/marketplace/plugins/materials --input \"Review batch 7\""
+    )]
+    Run(RunCommandArgs),
+    /// List the models a models file offers
+    #[command(subcommand)]
+    Models(ModelsCommand),
     /// Inspect and manage the runs in the journal
     #[command(subcommand)]
     Runs(RunsCommand),
@@ -66,6 +74,11 @@ pub(crate) enum WorkflowCommand {
     /// Check a workflow file: ids, targets, dependencies, cycles and input references
     #[command(after_help = "Example:\n  clio workflow check examples/workflows/batch7.json")]
     Check(WorkflowCheckArgs),
+    /// Run a workflow file durably, with live progress
+    #[command(
+        after_help = "Example:\n  clio workflow run examples/workflows/batch7.json --task \"Review batch 7\" \\\n    --plugin examples/marketplace/plugins/materials --models examples/models/models.toml \\\n    --workspace examples/workspace --editor independent_reviewer"
+    )]
+    Run(WorkflowRunArgs),
     /// Draw a workflow's DAG as text, Mermaid or DOT
     #[command(
         after_help = "Examples:\n  clio workflow show examples/workflows/batch7.json\n  clio workflow show examples/workflows/batch7.json --format mermaid"
@@ -121,6 +134,15 @@ pub(crate) enum RunsCommand {
     /// Write a run, its tasks and its entries as JSON lines
     #[command(after_help = "Example:\n  clio runs export 3 > run-3.jsonl")]
     Export(RunExportArgs),
+    /// Record the answer to a question a run is waiting on
+    #[command(after_help = "Example:\n  clio runs answer 3 12 yes\n  clio runs resume 3")]
+    Answer(RunAnswerArgs),
+    /// Continue a run from its journal: finished work is not done again
+    #[command(after_help = "Example:\n  clio runs resume 3")]
+    Resume(RunResumeArgs),
+    /// Cancel a run and everything it started
+    #[command(after_help = "Example:\n  clio runs cancel 3")]
+    Cancel(RunArgs),
     /// Delete finished runs (and their tasks and entries) started before a date
     #[command(
         after_help = "Examples:\n  clio runs prune --older-than 30d\n  clio runs prune --before 2026-01-01"
@@ -237,4 +259,103 @@ mod tests {
     fn the_command_line_is_consistent() {
         super::Cli::command().debug_assert();
     }
+}
+
+/// What every command that drives a run takes.
+#[derive(Debug, Args)]
+pub(crate) struct DriveArgs {
+    /// A plugin folder whose tools, subagents and flows the run may use (can be repeated)
+    #[arg(long = "plugin", value_name = "DIR")]
+    pub(crate) plugins: Vec<PathBuf>,
+    /// The workspace folder the run's tools read and write
+    #[arg(long, value_name = "DIR")]
+    pub(crate) workspace: Option<PathBuf>,
+    /// The models file [default: $CLIO_HOME/models.toml]
+    #[arg(long, value_name = "FILE")]
+    pub(crate) models: Option<PathBuf>,
+    /// The run's model, as `account/model` or an id [default: the models file's only model]
+    #[arg(long)]
+    pub(crate) model: Option<String>,
+    /// Print the outcome as JSON instead of the answer, and no progress
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Print no progress
+    #[arg(long, short)]
+    pub(crate) quiet: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct WorkflowRunArgs {
+    /// The workflow: a JSON object with `steps`, or a list of steps
+    pub(crate) file: PathBuf,
+    /// The task the workflow works on (`$task` in step inputs)
+    #[arg(long)]
+    pub(crate) task: String,
+    /// A step target that acts as an editor (can be repeated)
+    #[arg(long = "editor", value_name = "TARGET")]
+    pub(crate) editors: Vec<String>,
+    /// The most steps editors may add
+    #[arg(long)]
+    pub(crate) max_added_steps: Option<u32>,
+    /// The most editing rounds
+    #[arg(long)]
+    pub(crate) max_edit_rounds: Option<u32>,
+    /// Ask a person to approve each proposed edit
+    #[arg(long)]
+    pub(crate) approve_edits: bool,
+    #[command(flatten)]
+    pub(crate) drive: DriveArgs,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RunCommandArgs {
+    /// An agent definition file, or the id of a flow
+    pub(crate) target: String,
+    /// The input: the agent's or flow's task
+    #[arg(long)]
+    pub(crate) input: String,
+    /// A flow option as KEY=VALUE, the value read as JSON when it parses (can be repeated)
+    #[arg(long = "option", value_name = "KEY=VALUE")]
+    pub(crate) options: Vec<String>,
+    #[command(flatten)]
+    pub(crate) drive: DriveArgs,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RunAnswerArgs {
+    /// The run's id
+    pub(crate) run: u64,
+    /// The question's id, as `clio runs show` lists it
+    pub(crate) question: u64,
+    /// The answer: text, yes/no, or one of the offered options
+    pub(crate) text: String,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RunResumeArgs {
+    /// The run's id
+    pub(crate) run: u64,
+    /// Print the outcome as JSON instead of the answer, and no progress
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Print no progress
+    #[arg(long, short)]
+    pub(crate) quiet: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum ModelsCommand {
+    /// List the models of a models file with their capabilities
+    #[command(after_help = "Example:\n  clio models list --models examples/models/models.toml")]
+    List(ModelsListArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ModelsListArgs {
+    /// The models file [default: $CLIO_HOME/models.toml]
+    #[arg(long, value_name = "FILE")]
+    pub(crate) models: Option<PathBuf>,
+    /// Print the models as JSON
+    #[arg(long)]
+    pub(crate) json: bool,
 }

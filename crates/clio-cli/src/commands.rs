@@ -2,6 +2,7 @@
 
 mod agent;
 mod plugin;
+mod run;
 mod runs;
 mod workflow;
 
@@ -10,12 +11,14 @@ use std::path::Path;
 
 use anyhow::Context;
 
-use crate::args::{AgentCommand, Cli, Command, PluginCommand, RunsCommand, WorkflowCommand};
+use crate::args::{
+    AgentCommand, Cli, Command, ModelsCommand, PluginCommand, RunsCommand, WorkflowCommand,
+};
 use crate::error::CliError;
 use crate::home::Home;
 
-/// Runs the command `cli` names, writing its output to `out`.
-pub(crate) fn dispatch(cli: Cli, out: &mut dyn Write) -> Result<(), CliError> {
+/// Runs the command `cli` names, writing its output to `out` and progress to `err`.
+pub(crate) fn dispatch(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), CliError> {
     let home = Home::locate(cli.home.as_deref())?;
     match cli.command {
         Command::Plugin(PluginCommand::Check(args)) => plugin::check(&args, out),
@@ -27,6 +30,12 @@ pub(crate) fn dispatch(cli: Cli, out: &mut dyn Write) -> Result<(), CliError> {
         Command::Agent(AgentCommand::Verify(args)) => agent::verify(&args, out),
         Command::Workflow(WorkflowCommand::Check(args)) => workflow::check(&args, out),
         Command::Workflow(WorkflowCommand::Show(args)) => workflow::show(&args, out),
+        Command::Workflow(WorkflowCommand::Run(args)) => run::workflow_run(&home, &args, out, err),
+        Command::Run(args) => run::run(&home, &args, out, err),
+        Command::Models(ModelsCommand::List(args)) => run::models_list(&home, &args, out),
+        Command::Runs(RunsCommand::Answer(args)) => run::answer(&home, &args, out),
+        Command::Runs(RunsCommand::Resume(args)) => run::resume(&home, &args, out, err),
+        Command::Runs(RunsCommand::Cancel(args)) => run::cancel(&home, &args, out),
         Command::Runs(RunsCommand::List(args)) => runs::list(&home, &args, out),
         Command::Runs(RunsCommand::Show(args)) => runs::show(&home, &args, out),
         Command::Runs(RunsCommand::Tree(args)) => runs::tree(&home, &args, out),

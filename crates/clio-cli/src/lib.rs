@@ -11,6 +11,8 @@ mod args;
 mod commands;
 mod error;
 mod home;
+mod launch;
+mod progress;
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -54,7 +56,7 @@ where
             return code;
         }
     };
-    match commands::dispatch(cli, out) {
+    match commands::dispatch(cli, out, err) {
         Ok(()) => 0,
         Err(error) if error.is_broken_pipe() => 0,
         Err(error) => {

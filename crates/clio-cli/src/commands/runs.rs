@@ -22,6 +22,16 @@ const STATUSES: [(&str, RunStatus); 6] = [
     ("interrupted", RunStatus::Interrupted),
 ];
 
+/// Returns a run's flow selection for people: the id, then the options if any.
+fn flow_label(flow: &str) -> String {
+    let Ok(value) = serde_json::from_str::<Value>(flow) else { return flow.to_owned() };
+    let Some(id) = value.get("id").and_then(Value::as_str) else { return flow.to_owned() };
+    match value.get("options").and_then(Value::as_object) {
+        Some(options) if !options.is_empty() => format!("{id} {}", Value::Object(options.clone())),
+        _ => id.to_owned(),
+    }
+}
+
 fn status_name(status: RunStatus) -> &'static str {
     STATUSES.iter().find(|(_, s)| *s == status).map_or("unknown", |(name, _)| name)
 }
@@ -76,7 +86,7 @@ pub(super) fn list(home: &Home, args: &RunsListArgs, out: &mut dyn Write) -> Res
             "{:>5}  {:<15}  {:<24}  {:>9}  {}",
             run.id.0,
             status_name(run.status),
-            shorten(&run.flow, 24),
+            shorten(&flow_label(&run.flow), 24),
             took(run),
             shorten(&answer_text(run.answer.as_ref()), 48)
         )?;
@@ -93,7 +103,7 @@ pub(super) fn show(home: &Home, args: &RunArgs, out: &mut dyn Write) -> Result<(
         let value = serde_json::json!({ "run": run, "tasks": tasks, "entries": entries });
         return write_json(out, &value);
     }
-    writeln!(out, "run {}  {}  {}", run.id.0, run.flow, status_name(run.status))?;
+    writeln!(out, "run {}  {}  {}", run.id.0, flow_label(&run.flow), status_name(run.status))?;
     writeln!(out, "  input:  {}", shorten(&answer_text(Some(&run.input)), 100))?;
     writeln!(out, "  took:   {}", took(&run))?;
     if let Some(answer) = &run.answer {
@@ -133,7 +143,7 @@ pub(super) fn tree(home: &Home, args: &RunArgs, out: &mut dyn Write) -> Result<(
         let value = serde_json::to_value(&tasks).map_err(CliError::internal)?;
         return write_json(out, &value);
     }
-    writeln!(out, "run {}  {}  {}", run.id.0, run.flow, status_name(run.status))?;
+    writeln!(out, "run {}  {}  {}", run.id.0, flow_label(&run.flow), status_name(run.status))?;
     write_tree(&tasks, out)
 }
 

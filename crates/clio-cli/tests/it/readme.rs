@@ -38,7 +38,8 @@ fn every_readme_command_runs() {
     for command in readme_commands() {
         if let Some(rest) = command.strip_prefix(CLIO) {
             // The built binary stands in for `cargo run`, which would contend for the build lock.
-            let args: Vec<&str> = rest.split_whitespace().collect();
+            let args = shell_words(rest);
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
             let outcome = clio(&args);
             assert_eq!(outcome.code, 0, "`{command}` failed:\n{}", outcome.render());
             assert!(!outcome.stdout.is_empty(), "`{command}` printed nothing");
@@ -53,4 +54,42 @@ fn every_readme_command_runs() {
             assert!(status.unwrap().success(), "`{command}` failed");
         }
     }
+}
+
+/// Splits a command line into words, honouring double quotes (all the README uses).
+fn shell_words(line: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut quoted = false;
+    let mut started = false;
+    for c in line.chars() {
+        match c {
+            '"' => {
+                quoted = !quoted;
+                started = true;
+            }
+            c if c.is_whitespace() && !quoted => {
+                if started {
+                    words.push(std::mem::take(&mut word));
+                    started = false;
+                }
+            }
+            c => {
+                word.push(c);
+                started = true;
+            }
+        }
+    }
+    if started {
+        words.push(word);
+    }
+    words
+}
+
+#[test]
+fn shell_words_split_like_a_shell() {
+    assert_eq!(
+        shell_words(r#"run a --input "Say hello"  x"#),
+        ["run", "a", "--input", "Say hello", "x"]
+    );
 }

@@ -31,12 +31,13 @@ pub(crate) fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
 }
 
-/// Runs the `clio` binary with `args` in `dir`.
+/// Runs the `clio` binary with `args` in `dir`, with a home of its own.
 pub(crate) fn clio_in(dir: &Path, args: &[&str]) -> Outcome {
+    let home = std::env::temp_dir().join(format!("clio-cli-default-home-{}", std::process::id()));
     let output = Command::new(env!("CARGO_BIN_EXE_clio"))
         .args(args)
         .current_dir(dir)
-        .env_remove("CLIO_HOME")
+        .env("CLIO_HOME", home)
         .output()
         .unwrap();
     Outcome {

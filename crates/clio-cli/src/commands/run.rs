@@ -1,0 +1,346 @@
+//! `clio workflow run`, `clio run`, `clio runs answer|resume|cancel` and `clio models
+//! list`: the commands that drive runs, with live progress, and leave every run resumable.
+
+use std::io::{IsTerminal, Write};
+use std::time::Duration;
+
+use anyhow::{Context, anyhow};
+use clio_flow::{FlowError, FlowSelection, ModelsConfig, RunOutcome, RunReport, Runtime};
+use clio_journal::{Journal, RunId};
+use serde_json::{Map, Value, json};
+
+use super::{read_text, write_json};
+use crate::args::{
+    DriveArgs, ModelsListArgs, RunAnswerArgs, RunArgs, RunCommandArgs, RunResumeArgs,
+    WorkflowRunArgs,
+};
+use crate::error::CliError;
+use crate::home::Home;
+use crate::launch::{Launch, agent_flow, agent_spec, open_journal, runtime};
+use crate::progress::Progress;
+
+fn flow_error(error: FlowError) -> CliError {
+    let hint = match &error {
+        FlowError::FlowNotTrusted { .. } => Some(
+            "install the plugin and trust it: `clio plugin install MARKETPLACE ID`, then `clio plugin trust MARKETPLACE/ID VERSION`",
+        ),
+        FlowError::FlowTargetUnknown { .. } => {
+            Some("pass the plugin that provides it with --plugin DIR, or install it")
+        }
+        _ => None,
+    };
+    let cli = CliError::user(anyhow!("{error}"));
+    match hint {
+        Some(hint) => cli.hint(hint),
+        None => cli,
+    }
+}
+
+fn tokio_runtime() -> Result<tokio::runtime::Runtime, CliError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+        .map_err(CliError::internal)
+}
+
+fn launch_of(drive: &DriveArgs, agent: Option<std::path::PathBuf>) -> Result<Launch, CliError> {
+    Launch {
+        agent,
+        plugins: drive.plugins.clone(),
+        workspace: drive.workspace.clone(),
+        models: drive.models.clone(),
+        model: drive.model.clone().unwrap_or_default(),
+    }
+    .absolute()
+}
+
+/// Runs a workflow file through the built-in `workflow` flow.
+pub(super) fn workflow_run(
+    home: &Home,
+    args: &WorkflowRunArgs,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<(), CliError> {
+    let text = read_text(&args.file)?;
+    let workflow = clio_workflow::Workflow::from_json(&text).map_err(|e| {
+        CliError::user(anyhow!("{}: {e}", args.file.display()))
+            .hint("`clio workflow check FILE` reports the first problem")
+    })?;
+    let mut input = Map::new();
+    input.insert("workflow".into(), workflow.to_json());
+    input.insert("task".into(), Value::String(args.task.clone()));
+    if !args.editors.is_empty() {
+        input.insert("editors".into(), json!(args.editors));
+    }
+    if let Some(n) = args.max_added_steps {
+        input.insert("max_added_steps".into(), json!(n));
+    }
+    if let Some(n) = args.max_edit_rounds {
+        input.insert("max_edit_rounds".into(), json!(n));
+    }
+    if args.approve_edits {
+        input.insert("approve_edits".into(), json!(true));
+    }
+    if let Some(model) = &args.drive.model {
+        input.insert("model".into(), json!(model));
+    }
+    let launch = launch_of(&args.drive, None)?;
+    start(home, launch, FlowSelection::new("workflow"), Value::Object(input), &args.drive, out, err)
+}
+
+/// Runs an agent definition or a flow by id.
+pub(super) fn run(
+    home: &Home,
+    args: &RunCommandArgs,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<(), CliError> {
+    let path = std::path::Path::new(&args.target);
+    let is_file = path.is_file();
+    let (agent, mut selection) = if is_file {
+        let spec = agent_spec(path)?;
+        (Some(path.to_path_buf()), agent_flow(&spec))
+    } else if args.target.ends_with(".toml") || args.target.ends_with(".json") {
+        return Err(CliError::user(anyhow!("cannot read {}: no such file", args.target)));
+    } else {
+        (None, FlowSelection::new(args.target.clone()))
+    };
+    for option in &args.options {
+        let (key, value) = option
+            .split_once('=')
+            .ok_or_else(|| CliError::usage(anyhow!("option `{option}` is not KEY=VALUE")))?;
+        let value = serde_json::from_str(value).unwrap_or_else(|_| Value::String(value.into()));
+        selection.options.insert(key.to_owned(), value);
+    }
+    let launch = launch_of(&args.drive, agent)?;
+    start(home, launch, selection, Value::String(args.input.clone()), &args.drive, out, err)
+}
+
+fn start(
+    home: &Home,
+    launch: Launch,
+    selection: FlowSelection,
+    input: Value,
+    drive: &DriveArgs,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<(), CliError> {
+    let rt = tokio_runtime()?;
+    let journal = open_journal(home)?;
+    let runtime = runtime(home, &launch, journal.clone())?;
+    let run = rt.block_on(runtime.create(selection, input)).map_err(flow_error)?;
+    launch.save(home, run)?;
+    let show = !(drive.json || drive.quiet);
+    drive_run(&rt, &runtime, &journal, run, show, drive.json, out, err)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn drive_run(
+    rt: &tokio::runtime::Runtime,
+    runtime: &Runtime,
+    journal: &Journal,
+    run: RunId,
+    show: bool,
+    json: bool,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<(), CliError> {
+    if show {
+        writeln!(err, "run {} started; `clio runs show {}` shows it", run.0, run.0)?;
+    }
+    let tty = std::io::stderr().is_terminal();
+    let mut progress = Progress::new(journal.clone(), run, tty);
+    let report = rt.block_on(async {
+        let mut drive = Box::pin(runtime.resume(run));
+        let mut ticks = tokio::time::interval(Duration::from_millis(if tty { 150 } else { 400 }));
+        let mut interrupt = Box::pin(tokio::signal::ctrl_c());
+        loop {
+            tokio::select! {
+                report = &mut drive => {
+                    if show { progress.tick(err); }
+                    return Some(report);
+                }
+                _ = ticks.tick() => if show { progress.tick(err) },
+                _ = &mut interrupt => return None,
+            }
+        }
+    });
+    let Some(report) = report else {
+        // The work in flight stops with the process; recording it as interrupted now
+        // (rather than at the next start) tells `runs list` the truth at once.
+        let _ = journal.reconcile::<&str>(&[]);
+        return Err(CliError::user(anyhow!("interrupted: run {} stopped", run.0))
+            .hint(format!("continue it with `clio runs resume {}`", run.0)));
+    };
+    let report = report.map_err(flow_error)?;
+    finish(&report, json, out)
+}
+
+/// Prints a run's outcome; a failed or cancelled run is an error (exit 1).
+fn finish(report: &RunReport, json: bool, out: &mut dyn Write) -> Result<(), CliError> {
+    let run = report.run.0;
+    match &report.outcome {
+        RunOutcome::Succeeded(output) => {
+            if json {
+                let value = json!({
+                    "run": run, "status": "succeeded", "answer": output.answer,
+                    "outputs": output.outputs, "model": output.model,
+                });
+                return write_json(out, &value);
+            }
+            writeln!(out, "{}", output.answer.trim_end())?;
+            Ok(())
+        }
+        RunOutcome::AwaitingInput(questions) => {
+            if json {
+                let list: Vec<Value> = questions
+                    .iter()
+                    .map(|q| json!({"id": q.id, "question": q.text, "schema": q.schema, "options": q.options, "reason": q.reason}))
+                    .collect();
+                return write_json(
+                    out,
+                    &json!({"run": run, "status": "awaiting_input", "questions": list}),
+                );
+            }
+            writeln!(out, "run {run} is waiting for an answer:")?;
+            for q in questions {
+                let options = if q.options.is_empty() {
+                    String::new()
+                } else {
+                    format!(" [{}]", q.options.join("/"))
+                };
+                writeln!(out, "  question {}: {}{options}", q.id, q.text)?;
+                if !q.reason.is_empty() {
+                    writeln!(out, "    why: {}", q.reason)?;
+                }
+                writeln!(out, "  answer with: clio runs answer {run} {} \"…\"", q.id)?;
+            }
+            writeln!(out, "then continue with: clio runs resume {run}")?;
+            Ok(())
+        }
+        RunOutcome::Failed(error) => {
+            if json {
+                write_json(
+                    out,
+                    &json!({"run": run, "status": "failed", "error": error.to_json()}),
+                )?;
+            }
+            Err(CliError::user(anyhow!("run {run} failed: {error}"))
+                .hint(format!("`clio runs show {run}` shows its steps and events")))
+        }
+        RunOutcome::Cancelled => {
+            if json {
+                write_json(out, &json!({"run": run, "status": "cancelled"}))?;
+            }
+            Err(CliError::user(anyhow!("run {run} was cancelled")))
+        }
+    }
+}
+
+/// Rebuilds the runtime a run was launched with.
+fn relaunch(home: &Home, run: u64) -> Result<(Runtime, Journal), CliError> {
+    let run_id = RunId(run);
+    let journal = open_journal(home)?;
+    if journal.run(run_id).map_err(crate::home::journal_error)?.is_none() {
+        return Err(CliError::user(anyhow!(
+            "run {run} not found in {}",
+            home.journal_path().display()
+        ))
+        .hint("`clio runs list` shows the runs there are"));
+    }
+    let launch = Launch::load(home, run_id)?;
+    let runtime = runtime(home, &launch, journal.clone())?;
+    Ok((runtime, journal))
+}
+
+/// Records an answer to a pending question.
+pub(super) fn answer(
+    home: &Home,
+    args: &RunAnswerArgs,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    let rt = tokio_runtime()?;
+    let (runtime, _journal) = relaunch(home, args.run)?;
+    let value =
+        rt.block_on(runtime.answer(RunId(args.run), args.question, &args.text)).map_err(|e| {
+            let hint = format!("`clio runs show {}` lists the run's questions", args.run);
+            flow_error(e).hint(hint)
+        })?;
+    writeln!(out, "answered question {} of run {} with {value}", args.question, args.run)?;
+    writeln!(out, "continue the run with: clio runs resume {}", args.run)?;
+    Ok(())
+}
+
+/// Continues a run from its journal.
+pub(super) fn resume(
+    home: &Home,
+    args: &RunResumeArgs,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<(), CliError> {
+    let rt = tokio_runtime()?;
+    let (runtime, journal) = relaunch(home, args.run)?;
+    let show = !(args.json || args.quiet);
+    drive_run(&rt, &runtime, &journal, RunId(args.run), show, args.json, out, err)
+}
+
+/// Cancels a run and its whole task tree.
+pub(super) fn cancel(home: &Home, args: &RunArgs, out: &mut dyn Write) -> Result<(), CliError> {
+    let rt = tokio_runtime()?;
+    let (runtime, _journal) = relaunch(home, args.run)?;
+    let n = rt.block_on(runtime.cancel(RunId(args.run))).map_err(flow_error)?;
+    if args.json {
+        return write_json(out, &json!({"run": args.run, "cancelled_tasks": n}));
+    }
+    writeln!(out, "cancelled run {} ({n} unfinished task(s))", args.run)?;
+    Ok(())
+}
+
+/// Lists the models of a models file.
+pub(super) fn models_list(
+    home: &Home,
+    args: &ModelsListArgs,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    let path = args.models.clone().unwrap_or_else(|| home.root().join("models.toml"));
+    if !path.exists() {
+        return Err(CliError::user(anyhow!("no models file at {}", path.display()))
+            .hint("pass --models FILE, such as examples/models/models.toml (see docs/models.md)"));
+    }
+    let text = read_text(&path)?;
+    let config = ModelsConfig::from_toml(&text, &path).map_err(CliError::user)?;
+    let models = config.catalog.models();
+    if args.json {
+        let list: Vec<Value> = models
+            .iter()
+            .map(|m| {
+                json!({
+                    "name": m.name(), "provider": m.provider, "api_model": m.api_model(),
+                    "tool_calling": m.capabilities.tool_calling, "vision": m.capabilities.vision,
+                    "context_tokens": m.capabilities.context_tokens,
+                    "output_tokens": m.capabilities.output_tokens,
+                })
+            })
+            .collect();
+        return write_json(out, &Value::Array(list));
+    }
+    for m in models {
+        let c = &m.capabilities;
+        let mut caps = Vec::new();
+        if c.tool_calling {
+            caps.push("tools".to_owned());
+        }
+        if c.vision {
+            caps.push("vision".to_owned());
+        }
+        if c.context_tokens > 0 {
+            caps.push(format!("context {}", c.context_tokens));
+        }
+        if c.output_tokens > 0 {
+            caps.push(format!("output {}", c.output_tokens));
+        }
+        writeln!(out, "{:<24} via {:<12} {}", m.name(), m.provider, caps.join(", "))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,237 @@
+//! Running workflows, agents and flows on the built binary, offline on the scripted model:
+//! the main job's answer, a question answered by a later process, a run killed with
+//! SIGKILL and resumed to the same answer, cancellation, and the errors a person meets.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+use insta::assert_snapshot;
+
+use crate::support::{clio, temp_home, workspace_root};
+
+/// The README's main job, with `--home` and any `extra` flags.
+fn batch7(home: &str, extra: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "--home",
+        home,
+        "workflow",
+        "run",
+        "examples/workflows/batch7.json",
+        "--task",
+        "Review batch 7 of the Ti-6Al-4V fatigue campaign",
+        "--plugin",
+        "examples/marketplace/plugins/materials",
+        "--workspace",
+        "examples/workspace",
+        "--models",
+        "examples/models/models.toml",
+        "--editor",
+        "independent_reviewer",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect();
+    args.extend(extra.iter().map(|s| (*s).to_owned()));
+    args
+}
+
+fn run_batch7(home: &str, extra: &[&str]) -> crate::support::Outcome {
+    let args = batch7(home, extra);
+    clio(&args.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
+#[test]
+fn the_main_job_answers_with_every_step_and_the_editors_addition() {
+    let home = temp_home("run-main");
+    let h = home.to_str().unwrap();
+    let outcome = run_batch7(h, &[]);
+    assert_eq!(outcome.code, 0, "{}", outcome.render());
+    assert_snapshot!(outcome.stdout);
+    // Progress went to stderr, one line per change, ending with the added step.
+    assert!(outcome.stderr.starts_with("run 1 started"), "{}", outcome.stderr);
+    assert!(outcome.stderr.contains("tool csv_stats succeeded"), "{}", outcome.stderr);
+    assert!(outcome.stderr.contains("tool workflow_add_step succeeded"), "{}", outcome.stderr);
+
+    let tree = clio(&["--home", h, "runs", "tree", "1"]);
+    assert!(tree.stdout.contains("Tool csv_stats [Succeeded]"), "{}", tree.stdout);
+    let listed = clio(&["--home", h, "runs", "list", "--json"]);
+    let runs: serde_json::Value = serde_json::from_str(&listed.stdout).unwrap();
+    assert_eq!(runs[0]["status"], "succeeded");
+
+    // Resuming a finished run returns its recorded answer and does no work again.
+    let again = clio(&["--home", h, "runs", "resume", "1", "--quiet"]);
+    assert_eq!(again.code, 0, "{}", again.render());
+    assert_eq!(again.stdout, outcome.stdout);
+    let tree_after = clio(&["--home", h, "runs", "tree", "1"]);
+    assert_eq!(tree_after.stdout, tree.stdout);
+}
+
+#[test]
+fn a_question_is_answered_by_a_later_process() {
+    let home = temp_home("run-ask");
+    let h = home.to_str().unwrap();
+    let waiting = run_batch7(h, &["--approve-edits", "--json"]);
+    assert_eq!(waiting.code, 0, "{}", waiting.render());
+    let value: serde_json::Value = serde_json::from_str(&waiting.stdout).unwrap();
+    assert_eq!(value["status"], "awaiting_input");
+    let question = value["questions"][0]["id"].as_u64().unwrap().to_string();
+
+    let bad = clio(&["--home", h, "runs", "answer", "1", &question, "perhaps"]);
+    assert_eq!(bad.code, 1, "{}", bad.render());
+    assert!(bad.stderr.contains("yes or no"), "{}", bad.stderr);
+
+    let answered = clio(&["--home", h, "runs", "answer", "1", &question, "no"]);
+    assert_eq!(answered.code, 0, "{}", answered.render());
+    let resumed = clio(&["--home", h, "runs", "resume", "1", "--quiet"]);
+    assert_eq!(resumed.code, 0, "{}", resumed.render());
+    assert!(
+        !resumed.stdout.contains("porosity_check"),
+        "the refused step does not run: {}",
+        resumed.stdout
+    );
+    assert!(resumed.stdout.contains("## review (offline/demo)"), "{}", resumed.stdout);
+}
+
+#[test]
+fn a_killed_run_resumes_to_the_same_answer() {
+    let reference_home = temp_home("run-kill-ref");
+    let reference = run_batch7(reference_home.to_str().unwrap(), &[]);
+    assert_eq!(reference.code, 0, "{}", reference.render());
+
+    for kill_after in [1, 3, 6] {
+        let home = temp_home(&format!("run-kill-{kill_after}"));
+        let h = home.to_str().unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_clio"))
+            .args(batch7(h, &[]))
+            .current_dir(workspace_root())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let mut seen = 0;
+        while seen < kill_after {
+            match lines.next() {
+                Some(Ok(line)) if line.starts_with('[') => seen += 1,
+                Some(Ok(_)) => {}
+                _ => break,
+            }
+        }
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+
+        let resumed = clio(&["--home", h, "runs", "resume", "1", "--quiet"]);
+        assert_eq!(resumed.code, 0, "kill after {kill_after}: {}", resumed.render());
+        assert_eq!(resumed.stdout, reference.stdout, "kill after {kill_after}");
+        let listed = clio(&["--home", h, "runs", "list", "--json"]);
+        let runs: serde_json::Value = serde_json::from_str(&listed.stdout).unwrap();
+        assert_eq!(runs[0]["status"], "succeeded");
+    }
+}
+
+#[test]
+fn an_agent_runs_its_flow_and_a_run_can_be_cancelled() {
+    let home = temp_home("run-agent");
+    let h = home.to_str().unwrap();
+    let outcome = clio(&[
+        "--home",
+        h,
+        "run",
+        "examples/agents/minimal.toml",
+        "--input",
+        "Say hello",
+        "--models",
+        "examples/models/models.toml",
+        "--json",
+    ]);
+    assert_eq!(outcome.code, 0, "{}", outcome.render());
+    let value: serde_json::Value = serde_json::from_str(&outcome.stdout).unwrap();
+    assert_eq!(value["status"], "succeeded");
+    assert!(value["answer"].as_str().unwrap().starts_with("Hello!"), "{value}");
+
+    let waiting = run_batch7(h, &["--approve-edits", "--quiet"]);
+    assert_eq!(waiting.code, 0, "{}", waiting.render());
+    let cancelled = clio(&["--home", h, "runs", "cancel", "2"]);
+    assert_eq!(cancelled.code, 0, "{}", cancelled.render());
+    let resumed = clio(&["--home", h, "runs", "resume", "2", "--quiet"]);
+    assert_eq!(resumed.code, 1, "{}", resumed.render());
+    assert!(resumed.stderr.contains("run 2 was cancelled"), "{}", resumed.stderr);
+}
+
+#[test]
+fn models_are_listed() {
+    let outcome = clio(&["models", "list", "--models", "examples/models/models.toml"]);
+    assert_eq!(outcome.code, 0, "{}", outcome.render());
+    assert_snapshot!(outcome.stdout, @"offline/demo             via scripted     tools, vision, context 1000000, output 100000");
+}
+
+#[test]
+fn errors_say_what_to_do() {
+    let home = temp_home("run-errors");
+    let h = home.to_str().unwrap();
+    let plugin = "examples/marketplace/plugins/materials";
+    let cases: Vec<Vec<&str>> = vec![
+        // A plugin's flow runs only once the plugin is trusted.
+        vec!["run", "batch7", "--plugin", plugin, "--input", "x"],
+        vec!["run", "no-such-flow", "--input", "x"],
+        vec!["run", "missing-agent.toml", "--input", "x"],
+        vec!["run", "batch7", "--plugin", plugin, "--input", "x", "--option", "approve_edits=3"],
+        vec![
+            "run",
+            "examples/agents/minimal.toml",
+            "--input",
+            "Say hello",
+            "--models",
+            "examples/models/models.toml",
+            "--model",
+            "offline/nope",
+        ],
+        vec!["workflow", "run", "examples/workflows/batch7.json", "--task", "x"],
+        vec!["runs", "resume", "9"],
+        vec!["runs", "answer", "9", "1", "yes"],
+        vec!["models", "list"],
+    ];
+    let mut all = String::new();
+    for args in cases {
+        let mut full = vec!["--home", h];
+        full.extend(args.iter().copied());
+        let outcome = clio(&full);
+        assert_ne!(outcome.code, 0, "{args:?}: {}", outcome.render());
+        all.push_str(&format!("## clio {}\n{}", args.join(" "), outcome.render()));
+    }
+    assert_snapshot!(all.replace(h, "[home]"));
+}
+
+#[test]
+fn an_installed_and_trusted_agent_runs_its_plugins_flow() {
+    let home = temp_home("run-installed");
+    let h = home.to_str().unwrap();
+    let agent = "examples/marketplace/agents/materials-lead.toml";
+    let run = |extra: &[&str]| {
+        let mut args = vec!["--home", h, "run", agent, "--input", "Review batch 7", "--quiet"];
+        args.extend([
+            "--workspace",
+            "examples/workspace",
+            "--models",
+            "examples/models/models.toml",
+        ]);
+        args.extend(extra.iter().copied());
+        clio(&args)
+    };
+    let not_installed = run(&[]);
+    assert_eq!(not_installed.code, 1, "{}", not_installed.render());
+    assert!(not_installed.stderr.contains("which is not installed"), "{}", not_installed.stderr);
+
+    let installed =
+        clio(&["--home", h, "plugin", "install", "examples/marketplace", "--agent", agent]);
+    assert_eq!(installed.code, 0, "{}", installed.render());
+    let untrusted = run(&[]);
+    assert_eq!(untrusted.code, 1, "{}", untrusted.render());
+    assert!(untrusted.stderr.contains("not trusted"), "{}", untrusted.stderr);
+
+    let trusted = clio(&["--home", h, "plugin", "trust", "examples/materials", "0.1.0"]);
+    assert_eq!(trusted.code, 0, "{}", trusted.render());
+    let outcome = run(&[]);
+    assert_eq!(outcome.code, 0, "{}", outcome.render());
+    assert!(outcome.stdout.starts_with("## porosity_check (offline/demo)"), "{}", outcome.stdout);
+}
