@@ -64,10 +64,10 @@ pub use crate::result::{CallInput, CallKind, CallResult, FlowOutput, input_text}
 pub use crate::runtime::{Question, RunOutcome, RunReport, Runtime, RuntimeConfig};
 pub use crate::team::{
     AgentContext, AgentEnv, AgentRecord, AskOptions, CancelSignal, EnabledConfig, LeaderSettings,
-    ReplyOutcome, RestrictedRouter, RouteCommand, RouteIssuer, RunOptions, RunnerFuture,
-    SessionAllowlist, SessionTree, StopReason, SubagentJob, SubagentOutcome, SubagentRunner,
-    TEAM_TOOLS, TaskSpec, Team, TeamConfig, TeamError, TeamTool, WaitOptions, complete_input,
-    rules as team_rules,
+    ModelRunner, ReplyOutcome, RestrictedRouter, RouteCommand, RouteIssuer, RunOptions,
+    RunnerFuture, SessionAllowlist, SessionTree, StopReason, SubagentJob, SubagentOutcome,
+    SubagentRunner, TEAM_TOOLS, TaskSpec, Team, TeamConfig, TeamError, TeamTool, WaitOptions,
+    complete_input, rules as team_rules,
 };
 pub use crate::workflow_flow::WorkflowFlow;
 pub use crate::workspace::Workspace;

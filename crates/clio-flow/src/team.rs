@@ -21,6 +21,7 @@
 mod env;
 mod error;
 pub mod rules;
+mod runner;
 mod state;
 mod tools;
 
@@ -45,6 +46,7 @@ pub use env::{
 };
 pub use error::TeamError;
 pub use rules::{EnabledConfig, SessionTree};
+pub use runner::ModelRunner;
 pub use state::{SessionAllowlist, complete_input};
 pub use tools::{TEAM_TOOLS, TeamTool};
 
@@ -219,6 +221,9 @@ struct Live {
     token: CancellationToken,
     // True while a spawned turn of it exists in this process (queued or running).
     running: bool,
+    // Counts its turns started in this process, so an ending turn removes the entry only
+    // when no later turn has started.
+    turn: u64,
     ask: Option<PendingAsk>,
 }
 

@@ -201,6 +201,12 @@ impl RestrictedRouter {
         &self.allow
     }
 
+    /// Returns this router narrowed further by `extra`; it never widens.
+    pub fn restrict(mut self, extra: &RouterAllowlist) -> RestrictedRouter {
+        self.allow = self.allow.restrict(extra);
+        self
+    }
+
     /// Sends `request` held to `requires` and the allowlist; fallbacks the allowlist does
     /// not allow are skipped.
     pub async fn complete(
@@ -428,6 +434,23 @@ impl AgentEnv {
         }
         let mut doomed = vec![rec.id.clone()];
         doomed.extend(tree.descendants(target));
+        // The journal first, so a wait that sees a turn end reads its final status.
+        let guard = self.team.inner.writes.lock().await;
+        let (journal, ids) = (self.team.journal().clone(), doomed.clone());
+        let rec = blocking(move || {
+            for id in &ids {
+                if journal.session(id)?.is_some_and(|r| !r.status.is_terminal()) {
+                    let update = clio_journal::SessionUpdate {
+                        status: Some(SessionStatus::Cancelled),
+                        ..Default::default()
+                    };
+                    journal.update_session(id, update)?;
+                }
+            }
+            journal.session(&ids[0])
+        })
+        .await?;
+        drop(guard);
         {
             let mut live = self.team.lock_live();
             for id in &doomed {
@@ -437,22 +460,6 @@ impl AgentEnv {
                 }
             }
         }
-        let guard = self.team.inner.writes.lock().await;
-        let journal = self.team.journal().clone();
-        let rec = blocking(move || {
-            for id in &doomed {
-                if journal.session(id)?.is_some_and(|r| !r.status.is_terminal()) {
-                    let update = clio_journal::SessionUpdate {
-                        status: Some(SessionStatus::Cancelled),
-                        ..Default::default()
-                    };
-                    journal.update_session(id, update)?;
-                }
-            }
-            journal.session(&doomed[0])
-        })
-        .await?;
-        drop(guard);
         self.team.changed();
         let rec = rec.ok_or_else(|| TeamError::SessionNotFound { session: target.clone() })?;
         self.team.record_of(&rec)
@@ -647,28 +654,48 @@ impl Team {
         let team = self.clone();
         let sid = job.env.session.clone();
         let token = job.cancel.0.clone();
-        if let Some(l) = self.lock_live().get_mut(&sid) {
+        let turn = {
+            let mut live = self.lock_live();
+            let l = live.entry(sid.clone()).or_default();
             l.running = true;
-        }
+            l.turn += 1;
+            l.turn
+        };
         tokio::spawn(async move {
             let outcome = tokio::select! {
                 biased;
                 () = token.cancelled() => None,
                 outcome = team.turn(job, slots) => outcome,
             };
-            if let Some(outcome) = outcome {
-                // A journal failure here leaves the session running; reconcile marks it
-                // lost once this process is gone.
-                let _ = team.finish(&sid, outcome).await;
-            }
+            // A journal failure here leaves the session live; reconcile marks it lost
+            // once this process is gone.
+            let _ = match outcome {
+                Some(outcome) => team.finish(&sid, outcome).await,
+                // Cancelled through an ancestor, perhaps after `cancel_agent` took its
+                // snapshot of the tree: the record says so too.
+                None => team.finish_cancelled(&sid).await,
+            };
             // Only after the record is final, so a wait never sees a settled session
-            // with a stale record.
-            if let Some(l) = team.lock_live().get_mut(&sid) {
-                l.running = false;
-                l.ask = None;
+            // with a stale record; and only if no later turn of it has started.
+            let mut live = team.lock_live();
+            if live.get(&sid).is_some_and(|l| l.turn == turn) {
+                live.remove(&sid);
             }
+            drop(live);
             team.changed();
         });
+    }
+
+    async fn finish_cancelled(&self, sid: &SessionId) -> Result<(), TeamError> {
+        let _guard = self.inner.writes.lock().await;
+        if self.session(sid).await?.status.is_terminal() {
+            return Ok(());
+        }
+        let update = clio_journal::SessionUpdate {
+            status: Some(SessionStatus::Cancelled),
+            ..Default::default()
+        };
+        self.update(sid, update).await.map(|_| ())
     }
 
     /// Waits for a slot, marks the session running and runs the turn; `None` when the

@@ -19,8 +19,9 @@ use crate::team::error::TeamError;
 /// The providers and models a session's requests may go to (SPEC §8 `restrict_router`).
 ///
 /// Each side is unrestricted (`None`) or a set of names; a model passes when both its
-/// provider and its name are allowed. A child's allowlist is its parent's
-/// [restricted](SessionAllowlist::restrict) by its own: it only ever narrows.
+/// provider and its name are allowed. A child inherits its parent's allowlist as it is;
+/// a caller narrows further with [`RestrictedRouter::restrict`](crate::RestrictedRouter::restrict),
+/// which keeps each layer's set (a model has two names, so sets are not intersected).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SessionAllowlist {
     /// The providers allowed; `None` allows any.
@@ -30,24 +31,6 @@ pub struct SessionAllowlist {
 }
 
 impl SessionAllowlist {
-    /// Returns what both `self` and `other` allow.
-    pub fn restrict(&self, other: &SessionAllowlist) -> SessionAllowlist {
-        fn both(
-            a: &Option<BTreeSet<String>>,
-            b: &Option<BTreeSet<String>>,
-        ) -> Option<BTreeSet<String>> {
-            match (a, b) {
-                (None, None) => None,
-                (Some(x), None) | (None, Some(x)) => Some(x.clone()),
-                (Some(x), Some(y)) => Some(x.intersection(y).cloned().collect()),
-            }
-        }
-        SessionAllowlist {
-            providers: both(&self.providers, &other.providers),
-            models: both(&self.models, &other.models),
-        }
-    }
-
     /// Returns the model layer's allowlist that enforces this one on every request, retry
     /// and fallback.
     pub fn to_router(&self) -> RouterAllowlist {

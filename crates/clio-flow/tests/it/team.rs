@@ -6,6 +6,7 @@
 //!
 //! Time is tokio's paused clock: a subagent that "works for 300 s" costs nothing.
 
+mod crash;
 mod props;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -580,7 +581,7 @@ async fn routing_change_reports_issued_commands_since_a_mark() -> TestResult {
 
 #[tokio::test]
 async fn the_router_allowlist_is_inherited_and_applies_to_fallback() -> TestResult {
-    use clio_flow::{ModelCatalog, ModelInfo, ModelRequest, Models};
+    use clio_flow::{ModelCatalog, ModelInfo, ModelRequest, Models, RouterAllowlist};
     let allow = SessionAllowlist {
         providers: Some(["flaky".to_owned(), "ollama".to_owned()].into()),
         models: None,
@@ -618,8 +619,14 @@ async fn the_router_allowlist_is_inherited_and_applies_to_fallback() -> TestResu
         LeaderSettings { router: only_flaky, ..LeaderSettings::default() },
     )
     .await?;
-    let router = team.env(sid("strict")).restrict_router(models).await?;
+    let router = team.env(sid("strict")).restrict_router(models.clone()).await?;
     assert!(router.complete(&request, &Default::default()).await.is_err(), "no allowed fallback");
+    // Narrowing the child's router further removes the fallback it had.
+    let narrowed = child
+        .restrict_router(models)
+        .await?
+        .restrict(&RouterAllowlist::unrestricted().with_models(["work/big", "big"]));
+    assert!(narrowed.complete(&request, &Default::default()).await.is_err());
     Ok(())
 }
 
@@ -676,5 +683,49 @@ async fn the_functions_are_tools_with_errors_as_data() -> TestResult {
     assert_eq!(env.call_tool("frobnicate", json!({})).await["error"]["reason"], "unknown_tool");
     let cancelled = env.call_tool("cancel_agent", json!({ "session_id": "lead.1" })).await;
     assert_eq!(cancelled["status"], "done", "a finished child keeps its record");
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_model_runner_claims_the_budget_checkpoints_and_keeps_to_the_allowlist() -> TestResult {
+    use clio_flow::{ModelCatalog, ModelInfo, ModelRunner, Models};
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let catalog = ModelCatalog::new(vec![
+        ModelInfo::new("local", "qwen", "ollama"),
+        ModelInfo::new("cloud", "huge", "openai"),
+    ])?;
+    let mut models = Models::new(catalog);
+    for name in ["ollama", "openai"] {
+        models = models.with_provider(Arc::new(props::Provider {
+            name,
+            ok: true,
+            calls: Arc::clone(&calls),
+        }));
+    }
+    let team =
+        Team::new(Journal::open_in_memory()?, ModelRunner::new(models), TeamConfig::default());
+    let router = SessionAllowlist { providers: Some(["ollama".to_owned()].into()), models: None };
+    team.create_leader(sid("lead"), LeaderSettings { router, ..LeaderSettings::default() }).await?;
+    let env = team.env(sid("lead")).with_context(AgentContext {
+        model: "local/qwen".into(),
+        provider: "ollama".into(),
+        messages: vec![Message::system("you lead")],
+    });
+    let specs = vec![
+        TaskSpec { iteration_budget: Some(1), ..TaskSpec::from("a") },
+        TaskSpec { iteration_budget: Some(0), ..TaskSpec::from("b") },
+        TaskSpec { model: Some("cloud/huge".into()), ..TaskSpec::from("c") },
+    ];
+    let recs = env.run(specs, RunOptions::default()).await?;
+    assert_eq!(statuses(&recs), ["done", "failed", "failed"]);
+    assert_eq!(recs[0].answer.as_deref(), Some("ok"));
+    let why = |i: usize| recs[i].error.clone().unwrap_or_default();
+    assert!(why(1).contains("iteration budget exhausted (0 of 0 used)"), "{}", why(1));
+    assert!(why(2).contains("not allowed by the router allowlist"), "{}", why(2));
+    assert_eq!(calls.lock().map(|c| c.clone()).unwrap_or_default(), ["ollama"]);
+    let child = team.env(sid("lead.1"));
+    assert_eq!(team.session(&sid("lead.1")).await?.iterations_used, 1);
+    let checkpoint = child.last_checkpoint().await?.unwrap_or_default();
+    assert_eq!(checkpoint, [Message::system("you lead"), Message::user("a")]);
     Ok(())
 }
