@@ -256,6 +256,35 @@ fn call_of(
     call
 }
 
+/// Aborts a spawned piece of work when the workflow stops waiting for it (a run left
+/// awaiting input drops its flow).
+struct AbortOnDrop(tokio::task::JoinHandle<Done>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Runs `work` as its own task, so that it progresses while the workflow logs and applies
+/// events, and returns a future of its outcome.
+fn spawned(work: Live, fallback: Done) -> Live {
+    let mut guard = AbortOnDrop(tokio::spawn(work));
+    Box::pin(async move {
+        match (&mut guard.0).await {
+            Ok(done) => done,
+            Err(_) => fallback,
+        }
+    })
+}
+
+fn lost() -> FlowError {
+    FlowError::CallInterrupted {
+        handle: None,
+        message: "the step's task stopped without a result".into(),
+    }
+}
+
 fn launch(ctx: &Ctx, action: Action, model: &str) -> Live {
     match action {
         Action::Start(s) => {
@@ -263,22 +292,32 @@ fn launch(ctx: &Ctx, action: Action, model: &str) -> Live {
             let call =
                 call_of(ctx, &s.target, s.options, s.input, format!("wf:{}", s.step), s.editor, &m);
             let step = s.step;
-            Box::pin(async move { Done::Step { step, res: call.await } })
+            let fallback = Done::Step { step: step.clone(), res: Err(lost()) };
+            spawned(Box::pin(async move { Done::Step { step, res: call.await } }), fallback)
         }
         Action::AskDecision(d) => {
             let ctx = ctx.clone();
             let proposal = d.proposal;
-            Box::pin(async move {
-                let key = format!("wf-decision-{proposal}");
-                let res = ctx.ask_full(&d.question, "bool", &[], &d.reason, &key).await;
-                Done::Decision { proposal, res }
-            })
+            let fallback = Done::Decision { proposal, res: Err(lost()) };
+            spawned(
+                Box::pin(async move {
+                    let key = format!("wf-decision-{proposal}");
+                    let res = ctx.ask_full(&d.question, "bool", &[], &d.reason, &key).await;
+                    Done::Decision { proposal, res }
+                }),
+                fallback,
+            )
         }
         Action::OfferRepair(r) => {
             let key = format!("wf-repair:{}:{}", r.step, r.editor);
             let call = call_of(ctx, &r.editor, None, r.input, key, true, model);
             let (step, editor) = (r.step, r.editor);
-            Box::pin(async move { Done::Repair { step, editor, res: call.await } })
+            let fallback =
+                Done::Repair { step: step.clone(), editor: editor.clone(), res: Err(lost()) };
+            spawned(
+                Box::pin(async move { Done::Repair { step, editor, res: call.await } }),
+                fallback,
+            )
         }
     }
 }
