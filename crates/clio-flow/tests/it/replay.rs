@@ -215,3 +215,40 @@ async fn a_finished_run_is_not_run_again() {
     assert_eq!(answer(&again), "done");
     assert_eq!(counter.get(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_evidence_tool_results_and_receipts() {
+    let c = Counter::default();
+    let reader = clio_flow::Worker::handler("reader", |req| async move {
+        let seen: Vec<String> =
+            req.evidence.iter().map(|e| e["answer"].as_str().unwrap_or("").to_owned()).collect();
+        req.ctx.call("echo", json!({ "inner": 1 })).await?;
+        Ok(clio_flow::WorkerReply::text(format!("read {}", seen.join("+"))))
+    });
+    let flow = FnFlow::new("misc", |_t: Value, ctx| async move {
+        let handle = ctx.start("writer", "bg").await?;
+        let draft = ctx.call("writer", "fg").label("the writer").await?;
+        let read = ctx.call("reader", "go").evidence([draft.handle]).await?;
+        let tools = ctx.tool_results(read.handle).await?;
+        let receipts = ctx.permission_receipts(false).await?;
+        Ok(FlowOutput::text(format!(
+            "{} | {} tool | receipts {} | started {}",
+            read.answer,
+            tools.len(),
+            receipts.as_array().map_or(0, Vec::len),
+            handle.0 > 0
+        )))
+    });
+    let reg = registry(&c).subagent(reader).flow(flow);
+    let (fresh, journal) = fresh_then_replay(reg, "misc", json!(null)).await;
+    assert_eq!(answer(&fresh), "read writer(fg) | 1 tool | receipts 0 | started true");
+    let tasks = journal.tasks(fresh.run).unwrap();
+    assert!(tasks.iter().any(|t| t.label == "the writer"));
+    assert!(
+        tasks.iter().all(|t| t.status == TaskStatus::Succeeded),
+        "started work finished before the run ended"
+    );
+    let inner = tasks.iter().find(|t| t.target == "echo").unwrap();
+    let reader = tasks.iter().find(|t| t.target == "reader").unwrap();
+    assert_eq!(inner.parent, Some(reader.id), "a child's calls are tasks under it");
+}
