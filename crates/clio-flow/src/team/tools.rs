@@ -1,12 +1,14 @@
 //! The team's functions as tools of the built-in `orchestration` plugin:
 //! [`AgentEnv::call_tool`] takes a tool name and JSON arguments and returns JSON, with
 //! errors as data (`{"error": {"reason", "message"}}`), so the runtime's tool layer can
-//! route calls to it. [`TEAM_TOOLS`] lists the names and what each does.
+//! route calls to it. [`TEAM_TOOLS`] lists the names and what each does, and
+//! [`AgentEnv::tools`] makes them registry [`Tool`]s bound to one session.
 
 use clio_journal::SessionId;
 use serde_json::{Map, Value, json};
 
 use crate::model::Message;
+use crate::registry::Tool;
 use crate::team::{
     AgentEnv, AskOptions, ReplyOutcome, RunOptions, TaskSpec, TeamError, WaitOptions,
 };
@@ -176,7 +178,77 @@ fn records(recs: Vec<crate::team::AgentRecord>) -> Value {
     Value::Array(recs.iter().map(|r| r.to_json()).collect())
 }
 
+/// Returns the JSON schema of the arguments of team tool `name` (an open object for an
+/// unknown name).
+fn tool_schema(name: &str) -> Value {
+    let string = json!({ "type": "string" });
+    let count = json!({ "type": "integer", "minimum": 0 });
+    let ids = json!({ "type": "array", "items": { "type": "string" } });
+    let (props, required): (Value, &[&str]) = match name {
+        "run" => (
+            json!({
+                "tasks": { "type": "array", "items": { "oneOf": [
+                    { "type": "string" },
+                    { "type": "object", "properties": {
+                        "task": string, "model": string, "provider": string,
+                        "iteration_budget": count, "context": { "enum": ["full", "task"] },
+                    }, "required": ["task"], "additionalProperties": false },
+                ] } },
+                "timeout_secs": count,
+                "team": string,
+            }),
+            &["tasks"],
+        ),
+        "wait" => (json!({ "session_ids": ids, "timeout_secs": count }), &[]),
+        "cancel_agent" => (json!({ "session_id": string }), &["session_id"]),
+        "ask" => (json!({ "question": string, "timeout_secs": count }), &["question"]),
+        "reply" => (json!({ "session_id": string, "text": string }), &["session_id", "text"]),
+        "checkpoint" => (
+            json!({ "messages": { "type": "array", "items": { "type": "object" } } }),
+            &["messages"],
+        ),
+        "controls" => (json!({ "actor": string, "target": string }), &["actor", "target"]),
+        "enabled" | "require_enabled" => (json!({ "session_id": string }), &[]),
+        "reconcile_orphans" => (json!({ "live_session_ids": ids }), &[]),
+        "routing_change" => (json!({ "before": count }), &[]),
+        "wake_allowed" => {
+            (json!({ "author": string, "recipient": string }), &["author", "recipient"])
+        }
+        _ => (json!({}), &[]),
+    };
+    json!({ "type": "object", "properties": props, "required": required })
+}
+
 impl AgentEnv {
+    /// Returns every team tool as a registry [`Tool`] acting for this session, named
+    /// `prefix` + its name (`council_run`, ...). Errors come back as data, so the tools
+    /// themselves never fail; the queries are read-only.
+    pub fn tools(&self, prefix: &str) -> Vec<Tool> {
+        TEAM_TOOLS
+            .iter()
+            .map(|t| {
+                let env = self.clone();
+                let name = t.name;
+                let tool = Tool::new(format!("{prefix}{name}"), move |args: Value| {
+                    let env = env.clone();
+                    async move { Ok(env.call_tool(name, args).await) }
+                })
+                .describe(t.description);
+                let tool = Tool { schema: tool_schema(name), ..tool };
+                let reads = matches!(
+                    name,
+                    "controls"
+                        | "enabled"
+                        | "stop_reason"
+                        | "restrict_router"
+                        | "routing_change"
+                        | "wake_allowed"
+                );
+                if reads { tool.read_only() } else { tool }
+            })
+            .collect()
+    }
+
     /// Calls team tool `name` with JSON `args` on behalf of this session and returns its
     /// JSON result, or `{"error": {"reason", "message"}}`.
     pub async fn call_tool(&self, name: &str, args: Value) -> Value {
@@ -187,7 +259,8 @@ impl AgentEnv {
     }
 
     async fn dispatch(&self, name: &str, args: Value) -> Result<Value, TeamError> {
-        let tool = name.strip_prefix("council.").unwrap_or(name);
+        let tool =
+            name.strip_prefix("council.").or_else(|| name.strip_prefix("council_")).unwrap_or(name);
         let tool = if tool == "wait_agents" { "wait" } else { tool };
         if !TEAM_TOOLS.iter().any(|t| t.name == tool) {
             return Err(TeamError::UnknownTool { name: name.to_owned() });

@@ -683,6 +683,18 @@ async fn the_functions_are_tools_with_errors_as_data() -> TestResult {
     assert_eq!(env.call_tool("frobnicate", json!({})).await["error"]["reason"], "unknown_tool");
     let cancelled = env.call_tool("cancel_agent", json!({ "session_id": "lead.1" })).await;
     assert_eq!(cancelled["status"], "done", "a finished child keeps its record");
+
+    // The same tools as registry tools bound to the session.
+    let tools = env.tools("council_");
+    assert_eq!(tools.len(), clio_flow::TEAM_TOOLS.len());
+    let controls = tools.iter().find(|t| t.name == "council_controls").ok_or("no tool")?;
+    assert!(controls.read_only);
+    assert_eq!(controls.schema["required"], json!(["actor", "target"]));
+    let res = (controls.handler)(json!({ "actor": "lead", "target": "lead.1" })).await?;
+    assert_eq!(res, json!(true));
+    let wait = tools.iter().find(|t| t.name == "council_wait").ok_or("no tool")?;
+    let res = (wait.handler)(json!({ "session_ids": ["nobody"] })).await?;
+    assert_eq!(res["error"]["reason"], "session_not_found");
     Ok(())
 }
 
