@@ -529,7 +529,13 @@ impl AgentEnv {
         let mut messages =
             state.messages.clone().unwrap_or_else(|| vec![Message::user(state.task.clone())]);
         messages.push(Message::user(text.to_owned()));
-        self.team.update_state(child, Some(SessionStatus::Queued), |s| s.question = None).await?;
+        self.team
+            .update_state(child, Some(SessionStatus::Queued), |s| {
+                s.question = None;
+                s.answer = None;
+                s.error = None;
+            })
+            .await?;
         let env = AgentEnv::new(
             self.team.clone(),
             child.clone(),
@@ -738,6 +744,7 @@ impl Team {
             SubagentOutcome::Answer(_) | SubagentOutcome::Stopped => SessionStatus::Lost,
             SubagentOutcome::Question(q) => {
                 state.question = Some(q);
+                state.answer = None;
                 SessionStatus::Idle
             }
             SubagentOutcome::Failed(err) => {
