@@ -502,6 +502,15 @@ impl Runtime {
         .await
     }
 
+    /// Stops the turn of worker task `task` (an agent or subagent running in this process):
+    /// its call ends with `CallStopped`. Stop never ends a started flow: for a flow task, or
+    /// a task not live here, it does nothing and returns `false`.
+    pub fn stop(&self, task: TaskId) -> Result<bool, FlowError> {
+        let rec = self.inner.journal.task(task)?;
+        let Some(rec) = rec else { return Ok(false) };
+        Ok(self.live().get(&rec.run).is_some_and(|state| state.stop(task)))
+    }
+
     /// Cancels task `task` and its whole subtree (everything it started, transitively):
     /// live work stops and each unfinished task is recorded cancelled, with an event in the
     /// run. Returns the number of tasks cancelled.

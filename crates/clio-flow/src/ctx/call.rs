@@ -411,10 +411,16 @@ impl Call {
             (Some(sem), true) => Some(sem.clone().acquire_owned().await),
             _ => None,
         };
+        // Stop ends a worker's turn (`CallStopped`); it never ends a started flow.
+        let stop = tokio_util::sync::CancellationToken::new();
+        if matches!(resolved, Resolved::Worker { .. }) {
+            run.register_stop(task, stop.clone());
+        }
         let work = self.execute(task, resolved, input, token.clone());
         let res = tokio::select! {
             res = work => res,
             () = token.cancelled() => Err(FlowError::CallCancelled { handle: Some(task) }),
+            () = stop.cancelled() => Err(FlowError::CallStopped { handle: Some(task), message: "stopped by Stop".into() }),
         };
         let (res, tokens) = match res {
             Ok((r, tokens)) => (Ok(r), tokens),

@@ -104,6 +104,7 @@ pub(crate) struct RunState {
     pub(crate) cancel: CancellationToken,
     cancelled: AtomicBool,
     task_tokens: Mutex<HashMap<TaskId, CancellationToken>>,
+    stop_tokens: Mutex<HashMap<TaskId, CancellationToken>>,
     answers: Mutex<HashMap<String, Value>>,
     answer_added: Notify,
     pending: Mutex<Vec<Question>>,
@@ -151,6 +152,7 @@ impl RunState {
             cancel: CancellationToken::new(),
             cancelled: AtomicBool::new(false),
             task_tokens: Mutex::new(HashMap::new()),
+            stop_tokens: Mutex::new(HashMap::new()),
             answers: Mutex::new(answers),
             answer_added: Notify::new(),
             pending: Mutex::new(Vec::new()),
@@ -273,6 +275,21 @@ impl RunState {
 
     pub(crate) fn register_token(&self, task: TaskId, token: CancellationToken) {
         lock(&self.task_tokens).insert(task, token);
+    }
+
+    pub(crate) fn register_stop(&self, task: TaskId, token: CancellationToken) {
+        lock(&self.stop_tokens).insert(task, token);
+    }
+
+    /// Stops the turn of worker task `task`; returns whether one was live.
+    pub(crate) fn stop(&self, task: TaskId) -> bool {
+        match lock(&self.stop_tokens).get(&task) {
+            Some(token) if !token.is_cancelled() => {
+                token.cancel();
+                true
+            }
+            _ => false,
+        }
     }
 
     pub(crate) fn cancel_task(&self, task: TaskId) {

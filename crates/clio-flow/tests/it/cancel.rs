@@ -86,3 +86,33 @@ async fn cancelling_a_run_cancels_everything() {
     assert!(matches!(report.outcome, RunOutcome::Cancelled), "{:?}", report.outcome);
     assert_eq!(journal.run(run).unwrap().unwrap().status, clio_journal::RunStatus::Cancelled);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_ends_a_workers_turn_not_a_started_flow() {
+    let c = Counter::default();
+    let flow = FnFlow::new("patient", |_t: Value, ctx| async move {
+        let err = ctx.call("forever", "x").await.unwrap_err();
+        Ok(FlowOutput::text(err.reason()))
+    });
+    let journal = Journal::open_in_memory().unwrap();
+    let rt = runtime(&journal, registry(&c).subagent(forever()).flow(flow));
+    let run = rt.create(sel("patient"), json!(null)).await.unwrap();
+    let driver = tokio::spawn({
+        let rt = rt.clone();
+        async move { rt.resume(run).await }
+    });
+    let worker = wait_for_task(&journal, run, TaskKind::Subagent).await;
+    // The task is recorded running a moment before its turn is live; try until it is.
+    let mut stopped = false;
+    for _ in 0..2000 {
+        if rt.stop(worker).unwrap() {
+            stopped = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    assert!(stopped, "the worker's turn was never live");
+    let report = driver.await.unwrap().unwrap();
+    assert_eq!(crate::support::answer(&report), "call_stopped");
+    assert_eq!(journal.run(run).unwrap().unwrap().status, clio_journal::RunStatus::Succeeded);
+}
