@@ -772,13 +772,15 @@ impl Team {
         let mut rx = self.inner.changes.subscribe();
         loop {
             rx.borrow_and_update();
-            let tree = self.tree().await?;
+            let (journal, wanted) = (self.inner.journal.clone(), ids.to_vec());
+            let found = blocking(move || {
+                wanted.iter().map(|id| journal.session(id)).collect::<Result<Vec<_>, _>>()
+            })
+            .await?;
             let mut records = Vec::with_capacity(ids.len());
-            for id in ids {
-                let rec = tree
-                    .get(id)
-                    .ok_or_else(|| TeamError::SessionNotFound { session: id.clone() })?;
-                records.push(self.record_of(rec)?);
+            for (id, rec) in ids.iter().zip(found) {
+                let rec = rec.ok_or_else(|| TeamError::SessionNotFound { session: id.clone() })?;
+                records.push(self.record_of(&rec)?);
             }
             let settled = {
                 let live = self.lock_live();

@@ -50,13 +50,30 @@ impl SessionTree {
         out
     }
 
-    /// Returns the descendants of `id` (children, their children, ...), in no set order.
+    /// Returns the descendants of `id` (children, their children, ...), nearest first.
     pub fn descendants(&self, id: &SessionId) -> Vec<SessionId> {
-        self.by_id
-            .values()
-            .filter(|r| r.id != *id && self.ancestors(&r.id).contains(id))
-            .map(|r| r.id.clone())
-            .collect()
+        let mut children: BTreeMap<&SessionId, Vec<&SessionId>> = BTreeMap::new();
+        for r in self.by_id.values() {
+            if let Some(parent) = &r.parent {
+                children.entry(parent).or_default().push(&r.id);
+            }
+        }
+        let mut out = Vec::new();
+        let mut seen = HashSet::from([id]);
+        let mut next = vec![id];
+        while !next.is_empty() {
+            let mut after = Vec::new();
+            for parent in next {
+                for &child in children.get(parent).into_iter().flatten() {
+                    if seen.insert(child) {
+                        out.push(child.clone());
+                        after.push(child);
+                    }
+                }
+            }
+            next = after;
+        }
+        out
     }
 }
 

@@ -182,3 +182,43 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #[test]
+    fn orphans_spare_every_live_owner(
+        records in trees(),
+        live_mask in proptest::collection::vec(any::<bool>(), 10),
+    ) {
+        let tree = SessionTree::new(records.clone());
+        let live: std::collections::HashSet<SessionId> = records
+            .iter()
+            .zip(&live_mask)
+            .filter(|(_, live)| **live)
+            .map(|(r, _)| r.id.clone())
+            .collect();
+        let orphans = team_rules::orphans(&tree, &live);
+        for r in &records {
+            let owned = live.contains(&r.id)
+                || r.leader.as_ref().is_some_and(|l| live.contains(l))
+                || tree.ancestors(&r.id).iter().any(|a| live.contains(a));
+            let expected = r.parent.is_some() && r.status.is_live() && !owned;
+            prop_assert_eq!(orphans.contains(&r.id), expected, "{}", r.id);
+        }
+    }
+
+    #[test]
+    fn descendants_are_exactly_those_with_the_session_as_ancestor(records in trees()) {
+        let tree = SessionTree::new(records.clone());
+        for a in &records {
+            let mut got = tree.descendants(&a.id);
+            got.sort();
+            let mut want: Vec<SessionId> = records
+                .iter()
+                .filter(|r| tree.ancestors(&r.id).contains(&a.id))
+                .map(|r| r.id.clone())
+                .collect();
+            want.sort();
+            prop_assert_eq!(got, want);
+        }
+    }
+}
