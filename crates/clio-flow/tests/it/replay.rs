@@ -252,3 +252,84 @@ async fn start_evidence_tool_results_and_receipts() {
     let reader = tasks.iter().find(|t| t.target == "reader").unwrap();
     assert_eq!(inner.parent, Some(reader.id), "a child's calls are tasks under it");
 }
+
+/// A flow that interprets a program given as its input: `["step", n]` doubles `n` in a
+/// step, `["echo", n]` calls a read-only tool, `["effect", n]` a side-effecting one,
+/// `["child", n]` a child flow, `["ask", n]` waits for a person (a process exit).
+fn interpreter() -> FnFlow {
+    FnFlow::new("program", |program: Value, ctx| async move {
+        let mut out = Vec::new();
+        for op in program.as_array().cloned().unwrap_or_default() {
+            let n = op[1].as_u64().unwrap_or(0);
+            let v = match op[0].as_str().unwrap_or("") {
+                "step" => ctx.step("double", || async move { Ok(n * 2) }).await?,
+                "echo" => {
+                    ctx.call("echo", json!({ "n": n })).await?.value["n"].as_u64().unwrap_or(0)
+                }
+                "effect" => {
+                    ctx.call("effect", json!(n)).await?.value["done"].as_u64().unwrap_or(0) + 100
+                }
+                "child" => {
+                    ctx.call("program", json!([["step", n]])).await?.answer.parse().unwrap_or(0)
+                }
+                _ => ctx.ask(&format!("go on after {n}?")).await?.len() as u64,
+            };
+            out.push(v.to_string());
+        }
+        Ok(FlowOutput::text(out.join(",")))
+    })
+}
+
+/// The plain model of [`interpreter`]: what its answer must be when every question is
+/// answered "yes".
+fn model(program: &[(u8, u64)]) -> String {
+    let parts: Vec<String> = program
+        .iter()
+        .map(|(op, n)| match op {
+            0 | 3 => n * 2,
+            1 => *n,
+            2 => n + 100,
+            _ => 3,
+        })
+        .map(|v| v.to_string())
+        .collect();
+    parts.join(",")
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+
+    /// Model-based: a random program, interrupted at every question (the process exits),
+    /// answered and resumed in a new runtime each time, ends with the model's answer, runs
+    /// each effect exactly once, and replays without submitting anything.
+    #[test]
+    fn random_programs_resume_and_replay_like_the_model(
+        program in proptest::collection::vec((0u8..5, 0u64..50), 1..12)
+    ) {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        rt.block_on(async {
+            let c = Counter::default();
+            let reg = registry(&c).flow(interpreter());
+            let input = Value::Array(program.iter().map(|(op, n)| {
+                let name = ["step", "echo", "effect", "child", "ask"][usize::from(*op)];
+                json!([name, n])
+            }).collect());
+            let journal = Journal::open_in_memory().unwrap();
+            let mut report = runtime(&journal, reg.clone()).run(sel("program"), input).await.unwrap();
+            let mut asked = 0;
+            while let RunOutcome::AwaitingInput(qs) = &report.outcome {
+                let fresh = runtime(&journal, reg.clone());
+                fresh.answer(report.run, qs[0].id, "yes").await.unwrap();
+                asked += 1;
+                report = fresh.resume(report.run).await.unwrap();
+            }
+            assert_eq!(asked, program.iter().filter(|(op, _)| *op == 4).count());
+            assert_eq!(answer(&report), model(&program));
+            let effects = program.iter().filter(|(op, _)| *op == 2).count() as u64;
+            assert_eq!(c.get(), effects, "each effect exactly once");
+            let replay = runtime(&journal, reg).replay(report.run).await.unwrap();
+            assert_eq!(answer(&replay), answer(&report));
+            assert_eq!((replay.submitted, replay.steps_run), (0, 0));
+        });
+    }
+}
