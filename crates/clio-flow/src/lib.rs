@@ -28,6 +28,7 @@ mod command;
 mod ctx;
 mod error;
 mod flow;
+mod mcp;
 mod model;
 mod options;
 mod plugin_bridge;
@@ -44,6 +45,7 @@ pub use crate::command::Command;
 pub use crate::ctx::{Call, Ctx, Gather, ReturnWhen, Settled};
 pub use crate::error::{FlowError, Mismatch, OptionProblem};
 pub use crate::flow::{Flow, FlowFuture, FnFlow, Limits, reference, selection};
+pub use crate::mcp::{McpConfig, McpError, McpServers, McpTool};
 pub use crate::model::{
     ChosenModel, FinishReason, Message, ModelCapabilities, ModelCatalog, ModelError, ModelFuture,
     ModelInfo, ModelProvider, ModelRequest, ModelResponse, ModelSource, Models, ModelsConfig,
@@ -53,7 +55,7 @@ pub use crate::model::{
 pub use crate::options::{LIMIT_NAMES, OptionSpec, OptionType, check_options};
 pub use crate::plugin_bridge::{
     TOOL_OUTPUT_LIMIT, TOOL_TIMEOUT, WorkflowFileFlow, register_basic_tools, register_plugin,
-    run_executable,
+    register_plugin_with_mcp, run_executable,
 };
 pub use crate::react::ReactFlow;
 pub use crate::registry::{

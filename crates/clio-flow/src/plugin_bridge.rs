@@ -8,9 +8,11 @@
 //! answer one JSON value on stdout; a non-zero exit, a timeout, or output that is not
 //! JSON fails the call with a message naming the plugin, the tool and what went wrong.
 //!
-//! Not bridged yet: MCP servers, hooks and permission questions at run time. A plugin
-//! that declares an MCP tool gets a tool that fails with a message saying so, never a
-//! silent success.
+//! A tool on one of the plugin's `[[mcp_servers]]` is called through [`McpServers`] (the
+//! `mcp` module): the server starts on the tool's first call, a crashed server restarts,
+//! and a tool's `read_only` decides whether a call its crash cut short is sent again.
+//!
+//! Not bridged yet: hooks and permission questions at run time.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -23,6 +25,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use crate::ctx::Ctx;
 use crate::error::FlowError;
 use crate::flow::{Flow, FlowFuture};
+use crate::mcp::{McpConfig, McpServers};
 use crate::options::{OptionSpec, OptionType};
 use crate::registry::{Registry, Tool, Worker};
 use crate::workflow_flow::WorkflowFlow;
@@ -42,14 +45,33 @@ fn failed(message: String) -> FlowError {
 /// with `trusted`; its executable tools run in `workspace`'s root when it has one.
 ///
 /// Prompt files are read now, so a missing prompt is an error at start, naming the file.
+/// The plugin's MCP servers belong to its tools: they stop when the last of those tools
+/// is dropped. [`register_plugin_with_mcp`] shares one [`McpServers`] instead.
 pub fn register_plugin(
-    mut registry: Registry,
+    registry: Registry,
     plugin: &Plugin,
     trusted: bool,
     workspace: &Workspace,
 ) -> Result<Registry, FlowError> {
+    let mcp = McpServers::new(McpConfig::default());
+    register_plugin_with_mcp(registry, plugin, trusted, workspace, &mcp)
+}
+
+/// Does what [`register_plugin`] does, declaring the plugin's MCP servers in `mcp`, whose
+/// owner can stop them all with [`McpServers::shutdown`]; the servers run in
+/// `workspace`'s root when it has one.
+pub fn register_plugin_with_mcp(
+    mut registry: Registry,
+    plugin: &Plugin,
+    trusted: bool,
+    workspace: &Workspace,
+    mcp: &McpServers,
+) -> Result<Registry, FlowError> {
     registry = registry.plugin(plugin.id.clone(), plugin.version.to_string(), trusted);
     let folder = plugin.folder.clone();
+    for server in &plugin.mcp_servers {
+        mcp.declare(&plugin.id, folder.as_deref(), workspace.root(), server)?;
+    }
     for tool in &plugin.tools {
         let bridged = match &tool.implementation {
             ToolImpl::Executable { command } => {
@@ -62,14 +84,13 @@ pub fn register_plugin(
                 let cwd = workspace.root().map(Path::to_path_buf);
                 executable_tool(&plugin.id, &tool.name, folder.join(command), cwd)
             }
-            ToolImpl::Mcp { server, .. } => {
-                let message = format!(
-                    "plugin {}: tool {} runs on MCP server {server}, and MCP servers are not supported by this runtime yet",
-                    plugin.id, tool.name
-                );
-                Tool::new(tool.name.clone(), move |_args: Value| {
-                    let message = message.clone();
-                    async move { Err(failed(message)) }
+            ToolImpl::Mcp { server, tool: remote } => {
+                let (mcp, plugin_id) = (mcp.clone(), plugin.id.clone());
+                let (server, remote, read_only) = (server.clone(), remote.clone(), tool.read_only);
+                Tool::new(tool.name.clone(), move |args: Value| {
+                    let (mcp, plugin_id) = (mcp.clone(), plugin_id.clone());
+                    let (server, remote) = (server.clone(), remote.clone());
+                    async move { Ok(mcp.call(&plugin_id, &server, &remote, args, read_only).await?) }
                 })
             }
             // The host registers its own implementation under this name.

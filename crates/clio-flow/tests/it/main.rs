@@ -7,6 +7,7 @@ mod crash;
 mod errors;
 mod gather;
 mod limits;
+mod mcp;
 mod models;
 mod options;
 mod plugins;
@@ -19,8 +20,8 @@ mod workflow;
 #[test]
 fn no_forgotten_test_files() {
     let listed: &[&str] = &[
-        "ask", "cancel", "crash", "errors", "gather", "limits", "models", "options", "plugins",
-        "react", "replay", "support", "team", "workflow",
+        "ask", "cancel", "crash", "errors", "gather", "limits", "mcp", "models", "options",
+        "plugins", "react", "replay", "support", "team", "workflow",
     ];
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it");
     for entry in std::fs::read_dir(&dir).unwrap() {
