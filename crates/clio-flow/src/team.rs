@@ -9,14 +9,18 @@
 //! seed's `db` functions (`controls`, `enabled`, `require_enabled`, `reconcile_orphans`,
 //! `wake_allowed`) are methods of [`Team`] over the journal, and pure functions over a
 //! [`SessionTree`] in [`rules`]. [`AgentEnv::call_tool`] is the same API as tools: a name
-//! and JSON arguments in, JSON out, errors as data.
+//! and JSON arguments in, JSON out, errors as data; [`AgentEnv::tools`] binds them to a
+//! session as registry tools. [`ModelRunner`] is a runner that chats with a model through
+//! the session's restricted router; the runtime's react loop is the one to plug in for
+//! subagents with tools.
 //!
-//! Invariants: every session, status, budget claim, answer, question, checkpoint and route
-//! command is in the journal before the call that made it returns; a child's allowlist is
-//! its parent's narrowed, never widened; a cancelled session is never restarted by this
-//! process. What it does not do: run a model itself (the runner does), or keep anything
-//! across a restart that the journal does not hold (waiting questions of `ask` are live
-//! exchanges and end with their process).
+//! Invariants: every session, status, budget claim, answer, the question a turn ends with,
+//! checkpoint and route command is in the journal before the call that made it returns; a
+//! child inherits its parent's allowlist unchanged, and routers only ever narrow it; a
+//! cancelled session is never restarted. What it does not do: keep anything across a
+//! restart that the journal does not hold (a question waiting in `ask` is a live exchange
+//! and ends with its process), or give children a workspace of their own (children share
+//! the checkout).
 
 mod env;
 mod error;
