@@ -467,19 +467,18 @@ impl AgentEnv {
 
     /// As a subagent, asks the parent `question` and waits for the reply text.
     ///
-    /// Returns `None` when the parent is not running or does not reply within
-    /// `timeout_secs` (default 600): then choose the safest option and say so in the
-    /// answer. Fails with [`TeamError::NoParent`] for a session without a parent.
+    /// Returns `None` when the parent is not running (or stops running while the child
+    /// waits) or does not reply within `timeout_secs` (default 600): then choose the
+    /// safest option and say so in the answer. Fails with [`TeamError::NoParent`] for a session without a parent.
     pub async fn ask(&self, question: &str, opts: AskOptions) -> Result<Option<String>, TeamError> {
         let rec = self.team.session(&self.session).await?;
         let parent =
             rec.parent.ok_or_else(|| TeamError::NoParent { session: self.session.clone() })?;
-        let journal = self.team.journal().clone();
-        let parent_rec = blocking(move || journal.session(&parent)).await?;
-        if parent_rec.is_none_or(|p| p.status != SessionStatus::Running) {
+        if !self.team.is_running(&parent).await? {
             return Ok(None);
         }
-        let (tx, rx) = oneshot::channel();
+        let (tx, mut rx) = oneshot::channel();
+        let mut changes = self.team.inner.changes.subscribe();
         {
             let mut live = self.team.lock_live();
             let l = live.entry(self.session.clone()).or_default();
@@ -487,12 +486,24 @@ impl AgentEnv {
         }
         self.team.changed();
         let secs = opts.timeout_secs.unwrap_or(self.team.config().ask_timeout_secs);
-        let reply = tokio::time::timeout(Duration::from_secs(secs), rx).await;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+        let reply = loop {
+            tokio::select! {
+                reply = &mut rx => break reply.ok(),
+                () = tokio::time::sleep_until(deadline) => break None,
+                changed = changes.changed() => {
+                    // A parent whose turn ended, or that was cancelled, will not reply.
+                    if changed.is_err() || !self.team.is_running(&parent).await? {
+                        break rx.try_recv().ok();
+                    }
+                }
+            }
+        };
         if let Some(l) = self.team.lock_live().get_mut(&self.session) {
             l.ask = None;
         }
         self.team.changed();
-        Ok(reply.ok().and_then(Result::ok))
+        Ok(reply)
     }
 
     /// Replies `text` to child `child`: delivers it to a waiting `ask`, or wakes a child
@@ -655,6 +666,13 @@ impl AgentEnv {
 }
 
 impl Team {
+    /// Returns true when session `sid` exists and is running.
+    async fn is_running(&self, sid: &SessionId) -> Result<bool, TeamError> {
+        let (journal, id) = (self.inner.journal.clone(), sid.clone());
+        let rec = blocking(move || journal.session(&id)).await?;
+        Ok(rec.is_some_and(|r| r.status == SessionStatus::Running))
+    }
+
     /// Spawns one turn of `job`, waiting for a slot of `slots` first.
     fn spawn_turn(&self, job: SubagentJob, slots: Arc<Semaphore>) {
         let team = self.clone();

@@ -321,6 +321,13 @@ async fn ask_returns_none_at_once_when_the_parent_is_not_running() -> TestResult
     let start = tokio::time::Instant::now();
     assert_eq!(child.ask("may I?", AskOptions::default()).await?, None);
     assert_eq!(start.elapsed(), Duration::ZERO);
+    // A parent whose turn ends while the child waits will not reply either.
+    team.set_status(&sid("lead"), SessionStatus::Running).await?;
+    let waiting = tokio::spawn(async move { child.ask("and now?", AskOptions::default()).await });
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    team.set_status(&sid("lead"), SessionStatus::Idle).await?;
+    assert_eq!(waiting.await??, None);
+    assert_eq!(start.elapsed(), Duration::from_secs(30));
     let err = env.ask("anyone?", AskOptions::default()).await.err();
     assert!(matches!(err, Some(TeamError::NoParent { .. })), "{err:?}");
     Ok(())
