@@ -540,13 +540,10 @@ impl AgentEnv {
         let mut messages =
             state.messages.clone().unwrap_or_else(|| vec![Message::user(state.task.clone())]);
         messages.push(Message::user(text.to_owned()));
-        self.team
-            .update_state(child, Some(SessionStatus::Queued), |s| {
-                s.question = None;
-                s.answer = None;
-                s.error = None;
-            })
-            .await?;
+        if !self.team.take_for_new_turn(child).await? {
+            // Another reply woke it first.
+            return Err(TeamError::NotWaiting { session: child.clone() });
+        }
         let env = AgentEnv::new(
             self.team.clone(),
             child.clone(),
@@ -666,6 +663,26 @@ impl AgentEnv {
 }
 
 impl Team {
+    /// Moves an idle or done session to queued for a new turn, clearing what its last
+    /// turn ended with; false when it is no longer idle or done.
+    async fn take_for_new_turn(&self, sid: &SessionId) -> Result<bool, TeamError> {
+        let _guard = self.inner.writes.lock().await;
+        let rec = self.session(sid).await?;
+        if !matches!(rec.status, SessionStatus::Idle | SessionStatus::Done) {
+            return Ok(false);
+        }
+        let mut state = SessionState::of(&rec)?;
+        state.question = None;
+        state.answer = None;
+        state.error = None;
+        let update = clio_journal::SessionUpdate {
+            status: Some(SessionStatus::Queued),
+            checkpoint: Some(state.to_value(sid)?),
+            ..Default::default()
+        };
+        self.update(sid, update).await.map(|_| true)
+    }
+
     /// Returns true when session `sid` exists and is running.
     async fn is_running(&self, sid: &SessionId) -> Result<bool, TeamError> {
         let (journal, id) = (self.inner.journal.clone(), sid.clone());
@@ -755,12 +772,19 @@ impl Team {
         let mut state = SessionState::of(&rec)?;
         let status = match outcome {
             SubagentOutcome::Answer(text) if !text.trim().is_empty() => {
+                // The chat a later turn resumes from ends with what this one said.
+                if let Some(messages) = &mut state.messages {
+                    messages.push(Message::assistant(text.clone()));
+                }
                 state.answer = Some(text);
                 state.question = None;
                 SessionStatus::Done
             }
             SubagentOutcome::Answer(_) | SubagentOutcome::Stopped => SessionStatus::Lost,
             SubagentOutcome::Question(q) => {
+                if let Some(messages) = &mut state.messages {
+                    messages.push(Message::assistant(q.clone()));
+                }
                 state.question = Some(q);
                 state.answer = None;
                 SessionStatus::Idle

@@ -745,6 +745,10 @@ async fn the_model_runner_claims_the_budget_checkpoints_and_keeps_to_the_allowli
     let child = team.env(sid("lead.1"));
     assert_eq!(team.session(&sid("lead.1")).await?.iterations_used, 1);
     let checkpoint = child.last_checkpoint().await?.unwrap_or_default();
-    assert_eq!(checkpoint, [Message::system("you lead"), Message::user("a")]);
+    // The input the model last got, then what the turn answered.
+    assert_eq!(
+        checkpoint,
+        [Message::system("you lead"), Message::user("a"), Message::assistant("ok")]
+    );
     Ok(())
 }
