@@ -113,8 +113,17 @@ pub enum TaskStatus {
 
 impl TaskStatus {
     /// Returns whether the status is final: no later update may change it.
+    ///
+    /// `Interrupted` is not final: it marks work a dead process left unfinished, and a
+    /// resumed run re-attaches it (it may then run, succeed or fail under the same handle).
     pub fn is_terminal(self) -> bool {
-        matches!(self, Self::Succeeded | Self::Failed | Self::Cancelled | Self::Interrupted)
+        matches!(self, Self::Succeeded | Self::Failed | Self::Cancelled)
+    }
+
+    /// Returns whether a live process is (or should be) working on the task: queued,
+    /// running or awaiting input. `reconcile` interrupts active tasks of dead owners.
+    pub fn is_active(self) -> bool {
+        matches!(self, Self::Queued | Self::Running | Self::AwaitingInput)
     }
 }
 

@@ -242,7 +242,7 @@ impl<'a> Tx<'a> {
         let tasks = &mut self.tasks;
         tasks.insert(rec.id.0, encode(rec).as_slice()).at(self.path)?;
         let live = &mut self.live_tasks;
-        if rec.status.is_terminal() {
+        if !rec.status.is_active() {
             live.remove(rec.id.0).at(self.path)?;
         } else {
             live.insert(rec.id.0, ()).at(self.path)?;
@@ -412,7 +412,7 @@ impl<'a> Tx<'a> {
         };
         for id in task_ids {
             let mut rec = self.load_task(TaskId(id))?;
-            if !rec.status.is_terminal() && !is_live(&rec.owner) {
+            if rec.status.is_active() && !is_live(&rec.owner) {
                 rec.status = TaskStatus::Interrupted;
                 rec.updated_at_ms = self.now;
                 self.store_task(&rec)?;

@@ -204,6 +204,29 @@ fn reconcile_marks_what_dead_processes_left_running_exactly_once() -> TestResult
     Ok(())
 }
 
+/// An interrupted task is re-attached by the process that resumes its run: it may run and
+/// finish under the same handle, and reconcile does not count it again meanwhile.
+#[test]
+fn an_interrupted_task_is_re_attached_by_a_resume() -> TestResult {
+    let journal = Journal::open_in_memory()?;
+    let run = journal.create_run(new_run("count", "dead"))?;
+    let task = journal.create_task(new_task(run, "dead"))?;
+    assert_eq!(journal.reconcile(&["new"])?.tasks, 1);
+    assert_eq!(journal.reconcile(&["new"])?.tasks, 0, "an interrupted task is not active");
+    let resumed = TaskUpdate {
+        status: Some(TaskStatus::Running),
+        owner: Some("new".into()),
+        ..Default::default()
+    };
+    assert_eq!(journal.update_task(task, resumed)?.status, TaskStatus::Running);
+    let done = TaskUpdate { status: Some(TaskStatus::Succeeded), ..Default::default() };
+    journal.update_task(task, done)?;
+    let again = TaskUpdate { status: Some(TaskStatus::Running), ..Default::default() };
+    assert!(journal.update_task(task, again).is_err(), "a succeeded task never changes");
+    assert_eq!(journal.reconcile(&["other"])?.tasks, 0);
+    Ok(())
+}
+
 #[test]
 fn prune_removes_finished_runs_with_their_entries_and_tasks() -> TestResult {
     let (journal, old) = journal_with_run()?;
