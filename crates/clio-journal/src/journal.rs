@@ -211,6 +211,23 @@ impl Journal {
         self.write(move |tx| tx.create_task(new))
     }
 
+    /// Creates `task` and appends `before`, then `after`, to `run` in one atomic write:
+    /// each entry of `after` names the new task. Returns the task and the entries'
+    /// sequence numbers.
+    ///
+    /// This is how a call becomes durable with no window between its intent and its
+    /// acceptance: a crash leaves all of it or none. Every identity is checked before
+    /// anything is written.
+    pub fn create_task_with_entries(
+        &self,
+        run: RunId,
+        before: Vec<NewEntry>,
+        task: NewTask,
+        after: Vec<NewEntry>,
+    ) -> Result<(TaskId, Vec<u64>)> {
+        self.write(move |tx| tx.create_task_with_entries(run, before, task, after))
+    }
+
     /// Changes a task and returns the record as it now stands.
     ///
     /// A task with a terminal status is refused with [`JournalError::TaskFinished`].

@@ -190,6 +190,61 @@ impl<'a> Tx<'a> {
         Ok(rec)
     }
 
+    /// Creates `task`, then appends `before` and `after` (each of `after` naming the new
+    /// task) to `run`; everything is checked before anything is written, so a refusal
+    /// leaves nothing behind in the shared batch.
+    pub(crate) fn create_task_with_entries(
+        &mut self,
+        run: RunId,
+        before: Vec<NewEntry>,
+        task: NewTask,
+        mut after: Vec<NewEntry>,
+    ) -> Result<(TaskId, Vec<u64>)> {
+        if task.run != run {
+            return Err(JournalError::RunNotFound { run: task.run });
+        }
+        let n_before = before.len();
+        let mut entries = before;
+        entries.append(&mut after);
+        // The checks `append` and `create_task` would make, before either writes.
+        self.check_entries(run, &entries)?;
+        if let Some(parent) = task.parent {
+            self.load_task(parent)?;
+        }
+        let id = self.create_task(task)?;
+        for entry in entries.iter_mut().skip(n_before) {
+            entry.task = Some(id);
+        }
+        let seqs = self.append(run, entries)?;
+        Ok((id, seqs))
+    }
+
+    /// Checks that `run` exists and that no identity of `entries` is taken (in the run or
+    /// twice among them); returns the sequence number the first would get.
+    fn check_entries(&self, run: RunId, entries: &[NewEntry]) -> Result<u64> {
+        let first = self
+            .run_heads
+            .get(run.0)
+            .at(self.path)?
+            .ok_or(JournalError::RunNotFound { run })?
+            .value();
+        let mut seen = HashMap::new();
+        for (idx, entry) in entries.iter().enumerate() {
+            let Some(identity) = entry.identity.as_deref() else { continue };
+            let held = self.identities.get((run.0, identity)).at(self.path)?.map(|v| v.value());
+            let held = held.or_else(|| seen.get(identity).copied());
+            if let Some(seq) = held {
+                return Err(JournalError::DuplicateIdentity {
+                    run,
+                    identity: identity.to_owned(),
+                    seq,
+                });
+            }
+            seen.insert(identity, first + idx as u64);
+        }
+        Ok(first)
+    }
+
     pub(crate) fn append(&mut self, run: RunId, entries: Vec<NewEntry>) -> Result<Vec<u64>> {
         let heads = &mut self.run_heads;
         let first =

@@ -278,15 +278,13 @@ impl Call {
             model: None,
             owner: run.rt.config.owner.clone(),
         };
+        // The intent, the task and the acceptance are one atomic write, so a crash never
+        // leaves a call recorded as asked for but not known to be accepted.
+        let accepted = NewEntry::new(EntryKind::Call, json!({ "accepted": true }))
+            .with_identity(format!("{identity}@accepted"));
         let task = blocking(move || {
-            journal.append(run_id, intent)?;
-            let task = journal.create_task(new_task)?;
-            journal.append(
-                run_id,
-                NewEntry::new(EntryKind::Call, json!({ "accepted": task.0 }))
-                    .with_identity(format!("{identity}@accepted"))
-                    .with_task(task),
-            )?;
+            let (task, _) =
+                journal.create_task_with_entries(run_id, vec![intent], new_task, vec![accepted])?;
             Ok(task)
         })
         .await?;

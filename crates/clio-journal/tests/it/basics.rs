@@ -204,6 +204,31 @@ fn reconcile_marks_what_dead_processes_left_running_exactly_once() -> TestResult
     Ok(())
 }
 
+/// A call's intent, its task and its acceptance are one write: all or nothing.
+#[test]
+fn a_task_and_its_entries_are_written_together_or_not_at_all() -> TestResult {
+    let journal = Journal::open_in_memory()?;
+    let run = journal.create_run(new_run("count", "p"))?;
+    let intent = NewEntry::new(EntryKind::Call, serde_json::json!({"call": 1})).with_identity("c1");
+    let accepted =
+        NewEntry::new(EntryKind::Call, serde_json::json!({})).with_identity("c1@accepted");
+    let (task, seqs) =
+        journal.create_task_with_entries(run, vec![intent], new_task(run, "p"), vec![accepted])?;
+    assert_eq!(seqs, [0, 1]);
+    let entries = journal.entries(run)?;
+    assert_eq!(entries[0].task, None);
+    assert_eq!(entries[1].task, Some(task), "the acceptance names the new task");
+
+    // A taken identity refuses the whole write: no task, no entry.
+    let again = NewEntry::new(EntryKind::Call, serde_json::json!({})).with_identity("c1");
+    let err =
+        journal.create_task_with_entries(run, vec![again], new_task(run, "p"), vec![]).unwrap_err();
+    assert!(matches!(err, clio_journal::JournalError::DuplicateIdentity { .. }), "{err:?}");
+    assert_eq!(journal.tasks(run)?.len(), 1);
+    assert_eq!(journal.entry_count(run)?, 2);
+    Ok(())
+}
+
 /// An interrupted task is re-attached by the process that resumes its run: it may run and
 /// finish under the same handle, and reconcile does not count it again meanwhile.
 #[test]
