@@ -33,6 +33,8 @@ const OWNED_DEPENDENCIES: &[(&str, &[&str])] = &[
     ("clap", &["clio-cli", "xtask"]),
     ("anyhow", &["clio-cli", "xtask"]),
     ("semver", &["clio-spec", "clio-plugins"]),
+    ("rmcp", &["clio-flow"]),
+    ("reqwest", &["clio-flow"]),
 ];
 
 /// Crates that must not reach tokio through their normal dependencies.
