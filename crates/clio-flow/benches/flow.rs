@@ -7,7 +7,8 @@
 //! - W1: 1,000 sequential no-op `ctx.step`s;
 //! - W2: a 1,000-way `gather` of no-op tool calls;
 //! - W3: the 1,000-step workflow DAG (10 layers × 100, each step waiting on 2 of the layer
-//!   before) with no-op tool targets;
+//!   before) with no-op tool targets, given as the run's input; W3b the same workflow
+//!   called from a flow (the run's input is then small: see the report for why it matters);
 //! - W4: a child process killed with SIGKILL after 900 of 1,000 steps, then the time for
 //!   this process to resume the run to completion;
 //! - W5: a warm replay of a finished 10,000-entry run;
@@ -85,6 +86,10 @@ fn registry() -> Registry {
             let res = ctx.gather(calls).await?;
             Ok(FlowOutput::text(res.len().to_string()))
         }))
+        .flow(FnFlow::new("dag", |_t: Value, ctx| async move {
+            let r = ctx.call("workflow", dag()).await?;
+            Ok(FlowOutput::text(r.answer.len().to_string()))
+        }))
         .flow(FnFlow::new("ask", |_t: Value, ctx| async move {
             let a = ctx.ask("go?").await?;
             Ok(FlowOutput::text(a))
@@ -122,6 +127,12 @@ fn dag() -> Value {
     json!({ "workflow": { "steps": steps } })
 }
 
+/// Returns whether workload `name` runs: all of them, or those named in
+/// `CLIO_FLOW_BENCH_ONLY` (comma-separated, e.g. `W5`).
+fn want(name: &str) -> bool {
+    std::env::var("CLIO_FLOW_BENCH_ONLY").map_or(true, |only| only.split(',').any(|w| w == name))
+}
+
 async fn benches(dir: &Path) {
     // Baseline: one durable append per commit through the journal.
     let journal = open(&dir.join("baseline.redb"), Durability::Immediate);
@@ -149,114 +160,154 @@ async fn benches(dir: &Path) {
     );
     drop(journal);
 
-    // W1.
-    let journal = open(&dir.join("w1.redb"), Durability::Immediate);
-    let t = instant();
-    let r =
-        rt(&journal, registry()).run(selection("steps", json!({})), Value::Null).await.expect("w1");
-    let ms = t.elapsed().as_secs_f64() * 1000.0;
-    ok(&r.outcome);
-    report(
-        "W1_sequential_steps",
-        1_000,
-        ms,
-        json!({ "ratio_to_baseline": ((ms / base_ms) * 100.0).round() / 100.0 }),
-    );
-    drop(journal);
+    if want("W1") {
+        // W1.
+        let journal = open(&dir.join("w1.redb"), Durability::Immediate);
+        let t = instant();
+        let r = rt(&journal, registry())
+            .run(selection("steps", json!({})), Value::Null)
+            .await
+            .expect("w1");
+        let ms = t.elapsed().as_secs_f64() * 1000.0;
+        ok(&r.outcome);
+        report(
+            "W1_sequential_steps",
+            1_000,
+            ms,
+            json!({ "ratio_to_baseline": ((ms / base_ms) * 100.0).round() / 100.0 }),
+        );
+        drop(journal);
+    }
 
-    // W2.
-    let journal = open(&dir.join("w2.redb"), Durability::Immediate);
-    let t = instant();
-    let r =
-        rt(&journal, registry()).run(selection("fan", json!({})), Value::Null).await.expect("w2");
-    ok(&r.outcome);
-    report("W2_gather_1000_tools", 1_000, t.elapsed().as_secs_f64() * 1000.0, json!({}));
-    drop(journal);
+    if want("W2") {
+        // W2.
+        let journal = open(&dir.join("w2.redb"), Durability::Immediate);
+        let t = instant();
+        let r = rt(&journal, registry())
+            .run(selection("fan", json!({})), Value::Null)
+            .await
+            .expect("w2");
+        ok(&r.outcome);
+        report("W2_gather_1000_tools", 1_000, t.elapsed().as_secs_f64() * 1000.0, json!({}));
+        drop(journal);
+    }
 
-    // W3.
-    let journal = open(&dir.join("w3.redb"), Durability::Immediate);
-    let t = instant();
-    let r =
-        rt(&journal, registry()).run(selection("workflow", json!({})), dag()).await.expect("w3");
-    ok(&r.outcome);
-    report("W3_dag_10x100", 1_000, t.elapsed().as_secs_f64() * 1000.0, json!({}));
-    drop(journal);
+    if want("W3") {
+        // W3.
+        let journal = open(&dir.join("w3.redb"), Durability::Immediate);
+        let t = instant();
+        let r = rt(&journal, registry())
+            .run(selection("workflow", json!({})), dag())
+            .await
+            .expect("w3");
+        ok(&r.outcome);
+        report("W3_dag_10x100", 1_000, t.elapsed().as_secs_f64() * 1000.0, json!({}));
+        drop(journal);
+    }
 
-    // W4: the child runs 1,000 steps and blocks inside step 900; it is killed there.
-    let w4 = dir.join("w4.redb");
-    let marker = dir.join("w4.ready");
-    let mut child = Command::new(std::env::current_exe().expect("exe"))
-        .env(CHILD, dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("child");
-    while !marker.exists() {
-        if child.try_wait().expect("wait").is_some() {
-            panic!("the W4 child exited early");
+    if want("W3b") {
+        // W3.
+        let journal = open(&dir.join("w3b.redb"), Durability::Immediate);
+        let t = instant();
+        let r = rt(&journal, registry())
+            .run(selection("dag", json!({})), Value::Null)
+            .await
+            .expect("w3b");
+        ok(&r.outcome);
+        report(
+            "W3b_dag_10x100_called_from_a_flow",
+            1_000,
+            t.elapsed().as_secs_f64() * 1000.0,
+            json!({}),
+        );
+        drop(journal);
+    }
+
+    if want("W4") {
+        // W4: the child runs 1,000 steps and blocks inside step 900; it is killed there.
+        let w4 = dir.join("w4.redb");
+        let marker = dir.join("w4.ready");
+        let mut child = Command::new(std::env::current_exe().expect("exe"))
+            .env(CHILD, dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("child");
+        while !marker.exists() {
+            if child.try_wait().expect("wait").is_some() {
+                panic!("the W4 child exited early");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
         }
-        std::thread::sleep(std::time::Duration::from_millis(2));
+        child.kill().expect("kill");
+        let _ = child.wait();
+        let journal = open(&w4, Durability::Immediate);
+        let run = journal.runs(&clio_journal::RunFilter::default()).expect("runs")[0].id;
+        let t = instant();
+        let r = rt(&journal, registry()).resume(run).await.expect("w4");
+        ok(&r.outcome);
+        report(
+            "W4_resume_after_kill_at_900",
+            100,
+            t.elapsed().as_secs_f64() * 1000.0,
+            json!({ "steps_run": r.steps_run }),
+        );
+        drop(journal);
     }
-    child.kill().expect("kill");
-    let _ = child.wait();
-    let journal = open(&w4, Durability::Immediate);
-    let run = journal.runs(&clio_journal::RunFilter::default()).expect("runs")[0].id;
-    let t = instant();
-    let r = rt(&journal, registry()).resume(run).await.expect("w4");
-    ok(&r.outcome);
-    report(
-        "W4_resume_after_kill_at_900",
-        100,
-        t.elapsed().as_secs_f64() * 1000.0,
-        json!({ "steps_run": r.steps_run }),
-    );
-    drop(journal);
 
-    // W5: build a finished run of 10,000 steps quickly, then replay it warm.
-    let journal = open(&dir.join("w5.redb"), Durability::Eventual);
-    let reg = Registry::new().flow(steps_flow(10_000, None, None));
-    let runtime = rt(&journal, reg);
-    let r = runtime.run(selection("steps", json!({})), Value::Null).await.expect("w5 build");
-    ok(&r.outcome);
-    journal.flush().expect("flush");
-    let _ = runtime.replay(r.run).await.expect("warm-up");
-    let t = instant();
-    let replay = runtime.replay(r.run).await.expect("w5");
-    ok(&replay.outcome);
-    report(
-        "W5_replay_10000_entries",
-        10_000,
-        t.elapsed().as_secs_f64() * 1000.0,
-        json!({ "submitted": replay.submitted }),
-    );
-    drop(journal);
-
-    // W6: 1,000 runs each waiting in ask.
-    let journal = open(&dir.join("w6.redb"), Durability::Eventual);
-    let runtime = rt(&journal, registry());
-    let before = peak_rss_kb();
-    let t = instant();
-    let mut handles = Vec::new();
-    for _ in 0..1_000 {
-        let runtime = runtime.clone();
-        handles.push(tokio::spawn(async move {
-            runtime.run(selection("ask", json!({})), Value::Null).await
-        }));
+    if want("W5") {
+        // W5: build a finished run of 10,000 steps quickly, then replay it warm.
+        let journal = open(&dir.join("w5.redb"), Durability::Eventual);
+        let reg = Registry::new().flow(steps_flow(10_000, None, None));
+        let runtime = rt(&journal, reg);
+        let r = runtime.run(selection("steps", json!({})), Value::Null).await.expect("w5 build");
+        ok(&r.outcome);
+        journal.flush().expect("flush");
+        let _ = runtime.replay(r.run).await.expect("warm-up");
+        let t = instant();
+        let replay = runtime.replay(r.run).await.expect("w5");
+        ok(&replay.outcome);
+        let replay_ms = t.elapsed().as_secs_f64() * 1000.0;
+        let t = instant();
+        let entries = journal.entries(r.run).expect("entries").len();
+        let read_ms = t.elapsed().as_secs_f64() * 1000.0;
+        let extra = json!({
+            "submitted": replay.submitted,
+            "entries": entries,
+            "read_entries_ms": (read_ms * 1000.0).round() / 1000.0,
+        });
+        report("W5_replay_10000_entries", 10_000, replay_ms, extra);
+        drop(journal);
     }
-    let mut waiting = 0;
-    for h in handles {
-        if let Ok(Ok(r)) = h.await
-            && matches!(r.outcome, RunOutcome::AwaitingInput(_))
-        {
-            waiting += 1;
+
+    if want("W6") {
+        // W6: 1,000 runs each waiting in ask.
+        let journal = open(&dir.join("w6.redb"), Durability::Eventual);
+        let runtime = rt(&journal, registry());
+        let before = peak_rss_kb();
+        let t = instant();
+        let mut handles = Vec::new();
+        for _ in 0..1_000 {
+            let runtime = runtime.clone();
+            handles.push(tokio::spawn(async move {
+                runtime.run(selection("ask", json!({})), Value::Null).await
+            }));
         }
+        let mut waiting = 0;
+        for h in handles {
+            if let Ok(Ok(r)) = h.await
+                && matches!(r.outcome, RunOutcome::AwaitingInput(_))
+            {
+                waiting += 1;
+            }
+        }
+        report(
+            "W6_1000_runs_awaiting_ask",
+            1_000,
+            t.elapsed().as_secs_f64() * 1000.0,
+            json!({ "waiting": waiting, "rss_before_kb": before }),
+        );
     }
-    report(
-        "W6_1000_runs_awaiting_ask",
-        1_000,
-        t.elapsed().as_secs_f64() * 1000.0,
-        json!({ "waiting": waiting, "rss_before_kb": before }),
-    );
 }
 
 async fn w4_child(dir: &Path) {
