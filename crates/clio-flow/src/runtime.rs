@@ -478,17 +478,25 @@ impl Runtime {
     /// unfinished task are recorded cancelled. Returns the number of tasks cancelled.
     pub async fn cancel(&self, run: RunId) -> Result<u64, FlowError> {
         self.record(run)?;
+        let journal = self.inner.journal.clone();
+        // What is unfinished is decided before live work is told to stop (see cancel_task).
+        let reader = journal.clone();
+        let unfinished: Vec<TaskId> = blocking(move || {
+            Ok(reader
+                .tasks(run)?
+                .iter()
+                .filter(|t| !t.status.is_terminal())
+                .map(|t| t.id)
+                .collect())
+        })
+        .await?;
         if let Some(state) = self.live().get(&run).cloned() {
             state.cancel_all();
         }
-        let journal = self.inner.journal.clone();
         blocking(move || {
-            let mut n = 0;
-            for task in journal.tasks(run)? {
-                if !task.status.is_terminal() {
-                    cancel_record(&journal, task.id)?;
-                    n += 1;
-                }
+            let n = unfinished.len() as u64;
+            for id in &unfinished {
+                cancel_record(&journal, *id)?;
             }
             let rec = journal.run(run)?;
             if rec.is_some_and(|r| !r.status.is_finished()) {
@@ -521,11 +529,11 @@ impl Runtime {
             message: format!("task {task} not found"),
         })?;
         let run = rec.run;
-        if let Some(state) = self.live().get(&run).cloned() {
-            state.cancel_task(task);
-        }
-        blocking(move || {
-            let tasks = journal.tasks(run)?;
+        // What is unfinished is decided before live work is told to stop, so the count does
+        // not depend on how fast that work records its own cancellation.
+        let reader = journal.clone();
+        let (subtree, unfinished) = blocking(move || {
+            let tasks = reader.tasks(run)?;
             let mut subtree = vec![task];
             let mut i = 0;
             while i < subtree.len() {
@@ -533,12 +541,21 @@ impl Runtime {
                 subtree.extend(tasks.iter().filter(|t| t.parent == Some(parent)).map(|t| t.id));
                 i += 1;
             }
-            let mut n = 0;
-            for id in &subtree {
-                if tasks.iter().any(|t| t.id == *id && !t.status.is_terminal()) {
-                    cancel_record(&journal, *id)?;
-                    n += 1;
-                }
+            let unfinished: Vec<TaskId> = subtree
+                .iter()
+                .copied()
+                .filter(|id| tasks.iter().any(|t| t.id == *id && !t.status.is_terminal()))
+                .collect();
+            Ok((subtree, unfinished))
+        })
+        .await?;
+        if let Some(state) = self.live().get(&run).cloned() {
+            state.cancel_task(task);
+        }
+        blocking(move || {
+            let n = unfinished.len() as u64;
+            for id in &unfinished {
+                cancel_record(&journal, *id)?;
             }
             let ids: Vec<u64> = subtree.iter().map(|t| t.0).collect();
             journal.append(
