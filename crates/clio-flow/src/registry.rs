@@ -41,6 +41,10 @@ pub struct Tool {
     pub schema: Value,
     /// Its implementation.
     pub handler: ToolHandler,
+    /// The plugin that brings it (empty: none, a tool registered in code).
+    pub plugin: String,
+    /// Its declared `defer`, `callers` and `permission`.
+    pub options: clio_plugins::ToolOptions,
 }
 
 impl Tool {
@@ -56,7 +60,21 @@ impl Tool {
             read_only: false,
             schema: json!({ "type": "object" }),
             handler: Arc::new(move |args| Box::pin(handler(args))),
+            plugin: String::new(),
+            options: clio_plugins::ToolOptions::default(),
         }
+    }
+
+    /// Returns the tool with its declared `options`.
+    pub fn options(mut self, options: clio_plugins::ToolOptions) -> Tool {
+        self.options = options;
+        self
+    }
+
+    /// Returns the tool as brought by plugin `plugin`.
+    pub fn of_plugin(mut self, plugin: impl Into<String>) -> Tool {
+        self.plugin = plugin.into();
+        self
     }
 
     /// Returns the tool marked read-only.

@@ -38,6 +38,7 @@ pub struct Call {
     site_identity: String,
     pub(crate) extra_tools: Vec<Tool>,
     pub(crate) index: Option<usize>,
+    pub(crate) from_code: bool,
 }
 
 enum Accepted {
@@ -70,6 +71,7 @@ impl Call {
             site_identity,
             extra_tools: Vec::new(),
             index: None,
+            from_code: false,
         }
     }
 
@@ -94,6 +96,13 @@ impl Call {
     /// Returns the call with `label`, the child's name in the views.
     pub fn label(mut self, label: impl Into<String>) -> Call {
         self.label = label.into();
+        self
+    }
+
+    /// Returns the call marked as made by a `run_code` script: a tool whose callers are
+    /// `direct` refuses it (`CallRefused`, refusal `callers`).
+    pub fn from_code(mut self) -> Call {
+        self.from_code = true;
         self
     }
 
@@ -210,6 +219,19 @@ impl Call {
                 handle: None,
                 refusal: "start_tool".into(),
                 message: format!("tool {} cannot be started, only called", self.target.name()),
+            });
+        }
+        if let Resolved::Tool(tool) = &resolved
+            && self.from_code
+            && tool.options.callers == Some(clio_plugins::Callers::Direct)
+        {
+            return Err(FlowError::CallRefused {
+                handle: None,
+                refusal: "callers".into(),
+                message: format!(
+                    "tool {} may be called by the agent only, not from code",
+                    tool.name
+                ),
             });
         }
         let input = self.input.resolve(&self.ctx.scope.task);
