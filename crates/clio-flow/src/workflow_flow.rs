@@ -122,7 +122,9 @@ async fn run(input: Value, ctx: Ctx) -> Result<FlowOutput, FlowError> {
     // How many events of each piece of work were applied from the log.
     let mut consumed: HashMap<String, usize> = HashMap::new();
     let mut n: u64 = 0;
-    let publish_every = if sched.snapshot().len() <= 50 { 1 } else { 50 };
+    // A large workflow publishes its view about ten times over the run, a small one at every event.
+    let n_steps = sched.snapshot().len() as u64;
+    let publish_every = if n_steps <= 50 { 1 } else { (n_steps * 2 / 10).max(1) };
     loop {
         for action in sched.take_actions() {
             live.push(launch(&ctx, action, &model));
