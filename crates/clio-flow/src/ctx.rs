@@ -416,7 +416,7 @@ impl Ctx {
         async move { self.ask_with(site, question, schema, options, reason, key).await }
     }
 
-    async fn ask_with(
+    pub(crate) async fn ask_with(
         &self,
         site: &Location<'_>,
         question: &str,

@@ -28,6 +28,7 @@ mod command;
 mod ctx;
 mod error;
 mod flow;
+mod gate;
 mod mcp;
 mod model;
 mod options;
@@ -44,6 +45,7 @@ pub use crate::clock::instant;
 pub use crate::command::Command;
 pub use crate::ctx::{Call, Ctx, Gather, ReturnWhen, Settled};
 pub use crate::error::{FlowError, Mismatch, OptionProblem};
+pub use crate::gate::{HOOK_TIMEOUT, HookRun, HostHook, HostHookFuture, RuntimeHook};
 pub use crate::flow::{Flow, FlowFuture, FnFlow, Limits, reference, selection};
 pub use crate::mcp::{McpConfig, McpError, McpServers, McpTool};
 pub use crate::model::{
@@ -57,7 +59,7 @@ pub use crate::plugin_bridge::{
     TOOL_OUTPUT_LIMIT, TOOL_TIMEOUT, WorkflowFileFlow, register_basic_tools, register_plugin,
     register_plugin_with_mcp, run_executable,
 };
-pub use crate::react::ReactFlow;
+pub use crate::react::{ReactFlow, SEARCH_TOOLS};
 pub use crate::registry::{
     Registry, Target, Tool, ToolFuture, ToolHandler, Worker, WorkerFuture, WorkerReply,
     WorkerRequest, WorkerRun,

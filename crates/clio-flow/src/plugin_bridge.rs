@@ -12,19 +12,22 @@
 //! `mcp` module): the server starts on the tool's first call, a crashed server restarts,
 //! and a tool's `read_only` decides whether a call its crash cut short is sent again.
 //!
-//! Not bridged yet: hooks and permission questions at run time.
+//! A plugin's command hooks are registered with the runtime ([`crate::RuntimeHook`]); its
+//! tools carry the plugin's id and their declared `defer`, `callers` and `permission`,
+//! which the gate applies at run time. Not bridged yet: `[[native_tools]]` options.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use clio_plugins::{FlowSource, Plugin, Prompt, ToolImpl};
+use clio_plugins::{FlowSource, HookHandler, Plugin, Prompt, ToolImpl};
 use serde_json::{Map, Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::ctx::Ctx;
 use crate::error::FlowError;
 use crate::flow::{Flow, FlowFuture};
+use crate::gate::{HOOK_TIMEOUT, HookRun, RuntimeHook};
 use crate::mcp::{McpConfig, McpServers};
 use crate::options::{OptionSpec, OptionType};
 use crate::registry::{Registry, Tool, Worker};
@@ -96,10 +99,32 @@ pub fn register_plugin_with_mcp(
             // The host registers its own implementation under this name.
             ToolImpl::Host => continue,
         };
-        let mut bridged = bridged.describe(tool.description.clone());
+        let mut bridged =
+            bridged.describe(tool.description.clone()).of_plugin(&plugin.id).options(tool.options);
         bridged.read_only = tool.read_only;
         bridged.schema = tool.input_schema.clone();
         registry = registry.tool(bridged);
+    }
+    for hook in &plugin.hooks {
+        let run = match &hook.handler {
+            HookHandler::Command { command, timeout_secs } => {
+                let Some(folder) = &folder else {
+                    return Err(failed(format!(
+                        "plugin {}: hook {} names an executable but the plugin has no folder",
+                        plugin.id, hook.id
+                    )));
+                };
+                HookRun::Command {
+                    program: folder.join(command),
+                    cwd: workspace.root().map(Path::to_path_buf),
+                    timeout: timeout_secs.map_or(HOOK_TIMEOUT, Duration::from_secs),
+                }
+            }
+            // The host registers its own callback with `Registry::hook`.
+            HookHandler::Host => continue,
+        };
+        registry =
+            registry.hook(RuntimeHook { plugin: plugin.id.clone(), hook: hook.clone(), run });
     }
     for subagent in &plugin.subagents {
         let prompt = match &subagent.prompt {

@@ -5,13 +5,16 @@
 //!
 //! [`ReactFlow`] is the built-in flow `react`: it runs this agent (`"self"`) on its task.
 
+use std::collections::BTreeSet;
+
 use serde_json::{Value, json};
 
 use crate::ctx::Ctx;
 use crate::error::FlowError;
 use crate::flow::{Flow, FlowFuture};
+use crate::gate::{self, Listing};
 use crate::model::{Message, ModelError, ModelRequest, ModelResponse, RouterAllowlist, ToolSpec};
-use crate::registry::{WorkerReply, WorkerRequest};
+use crate::registry::{Tool, WorkerReply, WorkerRequest};
 use crate::result::{CallInput, FlowOutput};
 
 /// The built-in `react` flow: this agent's own loop on the task.
@@ -53,6 +56,111 @@ fn model_error(err: ModelError) -> FlowError {
     }
 }
 
+/// The tools a react loop shows its model: the ones listed in full, the deferred ones
+/// (by name only, in `search_tools`' description) and which of those are loaded.
+struct Tools {
+    listed: Vec<ToolSpec>,
+    deferred: Vec<ToolSpec>,
+    loaded: BTreeSet<String>,
+    search_is_builtin: bool,
+}
+
+impl Tools {
+    fn of(tools: &[Tool], settings: &clio_plugins::PermissionSettings) -> Tools {
+        let (mut listed, mut deferred) = (Vec::new(), Vec::new());
+        for t in tools {
+            let spec = ToolSpec {
+                name: t.name.clone(),
+                description: t.description.clone(),
+                parameters: t.schema.clone(),
+            };
+            match gate::listing(settings, t) {
+                Listing::Full => listed.push(spec),
+                Listing::Deferred => deferred.push(spec),
+                Listing::Hidden => {}
+            }
+        }
+        let search_is_builtin = !tools.iter().any(|t| t.name == SEARCH_TOOLS);
+        Tools { listed, deferred, loaded: BTreeSet::new(), search_is_builtin }
+    }
+
+    fn specs(&self) -> Vec<ToolSpec> {
+        let mut specs = self.listed.clone();
+        specs.extend(self.deferred.iter().filter(|s| self.loaded.contains(&s.name)).cloned());
+        let unloaded: Vec<&str> = self
+            .deferred
+            .iter()
+            .filter(|s| !self.loaded.contains(&s.name))
+            .map(|s| s.name.as_str())
+            .collect();
+        if self.search_is_builtin && !unloaded.is_empty() {
+            specs.push(ToolSpec {
+                name: SEARCH_TOOLS.into(),
+                description: format!(
+                    "Loads deferred tools so that you can call them, and returns their schemas. \
+                     `query`: words of a tool's name or description, or `select:name,name`. \
+                     Deferred tools: {}.",
+                    unloaded.join(", ")
+                ),
+                parameters: json!({
+                    "type": "object",
+                    "properties": { "query": { "type": "string" } },
+                    "required": ["query"],
+                }),
+            });
+        }
+        specs
+    }
+
+    fn is_search(&self, name: &str) -> bool {
+        self.search_is_builtin && name == SEARCH_TOOLS
+    }
+
+    fn is_unloaded(&self, name: &str) -> bool {
+        self.deferred.iter().any(|s| s.name == name) && !self.loaded.contains(name)
+    }
+
+    /// Returns the names of the deferred tools that `query` finds.
+    fn search(&self, query: &str) -> Vec<String> {
+        let query = query.trim();
+        if let Some(names) = query.strip_prefix("select:") {
+            let wanted: Vec<&str> = names.split(',').map(str::trim).collect();
+            return self
+                .deferred
+                .iter()
+                .filter(|s| wanted.contains(&s.name.as_str()))
+                .map(|s| s.name.clone())
+                .collect();
+        }
+        let words: Vec<String> = query.split_whitespace().map(str::to_lowercase).collect();
+        self.deferred
+            .iter()
+            .filter(|s| {
+                let text = format!("{} {}", s.name, s.description).to_lowercase();
+                words.is_empty() || words.iter().any(|w| text.contains(w.as_str()))
+            })
+            .map(|s| s.name.clone())
+            .collect()
+    }
+
+    /// Loads the deferred tools named `found` and returns their schemas as the tool result.
+    fn load(&mut self, found: &[String]) -> String {
+        let mut out = Vec::new();
+        for spec in self.deferred.iter().filter(|s| found.contains(&s.name)) {
+            self.loaded.insert(spec.name.clone());
+            out.push(json!({
+                "name": spec.name,
+                "description": spec.description,
+                "input_schema": spec.parameters,
+            }));
+        }
+        json!({ "tools": out }).to_string()
+    }
+}
+
+/// The built-in tool that loads deferred tools.
+pub const SEARCH_TOOLS: &str = "search_tools";
+
 /// Runs the react loop for a worker.
 pub(crate) async fn run_worker(req: WorkerRequest) -> Result<WorkerReply, FlowError> {
     let ctx = req.ctx.clone();
@@ -67,20 +175,12 @@ pub(crate) async fn run_worker(req: WorkerRequest) -> Result<WorkerReply, FlowEr
         messages.push(Message::system(req.prompt.clone()));
     }
     messages.push(Message::user(task));
-    let tools: Vec<ToolSpec> = req
-        .tools
-        .iter()
-        .map(|t| ToolSpec {
-            name: t.name.clone(),
-            description: t.description.clone(),
-            parameters: t.schema.clone(),
-        })
-        .collect();
+    let mut tools = Tools::of(&req.tools, &ctx.run.rt.config.permissions);
     let (mut input_tokens, mut output_tokens) = (0u64, 0u64);
     let mut response_text = String::new();
     for iteration in 0..req.max_iters {
         let mut request = ModelRequest::new(req.model.clone(), req.id.clone(), messages.clone());
-        request.tools = tools.clone();
+        request.tools = tools.specs();
         let requires = req.requires;
         let models = models.clone();
         let response: ModelResponse = ctx
@@ -111,12 +211,43 @@ pub(crate) async fn run_worker(req: WorkerRequest) -> Result<WorkerReply, FlowEr
             });
         }
         messages.push(Message::from_response(&response));
-        for call in &response.tool_calls {
-            let content =
-                match ctx.call(call.name.clone(), CallInput::Json(call.arguments.clone())).await {
-                    Ok(r) => r.public_text(),
-                    Err(err) => json!({ "error": err.to_json() }).to_string(),
+        for (n, call) in response.tool_calls.iter().enumerate() {
+            let content = if tools.is_search(&call.name) {
+                let query =
+                    call.arguments.get("query").and_then(Value::as_str).unwrap_or("").to_owned();
+                let found = tools.search(&query);
+                // Recorded, so a resumed loop loads exactly the tools this one loaded.
+                let found: Vec<String> = ctx
+                    .step(&format!("search_tools:{iteration}:{n}"), || async move { Ok(found) })
+                    .await?;
+                tools.load(&found)
+            } else if tools.is_unloaded(&call.name) {
+                let err = FlowError::CallRefused {
+                    handle: None,
+                    refusal: "tool_deferred".into(),
+                    message: format!(
+                        "tool {} is deferred: load it with search_tools first",
+                        call.name
+                    ),
                 };
+                json!({ "error": err.to_json() }).to_string()
+            } else {
+                let call =
+                    ctx.call(call.name.clone(), CallInput::Json(call.arguments.clone())).by_agent();
+                match call.await {
+                    Ok(r) => {
+                        let mut text = r.public_text();
+                        if let Some(extra) =
+                            r.outputs.get("additional_context").and_then(Value::as_str)
+                        {
+                            text.push_str("\n\n");
+                            text.push_str(extra);
+                        }
+                        text
+                    }
+                    Err(err) => json!({ "error": err.to_json() }).to_string(),
+                }
+            };
             messages.push(Message::tool_result(call.id.clone(), content));
         }
     }

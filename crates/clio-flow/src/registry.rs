@@ -314,6 +314,7 @@ pub struct Registry {
     tools: BTreeMap<String, Tool>,
     this_agent: Option<Worker>,
     plugins: BTreeMap<String, (String, bool)>,
+    hooks: Vec<crate::gate::RuntimeHook>,
 }
 
 impl fmt::Debug for Registry {
@@ -390,6 +391,22 @@ impl Registry {
     pub fn tool(mut self, tool: Tool) -> Registry {
         self.tools.insert(tool.name.clone(), tool);
         self
+    }
+
+    /// Adds a hook of a loaded plugin; hooks of one event run in their `before`/`after`
+    /// order, ties by the order their plugins' first hooks were added, then id.
+    pub fn hook(mut self, hook: crate::gate::RuntimeHook) -> Registry {
+        self.hooks.push(hook);
+        self
+    }
+
+    /// Returns the hooks of `kind` that apply to tool `tool`, in the order they run.
+    pub(crate) fn hooks_for(
+        &self,
+        kind: clio_plugins::HookEventKind,
+        tool: &str,
+    ) -> Vec<&crate::gate::RuntimeHook> {
+        crate::gate::ordered(&self.hooks, kind, tool)
     }
 
     /// Returns the flow `id`, if registered.

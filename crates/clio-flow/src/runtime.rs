@@ -48,6 +48,9 @@ pub struct RuntimeConfig {
     pub max_iters: u64,
     /// The model catalog and providers the react loop uses.
     pub models: Models,
+    /// The deployment's tool settings, the person's rules and the confirmation policy
+    /// that decide each tool's permission and callers.
+    pub permissions: clio_plugins::PermissionSettings,
 }
 
 impl Default for RuntimeConfig {
@@ -60,6 +63,7 @@ impl Default for RuntimeConfig {
             model: String::new(),
             max_iters: 20,
             models: Models::default(),
+            permissions: clio_plugins::PermissionSettings::default(),
         }
     }
 }

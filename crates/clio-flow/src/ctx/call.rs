@@ -39,6 +39,7 @@ pub struct Call {
     pub(crate) extra_tools: Vec<Tool>,
     pub(crate) index: Option<usize>,
     pub(crate) from_code: bool,
+    pub(crate) from_agent: bool,
 }
 
 enum Accepted {
@@ -72,6 +73,7 @@ impl Call {
             extra_tools: Vec::new(),
             index: None,
             from_code: false,
+            from_agent: false,
         }
     }
 
@@ -104,6 +106,23 @@ impl Call {
     pub fn from_code(mut self) -> Call {
         self.from_code = true;
         self
+    }
+
+    /// Returns the call marked as made directly by an agent's react loop: a tool whose
+    /// callers are `code` refuses it, and the tool's permission and hooks apply.
+    pub(crate) fn by_agent(mut self) -> Call {
+        self.from_agent = true;
+        self
+    }
+
+    fn caller(&self) -> crate::gate::Caller {
+        if self.from_code {
+            crate::gate::Caller::Code
+        } else if self.from_agent {
+            crate::gate::Caller::Agent
+        } else {
+            crate::gate::Caller::Flow
+        }
     }
 
     pub(crate) fn ctx_run(&self) -> &std::sync::Arc<crate::runtime::RunState> {
@@ -221,19 +240,6 @@ impl Call {
                 message: format!("tool {} cannot be started, only called", self.target.name()),
             });
         }
-        if let Resolved::Tool(tool) = &resolved
-            && self.from_code
-            && tool.options.callers == Some(clio_plugins::Callers::Direct)
-        {
-            return Err(FlowError::CallRefused {
-                handle: None,
-                refusal: "callers".into(),
-                message: format!(
-                    "tool {} may be called by the agent only, not from code",
-                    tool.name
-                ),
-            });
-        }
         let input = self.input.resolve(&self.ctx.scope.task);
         let identity = self.identity();
         if let Some(intent) = run.recorded(&identity) {
@@ -268,6 +274,14 @@ impl Call {
             };
             return self.replayed(rec, resolved, input).await;
         }
+        let (resolved, input) = match resolved {
+            Resolved::Tool(tool) => {
+                let passed =
+                    crate::gate::before(&self.ctx, &identity, &tool, input, self.caller()).await?;
+                (Resolved::Tool(crate::gate::synthesized(tool, passed.synthesized)), passed.input)
+            }
+            other => (other, input),
+        };
         if run.replay_only {
             return Err(FlowError::Nondeterminism {
                 identity,
@@ -476,8 +490,21 @@ impl Call {
         match resolved {
             Resolved::Tool(tool) => {
                 let _busy = run.activity.busy();
+                let gate_input = input.clone();
                 let value = (tool.handler)(input).await?;
-                Ok((CallResult { value, ..base(CallKind::Tool) }, (0, 0)))
+                let mut outputs = Map::new();
+                let value = if self.caller() == crate::gate::Caller::Flow {
+                    value
+                } else {
+                    let identity = self.identity();
+                    let (value, context) =
+                        crate::gate::after(&self.ctx, &identity, &tool, &gate_input, value).await?;
+                    if !context.is_empty() {
+                        outputs.insert("additional_context".into(), Value::String(context));
+                    }
+                    value
+                };
+                Ok((CallResult { value, outputs, ..base(CallKind::Tool) }, (0, 0)))
             }
             Resolved::Flow { flow, options } => {
                 let options = flow.checked_options(&options)?;

@@ -5,6 +5,7 @@ mod ask;
 mod cancel;
 mod crash;
 mod errors;
+mod gate;
 mod gather;
 mod limits;
 mod mcp;
@@ -20,7 +21,7 @@ mod workflow;
 #[test]
 fn no_forgotten_test_files() {
     let listed: &[&str] = &[
-        "ask", "cancel", "crash", "errors", "gather", "limits", "mcp", "models", "options",
+        "ask", "cancel", "crash", "errors", "gate", "gather", "limits", "mcp", "models", "options",
         "plugins", "react", "replay", "support", "team", "workflow",
     ];
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it");
