@@ -1,8 +1,8 @@
 //! The `clio` command: a thin composition of the CLIO crates.
 //!
 //! This is the only crate that reads argv, the environment or a TTY, and the only one
-//! that prints. Arguments are parsed in two layers: clap's raw flags ([`args`]), then the
-//! commands ([`commands`]) that turn them into library calls and render the results.
+//! that prints. Arguments are parsed in two layers: clap's raw flags (`args.rs`), then the
+//! commands (`commands/`) that turn them into library calls and render the results.
 //!
 //! Exit codes: 0 ok; 1 the thing checked is bad or the run failed; 2 usage; 255 an
 //! internal error; a closed stdout (a broken pipe) ends quietly with 0.
