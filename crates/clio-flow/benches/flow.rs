@@ -263,7 +263,12 @@ async fn benches(dir: &Path) {
         let r = runtime.run(selection("steps", json!({})), Value::Null).await.expect("w5 build");
         ok(&r.outcome);
         journal.flush().expect("flush");
-        let _ = runtime.replay(r.run).await.expect("warm-up");
+        // `CLIO_FLOW_BENCH_REPLAYS=n` replays n times first, for a profiler.
+        let warm: usize =
+            std::env::var("CLIO_FLOW_BENCH_REPLAYS").ok().and_then(|n| n.parse().ok()).unwrap_or(1);
+        for _ in 0..warm {
+            let _ = runtime.replay(r.run).await.expect("warm-up");
+        }
         let t = instant();
         let replay = runtime.replay(r.run).await.expect("w5");
         ok(&replay.outcome);
