@@ -199,9 +199,24 @@ pub(crate) fn runtime(home: &Home, launch: &Launch, journal: Journal) -> Result<
         workspace: launch.workspace.clone(),
         model,
         models,
+        permissions: tool_settings(home)?,
         ..RuntimeConfig::default()
     };
     Ok(Runtime::new(journal, registry, config))
+}
+
+/// Reads the `[tools]` settings (permissions, callers, confirmation) of
+/// `$CLIO_HOME/config.toml`; with no file, the defaults.
+fn tool_settings(home: &Home) -> Result<clio_plugins::PermissionSettings, CliError> {
+    let path = home.root().join("config.toml");
+    if !path.exists() {
+        return Ok(clio_plugins::PermissionSettings::default());
+    }
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read {}", path.display()))
+        .map_err(CliError::user)?;
+    clio_flow::tool_settings_from_toml(&text, &path)
+        .map_err(|e| CliError::user(e).hint("see docs/plugins.md, Permissions"))
 }
 
 /// Reads the models file: the launch's, else `$CLIO_HOME/models.toml`; with no file there

@@ -13,6 +13,12 @@
 //! Only calls made by an agent (its react loop) or by a `run_code` script pass the
 //! question and the hooks; a flow's own `ctx.call` of a tool is the flow author's code, so
 //! it is checked only against a deny, which holds for every caller.
+//!
+//! Events wired: `PreToolUse` and `PostToolUse` here; `BeforeModel` (may deny the model
+//! call; its `additional_context` joins that request), `AfterModel` (observes) and `Stop`
+//! (a deny asks for one more turn, once per loop) in the react loop. Not yet fired:
+//! `PostToolBatch`, `UserPromptSubmit`, `SessionStart`/`SessionEnd`,
+//! `SubagentStart`/`SubagentStop`, `PreCompact` and `SemanticEvent`.
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -266,7 +272,8 @@ pub(crate) async fn before(
     }
     let kind = event_kind("PreToolUse")?;
     let verdict =
-        hooks(ctx, identity, tool, &input, kind, Some(permission.permission), None).await?;
+        hooks(ctx, identity, &Subject::tool(tool, &input), kind, Some(permission.permission))
+            .await?;
     let hook = verdict.decided_by.clone();
     let hook_layer = hook.as_deref().map(|h| format!("hook {h}"));
     let decided_layer = hook_layer.as_deref().unwrap_or(layer);
@@ -332,15 +339,33 @@ pub(crate) async fn after(
     value: Value,
 ) -> Result<(Value, String), FlowError> {
     let kind = event_kind("PostToolUse")?;
-    let verdict = hooks(ctx, identity, tool, input, kind, None, Some(&value)).await?;
+    let mut subject = Subject::tool(tool, input);
+    subject.answer = Some(value.clone());
+    let verdict = hooks(ctx, identity, &subject, kind, None).await?;
     Ok((verdict.updated_output.unwrap_or(value), verdict.additional_context))
 }
 
-fn event_kind(name: &str) -> Result<HookEventKind, FlowError> {
+pub(crate) fn event_kind(name: &str) -> Result<HookEventKind, FlowError> {
     HookEventKind::from_name(name).ok_or_else(|| FlowError::CallFailed {
         handle: None,
         message: format!("hook event {name} is unknown"),
     })
+}
+
+/// What a hook event is about: the `HookEvent` fields the runtime fills.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Subject {
+    pub(crate) tool: Option<String>,
+    pub(crate) input: Option<Value>,
+    pub(crate) prompt: Option<String>,
+    pub(crate) payload: Value,
+    pub(crate) answer: Option<Value>,
+}
+
+impl Subject {
+    fn tool(tool: &Tool, input: &Value) -> Subject {
+        Subject { tool: Some(tool.name.clone()), input: Some(input.clone()), ..Subject::default() }
+    }
 }
 
 /// Returns `answer` as decision JSON that [`HookAnswer::parse`] reads back.
@@ -383,15 +408,14 @@ fn outcome_from_json(v: &Value) -> HookOutcome {
 
 /// Runs (or reads back) the hooks of `kind` on the call `identity` of `tool`, and merges
 /// their outcomes with the call's `base` permission.
-async fn hooks(
+pub(crate) async fn hooks(
     ctx: &Ctx,
     identity: &str,
-    tool: &Tool,
-    input: &Value,
+    subject: &Subject,
     kind: HookEventKind,
     base: Option<Permission>,
-    output: Option<&Value>,
 ) -> Result<Verdict, FlowError> {
+    let tool = subject.tool.as_deref().unwrap_or("");
     let summary_id = format!("{identity}@{}", kind.name());
     let results: Vec<HookResult> = match ctx.run.recorded(&summary_id) {
         Some(entry) => entry
@@ -409,9 +433,9 @@ async fn hooks(
             })
             .unwrap_or_default(),
         None => {
-            let registered = ctx.run.rt.registry.hooks_for(kind, &tool.name);
+            let registered = ctx.run.rt.registry.hooks_for(kind, tool);
             if registered.is_empty() {
-                return merged(kind, base, &[], tool);
+                return merged(kind, base, &[], subject);
             }
             let mut results = Vec::new();
             let mut entries = Vec::new();
@@ -427,15 +451,19 @@ async fn hooks(
                     .as_deref()
                     .map(|p| p.display().to_string())
                     .unwrap_or_default();
-                event.tool_name = Some(tool.name.clone());
-                event.tool_input = Some(input.clone());
-                event.answer = output.cloned();
+                event.tool_name = subject.tool.clone();
+                event.tool_input = subject.input.clone();
+                event.prompt = subject.prompt.clone();
+                if !subject.payload.is_null() {
+                    event.payload = subject.payload.clone();
+                }
+                event.answer = subject.answer.clone();
                 let outcome = invoke(hook, event.to_json()).await;
                 let name = format!("{}/{}", hook.plugin, hook.hook.id);
                 let record = json!({
                     "hook": name,
                     "event": kind.name(),
-                    "tool": tool.name,
+                    "tool": subject.tool,
                     "fail_closed": hook.hook.fail_closed,
                     "outcome": outcome_json(&outcome),
                 });
@@ -454,23 +482,35 @@ async fn hooks(
             };
             entries.push(event_entry(
                 summary_id,
-                json!({ "event": kind.name(), "tool": tool.name, "results": records, "verdict": verdict_json }),
+                json!({
+                    "event": kind.name(),
+                    "tool": subject.tool,
+                    "results": records,
+                    "verdict": verdict_json,
+                }),
             ));
             record(ctx, entries).await?;
             results
         }
     };
-    merged(kind, base, &results, tool)
+    merged(kind, base, &results, subject)
 }
 
 fn merged(
     kind: HookEventKind,
     base: Option<Permission>,
     results: &[HookResult],
-    tool: &Tool,
+    subject: &Subject,
 ) -> Result<Verdict, FlowError> {
-    merge_decisions(kind, base, results)
-        .map_err(|err| refused("hook_conflict", format!("tool {}: {err}", tool.name)))
+    merge_decisions(kind, base, results).map_err(|err| {
+        refused(
+            "hook_conflict",
+            match &subject.tool {
+                Some(tool) => format!("tool {tool}: {err}"),
+                None => format!("{kind}: {err}"),
+            },
+        )
+    })
 }
 
 /// Runs one hook on `event` and returns how it ended; never fails otherwise.

@@ -38,6 +38,7 @@ mod registry;
 mod result;
 mod runtime;
 mod team;
+mod tool_settings;
 mod workflow_flow;
 mod workspace;
 
@@ -45,8 +46,8 @@ pub use crate::clock::instant;
 pub use crate::command::Command;
 pub use crate::ctx::{Call, Ctx, Gather, ReturnWhen, Settled};
 pub use crate::error::{FlowError, Mismatch, OptionProblem};
-pub use crate::gate::{HOOK_TIMEOUT, HookRun, HostHook, HostHookFuture, RuntimeHook};
 pub use crate::flow::{Flow, FlowFuture, FnFlow, Limits, reference, selection};
+pub use crate::gate::{HOOK_TIMEOUT, HookRun, HostHook, HostHookFuture, RuntimeHook};
 pub use crate::mcp::{McpConfig, McpError, McpServers, McpTool};
 pub use crate::model::{
     ChosenModel, FinishReason, Message, ModelCapabilities, ModelCatalog, ModelError, ModelFuture,
@@ -73,6 +74,7 @@ pub use crate::team::{
     SubagentRunner, TEAM_TOOLS, TaskSpec, Team, TeamConfig, TeamError, TeamTool, WaitOptions,
     complete_input, rules as team_rules,
 };
+pub use crate::tool_settings::{ToolSettingsError, tool_settings_from_toml};
 pub use crate::workflow_flow::WorkflowFlow;
 pub use crate::workspace::Workspace;
 pub use clio_spec::FlowSelection;

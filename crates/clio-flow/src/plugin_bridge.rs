@@ -173,6 +173,7 @@ pub fn register_plugin_with_mcp(
             registry = registry.plugin_flow(plugin.id.clone(), file_flow);
         }
     }
+    registry = crate::run_code::register_plugin_bindings(registry, plugin, workspace);
     Ok(registry)
 }
 

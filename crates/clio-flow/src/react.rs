@@ -3,10 +3,18 @@
 //! worker's task and each tool call is a call (a task) of it, so a resumed loop replays
 //! what it already has and pays only for what it has not.
 //!
+//! The model sees the tools the gate lets it see (`crate::gate`): a denied tool or one only
+//! `run_code` scripts may call is not listed; a deferred tool is named in the built-in
+//! `search_tools`' description only, until a `search_tools` call (a recorded step) loads
+//! it for the rest of the loop. Tool calls are made as the agent's (`by_agent`), so their
+//! permission, questions and hooks apply; a `PostToolUse` hook's `additional_context` is
+//! appended to the tool result the model reads.
+//!
 //! [`ReactFlow`] is the built-in flow `react`: it runs this agent (`"self"`) on its task.
 
 use std::collections::BTreeSet;
 
+use clio_plugins::DecisionKind;
 use serde_json::{Value, json};
 
 use crate::ctx::Ctx;
@@ -178,9 +186,36 @@ pub(crate) async fn run_worker(req: WorkerRequest) -> Result<WorkerReply, FlowEr
     let mut tools = Tools::of(&req.tools, &ctx.run.rt.config.permissions);
     let (mut input_tokens, mut output_tokens) = (0u64, 0u64);
     let mut response_text = String::new();
+    let mut stop_continued = false;
     for iteration in 0..req.max_iters {
         let mut request = ModelRequest::new(req.model.clone(), req.id.clone(), messages.clone());
         request.tools = tools.specs();
+        let turn = format!("{}model:{iteration}", ctx.scope.prefix);
+        let about = json!({ "agent": req.id, "model": req.model, "iteration": iteration });
+        let before = gate::Subject {
+            prompt: messages.iter().rev().find_map(|m| match m {
+                Message::User { content, .. } => Some(content.clone()),
+                _ => None,
+            }),
+            payload: about.clone(),
+            ..gate::Subject::default()
+        };
+        let verdict =
+            gate::hooks(&ctx, &turn, &before, gate::event_kind("BeforeModel")?, None).await?;
+        if verdict.decision == DecisionKind::Deny {
+            return Err(FlowError::CallRefused {
+                handle: None,
+                refusal: "hook_denied".into(),
+                message: format!(
+                    "a model call of {} was denied: {}",
+                    req.id,
+                    verdict.reason.unwrap_or_default()
+                ),
+            });
+        }
+        if !verdict.additional_context.is_empty() {
+            request.messages.push(Message::user(verdict.additional_context));
+        }
         let requires = req.requires;
         let models = models.clone();
         let response: ModelResponse = ctx
@@ -191,6 +226,12 @@ pub(crate) async fn run_worker(req: WorkerRequest) -> Result<WorkerReply, FlowEr
                     .map_err(model_error)
             })
             .await?;
+        let after = gate::Subject {
+            payload: about.clone(),
+            answer: serde_json::to_value(&response).ok(),
+            ..gate::Subject::default()
+        };
+        gate::hooks(&ctx, &turn, &after, gate::event_kind("AfterModel")?, None).await?;
         input_tokens += response.usage.input_tokens;
         output_tokens += response.usage.output_tokens;
         if !response.text.is_empty() {
@@ -200,6 +241,20 @@ pub(crate) async fn run_worker(req: WorkerRequest) -> Result<WorkerReply, FlowEr
             response_text.push_str(&response.text);
         }
         if response.tool_calls.is_empty() {
+            let stop = gate::Subject {
+                payload: about,
+                answer: Some(Value::String(response.text.clone())),
+                ..gate::Subject::default()
+            };
+            let verdict = gate::hooks(&ctx, &turn, &stop, gate::event_kind("Stop")?, None).await?;
+            // A Stop hook's deny asks for one more turn, once per loop and within max_iters.
+            if verdict.decision == DecisionKind::Deny && !stop_continued {
+                stop_continued = true;
+                messages.push(Message::from_response(&response));
+                let reason = verdict.reason.unwrap_or_else(|| "continue".to_owned());
+                messages.push(Message::user(reason));
+                continue;
+            }
             return Ok(WorkerReply {
                 answer: response.text.clone(),
                 value: Value::String(response.text),

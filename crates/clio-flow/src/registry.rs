@@ -27,6 +27,10 @@ pub type ToolFuture = Pin<Box<dyn Future<Output = Result<Value, FlowError>> + Se
 /// A tool's implementation: takes the mapping of its arguments, returns its value.
 pub type ToolHandler = Arc<dyn Fn(Value) -> ToolFuture + Send + Sync>;
 
+/// A tool's implementation that also gets the context of its own task, through which it
+/// can make calls of its own (children of its task), such as `run_code`'s script calls.
+pub type ContextualHandler = Arc<dyn Fn(Value, Ctx) -> ToolFuture + Send + Sync>;
+
 /// A tool an agent has.
 #[derive(Clone)]
 pub struct Tool {
@@ -45,6 +49,10 @@ pub struct Tool {
     pub plugin: String,
     /// Its declared `defer`, `callers` and `permission`.
     pub options: clio_plugins::ToolOptions,
+    /// Its implementation given its task's context, used instead of `handler` when set;
+    /// such a tool left running by a crash runs again only if it is read-only or every
+    /// call it made is to a read-only tool.
+    pub contextual: Option<ContextualHandler>,
 }
 
 impl Tool {
@@ -62,7 +70,25 @@ impl Tool {
             handler: Arc::new(move |args| Box::pin(handler(args))),
             plugin: String::new(),
             options: clio_plugins::ToolOptions::default(),
+            contextual: None,
         }
+    }
+
+    /// Returns a side-effecting tool `name` run by `handler`, which gets the context of
+    /// the tool's task; called without a context it fails.
+    pub fn contextual<F, Fut>(name: impl Into<String>, handler: F) -> Tool
+    where
+        F: Fn(Value, Ctx) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Value, FlowError>> + Send + 'static,
+    {
+        let name = name.into();
+        let label = name.clone();
+        let mut tool = Tool::new(name, move |_args: Value| {
+            let message = format!("tool {label} needs the context of a call");
+            async move { Err(FlowError::CallFailed { handle: None, message }) }
+        });
+        tool.contextual = Some(Arc::new(move |args, ctx| Box::pin(handler(args, ctx))));
+        tool
     }
 
     /// Returns the tool with its declared `options`.
@@ -314,6 +340,7 @@ pub struct Registry {
     tools: BTreeMap<String, Tool>,
     this_agent: Option<Worker>,
     plugins: BTreeMap<String, (String, bool)>,
+    bindings: BTreeMap<String, crate::run_code::Binding>,
     hooks: Vec<crate::gate::RuntimeHook>,
 }
 
@@ -391,6 +418,18 @@ impl Registry {
     pub fn tool(mut self, tool: Tool) -> Registry {
         self.tools.insert(tool.name.clone(), tool);
         self
+    }
+
+    /// Adds a script binding whose host calls answer `run_code` scripts' reserved calls;
+    /// a binding of the same name is replaced.
+    pub fn binding(mut self, binding: crate::run_code::Binding) -> Registry {
+        self.bindings.insert(binding.name().to_owned(), binding);
+        self
+    }
+
+    /// Returns the binding that answers reserved call `call`, if one owns and binds it.
+    pub(crate) fn binding_for(&self, call: &str) -> Option<&crate::run_code::Binding> {
+        self.bindings.values().find(|b| b.answers(call))
     }
 
     /// Adds a hook of a loaded plugin; hooks of one event run in their `before`/`after`

@@ -370,6 +370,8 @@ impl Call {
             _ => {
                 if let Resolved::Tool(tool) = &resolved
                     && !tool.read_only
+                    && !(tool.contextual.is_some()
+                        && crate::run_code::calls_were_read_only(&self.ctx, rec.id).await?)
                 {
                     let err = FlowError::CallInterrupted {
                         handle,
@@ -439,8 +441,11 @@ impl Call {
         let run = std::sync::Arc::clone(&self.ctx.run);
         let token = self.ctx.scope.cancel.child_token();
         run.register_token(task, token.clone());
-        let leaf =
-            !matches!(resolved, Resolved::Flow { .. }) && !self.ctx.scope.prefix.starts_with('w');
+        // A tool that makes calls of its own (`run_code`) holds no permit, so its calls can
+        // take one.
+        let leaf = !matches!(resolved, Resolved::Flow { .. })
+            && !matches!(&resolved, Resolved::Tool(t) if t.contextual.is_some())
+            && !self.ctx.scope.prefix.starts_with('w');
         let _permit = match (&run.concurrency, leaf) {
             (Some(sem), true) => Some(sem.clone().acquire_owned().await),
             _ => None,
@@ -489,9 +494,28 @@ impl Call {
         };
         match resolved {
             Resolved::Tool(tool) => {
-                let _busy = run.activity.busy();
                 let gate_input = input.clone();
-                let value = (tool.handler)(input).await?;
+                let value = match &tool.contextual {
+                    // Its calls are children of its task, ended under its own token; it
+                    // counts itself busy except while it waits on them, so a question one
+                    // of them asks can leave the run awaiting input.
+                    Some(handler) => {
+                        let child = self.ctx.child(
+                            task,
+                            input.clone(),
+                            Map::new(),
+                            scope.depth,
+                            None,
+                            scope.model.clone(),
+                            token.child_token(),
+                        );
+                        handler(input, child).await?
+                    }
+                    None => {
+                        let _busy = run.activity.busy();
+                        (tool.handler)(input).await?
+                    }
+                };
                 let mut outputs = Map::new();
                 let value = if self.caller() == crate::gate::Caller::Flow {
                     value

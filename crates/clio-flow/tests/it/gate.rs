@@ -506,3 +506,52 @@ async fn a_direct_only_tool_refuses_calls_from_code() {
     assert!(text.starts_with("call_refused|"), "{text}");
     assert!(direct_runs.lock().unwrap().is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_before_model_hook_can_deny_the_model_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let deny = script_file(dir.path(), "quiet.sh", "echo 'quiet hours' >&2\nexit 2");
+    let setup = Setup {
+        tools: Vec::new(),
+        hooks: vec![hook("BeforeModel", "quiet", deny, false)],
+        settings: PermissionSettings::default(),
+        script: script(&[]),
+    };
+    let ran = run(&setup).await;
+    let err = crate::support::error(&ran.report);
+    assert_eq!(err.reason(), "call_refused");
+    assert!(err.to_string().contains("quiet hours"), "{err}");
+    assert!(ran.recorder.seen.lock().unwrap().is_empty(), "the model was not called");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_hook_asks_for_one_more_turn_and_model_events_are_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let again = script_file(
+        dir.path(),
+        "again.sh",
+        r#"echo '{"decision": "deny", "reason": "check again"}'"#,
+    );
+    let seen = script_file(dir.path(), "seen.sh", "true");
+    let setup = Setup {
+        tools: Vec::new(),
+        hooks: vec![hook("Stop", "again", again, false), hook("AfterModel", "seen", seen, false)],
+        settings: PermissionSettings::default(),
+        script: "[[script]]\nagent = \"worker\"\n[[script.turn]]\ntext = \"first\"\n\
+                 [[script.turn]]\ntext = \"second\"\n"
+            .into(),
+    };
+    let ran = run(&setup).await;
+    assert_eq!(answer(&ran.report), "second", "one more turn, and only one");
+    {
+        let seen = ran.recorder.seen.lock().unwrap();
+        assert!(
+            matches!(seen[1].messages.last(), Some(Message::User { content, .. }) if content == "check again")
+        );
+    }
+    let events: Vec<String> =
+        hook_events(&ran).iter().map(|e| e["event"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(events, vec!["AfterModel", "Stop", "AfterModel", "Stop"]);
+    let replay = ran.rt.replay(ran.report.run).await.unwrap();
+    assert_eq!(answer(&replay), "second");
+}

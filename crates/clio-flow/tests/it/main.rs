@@ -14,6 +14,7 @@ mod options;
 mod plugins;
 mod react;
 mod replay;
+mod run_code;
 mod support;
 mod team;
 mod workflow;
@@ -22,7 +23,7 @@ mod workflow;
 fn no_forgotten_test_files() {
     let listed: &[&str] = &[
         "ask", "cancel", "crash", "errors", "gate", "gather", "limits", "mcp", "models", "options",
-        "plugins", "react", "replay", "support", "team", "workflow",
+        "plugins", "react", "replay", "run_code", "support", "team", "workflow",
     ];
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it");
     for entry in std::fs::read_dir(&dir).unwrap() {

@@ -1,0 +1,313 @@
+//! The built-in `run_code` tool and script bindings: an agent's Python script runs in a
+//! child process in the run's workspace, with a time and an output limit, and calls the
+//! agent's tools through a generated `clio` module (protocol in `docs/run_code.md`).
+//!
+//! Each tool call a script makes is a call of the `run_code` task's context marked
+//! [`from_code`](crate::Call::from_code): the gate applies callers, permissions and hooks
+//! exactly as for a direct call, and the call is a child task in the journal. A reserved
+//! call `__<binding>_<name>__` is answered by a [`Binding`]'s host function instead, with
+//! no task of its own but an event in the run. A `run_code` task cut short by a crash runs
+//! again only when every tool it called is read-only (the script's finished calls then
+//! replay from the journal); otherwise it is `CallInterrupted`.
+//!
+//! What it does not do: sandbox the script (it runs with the process's rights in the
+//! workspace), or keep a script alive across a restart of the process.
+
+mod process;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clio_journal::TaskId;
+use clio_plugins::{Callers, Plugin, ToolOptions};
+use serde_json::{Value, json};
+
+use crate::ctx::Ctx;
+use crate::error::FlowError;
+use crate::registry::{Registry, Tool, ToolFuture};
+use crate::result::{CallInput, CallKind};
+use crate::runtime::blocking;
+use crate::workspace::Workspace;
+
+/// How `run_code` runs scripts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunCodeConfig {
+    /// The Python 3 interpreter: a path, or a name found on `PATH`.
+    pub interpreter: PathBuf,
+    /// The folder under which each script gets its scratch folder (the generated `clio`
+    /// module, the script, the socket); it must be short enough for a unix socket path.
+    pub scratch: PathBuf,
+    /// How long a script may run when the agent does not say.
+    pub timeout: Duration,
+    /// The longest a script may run, whatever the agent asks.
+    pub max_timeout: Duration,
+    /// The most bytes a script may print, stdout and stderr together; past it the script
+    /// is killed.
+    pub output_limit: usize,
+}
+
+impl Default for RunCodeConfig {
+    /// Returns `python3` from `PATH`, scratch folders under the system's temporary
+    /// folder, 60 s (at most 600 s) and 256 KiB of output.
+    fn default() -> Self {
+        RunCodeConfig {
+            interpreter: PathBuf::from("python3"),
+            scratch: std::env::temp_dir(),
+            timeout: Duration::from_secs(60),
+            max_timeout: Duration::from_secs(600),
+            output_limit: 256 * 1024,
+        }
+    }
+}
+
+/// A host function answering one reserved call of a script binding.
+pub type HostCallHandler = Arc<dyn Fn(Value) -> ToolFuture + Send + Sync>;
+
+/// A script binding: the host functions that answer a script's reserved calls
+/// `__<name>_<call>__`, without a tool call of their own.
+///
+/// Use a host call only for what a gated tool call already allowed: it asks no
+/// permission. A host call registered under a name outside the binding's prefix is
+/// never answered.
+#[derive(Clone)]
+pub struct Binding {
+    decl: clio_plugins::ScriptBinding,
+    calls: BTreeMap<String, HostCallHandler>,
+}
+
+impl Binding {
+    /// Returns binding `name` with no host calls.
+    pub fn new(name: impl Into<String>) -> Binding {
+        Binding {
+            decl: clio_plugins::ScriptBinding { name: name.into(), host_calls: Vec::new() },
+            calls: BTreeMap::new(),
+        }
+    }
+
+    /// Returns the binding answering reserved call `call` (the full name,
+    /// `__<binding>_<name>__`) with `handler`, which gets the call's arguments.
+    pub fn host_call<F, Fut>(mut self, call: impl Into<String>, handler: F) -> Binding
+    where
+        F: Fn(Value) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Value, FlowError>> + Send + 'static,
+    {
+        let call = call.into();
+        self.decl.host_calls.push(call.clone());
+        self.calls.insert(call, Arc::new(move |args| Box::pin(handler(args))));
+        self
+    }
+
+    /// Returns the binding's name.
+    pub fn name(&self) -> &str {
+        &self.decl.name
+    }
+
+    /// Says whether the binding answers `call`: inside its prefix and registered.
+    pub(crate) fn answers(&self, call: &str) -> bool {
+        self.decl.owns(call) && self.calls.contains_key(call)
+    }
+
+    fn handler(&self, call: &str) -> Option<HostCallHandler> {
+        self.calls.get(call).filter(|_| self.decl.owns(call)).cloned()
+    }
+}
+
+impl fmt::Debug for Binding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Binding")
+            .field("name", &self.decl.name)
+            .field("host_calls", &self.decl.host_calls)
+            .finish()
+    }
+}
+
+/// Adds the built-in `run_code` tool, which runs scripts as `config` says.
+///
+/// Its arguments are `{code, timeout_secs?, language?}` (`language` is `python`, the
+/// default); its value is `{stdout, stderr}`. A script that fails (a syntax error, an
+/// exception, a timeout, too much output, a crash) fails the call with a message naming
+/// what happened (`run_code <kind>: …`), its traceback and what it printed.
+pub fn register_run_code(registry: Registry, config: RunCodeConfig) -> Registry {
+    let config = Arc::new(config);
+    let tool = Tool::contextual("run_code", move |args: Value, ctx: Ctx| {
+        let config = Arc::clone(&config);
+        async move { run_code(&config, &args, &ctx).await }
+    })
+    .describe(
+        "Run a Python 3 script in the workspace: {code, timeout_secs?}. The script may \
+         `import clio` and call tools with `clio.call(\"tool_name\", {...})`, which returns \
+         the tool's value or raises `clio.ToolError`. Returns what it printed.",
+    );
+    // Like the `core` plugin's declaration: a script cannot start another script.
+    let direct = ToolOptions { callers: Some(Callers::Direct), ..ToolOptions::default() };
+    let tool = Tool {
+        options: direct,
+        schema: json!({
+            "type": "object",
+            "properties": {
+                "code": { "type": "string", "description": "The Python 3 script." },
+                "timeout_secs": { "type": "integer", "minimum": 1 },
+                "language": { "type": "string", "enum": ["python"] }
+            },
+            "required": ["code"]
+        }),
+        ..tool
+    };
+    registry.tool(tool)
+}
+
+fn failed(message: String) -> FlowError {
+    FlowError::CallFailed { handle: None, message }
+}
+
+async fn run_code(config: &RunCodeConfig, args: &Value, ctx: &Ctx) -> Result<Value, FlowError> {
+    let Some(code) = args.get("code").and_then(Value::as_str) else {
+        return Err(failed("run_code: argument `code` is required and must be text".into()));
+    };
+    if let Some(language) = args.get("language").filter(|l| !l.is_null())
+        && !matches!(language.as_str(), Some("python" | "python3"))
+    {
+        return Err(FlowError::CallRefused {
+            handle: None,
+            refusal: "language_unsupported".into(),
+            message: format!("run_code runs python only, not {language}"),
+        });
+    }
+    let timeout = match args.get("timeout_secs").filter(|t| !t.is_null()) {
+        None => config.timeout,
+        Some(t) => match t.as_u64().filter(|t| *t > 0) {
+            Some(secs) => Duration::from_secs(secs).min(config.max_timeout),
+            None => {
+                return Err(failed(format!(
+                    "run_code: `timeout_secs` must be a positive whole number, not {t}"
+                )));
+            }
+        },
+    };
+    let workspace = ctx.workspace();
+    let Some(root) = workspace.root() else {
+        return Err(FlowError::CallRefused {
+            handle: None,
+            refusal: "no_workspace".into(),
+            message: "run_code runs in the workspace folder and the conversation has none".into(),
+        });
+    };
+    let script = process::Script { code, cwd: root, timeout };
+    let outcome = process::run(config, &script, ctx).await;
+    match outcome.result {
+        Ok(()) => Ok(json!({ "stdout": outcome.stdout, "stderr": outcome.stderr })),
+        Err(err) => {
+            let mut message = format!("run_code {}: {err}", err.kind());
+            if let Some(traceback) = err.traceback() {
+                message.push('\n');
+                message.push_str(traceback.trim_end());
+            }
+            for (name, text) in [("stdout", &outcome.stdout), ("stderr", &outcome.stderr)] {
+                if !text.is_empty() {
+                    message.push_str(&format!("\n--- {name} ---\n{}", text.trim_end()));
+                }
+            }
+            Err(failed(message))
+        }
+    }
+}
+
+/// Answers one call a script made: a reserved call by its binding, anything else as a
+/// tool call from code.
+pub(crate) async fn answer(ctx: &Ctx, name: &str, args: Value) -> Result<Value, FlowError> {
+    if is_reserved(name) {
+        return host_call(ctx, name, args).await;
+    }
+    match ctx.run.rt.registry.kind_of(name) {
+        Some(CallKind::Tool) | None => {}
+        Some(kind) => {
+            return Err(FlowError::CallRefused {
+                handle: None,
+                refusal: "not_a_tool".into(),
+                message: format!("{name} is a {kind:?}, and a script calls only tools"),
+            });
+        }
+    }
+    let res = ctx.call(name, CallInput::Json(args)).from_code().await?;
+    Ok(res.value)
+}
+
+/// Says whether `name` is a reserved call, `__<binding>_<name>__`.
+fn is_reserved(name: &str) -> bool {
+    name.len() > 4 && name.starts_with("__") && name.ends_with("__")
+}
+
+async fn host_call(ctx: &Ctx, name: &str, args: Value) -> Result<Value, FlowError> {
+    let registry = &ctx.run.rt.registry;
+    let Some((binding, handler)) =
+        registry.binding_for(name).and_then(|b| Some((b.name().to_owned(), b.handler(name)?)))
+    else {
+        return Err(FlowError::CallRefused {
+            handle: None,
+            refusal: "not_bound".into(),
+            message: format!("reserved call {name} is not bound: no binding answers it"),
+        });
+    };
+    let res = handler(args.clone()).await;
+    let mut event = json!({ "event": "host_call", "binding": binding, "call": name, "args": args });
+    match &res {
+        Ok(value) => event["value"] = value.clone(),
+        Err(err) => event["error"] = Value::String(err.to_string()),
+    }
+    ctx.record_event(event).await?;
+    res
+}
+
+/// Says whether every call the contextual tool running as `task` made is to a read-only
+/// tool, as the journal records them: then the tool may run again after a crash.
+pub(crate) async fn calls_were_read_only(ctx: &Ctx, task: TaskId) -> Result<bool, FlowError> {
+    let journal = ctx.run.rt.journal.clone();
+    let run = ctx.run.run;
+    let tasks = blocking(move || journal.tasks(run)).await?;
+    let registry = &ctx.run.rt.registry;
+    Ok(tasks
+        .iter()
+        .filter(|t| t.parent == Some(task))
+        .all(|t| registry.get_tool(&t.target).is_some_and(|tool| tool.read_only)))
+}
+
+/// Adds the script bindings of folder plugin `plugin`: binding `name` is answered by the
+/// executable `bindings/<name>` of its `ai.iowarp.clio/` folder, run in `workspace`'s root,
+/// which gets `{call, args}` as JSON on stdin and prints the value as JSON. A plugin built
+/// in code brings its own [`Binding`] with [`Registry::binding`].
+pub(crate) fn register_plugin_bindings(
+    mut registry: Registry,
+    plugin: &Plugin,
+    workspace: &Workspace,
+) -> Registry {
+    let Some(folder) = &plugin.folder else { return registry };
+    let cwd = workspace.root().map(PathBuf::from);
+    for decl in &plugin.bindings {
+        let program = folder.join("bindings").join(&decl.name);
+        let mut binding = Binding::new(decl.name.clone());
+        for call in &decl.host_calls {
+            let label = format!("plugin {}: binding {}: {call}", plugin.id, decl.name);
+            let (program, cwd, call_name) = (program.clone(), cwd.clone(), call.clone());
+            binding = binding.host_call(call.clone(), move |args: Value| {
+                let (label, program, cwd) = (label.clone(), program.clone(), cwd.clone());
+                let input = json!({ "call": call_name, "args": args });
+                async move {
+                    crate::plugin_bridge::run_executable(
+                        &label,
+                        &program,
+                        cwd.as_deref(),
+                        &input,
+                        crate::plugin_bridge::TOOL_TIMEOUT,
+                    )
+                    .await
+                }
+            });
+        }
+        registry = registry.binding(binding);
+    }
+    registry
+}
