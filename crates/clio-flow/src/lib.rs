@@ -36,6 +36,7 @@ mod plugin_bridge;
 mod react;
 mod registry;
 mod result;
+mod run_code;
 mod runtime;
 mod team;
 mod tool_settings;
@@ -62,10 +63,11 @@ pub use crate::plugin_bridge::{
 };
 pub use crate::react::{ReactFlow, SEARCH_TOOLS};
 pub use crate::registry::{
-    Registry, Target, Tool, ToolFuture, ToolHandler, Worker, WorkerFuture, WorkerReply,
-    WorkerRequest, WorkerRun,
+    ContextualHandler, Registry, Target, Tool, ToolFuture, ToolHandler, Worker, WorkerFuture,
+    WorkerReply, WorkerRequest, WorkerRun,
 };
 pub use crate::result::{CallInput, CallKind, CallResult, FlowOutput, input_text};
+pub use crate::run_code::{Binding, HostCallHandler, RunCodeConfig, register_run_code};
 pub use crate::runtime::{Question, RunOutcome, RunReport, Runtime, RuntimeConfig};
 pub use crate::team::{
     AgentContext, AgentEnv, AgentRecord, AskOptions, CancelSignal, EnabledConfig, LeaderSettings,
