@@ -137,6 +137,16 @@ impl<'a> Tx<'a> {
         Ok(id)
     }
 
+    fn check_run(&self, run: RunId) -> Result<()> {
+        self.run_heads.get(run.0).at(self.path)?.ok_or(JournalError::RunNotFound { run })?;
+        Ok(())
+    }
+
+    fn task_exists(&self, task: TaskId) -> Result<()> {
+        self.tasks.get(task.0).at(self.path)?.ok_or(JournalError::TaskNotFound { task })?;
+        Ok(())
+    }
+
     fn load_run(&self, run: RunId) -> Result<RunRecord> {
         let runs = &self.runs;
         let bytes = runs.get(run.0).at(self.path)?.ok_or(JournalError::RunNotFound { run })?;
@@ -209,7 +219,7 @@ impl<'a> Tx<'a> {
         // The checks `append` and `create_task` would make, before either writes.
         self.check_entries(run, &entries)?;
         if let Some(parent) = task.parent {
-            self.load_task(parent)?;
+            self.task_exists(parent)?;
         }
         let id = self.create_task(task)?;
         for entry in entries.iter_mut().skip(n_before) {
@@ -306,9 +316,11 @@ impl<'a> Tx<'a> {
     }
 
     pub(crate) fn create_task(&mut self, new: NewTask) -> Result<TaskId> {
-        self.load_run(new.run)?;
+        // An existence check on the run's head, not a decode of its record (which holds
+        // the run's whole input).
+        self.check_run(new.run)?;
         if let Some(parent) = new.parent {
-            self.load_task(parent)?;
+            self.task_exists(parent)?;
         }
         let id = TaskId(self.next_id(KEY_NEXT_TASK)?);
         let rec = TaskRecord {
