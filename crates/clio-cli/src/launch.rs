@@ -136,7 +136,11 @@ fn trusted(store: &Store, plugin: &Plugin, folder: &Path) -> Result<bool, CliErr
 pub(crate) fn runtime(home: &Home, launch: &Launch, journal: Journal) -> Result<Runtime, CliError> {
     let workspace = clio_flow::Workspace::new(launch.workspace.clone());
     let mut registry = register_basic_tools(Registry::new(), workspace.clone());
-    registry = clio_flow::register_run_code(registry, clio_flow::RunCodeConfig::default());
+    let run_code = clio_flow::RunCodeConfig {
+        scratch: std::env::temp_dir(),
+        ..clio_flow::RunCodeConfig::default()
+    };
+    registry = clio_flow::register_run_code(registry, run_code);
     let mut tool_names: Vec<String> = BASIC_TOOLS.iter().map(|t| (*t).to_owned()).collect();
     tool_names.push("run_code".to_owned());
     let store = Store::new(home.root());

@@ -40,6 +40,7 @@ pub struct RunCodeConfig {
     pub interpreter: PathBuf,
     /// The folder under which each script gets its scratch folder (the generated `clio`
     /// module, the script, the socket); it must be short enough for a unix socket path.
+    /// The caller chooses it (the CLI passes the system's temporary folder).
     pub scratch: PathBuf,
     /// How long a script may run when the agent does not say.
     pub timeout: Duration,
@@ -51,12 +52,12 @@ pub struct RunCodeConfig {
 }
 
 impl Default for RunCodeConfig {
-    /// Returns `python3` from `PATH`, scratch folders under the system's temporary
-    /// folder, 60 s (at most 600 s) and 256 KiB of output.
+    /// Returns `python3` from `PATH`, scratch folders under `/tmp`, 60 s (at most 600 s)
+    /// and 256 KiB of output.
     fn default() -> Self {
         RunCodeConfig {
             interpreter: PathBuf::from("python3"),
-            scratch: std::env::temp_dir(),
+            scratch: PathBuf::from("/tmp"),
             timeout: Duration::from_secs(60),
             max_timeout: Duration::from_secs(600),
             output_limit: 256 * 1024,

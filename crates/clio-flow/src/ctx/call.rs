@@ -6,9 +6,10 @@
 //! (3) an `<identity>@accepted` entry links the identity to the task; (4) the child runs;
 //! (5) its result or error is recorded on the task. On replay: a task that finished returns
 //! its record; an intent without acceptance raises `TaskStateUncertain` and is never
-//! submitted again; a side-effecting tool left running raises `CallInterrupted`; anything
-//! else left running runs again on the same task (a child flow or react loop resumes from
-//! its own entries).
+//! submitted again; a side-effecting tool left running raises `CallInterrupted` (a tool
+//! with a context, such as `run_code`, only if one of its own calls was to a side-effecting
+//! tool); anything else left running runs again on the same task (a child flow or react
+//! loop resumes from its own entries).
 
 use std::future::{Future, IntoFuture};
 use std::panic::Location;
