@@ -99,8 +99,11 @@ pub fn register_plugin_with_mcp(
             // The host registers its own implementation under this name.
             ToolImpl::Host => continue,
         };
+        // The plugin's `defer` is the default of its tools' own.
+        let mut options = tool.options;
+        options.defer = options.defer.or(plugin.defer);
         let mut bridged =
-            bridged.describe(tool.description.clone()).of_plugin(&plugin.id).options(tool.options);
+            bridged.describe(tool.description.clone()).of_plugin(&plugin.id).options(options);
         bridged.read_only = tool.read_only;
         bridged.schema = tool.input_schema.clone();
         registry = registry.tool(bridged);

@@ -16,8 +16,8 @@ use clio_flow::{
 };
 use clio_journal::{EntryKind, Journal};
 use clio_plugins::{
-    Callers, CallersRule, Hook, HookEventKind, Permission, PermissionRule, PermissionSettings,
-    ToolOptions,
+    Callers, CallersRule, Hook, HookAnswer, HookEventKind, HookOutcome, Permission, PermissionRule,
+    PermissionSettings, ToolOptions,
 };
 use serde_json::{Map, Value, json};
 
@@ -554,4 +554,94 @@ async fn a_stop_hook_asks_for_one_more_turn_and_model_events_are_recorded() {
     assert_eq!(events, vec!["AfterModel", "Stop", "AfterModel", "Stop"]);
     let replay = ran.rt.replay(ran.report.run).await.unwrap();
     assert_eq!(answer(&replay), "second");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_hook_can_synthesize_the_result() {
+    let mut synth = hook("PreToolUse", "cache", PathBuf::new(), false);
+    synth.run = HookRun::Host(Arc::new(|event: Value| {
+        Box::pin(async move {
+            let answer = format!(
+                r#"{{"decision": "synthesize", "result": {{"cached": {}}}}}"#,
+                event["tool_input"]
+            );
+            HookOutcome::Answered(Box::new(HookAnswer::parse(&answer).unwrap()))
+        })
+    }));
+    let (ran, writes) = with_hooks(vec![synth]).await;
+    assert_eq!(answer(&ran.report), "done");
+    assert!(writes.lock().unwrap().is_empty(), "the tool did not run");
+    let results = ran.recorder.tool_results();
+    assert_eq!(results[0], r#"{"cached":{"text":"hi"}}"#);
+}
+
+/// A plugin folder `guarded` with the tool `write` and a `tool_call` hook, both executables.
+fn guarded_plugin(dir: &Path) -> clio_plugins::Plugin {
+    use std::os::unix::fs::PermissionsExt;
+    let root = dir.join("guarded");
+    let clio = root.join("ai.iowarp.clio");
+    std::fs::create_dir_all(clio.join("bin")).unwrap();
+    std::fs::write(
+        clio.join("plugin.toml"),
+        r#"id = "guarded"
+version = "0.1.0"
+defer = false
+
+[[tools]]
+name = "write"
+description = "Writes."
+command = "bin/write"
+permission = "allow"
+
+[[hooks]]
+event = "tool_call"
+id = "no-secrets"
+tools = "write"
+command = "bin/guard"
+timeout_secs = 5
+
+[[subagents]]
+id = "worker"
+prompt = "You work."
+"#,
+    )
+    .unwrap();
+    let write = clio.join("bin/write");
+    std::fs::write(&write, "#!/bin/sh\ncat > /dev/null\necho '{\"written\": true}'\n").unwrap();
+    let guard = clio.join("bin/guard");
+    std::fs::write(
+        &guard,
+        "#!/bin/sh\nif grep -q 'a secret'; then echo 'no secrets' >&2; exit 2; fi\necho '{}'\n",
+    )
+    .unwrap();
+    for f in [&write, &guard] {
+        std::fs::set_permissions(f, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    clio_plugins::load_plugin(&root).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_folder_brings_its_hooks_and_tool_options() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = guarded_plugin(dir.path());
+    let workspace = clio_flow::Workspace::new(None);
+    let reg = clio_flow::register_plugin(Registry::new(), &plugin, true, &workspace)
+        .unwrap()
+        .flow(agent_flow());
+    let text =
+        script(&[("write", json!({ "text": "a secret" })), ("write", json!({ "text": "ok" }))]);
+    let scripted = ScriptedProvider::from_toml(&text, Path::new("gate.toml")).unwrap();
+    let recorder = Arc::new(Recorder { inner: scripted.clone(), seen: Mutex::new(Vec::new()) });
+    let config = RuntimeConfig {
+        model: "offline/scripted".into(),
+        models: Models::offline(scripted).with_provider(recorder.clone()),
+        ..RuntimeConfig::default()
+    };
+    let journal = Journal::open_in_memory().unwrap();
+    let report = Runtime::new(journal, reg, config).run(sel("agent"), json!("go")).await.unwrap();
+    assert_eq!(answer(&report), "done", "the tool's own allow means no question");
+    let results = recorder.tool_results();
+    assert!(results[0].contains("no secrets"), "{results:?}");
+    assert_eq!(results[1], r#"{"written":true}"#);
+    assert_eq!(receipts(&report)[0]["layer"], "hook guarded/no-secrets");
 }
