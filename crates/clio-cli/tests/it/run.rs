@@ -235,3 +235,37 @@ fn an_installed_and_trusted_agent_runs_its_plugins_flow() {
     assert_eq!(outcome.code, 0, "{}", outcome.render());
     assert!(outcome.stdout.starts_with("## porosity_check (offline/demo)"), "{}", outcome.stdout);
 }
+
+#[test]
+fn the_homes_config_sets_tool_permissions_and_a_bad_value_is_named() {
+    let home = temp_home("run-tool-settings");
+    let h = home.to_str().unwrap();
+    let agent = [
+        "--home",
+        h,
+        "run",
+        "examples/agents/minimal.toml",
+        "--input",
+        "Say hello",
+        "--models",
+        "examples/models/models.toml",
+    ];
+    std::fs::write(
+        home.join("config.toml"),
+        "[tools]\npermissions = { \"write_*\" = \"deny\" }\ncallers = { \"run_code\" = \"both\" }\n",
+    )
+    .unwrap();
+    let outcome = clio(&agent);
+    assert_eq!(outcome.code, 0, "{}", outcome.render());
+    std::fs::write(home.join("config.toml"), "[tools]\npermissions = { \"x\" = \"maybe\" }\n")
+        .unwrap();
+    let outcome = clio(&agent);
+    assert_eq!(outcome.code, 1, "{}", outcome.render());
+    assert!(
+        outcome
+            .stderr
+            .contains("tools.permissions.\"x\" = \"maybe\": allowed values are allow, ask, deny"),
+        "{}",
+        outcome.render()
+    );
+}
