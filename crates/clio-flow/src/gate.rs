@@ -16,9 +16,9 @@
 //!
 //! Events wired: `PreToolUse` and `PostToolUse` here; `BeforeModel` (may deny the model
 //! call; its `additional_context` joins that request), `AfterModel` (observes) and `Stop`
-//! (a deny asks for one more turn, once per loop) in the react loop. Not yet fired:
-//! `PostToolBatch`, `UserPromptSubmit`, `SessionStart`/`SessionEnd`,
-//! `SubagentStart`/`SubagentStop`, `PreCompact` and `SemanticEvent`.
+//! (a deny asks for one more turn, once per loop) in the react loop; `SubagentStart` and
+//! `SubagentStop` (observe) around a subagent call. Not yet fired: `PostToolBatch`,
+//! `UserPromptSubmit`, `SessionStart`/`SessionEnd`, `PreCompact` and `SemanticEvent`.
 
 use std::future::Future;
 use std::path::PathBuf;

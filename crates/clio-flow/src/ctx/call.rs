@@ -605,6 +605,16 @@ impl Call {
                     s.prefix = format!("w{}/", task.0);
                     s.tools = self.extra_tools.clone();
                 }
+                let subagent = kind == CallKind::Subagent;
+                if subagent {
+                    let subject = crate::gate::Subject {
+                        prompt: Some(input_text(&input)),
+                        payload: json!({ "agent": worker.id }),
+                        ..crate::gate::Subject::default()
+                    };
+                    let event = crate::gate::event_kind("SubagentStart")?;
+                    crate::gate::hooks(&self.ctx, &self.identity(), &subject, event, None).await?;
+                }
                 let req = WorkerRequest {
                     id: worker.id.clone(),
                     text: input_text(&input),
@@ -628,6 +638,15 @@ impl Call {
                     }
                     WorkerRun::React => crate::react::run_worker(req).await?,
                 };
+                if subagent {
+                    let subject = crate::gate::Subject {
+                        payload: json!({ "agent": worker.id }),
+                        answer: Some(Value::String(reply.answer.clone())),
+                        ..crate::gate::Subject::default()
+                    };
+                    let event = crate::gate::event_kind("SubagentStop")?;
+                    crate::gate::hooks(&self.ctx, &self.identity(), &subject, event, None).await?;
+                }
                 run.add_tokens(reply.input_tokens + reply.output_tokens);
                 let mut outputs = reply.outputs;
                 if !self.extra_tools.is_empty() {

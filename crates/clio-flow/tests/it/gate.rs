@@ -535,7 +535,11 @@ async fn a_stop_hook_asks_for_one_more_turn_and_model_events_are_recorded() {
     let seen = script_file(dir.path(), "seen.sh", "true");
     let setup = Setup {
         tools: Vec::new(),
-        hooks: vec![hook("Stop", "again", again, false), hook("AfterModel", "seen", seen, false)],
+        hooks: vec![
+            hook("Stop", "again", again, false),
+            hook("AfterModel", "seen", seen.clone(), false),
+            hook("SubagentStop", "done", seen, false),
+        ],
         settings: PermissionSettings::default(),
         script: "[[script]]\nagent = \"worker\"\n[[script.turn]]\ntext = \"first\"\n\
                  [[script.turn]]\ntext = \"second\"\n"
@@ -551,7 +555,7 @@ async fn a_stop_hook_asks_for_one_more_turn_and_model_events_are_recorded() {
     }
     let events: Vec<String> =
         hook_events(&ran).iter().map(|e| e["event"].as_str().unwrap().to_owned()).collect();
-    assert_eq!(events, vec!["AfterModel", "Stop", "AfterModel", "Stop"]);
+    assert_eq!(events, vec!["AfterModel", "Stop", "AfterModel", "Stop", "SubagentStop"]);
     let replay = ran.rt.replay(ran.report.run).await.unwrap();
     assert_eq!(answer(&replay), "second");
 }
