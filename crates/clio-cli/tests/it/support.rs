@@ -59,3 +59,26 @@ pub(crate) fn temp_home(name: &str) -> PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+/// Replaces progress timestamps (`[   0.1s]`) and task durations (`in 0.0s`) so that
+/// snapshots do not depend on timing.
+pub(crate) fn redact_progress(text: &str) -> String {
+    let mut out = String::new();
+    for line in text.split_inclusive('\n') {
+        let mut line = line.to_owned();
+        if line.starts_with('[')
+            && let Some(end) = line.find("s] ")
+        {
+            line = format!("[t]{}", &line[end + 2..]);
+        }
+        if let Some(start) = line.find(" in ") {
+            let rest = &line[start + 4..];
+            let len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+            if len > 0 && rest[len..].starts_with('s') {
+                line = format!("{} in [t]{}", &line[..start], &rest[len + 1..]);
+            }
+        }
+        out.push_str(&line);
+    }
+    out
+}
