@@ -25,6 +25,7 @@
 
 mod clock;
 mod command;
+mod council;
 mod ctx;
 mod error;
 mod flow;
@@ -45,6 +46,7 @@ mod workspace;
 
 pub use crate::clock::instant;
 pub use crate::command::Command;
+pub use crate::council::CouncilFlow;
 pub use crate::ctx::{Call, Ctx, Gather, ReturnWhen, Settled};
 pub use crate::error::{FlowError, Mismatch, OptionProblem};
 pub use crate::flow::{Flow, FlowFuture, FnFlow, Limits, reference, selection};

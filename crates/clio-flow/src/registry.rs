@@ -356,7 +356,7 @@ impl fmt::Debug for Registry {
 }
 
 impl Registry {
-    /// Returns a registry holding the built-in flows (`workflow`, `react`).
+    /// Returns a registry holding the built-in flows (`workflow`, `react`, `council`).
     pub fn new() -> Registry {
         let mut reg = Registry::default();
         reg.flows.insert(
@@ -366,6 +366,10 @@ impl Registry {
         reg.flows.insert(
             "react".into(),
             FlowEntry { flow: Arc::new(crate::react::ReactFlow), plugin: None },
+        );
+        reg.flows.insert(
+            "council".into(),
+            FlowEntry { flow: Arc::new(crate::council::CouncilFlow), plugin: None },
         );
         reg
     }

@@ -3,6 +3,7 @@
 
 mod ask;
 mod cancel;
+mod council;
 mod crash;
 mod errors;
 mod gate;
@@ -22,7 +23,8 @@ mod workflow;
 #[test]
 fn no_forgotten_test_files() {
     let listed: &[&str] = &[
-        "ask", "cancel", "crash", "errors", "gate", "gather", "limits", "mcp", "models", "options",
+        "ask", "cancel",
+        "council", "crash", "errors", "gate", "gather", "limits", "mcp", "models", "options",
         "plugins", "react", "replay", "run_code", "support", "team", "workflow",
     ];
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it");
