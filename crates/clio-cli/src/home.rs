@@ -50,8 +50,8 @@ impl Home {
     }
 }
 
-/// Classifies a journal error: a file in use or not a journal is the user's to fix;
-/// corruption and storage failures are internal.
+/// Classifies a journal error: a file in use, not a journal, of a newer format or damaged
+/// is the user's to deal with (exit 1); storage failures are internal.
 pub(crate) fn journal_error(error: clio_journal::JournalError) -> CliError {
     use clio_journal::JournalError as E;
     match &error {
@@ -59,6 +59,14 @@ pub(crate) fn journal_error(error: clio_journal::JournalError) -> CliError {
             .hint("another clio process is using this journal; wait for it, or use --home to pick another"),
         E::NotAJournal { .. } | E::UpgradeRequired { .. } | E::RunNotFound { .. } => {
             CliError::user(error)
+        }
+        // A damaged file is the user's to deal with, and nothing can be read from it.
+        E::Corrupted { path, .. } => {
+            let hint = format!(
+                "the journal at {} is damaged; move it aside to start a new one (keep the damaged copy: its runs cannot be read by this build)",
+                path.display()
+            );
+            CliError::user(error).hint(hint)
         }
         _ => CliError::internal(error),
     }

@@ -195,3 +195,60 @@ fn errors_say_what_to_do_next() {
     all.push_str(&format!("## not a journal\n{}", corrupt.render()));
     assert_snapshot!(all.replace(home_arg, "[home]"));
 }
+
+/// A journal written by a newer format, or damaged, is refused with a clear error by every
+/// command that opens it, and the file is left exactly as it was.
+#[test]
+fn a_newer_or_damaged_journal_is_refused_and_left_untouched() {
+    let newer =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/journal-format-2.redb");
+    let mut all = String::new();
+    for (name, bytes) in [
+        ("newer format", std::fs::read(&newer).unwrap()),
+        ("damaged header", {
+            let mut bytes = std::fs::read(&newer).unwrap();
+            for b in &mut bytes[16..512] {
+                *b ^= 0x5a;
+            }
+            bytes
+        }),
+    ] {
+        let home = temp_home(&format!("runs-{}", name.replace(' ', "-")));
+        let h = home.to_str().unwrap();
+        let path = home.join("journal.redb");
+        std::fs::write(&path, &bytes).unwrap();
+        for args in [
+            vec!["runs", "list"],
+            vec!["runs", "show", "1"],
+            vec!["runs", "resume", "1"],
+            vec![
+                "run",
+                "examples/agents/minimal.toml",
+                "--input",
+                "x",
+                "--models",
+                "examples/models/models.toml",
+            ],
+        ] {
+            let mut full = vec!["--home", h];
+            full.extend(args.iter().copied());
+            let outcome = clio(&full);
+            assert_eq!(outcome.code, 1, "{name} {args:?}: {}", outcome.render());
+            assert_eq!(std::fs::read(&path).unwrap(), bytes, "{name} {args:?} changed the file");
+            all.push_str(&format!("## {name}: clio {}\n{}", args.join(" "), outcome.render()));
+        }
+    }
+    let all = all.replace(std::env::temp_dir().to_str().unwrap(), "[tmp]");
+    let all: String = all
+        .lines()
+        .map(|l| {
+            // The home folder's name holds the test process id.
+            l.split(' ')
+                .map(|w| if w.contains("clio-cli-home-") { "[home]/journal.redb" } else { w })
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert_snapshot!(all);
+}
