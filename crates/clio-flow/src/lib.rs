@@ -33,6 +33,7 @@ mod gate;
 mod mcp;
 mod model;
 mod options;
+mod orchestration;
 mod plugin_bridge;
 mod react;
 mod registry;
@@ -59,6 +60,7 @@ pub use crate::model::{
     ScriptedProvider, ToolCall, ToolSpec, Usage,
 };
 pub use crate::options::{LIMIT_NAMES, OptionSpec, OptionType, check_options};
+pub use crate::orchestration::{ORCHESTRATION_TOOLS, register_orchestration_tools};
 pub use crate::plugin_bridge::{
     TOOL_OUTPUT_LIMIT, TOOL_TIMEOUT, WorkflowFileFlow, register_basic_tools, register_plugin,
     register_plugin_with_mcp, run_executable,

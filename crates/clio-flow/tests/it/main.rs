@@ -12,6 +12,7 @@ mod limits;
 mod mcp;
 mod models;
 mod options;
+mod orchestration;
 mod plugins;
 mod react;
 mod replay;
@@ -25,7 +26,7 @@ fn no_forgotten_test_files() {
     let listed: &[&str] = &[
         "ask", "cancel",
         "council", "crash", "errors", "gate", "gather", "limits", "mcp", "models", "options",
-        "plugins", "react", "replay", "run_code", "support", "team", "workflow",
+        "orchestration", "plugins", "react", "replay", "run_code", "support", "team", "workflow",
     ];
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it");
     for entry in std::fs::read_dir(&dir).unwrap() {
