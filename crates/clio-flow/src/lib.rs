@@ -60,7 +60,9 @@ pub use crate::model::{
     ScriptedProvider, ToolCall, ToolSpec, Usage,
 };
 pub use crate::options::{LIMIT_NAMES, OptionSpec, OptionType, check_options};
-pub use crate::orchestration::{ORCHESTRATION_TOOLS, register_orchestration_tools};
+pub use crate::orchestration::{
+    ORCHESTRATION_TOOLS, register_orchestration_tools, register_team_tools,
+};
 pub use crate::plugin_bridge::{
     TOOL_OUTPUT_LIMIT, TOOL_TIMEOUT, WorkflowFileFlow, register_basic_tools, register_plugin,
     register_plugin_with_mcp, run_executable,

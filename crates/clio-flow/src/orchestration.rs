@@ -10,6 +10,12 @@
 //! `error` once it failed) without waiting. The journal holds the result on the child's
 //! task, so a flow can also read it there.
 //!
+//! [`register_team_tools`] adds the subagent-team tools of one session (`council_run`,
+//! `council_wait`, also named `council_wait_agents`, `council_cancel_agent`, ...) as they
+//! are: [`AgentEnv::tools`] bound to that session, each going through
+//! [`AgentEnv::call_tool`]. A registry belongs to a runtime, not to a session, so every
+//! agent of a run using that registry acts as that one session.
+//!
 //! `run_workflow`'s arguments are the built-in `workflow` flow's task fields, passed as
 //! they are; `model` also picks the child's model.
 
@@ -21,6 +27,7 @@ use crate::error::FlowError;
 use crate::registry::{Registry, Target, Tool};
 use crate::result::CallInput;
 use crate::runtime::blocking;
+use crate::team::AgentEnv;
 
 /// The names of the orchestration tools, in the order they are registered.
 pub const ORCHESTRATION_TOOLS: [&str; 3] = ["run_flow", "run_workflow", "flow_result"];
@@ -186,4 +193,19 @@ pub fn register_orchestration_tools(registry: Registry) -> Registry {
         ..flow_result_tool
     };
     registry.tool(run_flow_tool).tool(run_workflow_tool).tool(flow_result_tool)
+}
+
+/// Returns `registry` with the team tools of `env`'s session, named `council_` + each
+/// [`crate::TEAM_TOOLS`] name, plus `council_wait_agents`, the seed's name for
+/// `council_wait`. Their errors come back as data (`{"error": {"reason", "message"}}`).
+pub fn register_team_tools(registry: Registry, env: &AgentEnv) -> Registry {
+    let mut registry = registry;
+    for tool in env.tools("council_") {
+        if tool.name == "council_wait" {
+            let alias = Tool { name: "council_wait_agents".into(), ..tool.clone() };
+            registry = registry.tool(alias);
+        }
+        registry = registry.tool(tool);
+    }
+    registry
 }

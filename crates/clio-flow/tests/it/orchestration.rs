@@ -171,3 +171,57 @@ async fn bad_arguments_are_refused_with_a_reason() {
         assert_eq!(error(&report).reason(), reason, "{tool} {args}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_team_tools_are_registry_tools_of_the_leader_session() {
+    use clio_flow::{
+        AgentContext, LeaderSettings, SubagentOutcome, Team, TeamConfig, register_team_tools,
+    };
+    use clio_journal::SessionId;
+
+    let team = Team::new(
+        Journal::open_in_memory().unwrap(),
+        |job: clio_flow::SubagentJob| async move {
+            match job.task.strip_prefix("hang") {
+                Some(_) => std::future::pending().await,
+                None => SubagentOutcome::Answer(format!("did {}", job.task)),
+            }
+        },
+        TeamConfig::default(),
+    );
+    team.create_leader(SessionId("lead".into()), LeaderSettings::default()).await.unwrap();
+    let env = team.env(SessionId("lead".into())).with_context(AgentContext {
+        model: "local/qwen".into(),
+        provider: "ollama".into(),
+        messages: Vec::new(),
+    });
+    let lead = FnFlow::new("lead", |_t: Value, ctx| async move {
+        let ran = ctx.call("council_run", json!({ "tasks": ["a", "b"] })).await?.value;
+        let hung =
+            ctx.call("council_run", json!({ "tasks": ["hang"], "timeout_secs": 0 })).await?.value;
+        let id = hung[0]["session_id"].clone();
+        let waited = ctx
+            .call("council_wait_agents", json!({ "session_ids": [id.clone()], "timeout_secs": 0 }))
+            .await?
+            .value;
+        let cancelled = ctx.call("council_cancel_agent", json!({ "session_id": id })).await?.value;
+        let bad = ctx.call("council_run", json!({ "tasks": [{ "colour": "red" }] })).await?.value;
+        Ok(FlowOutput::text(format!(
+            "{} {} | {} | {} | {}",
+            ran[0]["answer"].as_str().unwrap_or(""),
+            ran[1]["answer"].as_str().unwrap_or(""),
+            waited[0]["status"].as_str().unwrap_or(""),
+            cancelled["status"].as_str().unwrap_or(""),
+            bad["error"]["reason"].as_str().unwrap_or("")
+        )))
+    });
+    let c = Counter::default();
+    let reg = register_team_tools(registry(&c).flow(lead), &env);
+    for name in ["council_run", "council_wait", "council_wait_agents", "council_cancel_agent"] {
+        assert!(reg.get_tool(name).is_some(), "{name} is registered");
+    }
+    assert!(reg.get_tool("council_controls").is_some_and(|t| t.read_only));
+    let journal = Journal::open_in_memory().unwrap();
+    let report = runtime(&journal, reg).run(sel("lead"), json!(null)).await.unwrap();
+    assert_eq!(answer(&report), "did a did b | running | cancelled | invalid_task");
+}
