@@ -141,6 +141,7 @@ pub(crate) fn runtime(home: &Home, launch: &Launch, journal: Journal) -> Result<
         ..clio_flow::RunCodeConfig::default()
     };
     registry = clio_flow::register_run_code(registry, run_code);
+    registry = clio_flow::register_orchestration_tools(registry);
     let mut tool_names: Vec<String> = BASIC_TOOLS.iter().map(|t| (*t).to_owned()).collect();
     tool_names.push("run_code".to_owned());
     let store = Store::new(home.root());
