@@ -269,3 +269,49 @@ fn the_homes_config_sets_tool_permissions_and_a_bad_value_is_named() {
         outcome.render()
     );
 }
+
+#[test]
+fn a_workflow_step_starts_a_flow_in_the_background_with_run_flow() {
+    let home = temp_home("run-orchestration");
+    let file = home.join("background.json");
+    let workflow = serde_json::json!({ "steps": [{
+        "id": "start",
+        "target": "run_flow",
+        "input": {
+            "flow": "council",
+            "input": "Is Ti-6Al-4V fatigue-limited?",
+            "options": { "members": ["self"], "models": ["offline/demo"] }
+        }
+    }]});
+    std::fs::write(&file, workflow.to_string()).unwrap();
+    let home = home.to_str().unwrap();
+    let file = file.to_str().unwrap();
+    let outcome = clio(&[
+        "--home",
+        home,
+        "workflow",
+        "run",
+        file,
+        "--task",
+        "t",
+        "--models",
+        "examples/models/models.toml",
+        "--workspace",
+        "examples/workspace",
+        "-q",
+    ]);
+    assert_eq!(outcome.code, 0, "{}", outcome.render());
+    assert!(
+        outcome.stdout.contains(r#"{"handle":2,"target":"council","status":"running"}"#),
+        "the step gets the handle at once: {}",
+        outcome.render()
+    );
+    let tree = clio(&["--home", home, "runs", "tree", "1"]);
+    assert_eq!(tree.code, 0, "{}", tree.render());
+    assert!(tree.stdout.contains("#1 Tool run_flow [Succeeded]"), "{}", tree.render());
+    assert!(
+        tree.stdout.contains("└─ #2 Flow council [Succeeded] \"background council\""),
+        "the run waited for the started council: {}",
+        tree.render()
+    );
+}
