@@ -193,6 +193,10 @@ pub(crate) fn runtime(home: &Home, launch: &Launch, journal: Journal) -> Result<
             .collect::<Vec<_>>()
             .join("\n\n");
         let mut worker = Worker::react(spec.id().to_owned(), prompt);
+        // An agent that carries the orchestration plugin is offered its tools.
+        if spec.plugin_refs().iter().any(|r| r.id() == "orchestration") {
+            tool_names.extend(clio_flow::ORCHESTRATION_TOOLS.iter().map(|t| (*t).to_owned()));
+        }
         worker.tools = tool_names;
         worker.requires = *spec.requires();
         worker.model = spec.prefers().model.clone();
