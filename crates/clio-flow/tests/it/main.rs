@@ -24,9 +24,25 @@ mod workflow;
 #[test]
 fn no_forgotten_test_files() {
     let listed: &[&str] = &[
-        "ask", "cancel",
-        "council", "crash", "errors", "gate", "gather", "limits", "mcp", "models", "options",
-        "orchestration", "plugins", "react", "replay", "run_code", "support", "team", "workflow",
+        "ask",
+        "cancel",
+        "council",
+        "crash",
+        "errors",
+        "gate",
+        "gather",
+        "limits",
+        "mcp",
+        "models",
+        "options",
+        "orchestration",
+        "plugins",
+        "react",
+        "replay",
+        "run_code",
+        "support",
+        "team",
+        "workflow",
     ];
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it");
     for entry in std::fs::read_dir(&dir).unwrap() {
