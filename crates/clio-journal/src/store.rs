@@ -256,24 +256,9 @@ impl<'a> Tx<'a> {
     }
 
     pub(crate) fn append(&mut self, run: RunId, entries: Vec<NewEntry>) -> Result<Vec<u64>> {
-        let heads = &mut self.run_heads;
-        let first =
-            heads.get(run.0).at(self.path)?.ok_or(JournalError::RunNotFound { run })?.value();
+        // Everything is checked before anything is written (see `check_entries`).
+        let first = self.check_entries(run, &entries)?;
         let identities = &mut self.identities;
-        let mut seen = HashMap::new();
-        for (idx, entry) in entries.iter().enumerate() {
-            let Some(identity) = entry.identity.as_deref() else { continue };
-            let held = identities.get((run.0, identity)).at(self.path)?.map(|v| v.value());
-            let held = held.or_else(|| seen.get(identity).copied());
-            if let Some(seq) = held {
-                return Err(JournalError::DuplicateIdentity {
-                    run,
-                    identity: identity.to_owned(),
-                    seq,
-                });
-            }
-            seen.insert(identity, first + idx as u64);
-        }
         let table = &mut self.entries;
         let mut seqs = Vec::with_capacity(entries.len());
         for (idx, entry) in entries.into_iter().enumerate() {
@@ -293,7 +278,7 @@ impl<'a> Tx<'a> {
             table.insert((run.0, seq), encode(&stored).as_slice()).at(self.path)?;
             seqs.push(seq);
         }
-        heads.insert(run.0, first + seqs.len() as u64).at(self.path)?;
+        self.run_heads.insert(run.0, first + seqs.len() as u64).at(self.path)?;
         Ok(seqs)
     }
 
