@@ -15,7 +15,7 @@ use clio_flow::{
 };
 use clio_journal::{Journal, JournalConfig, RunId};
 use clio_plugins::{Plugin, Store, digest_folder, load_plugin};
-use clio_spec::{AgentDef, AgentSpec};
+use clio_spec::{AgentDef, AgentDefinitionError, AgentSpec};
 use serde::{Deserialize, Serialize};
 
 use crate::error::CliError;
@@ -109,18 +109,23 @@ pub(crate) fn owner() -> String {
     format!("clio-{}", std::process::id())
 }
 
-/// Reads and freezes the agent definition in `path`.
+/// Reads and freezes the agent definition in `path`: JSON when its extension says so,
+/// else TOML. Errors name the file (a parse error already starts with it).
 pub(crate) fn agent_spec(path: &Path) -> Result<AgentSpec, CliError> {
     let source = path.display().to_string();
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read {source}"))
         .map_err(CliError::user)?;
-    let def = if source.ends_with(".json") {
+    let is_json = path.extension().is_some_and(|ext| ext.eq_ignore_ascii_case("json"));
+    let def = if is_json {
         AgentDef::from_json(&text, &source)
     } else {
         AgentDef::from_toml(&text, &source)
     };
-    def.and_then(|d| d.spec()).map_err(|e| CliError::user(anyhow!("{source}: {e}")))
+    def.and_then(|d| d.spec()).map_err(|error| match error {
+        AgentDefinitionError::Parse { .. } => CliError::user(anyhow!("{error}")),
+        _ => CliError::user(anyhow!("{source}: {error}")),
+    })
 }
 
 /// Returns whether the plugin in `folder` is trusted at its current content.

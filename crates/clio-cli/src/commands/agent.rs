@@ -3,23 +3,16 @@
 use std::io::Write;
 
 use anyhow::anyhow;
-use clio_spec::{AgentDef, AgentDefinitionError, AgentSpec};
+use clio_spec::{AgentDefinitionError, AgentSpec};
 
 use super::{read_text, write_json};
 use crate::args::{AgentSpecArgs, AgentVerifyArgs};
 use crate::error::CliError;
+use crate::launch::agent_spec;
 
 /// Freezes the definition in `args.file` and prints the spec and its checksum.
 pub(super) fn spec(args: &AgentSpecArgs, out: &mut dyn Write) -> Result<(), CliError> {
-    let text = read_text(&args.file)?;
-    let source = args.file.display().to_string();
-    let is_json = args.file.extension().is_some_and(|ext| ext.eq_ignore_ascii_case("json"));
-    let def = if is_json {
-        AgentDef::from_json(&text, &source)
-    } else {
-        AgentDef::from_toml(&text, &source)
-    };
-    let spec = def.and_then(|def| def.spec()).map_err(|error| definition_error(&source, error))?;
+    let spec = agent_spec(&args.file)?;
     if args.json { write_json(out, &spec.to_json()) } else { render_spec(&spec, out) }
 }
 
@@ -48,15 +41,6 @@ pub(super) fn verify(args: &AgentVerifyArgs, out: &mut dyn Write) -> Result<(), 
         writeln!(out, "ok: {} {} checksum {}", spec.id(), spec.version(), spec.checksum())?;
         Ok(())
     }
-}
-
-fn definition_error(source: &str, error: AgentDefinitionError) -> CliError {
-    let located = match &error {
-        // A parse error already starts with the file, line and column.
-        AgentDefinitionError::Parse { .. } => anyhow!("{error}"),
-        _ => anyhow!("{source}: {error}"),
-    };
-    CliError::user(located)
 }
 
 /// Writes a spec for a person to read.

@@ -5,12 +5,13 @@ use std::io::Write;
 
 use anyhow::anyhow;
 use clio_plugins::{Installed, Marketplace, Store, check as check_path};
-use clio_spec::{AgentDef, PluginRef, parse_plugin_version};
+use clio_spec::{PluginRef, parse_plugin_version};
 
-use super::{read_text, write_json};
+use super::write_json;
 use crate::args::{JsonArgs, PluginCheckArgs, PluginInstallArgs, PluginVersionArgs};
 use crate::error::CliError;
 use crate::home::Home;
+use crate::launch::agent_spec;
 
 /// Checks a plugin folder or marketplace; exit 1 when it has errors.
 pub(super) fn check(args: &PluginCheckArgs, out: &mut dyn Write) -> Result<(), CliError> {
@@ -39,15 +40,7 @@ pub(super) fn install(
     let mut references = Vec::new();
     let mut root = "the command line".to_owned();
     if let Some(agent) = &args.agent {
-        let source = agent.display().to_string();
-        let text = read_text(agent)?;
-        let def = if source.ends_with(".json") {
-            AgentDef::from_json(&text, &source)
-        } else {
-            AgentDef::from_toml(&text, &source)
-        };
-        let spec =
-            def.and_then(|d| d.spec()).map_err(|e| CliError::user(anyhow!("{source}: {e}")))?;
+        let spec = agent_spec(agent)?;
         root = format!("agent {}", spec.id());
         references.extend(spec.plugin_refs());
     }
