@@ -224,15 +224,7 @@ impl ModelCatalog {
     /// Parses a catalog from TOML `text` (a list of `[[model]]` tables, each a
     /// [`ModelInfo`]); `file` names the source in errors.
     pub fn from_toml(text: &str, file: &Path) -> Result<ModelCatalog, ModelError> {
-        let parsed: CatalogFile = toml::from_str(text).map_err(|e| {
-            let (line, column) = e.span().map_or((0, 0), |span| line_column(text, span.start));
-            ModelError::Parse {
-                file: file.to_path_buf(),
-                line,
-                column,
-                message: e.message().to_owned(),
-            }
-        })?;
+        let parsed: CatalogFile = toml::from_str(text).map_err(|e| toml_error(file, text, &e))?;
         ModelCatalog::new(parsed.model)
     }
 
@@ -344,6 +336,12 @@ fn name_problem(part: &str) -> Option<&'static str> {
         return Some("may hold only ASCII letters, digits, `.`, `_`, `-` and `:`");
     }
     None
+}
+
+/// Returns the parse error of TOML `text` read from `file`, with its line and column.
+pub(crate) fn toml_error(file: &Path, text: &str, err: &toml::de::Error) -> ModelError {
+    let (line, column) = err.span().map_or((0, 0), |span| line_column(text, span.start));
+    ModelError::Parse { file: file.to_path_buf(), line, column, message: err.message().to_owned() }
 }
 
 /// Returns the 1-based line and column of byte `offset` in `text`.

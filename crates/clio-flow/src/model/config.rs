@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::model::catalog::line_column;
+use crate::model::catalog::toml_error;
 use crate::model::{
     ModelCatalog, ModelError, ModelInfo, Models, OpenAiConfig, OpenAiProvider, RetryPolicy,
     ScriptedProvider,
@@ -97,15 +97,7 @@ impl ModelsConfig {
     /// Checks the catalog (see [`ModelCatalog::new`]), that provider names are unique, and
     /// that every model's provider is declared.
     pub fn from_toml(text: &str, file: &Path) -> Result<ModelsConfig, ModelError> {
-        let parsed: ConfigFile = toml::from_str(text).map_err(|e| {
-            let (line, column) = e.span().map_or((0, 0), |s| line_column(text, s.start));
-            ModelError::Parse {
-                file: file.to_path_buf(),
-                line,
-                column,
-                message: e.message().to_owned(),
-            }
-        })?;
+        let parsed: ConfigFile = toml::from_str(text).map_err(|e| toml_error(file, text, &e))?;
         let catalog = ModelCatalog::new(parsed.model)?;
         for (index, provider) in parsed.provider.iter().enumerate() {
             if parsed.provider[..index].iter().any(|p| p.name == provider.name) {

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::model::catalog::line_column;
+use crate::model::catalog::{line_column, toml_error};
 use crate::model::error::excerpt;
 use crate::model::{
     FinishReason, ModelError, ModelFuture, ModelInfo, ModelProvider, ModelRequest, ModelResponse,
@@ -92,15 +92,8 @@ impl ScriptedProvider {
 
     /// Parses a TOML script `text`; `file` names it in errors.
     pub fn from_toml(text: &str, file: &Path) -> Result<ScriptedProvider, ModelError> {
-        let parsed: ScriptFile<toml::Spanned<ScriptDef>> = toml::from_str(text).map_err(|e| {
-            let (line, column) = e.span().map_or((0, 0), |s| line_column(text, s.start));
-            ModelError::Parse {
-                file: file.to_path_buf(),
-                line,
-                column,
-                message: e.message().to_owned(),
-            }
-        })?;
+        let parsed: ScriptFile<toml::Spanned<ScriptDef>> =
+            toml::from_str(text).map_err(|e| toml_error(file, text, &e))?;
         let defs = parsed.script.into_iter().map(|s| {
             let line = line_column(text, s.span().start).0;
             (line, s.into_inner())
