@@ -99,11 +99,9 @@ fn describe(task: &TaskRecord) -> String {
     if task.input_tokens + task.output_tokens > 0 {
         line.push_str(&format!(" {}+{} tokens", task.input_tokens, task.output_tokens));
     }
-    if task.status.is_terminal() || task.status == TaskStatus::Running {
+    if task.status.is_terminal() {
         let ms = task.updated_at_ms.saturating_sub(task.created_at_ms);
-        if task.status.is_terminal() {
-            line.push_str(&format!(" in {:.1}s", ms as f64 / 1000.0));
-        }
+        line.push_str(&format!(" in {:.1}s", ms as f64 / 1000.0));
     }
     if let Some(error) = &task.error {
         let short: String = error.chars().take(80).collect();
@@ -112,13 +110,20 @@ fn describe(task: &TaskRecord) -> String {
     line
 }
 
-fn tree_lines(tasks: &[TaskRecord], lines: &mut Vec<String>) {
-    let known: Vec<u64> = tasks.iter().map(|t| t.id.0).collect();
+/// Groups a run's tasks by parent handle; a task whose parent is not among them (or that
+/// has none) goes under `None`, the root. Both task trees (progress, `runs tree`) use it.
+pub(crate) fn children_by_parent(tasks: &[TaskRecord]) -> BTreeMap<Option<u64>, Vec<&TaskRecord>> {
+    let known: std::collections::HashSet<u64> = tasks.iter().map(|t| t.id.0).collect();
     let mut children: BTreeMap<Option<u64>, Vec<&TaskRecord>> = BTreeMap::new();
     for task in tasks {
         let parent = task.parent.map(|p| p.0).filter(|p| known.contains(p));
         children.entry(parent).or_default().push(task);
     }
+    children
+}
+
+fn tree_lines(tasks: &[TaskRecord], lines: &mut Vec<String>) {
+    let children = children_by_parent(tasks);
     fn walk(
         parent: Option<u64>,
         depth: usize,

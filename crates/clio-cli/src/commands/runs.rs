@@ -195,13 +195,7 @@ pub(super) fn prune(
 }
 
 fn write_tree(tasks: &[TaskRecord], out: &mut dyn Write) -> Result<(), CliError> {
-    let mut children: BTreeMap<Option<u64>, Vec<&TaskRecord>> = BTreeMap::new();
-    let known: Vec<u64> = tasks.iter().map(|t| t.id.0).collect();
-    for task in tasks {
-        // A parent that is not in this run (or missing) puts the task at the root.
-        let parent = task.parent.map(|p| p.0).filter(|p| known.contains(p));
-        children.entry(parent).or_default().push(task);
-    }
+    let children = crate::progress::children_by_parent(tasks);
     fn walk(
         parent: Option<u64>,
         prefix: &str,
