@@ -22,6 +22,7 @@ use crate::input::{
     JournalConfig, NewEntry, NewRun, NewSession, NewTask, Pruned, Reconciled, RunFilter, RunUpdate,
     SessionUpdate, TaskUpdate,
 };
+use crate::pending::{self, Pending};
 use crate::store::{
     self, AtPath, ENTRIES, IDENTITIES, META, RUN_HEADS, RUN_TASKS, RUNS, SESSIONS, TASKS, Tx,
     decode,
@@ -33,8 +34,8 @@ const REDB_MAGIC: [u8; 9] = [b'r', b'e', b'd', b'b', 0x1A, 0x0A, 0xA9, 0x0D, 0x0
 
 /// A handle on an open journal.
 ///
-/// Cheap to clone (an `Arc` inside) and `Send + Sync`: async code calls it through
-/// `spawn_blocking`. Writes go to one writer thread that group-commits them; reads run on the
+/// Cheap to clone (an `Arc` inside) and `Send + Sync`: async code awaits the writes of
+/// [`Journal::nonblocking`] and runs the rest through `spawn_blocking`. Writes go to one writer thread that group-commits them; reads run on the
 /// calling thread against a snapshot and never block the writer. The writer stops, after
 /// making everything durable, when the last handle is dropped.
 #[derive(Clone)]
@@ -152,19 +153,20 @@ impl Journal {
         sender.send(req).map_err(|_| self.stopped())
     }
 
-    /// Runs `f` in the writer's next batch and returns its result once the batch committed.
-    fn write<T: Send + 'static>(
+    /// Sends `f` to the writer's next batch; the returned [`Pending`] holds its result once
+    /// the batch committed.
+    fn submit<T: Send + 'static>(
         &self,
         f: impl FnOnce(&mut Tx<'_>) -> Result<T> + Send + 'static,
-    ) -> Result<T> {
-        let (reply, answer) = mpsc::sync_channel::<Result<T>>(1);
+    ) -> Pending<T> {
+        let (reply, pending) = pending::channel::<T>(self.inner.path.clone());
         let path = self.inner.path.clone();
         let op: Op = Box::new(move |tx| {
             // `None`: the batch was abandoned before this operation ran.
             let res = tx.map(f);
             let fatal = matches!(&res, Some(Err(err)) if is_fatal(err));
             let done: Completion = Box::new(move |commit| {
-                let _ = reply.send(match (res, commit) {
+                reply.send(match (res, commit) {
                     (Some(Err(err)), _) | (_, Err(err)) => Err(err),
                     (Some(Ok(value)), Ok(())) => Ok(value),
                     (None, Ok(())) => Err(JournalError::WriterStopped { path }),
@@ -172,8 +174,23 @@ impl Journal {
             });
             (fatal, done)
         });
-        self.send(Request::Op(op))?;
-        answer.recv().map_err(|_| self.stopped())?
+        match self.send(Request::Op(op)) {
+            Ok(()) => pending,
+            Err(err) => Pending::ready(Err(err)),
+        }
+    }
+
+    /// Runs `f` in the writer's next batch and returns its result once the batch committed.
+    fn write<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Tx<'_>) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        self.submit(f).wait()
+    }
+
+    /// Returns the writes that an async caller awaits instead of blocking a thread on.
+    pub fn nonblocking(&self) -> NonBlocking<'_> {
+        NonBlocking { journal: self }
     }
 
     /// Makes every earlier write durable (needed only with [`crate::Durability::Eventual`]).
@@ -190,20 +207,19 @@ impl Journal {
 
     /// Changes a run and returns the record as it now stands.
     pub fn update_run(&self, run: RunId, update: RunUpdate) -> Result<RunRecord> {
-        self.write(move |tx| tx.update_run(run, update))
+        self.nonblocking().update_run(run, update).wait()
     }
 
     /// Appends one entry to `run` and returns its sequence number, once durable.
     ///
     /// Fails with [`JournalError::DuplicateIdentity`] when its identity is already in the run.
     pub fn append(&self, run: RunId, entry: NewEntry) -> Result<u64> {
-        let seqs = self.write(move |tx| tx.append(run, vec![entry]))?;
-        Ok(seqs.first().copied().unwrap_or_default())
+        self.nonblocking().append(run, entry).wait()
     }
 
     /// Appends `entries` to `run` atomically (all or none) and returns their sequence numbers.
     pub fn append_batch(&self, run: RunId, entries: Vec<NewEntry>) -> Result<Vec<u64>> {
-        self.write(move |tx| tx.append(run, entries))
+        self.nonblocking().append_batch(run, entries).wait()
     }
 
     /// Creates a task and returns its handle.
@@ -225,14 +241,14 @@ impl Journal {
         task: NewTask,
         after: Vec<NewEntry>,
     ) -> Result<(TaskId, Vec<u64>)> {
-        self.write(move |tx| tx.create_task_with_entries(run, before, task, after))
+        self.nonblocking().create_task_with_entries(run, before, task, after).wait()
     }
 
     /// Changes a task and returns the record as it now stands.
     ///
     /// A task with a terminal status is refused with [`JournalError::TaskFinished`].
     pub fn update_task(&self, task: TaskId, update: TaskUpdate) -> Result<TaskRecord> {
-        self.write(move |tx| tx.update_task(task, update))
+        self.nonblocking().update_task(task, update).wait()
     }
 
     /// Creates a subagent session.
@@ -418,6 +434,49 @@ impl Journal {
         }
         out.flush().map_err(export_err)?;
         Ok(lines.len() as u64)
+    }
+}
+
+/// The hot write operations of [`Journal`], each returning a [`Pending`] to await.
+///
+/// They are the same operations as the blocking methods of the same names (which wait on
+/// them); the difference is only in how the caller waits for the commit.
+#[derive(Clone, Copy)]
+pub struct NonBlocking<'a> {
+    journal: &'a Journal,
+}
+
+impl NonBlocking<'_> {
+    /// As [`Journal::append`].
+    pub fn append(self, run: RunId, entry: NewEntry) -> Pending<u64> {
+        self.journal
+            .submit(move |tx| Ok(tx.append(run, vec![entry])?.first().copied().unwrap_or_default()))
+    }
+
+    /// As [`Journal::append_batch`].
+    pub fn append_batch(self, run: RunId, entries: Vec<NewEntry>) -> Pending<Vec<u64>> {
+        self.journal.submit(move |tx| tx.append(run, entries))
+    }
+
+    /// As [`Journal::create_task_with_entries`].
+    pub fn create_task_with_entries(
+        self,
+        run: RunId,
+        before: Vec<NewEntry>,
+        task: NewTask,
+        after: Vec<NewEntry>,
+    ) -> Pending<(TaskId, Vec<u64>)> {
+        self.journal.submit(move |tx| tx.create_task_with_entries(run, before, task, after))
+    }
+
+    /// As [`Journal::update_task`].
+    pub fn update_task(self, task: TaskId, update: TaskUpdate) -> Pending<TaskRecord> {
+        self.journal.submit(move |tx| tx.update_task(task, update))
+    }
+
+    /// As [`Journal::update_run`].
+    pub fn update_run(self, run: RunId, update: RunUpdate) -> Pending<RunRecord> {
+        self.journal.submit(move |tx| tx.update_run(run, update))
     }
 }
 

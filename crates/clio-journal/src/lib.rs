@@ -17,14 +17,17 @@
 //!   entry of a run;
 //! - a file of a newer format is refused and never modified.
 //!
-//! What it deliberately does not do: it is sync (async callers use `spawn_blocking`), it
-//! knows nothing of flows or replay rules, it reads no environment or home folder, and no
+//! What it deliberately does not do: it depends on no async runtime (the hot writes have a
+//! [`Journal::nonblocking`] form whose [`Pending`] an async caller awaits on any executor;
+//! reads are sync and async callers run them with `spawn_blocking`), it knows nothing of
+//! flows or replay rules, it reads no environment or home folder, and no
 //! redb type appears in its API, so that a second backend can come later.
 
 mod error;
 mod format;
 mod input;
 mod journal;
+mod pending;
 mod store;
 mod writer;
 
@@ -40,4 +43,5 @@ pub use crate::input::{
     Durability, JournalConfig, NewEntry, NewRun, NewSession, NewTask, Pruned, Reconciled,
     RunFilter, RunUpdate, SessionUpdate, TaskUpdate,
 };
-pub use crate::journal::Journal;
+pub use crate::journal::{Journal, NonBlocking};
+pub use crate::pending::Pending;
