@@ -413,7 +413,7 @@ impl Runtime {
         } else {
             update
         };
-        blocking(move || journal.update_run(run, update)).await?;
+        journal.nonblocking().update_run(run, update).await?;
         if cancelled {
             return Ok(RunReport { outcome: RunOutcome::Cancelled, ..report });
         }

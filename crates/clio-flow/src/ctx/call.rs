@@ -319,12 +319,10 @@ impl Call {
         // leaves a call recorded as asked for but not known to be accepted.
         let accepted = NewEntry::new(EntryKind::Call, json!({ "accepted": true }))
             .with_identity(format!("{identity}@accepted"));
-        let task = blocking(move || {
-            let (task, _) =
-                journal.create_task_with_entries(run_id, vec![intent], new_task, vec![accepted])?;
-            Ok(task)
-        })
-        .await?;
+        let (task, _) = journal
+            .nonblocking()
+            .create_task_with_entries(run_id, vec![intent], new_task, vec![accepted])
+            .await?;
         run.count_submitted();
         Ok(Accepted::Run { task, resolved, input })
     }
@@ -418,18 +416,14 @@ impl Call {
             },
         };
         let journal = self.ctx.run.rt.journal.clone();
-        match blocking(move || journal.update_task(task, update)).await {
+        match journal.nonblocking().update_task(task, update).await {
             Ok(rec) => {
                 self.ctx.run.remember_task(rec);
                 Ok(())
             }
             // Cancelled from outside while it ran: the cancellation stands.
-            Err(FlowError::Journal(err))
-                if matches!(*err, clio_journal::JournalError::TaskFinished { .. }) =>
-            {
-                Ok(())
-            }
-            Err(err) => Err(err),
+            Err(clio_journal::JournalError::TaskFinished { .. }) => Ok(()),
+            Err(err) => Err(err.into()),
         }
     }
 
