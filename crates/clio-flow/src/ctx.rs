@@ -338,30 +338,34 @@ impl Ctx {
         }
     }
 
-    /// Records `event` (a mapping) in the run, once.
+    /// Records `event` (a mapping) in the run, once; `SemanticEvent` hooks observe it.
     #[track_caller]
     pub fn record_event(&self, event: Value) -> impl Future<Output = Result<(), FlowError>> {
         let site = Location::caller();
         async move {
             let cmd = Command::Event { event };
             let identity = self.identity(site, &cmd.to_json(), "");
-            self.recorded_or_run(identity, cmd, EntryKind::Event, || async { Ok(Value::Null) })
-                .await?;
-            Ok(())
+            self.recorded_or_run(identity.clone(), cmd.clone(), EntryKind::Event, || async {
+                Ok(Value::Null)
+            })
+            .await?;
+            crate::gate::semantic_event(self, &identity, &cmd).await
         }
     }
 
     /// Replaces the run's live view, which the run card draws; the last view recorded is
-    /// the current one.
+    /// the current one. `SemanticEvent` hooks observe it.
     #[track_caller]
     pub fn publish(&self, view: Value) -> impl Future<Output = Result<(), FlowError>> {
         let site = Location::caller();
         async move {
             let cmd = Command::Publish { view };
             let identity = self.identity(site, &cmd.to_json(), "");
-            self.recorded_or_run(identity, cmd, EntryKind::View, || async { Ok(Value::Null) })
-                .await?;
-            Ok(())
+            self.recorded_or_run(identity.clone(), cmd.clone(), EntryKind::View, || async {
+                Ok(Value::Null)
+            })
+            .await?;
+            crate::gate::semantic_event(self, &identity, &cmd).await
         }
     }
 

@@ -14,11 +14,17 @@
 //! question and the hooks; a flow's own `ctx.call` of a tool is the flow author's code, so
 //! it is checked only against a deny, which holds for every caller.
 //!
-//! Events wired: `PreToolUse` and `PostToolUse` here; `BeforeModel` (may deny the model
-//! call; its `additional_context` joins that request), `AfterModel` (observes) and `Stop`
-//! (a deny asks for one more turn, once per loop) in the react loop; `SubagentStart` and
-//! `SubagentStop` (observe) around a subagent call. Not yet fired: `PostToolBatch`,
-//! `UserPromptSubmit`, `SessionStart`/`SessionEnd`, `PreCompact` and `SemanticEvent`.
+//! Events wired: `PreToolUse` and `PostToolUse` here; `SemanticEvent` (observes) on each
+//! `ctx.record_event` and `ctx.publish` (`semantic_event`; the hooks' own records are
+//! written by `record`, never through `ctx`, so they fire none); in the react loop
+//! (`crate::react`) `SessionStart` and `SessionEnd` around it, `UserPromptSubmit` on its
+//! task (may deny, defer, ask the person, synthesize the answer or modify the prompt; its
+//! `additional_context` joins the prompt), `BeforeModel` (may deny the model call; its
+//! `additional_context` joins that request), `AfterModel` and `PostToolBatch` (observe;
+//! their `additional_context` joins the next request), and `Stop` (a deny asks for one
+//! more turn, once per loop); `SubagentStart` and `SubagentStop` (observe) around a
+//! subagent call. `PreCompact` is never fired: the runtime never compacts a conversation
+//! (a react loop sends its whole history each turn), so there is nothing to announce.
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -343,6 +349,26 @@ pub(crate) async fn after(
     subject.answer = Some(value.clone());
     let verdict = hooks(ctx, identity, &subject, kind, None).await?;
     Ok((verdict.updated_output.unwrap_or(value), verdict.additional_context))
+}
+
+/// Runs the `SemanticEvent` hooks on `command` (a `ctx.record_event` or `ctx.publish`),
+/// recorded as `<identity>@SemanticEvent`: the hooks observe, and the payload they get is
+/// the command as the journal records it. A run without such hooks records nothing more.
+///
+/// Hook invocations are recorded by `record`, never through `ctx.record_event`, so they
+/// fire no `SemanticEvent` of their own.
+pub(crate) async fn semantic_event(
+    ctx: &Ctx,
+    identity: &str,
+    command: &Command,
+) -> Result<(), FlowError> {
+    let kind = event_kind("SemanticEvent")?;
+    if ctx.run.rt.registry.hooks_for(kind, "").is_empty() {
+        return Ok(());
+    }
+    let subject = Subject { payload: command.to_json(), ..Subject::default() };
+    hooks(ctx, identity, &subject, kind, None).await?;
+    Ok(())
 }
 
 pub(crate) fn event_kind(name: &str) -> Result<HookEventKind, FlowError> {

@@ -10,6 +10,14 @@
 //! permission, questions and hooks apply; a `PostToolUse` hook's `additional_context` is
 //! appended to the tool result the model reads.
 //!
+//! A loop is an agent session: `SessionStart` hooks run before it (their context is a user
+//! message before the task) and `SessionEnd` hooks after it ends with an answer, a refusal,
+//! a stop or a failure — not when it is cut short (journal trouble, cancellation,
+//! nondeterminism), since a resumed loop still ends later. `UserPromptSubmit` hooks see
+//! the task first; `PostToolBatch` hooks see each turn's tool calls (name, id, whether it
+//! succeeded). Every invocation is recorded under the loop's own identities
+//! (`<scope>session`, `<scope>prompt`, `<scope>model:<n>`), so a resumed loop reads them.
+//!
 //! [`ReactFlow`] is the built-in flow `react`: it runs this agent (`"self"`) on its task.
 
 use std::collections::BTreeSet;
@@ -169,11 +177,137 @@ impl Tools {
 /// The built-in tool that loads deferred tools.
 pub const SEARCH_TOOLS: &str = "search_tools";
 
-/// Runs the react loop for a worker.
+/// Runs the react loop for a worker: an agent session between `SessionStart` and
+/// `SessionEnd`.
 pub(crate) async fn run_worker(req: WorkerRequest) -> Result<WorkerReply, FlowError> {
     let ctx = req.ctx.clone();
+    let session = format!("{}session", ctx.scope.prefix);
+    let about = json!({ "agent": req.id, "model": req.model });
+    let start = gate::Subject {
+        prompt: Some(req.text.clone()),
+        payload: about.clone(),
+        ..gate::Subject::default()
+    };
+    let started =
+        gate::hooks(&ctx, &session, &start, gate::event_kind("SessionStart")?, None).await?;
+    let result = converse(&req, started.additional_context).await;
+    let ended = match &result {
+        Ok(reply) => Some(gate::Subject {
+            payload: json!({ "agent": req.id, "model": reply.model, "outcome": "answered" }),
+            answer: Some(Value::String(reply.answer.clone())),
+            ..gate::Subject::default()
+        }),
+        Err(err) if ends_session(err) => Some(gate::Subject {
+            payload: json!({ "agent": req.id, "model": req.model, "outcome": err.reason(),
+                             "error": err.to_json() }),
+            ..gate::Subject::default()
+        }),
+        Err(_) => None,
+    };
+    if let Some(end) = ended {
+        let fired = gate::hooks(&ctx, &session, &end, gate::event_kind("SessionEnd")?, None).await;
+        // The loop's own error is the one to report.
+        if let (Ok(_), Err(err)) = (&result, fired) {
+            return Err(err);
+        }
+    }
+    result
+}
+
+/// Says whether a loop that failed with `err` has ended: a refusal, a stop (`max_iters`,
+/// a provider failure) or a failure are its outcome, while journal trouble,
+/// nondeterminism, cancellation or an interruption cut it short, and a resumed loop may
+/// still end otherwise.
+fn ends_session(err: &FlowError) -> bool {
+    matches!(
+        err,
+        FlowError::CallRefused { .. }
+            | FlowError::CallStopped { .. }
+            | FlowError::CallFailed { .. }
+            | FlowError::FlowLimitExceeded { .. }
+    )
+}
+
+/// Passes the worker's task through the `UserPromptSubmit` hooks, which may deny or
+/// defer it, ask the person, answer it in the model's place, or replace it; returns the
+/// prompt to send (with the hooks' `additional_context` joined to it), or the answer a
+/// hook synthesized.
+async fn submit_prompt(req: &WorkerRequest, about: &Value) -> Result<Submitted, FlowError> {
+    let ctx = &req.ctx;
+    let subject = gate::Subject {
+        prompt: Some(req.text.clone()),
+        payload: about.clone(),
+        ..gate::Subject::default()
+    };
+    let identity = format!("{}prompt", ctx.scope.prefix);
+    let verdict =
+        gate::hooks(ctx, &identity, &subject, gate::event_kind("UserPromptSubmit")?, None).await?;
+    let hook = verdict.decided_by.clone().unwrap_or_else(|| "a hook".to_owned());
+    let reason = verdict.reason.clone().unwrap_or_default();
+    let refused = |refusal: &str, what: &str| FlowError::CallRefused {
+        handle: None,
+        refusal: refusal.to_owned(),
+        message: format!("the prompt to {} was {what} by hook {hook}: {reason}", req.id),
+    };
+    let mut prompt = match &verdict.input {
+        Some(Value::String(text)) => text.clone(),
+        Some(other) => other.to_string(),
+        None => req.text.clone(),
+    };
+    match verdict.decision {
+        DecisionKind::Deny => return Err(refused("hook_denied", "denied")),
+        DecisionKind::Defer => return Err(refused("hook_deferred", "deferred")),
+        DecisionKind::Synthesize => {
+            let text = match verdict.result {
+                Some(Value::String(text)) => text,
+                Some(other) => other.to_string(),
+                None => String::new(),
+            };
+            return Ok(Submitted::Answered(text));
+        }
+        DecisionKind::Ask => {
+            let question = format!("send this prompt to {}?\n\n{prompt}", req.id);
+            let why = if reason.is_empty() {
+                format!("hook {hook} asks whether the prompt may be sent")
+            } else {
+                reason.clone()
+            };
+            let site = std::panic::Location::caller();
+            let yes = ctx.ask_with(site, &question, "bool", &[], &why, "prompt_submit").await?;
+            if !yes.as_bool().unwrap_or(false) {
+                return Err(FlowError::CallRefused {
+                    handle: None,
+                    refusal: "permission_denied".into(),
+                    message: format!("the person did not allow the prompt to {}", req.id),
+                });
+            }
+        }
+        DecisionKind::Modify | DecisionKind::Allow => {}
+    }
+    if !verdict.additional_context.is_empty() {
+        prompt.push_str("\n\n");
+        prompt.push_str(&verdict.additional_context);
+    }
+    Ok(Submitted::Prompt(prompt))
+}
+
+/// What `UserPromptSubmit` let through.
+enum Submitted {
+    /// The prompt to send the model.
+    Prompt(String),
+    /// A hook's answer in the model's place.
+    Answered(String),
+}
+
+/// The loop itself, after `SessionStart` (whose hooks gave `session_context`).
+async fn converse(req: &WorkerRequest, session_context: String) -> Result<WorkerReply, FlowError> {
+    let ctx = req.ctx.clone();
     let models = ctx.run.rt.config.models.clone();
-    let mut task = req.text.clone();
+    let about = json!({ "agent": req.id, "model": req.model });
+    let mut task = match submit_prompt(req, &about).await? {
+        Submitted::Prompt(prompt) => prompt,
+        Submitted::Answered(text) => return Ok(WorkerReply::text(text)),
+    };
     if !req.evidence.is_empty() {
         task.push_str("\n\nEvidence:\n");
         task.push_str(&Value::Array(req.evidence.clone()).to_string());
@@ -182,14 +316,23 @@ pub(crate) async fn run_worker(req: WorkerRequest) -> Result<WorkerReply, FlowEr
     if !req.prompt.is_empty() {
         messages.push(Message::system(req.prompt.clone()));
     }
+    if !session_context.is_empty() {
+        messages.push(Message::user(session_context));
+    }
     messages.push(Message::user(task));
     let mut tools = Tools::of(&req.tools, &ctx.run.rt.config.permissions);
     let (mut input_tokens, mut output_tokens) = (0u64, 0u64);
     let mut response_text = String::new();
     let mut stop_continued = false;
+    // Context the hooks of the last turn (`AfterModel`, `PostToolBatch`) gave the next
+    // model request.
+    let mut carried: Vec<String> = Vec::new();
     for iteration in 0..req.max_iters {
         let mut request = ModelRequest::new(req.model.clone(), req.id.clone(), messages.clone());
         request.tools = tools.specs();
+        for context in carried.drain(..) {
+            request.messages.push(Message::user(context));
+        }
         let turn = format!("{}model:{iteration}", ctx.scope.prefix);
         let about = json!({ "agent": req.id, "model": req.model, "iteration": iteration });
         let before = gate::Subject {
@@ -231,7 +374,11 @@ pub(crate) async fn run_worker(req: WorkerRequest) -> Result<WorkerReply, FlowEr
             answer: serde_json::to_value(&response).ok(),
             ..gate::Subject::default()
         };
-        gate::hooks(&ctx, &turn, &after, gate::event_kind("AfterModel")?, None).await?;
+        let observed =
+            gate::hooks(&ctx, &turn, &after, gate::event_kind("AfterModel")?, None).await?;
+        if !observed.additional_context.is_empty() {
+            carried.push(observed.additional_context);
+        }
         input_tokens += response.usage.input_tokens;
         output_tokens += response.usage.output_tokens;
         if !response.text.is_empty() {
@@ -266,8 +413,9 @@ pub(crate) async fn run_worker(req: WorkerRequest) -> Result<WorkerReply, FlowEr
             });
         }
         messages.push(Message::from_response(&response));
+        let mut batch = Vec::new();
         for (n, call) in response.tool_calls.iter().enumerate() {
-            let content = if tools.is_search(&call.name) {
+            let (content, ok) = if tools.is_search(&call.name) {
                 let query =
                     call.arguments.get("query").and_then(Value::as_str).unwrap_or("").to_owned();
                 let found = tools.search(&query);
@@ -275,7 +423,7 @@ pub(crate) async fn run_worker(req: WorkerRequest) -> Result<WorkerReply, FlowEr
                 let found: Vec<String> = ctx
                     .step(&format!("search_tools:{iteration}:{n}"), || async move { Ok(found) })
                     .await?;
-                tools.load(&found)
+                (tools.load(&found), true)
             } else if tools.is_unloaded(&call.name) {
                 let err = FlowError::CallRefused {
                     handle: None,
@@ -285,7 +433,7 @@ pub(crate) async fn run_worker(req: WorkerRequest) -> Result<WorkerReply, FlowEr
                         call.name
                     ),
                 };
-                json!({ "error": err.to_json() }).to_string()
+                (json!({ "error": err.to_json() }).to_string(), false)
             } else {
                 let call =
                     ctx.call(call.name.clone(), CallInput::Json(call.arguments.clone())).by_agent();
@@ -298,12 +446,21 @@ pub(crate) async fn run_worker(req: WorkerRequest) -> Result<WorkerReply, FlowEr
                             text.push_str("\n\n");
                             text.push_str(extra);
                         }
-                        text
+                        (text, true)
                     }
-                    Err(err) => json!({ "error": err.to_json() }).to_string(),
+                    Err(err) => (json!({ "error": err.to_json() }).to_string(), false),
                 }
             };
+            batch.push(json!({ "id": call.id, "name": call.name, "ok": ok }));
             messages.push(Message::tool_result(call.id.clone(), content));
+        }
+        let mut payload = about;
+        payload["tools"] = Value::Array(batch);
+        let done = gate::Subject { payload, ..gate::Subject::default() };
+        let observed =
+            gate::hooks(&ctx, &turn, &done, gate::event_kind("PostToolBatch")?, None).await?;
+        if !observed.additional_context.is_empty() {
+            carried.push(observed.additional_context);
         }
     }
     Err(FlowError::CallStopped {

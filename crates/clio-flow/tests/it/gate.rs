@@ -25,9 +25,9 @@ use crate::support::{answer, sel};
 
 /// A provider that serves a script and remembers every request it got.
 #[derive(Debug)]
-struct Recorder {
-    inner: ScriptedProvider,
-    seen: Mutex<Vec<ModelRequest>>,
+pub(crate) struct Recorder {
+    pub(crate) inner: ScriptedProvider,
+    pub(crate) seen: Mutex<Vec<ModelRequest>>,
 }
 
 impl ModelProvider for Recorder {
@@ -43,18 +43,18 @@ impl ModelProvider for Recorder {
 
 impl Recorder {
     /// The names of the tools listed in request `n`.
-    fn listed(&self, n: usize) -> Vec<String> {
+    pub(crate) fn listed(&self, n: usize) -> Vec<String> {
         self.seen.lock().unwrap()[n].tools.iter().map(|t| t.name.clone()).collect()
     }
 
     /// The description of tool `name` in request `n`.
-    fn description(&self, n: usize, name: &str) -> String {
+    pub(crate) fn description(&self, n: usize, name: &str) -> String {
         let seen = self.seen.lock().unwrap();
         seen[n].tools.iter().find(|t| t.name == name).map(|t| t.description.clone()).unwrap()
     }
 
     /// The tool results the model saw in the last request.
-    fn tool_results(&self) -> Vec<String> {
+    pub(crate) fn tool_results(&self) -> Vec<String> {
         let seen = self.seen.lock().unwrap();
         seen.last()
             .unwrap()
@@ -69,7 +69,7 @@ impl Recorder {
 }
 
 /// A tool of plugin `files` that remembers the arguments of each run.
-fn tool(name: &str, runs: &Arc<Mutex<Vec<Value>>>) -> Tool {
+pub(crate) fn tool(name: &str, runs: &Arc<Mutex<Vec<Value>>>) -> Tool {
     let runs = Arc::clone(runs);
     Tool::new(name, move |args: Value| {
         let runs = Arc::clone(&runs);
@@ -82,12 +82,12 @@ fn tool(name: &str, runs: &Arc<Mutex<Vec<Value>>>) -> Tool {
     .of_plugin("files")
 }
 
-fn allowed(tool: Tool) -> Tool {
+pub(crate) fn allowed(tool: Tool) -> Tool {
     tool.options(ToolOptions { permission: Some(Permission::Allow), ..ToolOptions::default() })
 }
 
 /// A script where agent `worker` calls `calls` (name, arguments) one per turn, then answers.
-fn script(calls: &[(&str, Value)]) -> String {
+pub(crate) fn script(calls: &[(&str, Value)]) -> String {
     let mut s = String::from("[[script]]\nagent = \"worker\"\n");
     for (name, args) in calls {
         s.push_str(&format!(
@@ -111,7 +111,7 @@ fn toml_inline(v: &Value) -> String {
 }
 
 /// The flow `agent`: calls the react subagent `worker`, then reads the permission receipts.
-fn agent_flow() -> FnFlow {
+pub(crate) fn agent_flow() -> FnFlow {
     FnFlow::new("agent", |task: Value, ctx| async move {
         let r = ctx.call("worker", task).await?;
         let receipts = ctx.permission_receipts(false).await?;
@@ -122,21 +122,21 @@ fn agent_flow() -> FnFlow {
     })
 }
 
-struct Setup {
-    tools: Vec<Tool>,
-    hooks: Vec<RuntimeHook>,
-    settings: PermissionSettings,
-    script: String,
+pub(crate) struct Setup {
+    pub(crate) tools: Vec<Tool>,
+    pub(crate) hooks: Vec<RuntimeHook>,
+    pub(crate) settings: PermissionSettings,
+    pub(crate) script: String,
 }
 
-struct Ran {
-    rt: Runtime,
-    journal: Journal,
-    report: RunReport,
-    recorder: Arc<Recorder>,
+pub(crate) struct Ran {
+    pub(crate) rt: Runtime,
+    pub(crate) journal: Journal,
+    pub(crate) report: RunReport,
+    pub(crate) recorder: Arc<Recorder>,
 }
 
-fn runtime_of(setup: &Setup, journal: &Journal) -> (Runtime, Arc<Recorder>) {
+pub(crate) fn runtime_of(setup: &Setup, journal: &Journal) -> (Runtime, Arc<Recorder>) {
     let names: Vec<&str> = setup.tools.iter().map(|t| t.name.as_str()).collect();
     let mut reg = Registry::new()
         .subagent(Worker::react("worker", "You work.").with_tools(&names))
@@ -159,14 +159,14 @@ fn runtime_of(setup: &Setup, journal: &Journal) -> (Runtime, Arc<Recorder>) {
     (Runtime::new(journal.clone(), reg, config), recorder)
 }
 
-async fn run(setup: &Setup) -> Ran {
+pub(crate) async fn run(setup: &Setup) -> Ran {
     let journal = Journal::open_in_memory().unwrap();
     let (rt, recorder) = runtime_of(setup, &journal);
     let report = rt.run(sel("agent"), json!("go")).await.unwrap();
     Ran { rt, journal, report, recorder }
 }
 
-fn receipts(report: &RunReport) -> Vec<Value> {
+pub(crate) fn receipts(report: &RunReport) -> Vec<Value> {
     let out = report.output().unwrap_or_else(|| panic!("{:?}", report.outcome));
     out.outputs["receipts"].as_array().unwrap().clone()
 }
@@ -175,7 +175,7 @@ fn rule(tool: &str, permission: Permission) -> PermissionRule {
     PermissionRule { tool: tool.into(), permission }
 }
 
-fn runs() -> Arc<Mutex<Vec<Value>>> {
+pub(crate) fn runs() -> Arc<Mutex<Vec<Value>>> {
     Arc::new(Mutex::new(Vec::new()))
 }
 
@@ -274,7 +274,7 @@ async fn an_unset_side_effecting_tool_asks_durably_and_the_answer_is_a_receipt()
 }
 
 /// Writes an executable hook script `name` into `dir` with `body` (after reading stdin).
-fn script_file(dir: &Path, name: &str, body: &str) -> PathBuf {
+pub(crate) fn script_file(dir: &Path, name: &str, body: &str) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
     let path = dir.join(name);
     std::fs::write(&path, format!("#!/bin/sh\ncat > \"$0.event\"\n{body}\n")).unwrap();
@@ -282,7 +282,7 @@ fn script_file(dir: &Path, name: &str, body: &str) -> PathBuf {
     path
 }
 
-fn hook(event: &str, id: &str, program: PathBuf, fail_closed: bool) -> RuntimeHook {
+pub(crate) fn hook(event: &str, id: &str, program: PathBuf, fail_closed: bool) -> RuntimeHook {
     let mut hook = Hook::new(HookEventKind::from_name(event).unwrap(), id);
     hook.fail_closed = fail_closed;
     RuntimeHook {
@@ -304,7 +304,7 @@ async fn with_hooks(hooks: Vec<RuntimeHook>) -> (Ran, Arc<Mutex<Vec<Value>>>) {
     (run(&setup).await, writes)
 }
 
-fn hook_events(ran: &Ran) -> Vec<Value> {
+pub(crate) fn hook_events(ran: &Ran) -> Vec<Value> {
     ran.journal
         .entries(ran.report.run)
         .unwrap()

@@ -8,6 +8,7 @@ mod crash;
 mod errors;
 mod gate;
 mod gather;
+mod hook_events;
 mod limits;
 mod mcp;
 mod models;
@@ -31,6 +32,7 @@ fn no_forgotten_test_files() {
         "errors",
         "gate",
         "gather",
+        "hook_events",
         "limits",
         "mcp",
         "models",
