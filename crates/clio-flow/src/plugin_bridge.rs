@@ -14,13 +14,25 @@
 //!
 //! A plugin's command hooks are registered with the runtime ([`crate::RuntimeHook`]); its
 //! tools carry the plugin's id and their declared `defer`, `callers` and `permission`,
-//! which the gate applies at run time. Not bridged yet: `[[native_tools]]` options.
+//! which the gate applies at run time.
+//!
+//! A plugin's `[[native_tools]]` claim built-in tools already in the registry (the basic
+//! tools, `run_code`, the orchestration tools: tools of no plugin or of a built-in
+//! plugin), so register those first. A claim's options replace the tool's own; an unset
+//! `defer` follows the plugin's `defer`, any other unset option keeps the tool's own.
+//! When several plugins claim one tool, `permission` is the strictest of theirs, `callers`
+//! the narrowest (`direct` against `code` is an error), and `defer` is true if any says
+//! so. A name that is no built-in tool of the registry is an error naming the built-in
+//! tools (SPEC §4: a plugin's unknown values fail when it loads).
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use clio_plugins::{FlowSource, HookHandler, Plugin, Prompt, ToolImpl};
+use clio_plugins::{
+    BUILTIN_PLUGINS, Callers, FlowSource, HookHandler, NativeTool, Plugin, Prompt, ToolImpl,
+    ToolOptions,
+};
 use serde_json::{Map, Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -108,6 +120,9 @@ pub fn register_plugin_with_mcp(
         bridged.schema = tool.input_schema.clone();
         registry = registry.tool(bridged);
     }
+    for native in &plugin.native_tools {
+        registry = claim_native(registry, plugin, native)?;
+    }
     for hook in &plugin.hooks {
         let run = match &hook.handler {
             HookHandler::Command { command, timeout_secs } => {
@@ -157,7 +172,7 @@ pub fn register_plugin_with_mcp(
         worker.max_iters = subagent.max_iters;
         worker.tools = match &subagent.tools {
             Some(tools) => tools.clone(),
-            None => plugin.tools.iter().map(|t| t.name.clone()).collect(),
+            None => plugin.tool_names().map(str::to_owned).collect(),
         };
         if let Some(prefers) = &subagent.prefers {
             worker.model = prefers.model.clone();
@@ -178,6 +193,70 @@ pub fn register_plugin_with_mcp(
     }
     registry = crate::run_code::register_plugin_bindings(registry, plugin, workspace);
     Ok(registry)
+}
+
+/// Applies `plugin`'s claim `native` to the built-in tool of that name in `registry`.
+fn claim_native(
+    mut registry: Registry,
+    plugin: &Plugin,
+    native: &NativeTool,
+) -> Result<Registry, FlowError> {
+    let is_builtin = |t: &Tool| t.plugin.is_empty() || BUILTIN_PLUGINS.contains(&t.plugin.as_str());
+    let Some(tool) = registry.get_tool(&native.name).filter(|t| is_builtin(t)).cloned() else {
+        let mut builtins: Vec<&str> =
+            registry.tools().filter(|t| is_builtin(t)).map(|t| t.name.as_str()).collect();
+        builtins.sort_unstable();
+        let what = match registry.get_tool(&native.name) {
+            Some(t) => format!("a tool of plugin {}, not a built-in tool", t.plugin),
+            None => "not a built-in tool of this runtime".to_owned(),
+        };
+        return Err(failed(format!(
+            "plugin {}: native tool {} is {what} (built-in tools: {})",
+            plugin.id,
+            native.name,
+            if builtins.is_empty() { "none".to_owned() } else { builtins.join(", ") }
+        )));
+    };
+    let mut options = native.options;
+    options.defer = options.defer.or(plugin.defer);
+    let claims = registry.native_claims(&native.name, tool.options);
+    claims.by.push((plugin.id.clone(), options));
+    let (own, by) = (claims.own, claims.by.clone());
+    let options = claimed_options(own, &by).map_err(|message| {
+        failed(format!("plugin {}: native tool {}: {message}", plugin.id, native.name))
+    })?;
+    Ok(registry.tool(tool.options(options)))
+}
+
+/// Returns the options of a built-in tool whose own are `own` under the claims `by`
+/// (plugin, options): each option set by a claim replaces the tool's own; among claims the
+/// strictest `permission`, the narrowest `callers` and a `defer` that any claim sets to
+/// true win. Fails when two claims allow disjoint callers.
+fn claimed_options(own: ToolOptions, by: &[(String, ToolOptions)]) -> Result<ToolOptions, String> {
+    let permission = by.iter().filter_map(|(_, o)| o.permission).max();
+    let mut callers: Option<(&str, Callers)> = None;
+    for (plugin, options) in by {
+        let Some(wanted) = options.callers else { continue };
+        callers = match callers {
+            None => Some((plugin, wanted)),
+            Some((_, Callers::Both)) => Some((plugin, wanted)),
+            Some(kept) if wanted == Callers::Both || wanted == kept.1 => Some(kept),
+            Some((other, kept)) => {
+                return Err(format!(
+                    "callers {:?} of plugin {plugin} conflicts with callers {:?} of plugin {other}",
+                    wanted.as_str(),
+                    kept.as_str()
+                ));
+            }
+        };
+    }
+    let defers: Vec<bool> = by.iter().filter_map(|(_, o)| o.defer).collect();
+    let defer = (!defers.is_empty()).then(|| defers.contains(&true));
+    Ok(ToolOptions {
+        defer: defer.or(own.defer),
+        callers: callers.map(|(_, c)| c).or(own.callers),
+        permission: permission.or(own.permission),
+    })
 }
 
 /// Returns a tool that runs `program` with the JSON arguments on stdin, in `cwd`.

@@ -342,6 +342,16 @@ pub struct Registry {
     plugins: BTreeMap<String, (String, bool)>,
     bindings: BTreeMap<String, crate::run_code::Binding>,
     hooks: Vec<crate::gate::RuntimeHook>,
+    native: BTreeMap<String, NativeClaims>,
+}
+
+/// The claims loaded plugins made on one built-in tool (`[[native_tools]]`).
+#[derive(Debug, Clone)]
+pub(crate) struct NativeClaims {
+    /// The tool's own options, as registered before the first claim.
+    pub(crate) own: clio_plugins::ToolOptions,
+    /// Each claiming plugin and its options, in the order the plugins loaded.
+    pub(crate) by: Vec<(String, clio_plugins::ToolOptions)>,
 }
 
 impl fmt::Debug for Registry {
@@ -429,6 +439,21 @@ impl Registry {
     pub fn binding(mut self, binding: crate::run_code::Binding) -> Registry {
         self.bindings.insert(binding.name().to_owned(), binding);
         self
+    }
+
+    /// Returns the claims on built-in tool `name`, starting them with the tool's `own`
+    /// options at the first claim.
+    pub(crate) fn native_claims(
+        &mut self,
+        name: &str,
+        own: clio_plugins::ToolOptions,
+    ) -> &mut NativeClaims {
+        self.native.entry(name.to_owned()).or_insert_with(|| NativeClaims { own, by: Vec::new() })
+    }
+
+    /// Returns the registered tools, by name.
+    pub(crate) fn tools(&self) -> impl Iterator<Item = &Tool> {
+        self.tools.values()
     }
 
     /// Returns the binding that answers reserved call `call`, if one owns and binds it.

@@ -12,6 +12,7 @@ mod hook_events;
 mod limits;
 mod mcp;
 mod models;
+mod native_tools;
 mod options;
 mod orchestration;
 mod plugins;
@@ -36,6 +37,7 @@ fn no_forgotten_test_files() {
         "limits",
         "mcp",
         "models",
+        "native_tools",
         "options",
         "orchestration",
         "plugins",
