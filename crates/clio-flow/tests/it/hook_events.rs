@@ -5,10 +5,13 @@
 //! every invocation is recorded, so neither a replay nor a resume runs a hook again.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use clio_flow::{FlowOutput, FnFlow, Message, Registry, RunOutcome, Runtime, RuntimeConfig};
+use clio_flow::{
+    FlowOutput, FnFlow, HookRun, Message, Registry, RunOutcome, Runtime, RuntimeConfig,
+};
 use clio_journal::{EntryKind, Journal};
-use clio_plugins::PermissionSettings;
+use clio_plugins::{HookAnswer, HookOutcome, PermissionSettings};
 use serde_json::{Value, json};
 
 use crate::gate::{Ran, Setup, allowed, hook, hook_events, run, runs, runtime_of, script, tool};
@@ -300,4 +303,35 @@ async fn without_semantic_event_hooks_an_event_records_nothing_more() {
         .filter(|e| e.identity.as_deref().is_some_and(|i| i.contains("@SemanticEvent")))
         .count();
     assert_eq!(hooks, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_prompt_submit_hook_can_answer_in_the_models_place_or_defer() {
+    let mut cached = hook("UserPromptSubmit", "cache", PathBuf::new(), false);
+    cached.run = HookRun::Host(Arc::new(|event: Value| {
+        Box::pin(async move {
+            let answer = json!({ "decision": "synthesize", "result": format!("cached: {}", event["prompt"].as_str().unwrap()) });
+            HookOutcome::Answered(Box::new(HookAnswer::parse(&answer.to_string()).unwrap()))
+        })
+    }));
+    let setup = Setup {
+        tools: Vec::new(),
+        hooks: vec![cached],
+        settings: PermissionSettings::default(),
+        script: script(&[]),
+    };
+    let ran = run(&setup).await;
+    assert_eq!(answer(&ran.report), "cached: go");
+    assert!(ran.recorder.seen.lock().unwrap().is_empty(), "the model was not called");
+
+    let dir = tempfile::tempdir().unwrap();
+    let later = logging_hook(
+        dir.path(),
+        "later.sh",
+        r#"echo '{"decision": "defer", "reason": "after the freeze"}'"#,
+    );
+    let setup = Setup { hooks: vec![hook("UserPromptSubmit", "later", later, false)], ..setup };
+    let ran = run(&setup).await;
+    let text = error(&ran.report).to_string();
+    assert!(text.contains("hook_deferred") && text.contains("after the freeze"), "{text}");
 }
