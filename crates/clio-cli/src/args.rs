@@ -31,7 +31,7 @@ pub(crate) enum Command {
         after_help = "Examples:\n  clio run examples/agents/minimal.toml --input \"Say hello\" --models examples/models/models.toml\n  clio run batch7 --plugin examples/marketplace/plugins/materials --input \"Review batch 7\""
     )]
     Run(RunCommandArgs),
-    /// List the models a models file offers
+    /// List the models runs may use, and where they come from
     #[command(subcommand)]
     Models(ModelsCommand),
     /// Inspect and manage the runs in the journal
@@ -270,10 +270,10 @@ pub(crate) struct DriveArgs {
     /// The workspace folder the run's tools read and write
     #[arg(long, value_name = "DIR")]
     pub(crate) workspace: Option<PathBuf>,
-    /// The models file [default: $CLIO_HOME/models.toml]
+    /// The models file [default: the models of $CLIO_HOME/config.toml, else $CLIO_HOME/models.toml]
     #[arg(long, value_name = "FILE")]
     pub(crate) models: Option<PathBuf>,
-    /// The run's model, as `account/model` or an id [default: the models file's only model]
+    /// The run's model, as `account/model` or an id [default: config.toml's default_model, else the catalog's only model]
     #[arg(long)]
     pub(crate) model: Option<String>,
     /// Print the outcome as JSON instead of the answer, and no progress
@@ -345,14 +345,16 @@ pub(crate) struct RunResumeArgs {
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum ModelsCommand {
-    /// List the models of a models file with their capabilities
-    #[command(after_help = "Example:\n  clio models list --models examples/models/models.toml")]
+    /// List the models runs may use, with their capabilities
+    #[command(
+        after_help = "Models come from --models FILE, else the [[model]] tables of $CLIO_HOME/config.toml, else $CLIO_HOME/models.toml.\n\nExample:\n  clio models list --models examples/models/models.toml"
+    )]
     List(ModelsListArgs),
 }
 
 #[derive(Debug, Args)]
 pub(crate) struct ModelsListArgs {
-    /// The models file [default: $CLIO_HOME/models.toml]
+    /// The models file [default: the models of $CLIO_HOME/config.toml, else $CLIO_HOME/models.toml]
     #[arg(long, value_name = "FILE")]
     pub(crate) models: Option<PathBuf>,
     /// Print the models as JSON

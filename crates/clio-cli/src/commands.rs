@@ -32,7 +32,7 @@ pub(crate) fn dispatch(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Re
         Command::Workflow(WorkflowCommand::Show(args)) => workflow::show(&args, out),
         Command::Workflow(WorkflowCommand::Run(args)) => run::workflow_run(&home, &args, out, err),
         Command::Run(args) => run::run(&home, &args, out, err),
-        Command::Models(ModelsCommand::List(args)) => run::models_list(&home, &args, out),
+        Command::Models(ModelsCommand::List(args)) => run::models_list(&home, &args, out, err),
         Command::Runs(RunsCommand::Answer(args)) => run::answer(&home, &args, out),
         Command::Runs(RunsCommand::Resume(args)) => run::resume(&home, &args, out, err),
         Command::Runs(RunsCommand::Cancel(args)) => run::cancel(&home, &args, out),

@@ -10,14 +10,15 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, anyhow};
 use clio_flow::{
-    FlowSelection, Models, ModelsConfig, Registry, Runtime, RuntimeConfig, Worker,
-    register_basic_tools, register_plugin,
+    FlowSelection, Models, Registry, Runtime, RuntimeConfig, Worker, register_basic_tools,
+    register_plugin,
 };
 use clio_journal::{Journal, JournalConfig, RunId};
 use clio_plugins::{Plugin, Store, digest_folder, load_plugin};
 use clio_spec::{AgentDef, AgentDefinitionError, AgentSpec};
 use serde::{Deserialize, Serialize};
 
+use crate::config::{HomeConfig, ModelsChoice};
 use crate::error::CliError;
 use crate::home::{Home, journal_error};
 
@@ -35,9 +36,10 @@ pub(crate) struct Launch {
     pub(crate) plugins: Vec<PathBuf>,
     /// The workspace folder.
     pub(crate) workspace: Option<PathBuf>,
-    /// The models file.
+    /// The `--models` file; when absent, config.toml's models, else `$CLIO_HOME/models.toml`
+    /// (`crate::config`).
     pub(crate) models: Option<PathBuf>,
-    /// The run's model (empty: the models file's only model).
+    /// The run's model (empty: config.toml's `default_model`, else the catalog's only model).
     pub(crate) model: String,
 }
 
@@ -208,62 +210,23 @@ pub(crate) fn runtime(home: &Home, launch: &Launch, journal: Journal) -> Result<
         registry = registry.this_agent(worker);
     }
 
-    let (models, default_model) = models(home, launch)?;
+    let settings = HomeConfig::load(home)?;
+    let (models, default_model) =
+        match ModelsChoice::pick(home, launch.models.as_deref(), &settings)? {
+            Some(choice) => choice.build()?,
+            None => (Models::default(), String::new()),
+        };
     let model = if launch.model.is_empty() { default_model } else { launch.model.clone() };
-    let config = RuntimeConfig {
+    let mut config = RuntimeConfig {
         owner: owner(),
         workspace: launch.workspace.clone(),
         model,
         models,
-        permissions: tool_settings(home)?,
+        permissions: settings.tools.clone(),
         ..RuntimeConfig::default()
     };
+    settings.apply_limits(&mut config);
     Ok(Runtime::new(journal, registry, config))
-}
-
-/// Reads the `[tools]` settings (permissions, callers, confirmation) of
-/// `$CLIO_HOME/config.toml`; with no file, the defaults.
-fn tool_settings(home: &Home) -> Result<clio_plugins::PermissionSettings, CliError> {
-    let path = home.root().join("config.toml");
-    if !path.exists() {
-        return Ok(clio_plugins::PermissionSettings::default());
-    }
-    let text = std::fs::read_to_string(&path)
-        .with_context(|| format!("cannot read {}", path.display()))
-        .map_err(CliError::user)?;
-    clio_flow::tool_settings_from_toml(&text, &path)
-        .map_err(|e| CliError::user(e).hint("see docs/plugins.md, Permissions"))
-}
-
-/// Reads the models file: the launch's, else `$CLIO_HOME/models.toml`; with no file there
-/// are no models (flows that need none still run). Returns the models and the default
-/// model (the file's only model, if it has exactly one).
-fn models(home: &Home, launch: &Launch) -> Result<(Models, String), CliError> {
-    let path = match &launch.models {
-        Some(path) => path.clone(),
-        None => {
-            let path = home.root().join("models.toml");
-            if !path.exists() {
-                return Ok((Models::default(), String::new()));
-            }
-            path
-        }
-    };
-    let text = std::fs::read_to_string(&path)
-        .with_context(|| format!("cannot read {}", path.display()))
-        .map_err(CliError::user)?;
-    let config = ModelsConfig::from_toml(&text, &path).map_err(CliError::user)?;
-    let names: Vec<String> = config_model_names(&config);
-    let base = path.parent().unwrap_or(Path::new("."));
-    let models = config.build(base, |name| std::env::var(name).ok()).map_err(|e| {
-        CliError::user(e).hint(format!("see {} and docs/models.md", path.display()))
-    })?;
-    let default = if names.len() == 1 { names[0].clone() } else { String::new() };
-    Ok((models, default))
-}
-
-fn config_model_names(config: &ModelsConfig) -> Vec<String> {
-    config.catalog.models().iter().map(|m| m.name()).collect()
 }
 
 /// Returns the flow an agent runs.

@@ -9,6 +9,7 @@
 
 mod args;
 mod commands;
+mod config;
 mod error;
 mod home;
 mod launch;

@@ -5,7 +5,7 @@ use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
 use anyhow::{Context, anyhow};
-use clio_flow::{FlowError, FlowSelection, ModelsConfig, RunOutcome, RunReport, Runtime};
+use clio_flow::{FlowError, FlowSelection, RunOutcome, RunReport, Runtime};
 use clio_journal::{Journal, RunId};
 use serde_json::{Map, Value, json};
 
@@ -14,6 +14,7 @@ use crate::args::{
     DriveArgs, ModelsListArgs, RunAnswerArgs, RunArgs, RunCommandArgs, RunResumeArgs,
     WorkflowRunArgs,
 };
+use crate::config::{HomeConfig, ModelsChoice};
 use crate::error::CliError;
 use crate::home::Home;
 use crate::launch::{Launch, agent_flow, agent_spec, open_journal, runtime};
@@ -297,19 +298,31 @@ pub(super) fn cancel(home: &Home, args: &RunArgs, out: &mut dyn Write) -> Result
     Ok(())
 }
 
-/// Lists the models of a models file.
+/// Lists the models a run would use: `--models`, else config.toml's, else models.toml's.
 pub(super) fn models_list(
     home: &Home,
     args: &ModelsListArgs,
     out: &mut dyn Write,
+    err: &mut dyn Write,
 ) -> Result<(), CliError> {
-    let path = args.models.clone().unwrap_or_else(|| home.root().join("models.toml"));
-    if !path.exists() {
-        return Err(CliError::user(anyhow!("no models file at {}", path.display()))
-            .hint("pass --models FILE, such as examples/models/models.toml (see docs/models.md)"));
+    let settings = HomeConfig::load(home)?;
+    let Some(choice) = ModelsChoice::pick(home, args.models.as_deref(), &settings)? else {
+        return Err(CliError::user(anyhow!(
+            "no models: no --models file, no [[model]] in {}, no {}",
+            home.root().join("config.toml").display(),
+            home.root().join("models.toml").display()
+        ))
+        .hint("pass --models FILE, such as examples/models/models.toml, or declare models in config.toml (see docs/models.md)"));
+    };
+    let mut from = format!("models from {}", choice.source.path().display());
+    if !choice.default_model.is_empty() {
+        from.push_str(&format!("; default {}", choice.default_model));
     }
-    let text = read_text(&path)?;
-    let config = ModelsConfig::from_toml(&text, &path).map_err(CliError::user)?;
+    writeln!(err, "{from}")?;
+    if let Some(shadowed) = &choice.shadowed {
+        writeln!(err, "note: {} is not read: config.toml declares models", shadowed.display())?;
+    }
+    let config = choice.config;
     let models = config.catalog.models();
     if args.json {
         let list: Vec<Value> = models

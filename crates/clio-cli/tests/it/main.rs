@@ -2,6 +2,7 @@
 //! here, and `no_forgotten_test_files` fails when one is not.
 
 mod agent;
+mod config;
 mod plugin;
 mod readme;
 mod run;
@@ -11,7 +12,8 @@ mod workflow;
 
 #[test]
 fn no_forgotten_test_files() {
-    let listed: &[&str] = &["agent", "plugin", "readme", "run", "runs", "support", "workflow"];
+    let listed: &[&str] =
+        &["agent", "config", "plugin", "readme", "run", "runs", "support", "workflow"];
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it");
     for entry in std::fs::read_dir(&dir).unwrap() {
         let name = entry.unwrap().file_name().into_string().unwrap();

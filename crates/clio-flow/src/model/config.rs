@@ -98,9 +98,19 @@ impl ModelsConfig {
     /// that every model's provider is declared.
     pub fn from_toml(text: &str, file: &Path) -> Result<ModelsConfig, ModelError> {
         let parsed: ConfigFile = toml::from_str(text).map_err(|e| toml_error(file, text, &e))?;
-        let catalog = ModelCatalog::new(parsed.model)?;
-        for (index, provider) in parsed.provider.iter().enumerate() {
-            if parsed.provider[..index].iter().any(|p| p.name == provider.name) {
+        ModelsConfig::new(parsed.provider, parsed.model)
+    }
+
+    /// Checks `providers` and `models` read from elsewhere (the `[[provider]]` and
+    /// `[[model]]` tables of a file that holds other settings too) the way
+    /// [`ModelsConfig::from_toml`] checks a models file's.
+    pub fn new(
+        providers: Vec<ProviderConfig>,
+        models: Vec<ModelInfo>,
+    ) -> Result<ModelsConfig, ModelError> {
+        let catalog = ModelCatalog::new(models)?;
+        for (index, provider) in providers.iter().enumerate() {
+            if providers[..index].iter().any(|p| p.name == provider.name) {
                 return Err(ModelError::Config {
                     provider: provider.name.clone(),
                     problem: "the provider is declared twice".into(),
@@ -108,14 +118,14 @@ impl ModelsConfig {
             }
         }
         for model in catalog.models() {
-            if !parsed.provider.iter().any(|p| p.name == model.provider) {
+            if !providers.iter().any(|p| p.name == model.provider) {
                 return Err(ModelError::UnknownProvider {
                     model: model.name(),
                     provider: model.provider.clone(),
                 });
             }
         }
-        Ok(ModelsConfig { providers: parsed.provider, catalog })
+        Ok(ModelsConfig { providers, catalog })
     }
 
     /// Returns the environment variables whose values [`ModelsConfig::build`] will ask for.

@@ -1,0 +1,287 @@
+//! `$CLIO_HOME/config.toml`, the deployment's settings, and where a run's models come from.
+//!
+//! ```toml
+//! default_model = "local/qwen"       # the run's model when --model is not given
+//!
+//! [[provider]]                       # providers and models: the schema of a models file
+//! name = "local"                     # (docs/models.md)
+//! kind = "openai"
+//! base_url = "http://127.0.0.1:11434/v1"
+//!
+//! [[model]]
+//! account = "local"
+//! id = "qwen"
+//! provider = "local"
+//!
+//! [tools]                            # permissions, callers, confirmation (docs/plugins.md)
+//! permissions = { "write_*" = "ask" }
+//!
+//! [limits]                           # CLIO's own bounds, under every flow's limits
+//! max_depth = 16
+//! max_iters = 20
+//! max_entries = 10000
+//! ```
+//!
+//! Models come from the first of: `--models FILE` (kept in the run's launch record, so a
+//! resume reads the same file); config.toml's `[[provider]]` and `[[model]]` tables; the
+//! models file `$CLIO_HOME/models.toml`. The source that wins is used whole: catalogs are
+//! never merged, so a model's provider is always the one declared beside it.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::anyhow;
+use clio_flow::{ModelError, ModelInfo, Models, ModelsConfig, ProviderConfig, RuntimeConfig};
+use clio_plugins::PermissionSettings;
+use serde::Deserialize;
+
+use crate::error::CliError;
+use crate::home::Home;
+
+/// The most journal entries a run may record (SPEC §7), the ceiling of `limits.max_entries`.
+const MAX_ENTRIES: u64 = 10_000;
+
+/// The settings of `$CLIO_HOME/config.toml`; all defaults when there is no such file.
+#[derive(Debug, Default)]
+pub(crate) struct HomeConfig {
+    /// The file, for messages.
+    path: PathBuf,
+    /// Its providers, models and default model; `None` when it declares no model.
+    models: Option<(ModelsConfig, String)>,
+    /// The `[tools]` settings.
+    pub(crate) tools: PermissionSettings,
+    limits: Limits,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigFile {
+    #[serde(default)]
+    default_model: String,
+    #[serde(default)]
+    provider: Vec<ProviderConfig>,
+    #[serde(default)]
+    model: Vec<ModelInfo>,
+    // Read by `clio_flow::tool_settings_from_toml`, which names its own fields in errors.
+    #[serde(default, rename = "tools")]
+    _tools: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    limits: Limits,
+}
+
+/// The `[limits]` table: CLIO's global bounds; an absent field keeps the default.
+#[derive(Debug, Default, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Limits {
+    max_depth: Option<u64>,
+    max_iters: Option<u64>,
+    max_entries: Option<u64>,
+}
+
+impl HomeConfig {
+    /// Reads `home`'s config.toml, checking every table; errors name the file, and the
+    /// line and field where there is one.
+    pub(crate) fn load(home: &Home) -> Result<HomeConfig, CliError> {
+        let path = home.root().join("config.toml");
+        if !path.exists() {
+            return Ok(HomeConfig { path, ..HomeConfig::default() });
+        }
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| CliError::user(anyhow!("cannot read {}: {e}", path.display())))?;
+        let hint = "see docs/models.md, \"config.toml\"";
+        let file: ConfigFile = toml::from_str(&text).map_err(|e| {
+            let start = e.span().map_or(0, |span| span.start);
+            let (line, column) = line_column(&text, start);
+            let message = e.message().trim_end();
+            let at = path.display();
+            let error = match key_before(&text, start) {
+                Some(key) => anyhow!("{at}:{line}:{column}: {key}: {message}"),
+                None => anyhow!("{at}:{line}:{column}: {message}"),
+            };
+            CliError::user(error).hint(hint)
+        })?;
+        let tools = clio_flow::tool_settings_from_toml(&text, &path)
+            .map_err(|e| CliError::user(e).hint("see docs/plugins.md, Permissions"))?;
+        check_limits(&path, &file.limits)?;
+        let models = if file.model.is_empty() {
+            if let Some(provider) = file.provider.first() {
+                return Err(CliError::user(anyhow!(
+                    "{}: provider `{}` is declared but no [[model]] is: models come from one place, so add the models that use it here",
+                    path.display(),
+                    provider.name
+                ))
+                .hint(hint));
+            }
+            if !file.default_model.is_empty() {
+                return Err(CliError::user(anyhow!(
+                    "{}: default_model = {:?} names a model of this file's [[model]] tables, and it has none",
+                    path.display(),
+                    file.default_model
+                ))
+                .hint(hint));
+            }
+            None
+        } else {
+            let config = ModelsConfig::new(file.provider, file.model)
+                .map_err(|e| CliError::user(named(&path, e)).hint(hint))?;
+            if !file.default_model.is_empty() {
+                config.catalog.get(&file.default_model).map_err(|e| {
+                    CliError::user(anyhow!("{}: default_model: {e}", path.display())).hint(hint)
+                })?;
+            }
+            Some((config, file.default_model))
+        };
+        Ok(HomeConfig { path, models, tools, limits: file.limits })
+    }
+
+    /// Sets the limits this file gives on `config`.
+    pub(crate) fn apply_limits(&self, config: &mut RuntimeConfig) {
+        let Limits { max_depth, max_iters, max_entries } = self.limits;
+        config.max_depth = max_depth.unwrap_or(config.max_depth);
+        config.max_iters = max_iters.unwrap_or(config.max_iters);
+        config.max_entries = max_entries.unwrap_or(config.max_entries);
+    }
+}
+
+fn check_limits(path: &Path, limits: &Limits) -> Result<(), CliError> {
+    let fields = [
+        ("max_depth", limits.max_depth, u64::MAX),
+        ("max_iters", limits.max_iters, u64::MAX),
+        ("max_entries", limits.max_entries, MAX_ENTRIES),
+    ];
+    for (field, value, most) in fields {
+        let Some(value) = value else { continue };
+        let problem = if value == 0 {
+            "it must be at least 1".to_owned()
+        } else if value > most {
+            format!("it may be at most {most}")
+        } else {
+            continue;
+        };
+        return Err(CliError::user(anyhow!(
+            "{}: limits.{field} = {value}: {problem}",
+            path.display()
+        ))
+        .hint("see docs/models.md, \"config.toml\""));
+    }
+    Ok(())
+}
+
+/// Where the models of a run or of `clio models list` come from.
+#[derive(Debug)]
+pub(crate) enum ModelsSource {
+    /// A models file: the `--models` one, or `$CLIO_HOME/models.toml`.
+    File(PathBuf),
+    /// The `[[provider]]` and `[[model]]` tables of config.toml.
+    Config(PathBuf),
+}
+
+impl ModelsSource {
+    /// Returns the file the models are read from.
+    pub(crate) fn path(&self) -> &Path {
+        match self {
+            ModelsSource::File(path) | ModelsSource::Config(path) => path,
+        }
+    }
+}
+
+/// The models a run may use, and where they come from.
+pub(crate) struct ModelsChoice {
+    /// The providers and the catalog, not yet built.
+    pub(crate) config: ModelsConfig,
+    /// The file they come from.
+    pub(crate) source: ModelsSource,
+    /// The run's model when none is named: config.toml's `default_model`, else the
+    /// catalog's only model, else empty.
+    pub(crate) default_model: String,
+    /// A models file that is present but not read because a source before it won.
+    pub(crate) shadowed: Option<PathBuf>,
+}
+
+impl ModelsChoice {
+    /// Picks the models of `flag` (a `--models` file), else `config`'s, else `home`'s
+    /// models.toml; `None` when there are none.
+    pub(crate) fn pick(
+        home: &Home,
+        flag: Option<&Path>,
+        config: &HomeConfig,
+    ) -> Result<Option<ModelsChoice>, CliError> {
+        let models_toml = home.root().join("models.toml");
+        if let Some(path) = flag {
+            let config = read_models_file(path)?;
+            let default_model = only_model(&config);
+            let source = ModelsSource::File(path.to_path_buf());
+            return Ok(Some(ModelsChoice { config, source, default_model, shadowed: None }));
+        }
+        if let Some((models, default)) = &config.models {
+            let default_model =
+                if default.is_empty() { only_model(models) } else { default.clone() };
+            return Ok(Some(ModelsChoice {
+                config: models.clone(),
+                source: ModelsSource::Config(config.path.clone()),
+                default_model,
+                shadowed: models_toml.exists().then_some(models_toml),
+            }));
+        }
+        if !models_toml.exists() {
+            return Ok(None);
+        }
+        let config = read_models_file(&models_toml)?;
+        let default_model = only_model(&config);
+        let source = ModelsSource::File(models_toml);
+        Ok(Some(ModelsChoice { config, source, default_model, shadowed: None }))
+    }
+
+    /// Builds the providers, reading key variables from the environment; script paths are
+    /// relative to the source file's folder.
+    pub(crate) fn build(self) -> Result<(Models, String), CliError> {
+        let path = self.source.path().to_path_buf();
+        let base = path.parent().unwrap_or(Path::new("."));
+        let models = self.config.build(base, |name| std::env::var(name).ok()).map_err(|e| {
+            CliError::user(named(&path, e))
+                .hint(format!("see {} and docs/models.md", path.display()))
+        })?;
+        Ok((models, self.default_model))
+    }
+}
+
+fn read_models_file(path: &Path) -> Result<ModelsConfig, CliError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| CliError::user(anyhow!("cannot read {}: {e}", path.display())))?;
+    ModelsConfig::from_toml(&text, path)
+        .map_err(|e| CliError::user(named(path, e)).hint("see docs/models.md"))
+}
+
+fn only_model(config: &ModelsConfig) -> String {
+    match config.catalog.models() {
+        [only] => only.name(),
+        _ => String::new(),
+    }
+}
+
+/// Prefixes `error` with the file it is about, unless its message already starts with a
+/// file.
+fn named(path: &Path, error: ModelError) -> anyhow::Error {
+    match error {
+        ModelError::Parse { .. } | ModelError::Read { .. } => anyhow!("{error}"),
+        _ => anyhow!("{}: {error}", path.display()),
+    }
+}
+
+/// Returns the key whose value starts at byte `offset` of `text`, if a value starts there
+/// (`tool_calling` in `{ tool_calling = "yes" }`), so that a type error names its field.
+fn key_before(text: &str, offset: usize) -> Option<&str> {
+    let before = text.get(..offset)?.trim_end().strip_suffix('=')?.trim_end();
+    let start = before
+        .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '"'))
+        .map_or(0, |i| i + 1);
+    let key = &before[start..];
+    (!key.is_empty()).then_some(key)
+}
+
+/// Returns the 1-based line and column of byte `offset` in `text`.
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let before = text.get(..offset).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, column)
+}
