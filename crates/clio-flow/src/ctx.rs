@@ -267,7 +267,7 @@ impl Ctx {
         let run = self.run.run;
         let mut entry = NewEntry::new(kind, payload).with_identity(identity);
         entry.task = self.scope.parent;
-        blocking(move || journal.append(run, entry)).await?;
+        journal.nonblocking().append(run, entry).await?;
         drop(busy);
         out
     }
@@ -318,7 +318,7 @@ impl Ctx {
         let _busy = self.run.activity.busy();
         let journal = self.run.rt.journal.clone();
         let run = self.run.run;
-        blocking(move || journal.append_batch(run, entries)).await?;
+        journal.nonblocking().append_batch(run, entries).await?;
         Ok(())
     }
 
@@ -355,12 +355,16 @@ impl Ctx {
 
     /// Replaces the run's live view, which the run card draws; the last view recorded is
     /// the current one. `SemanticEvent` hooks observe it.
+    ///
+    /// A view's identity is its call site and occurrence only: what it shows is not digested
+    /// (a view can be large and is published often), and a replay that would draw a
+    /// different view is not a different run.
     #[track_caller]
     pub fn publish(&self, view: Value) -> impl Future<Output = Result<(), FlowError>> {
         let site = Location::caller();
         async move {
+            let identity = self.identity(site, &json!({ "command": "publish" }), "");
             let cmd = Command::Publish { view };
-            let identity = self.identity(site, &cmd.to_json(), "");
             self.recorded_or_run(identity.clone(), cmd.clone(), EntryKind::View, || async {
                 Ok(Value::Null)
             })
@@ -461,7 +465,7 @@ impl Ctx {
                 let mut entry = NewEntry::new(EntryKind::Question, payload.clone())
                     .with_identity(identity.clone());
                 entry.task = self.scope.parent;
-                blocking(move || journal.append(run, entry)).await?
+                journal.nonblocking().append(run, entry).await?
             }
         };
         let q = Question::from_payload(self.run.run, seq, &payload);

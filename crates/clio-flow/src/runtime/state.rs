@@ -36,10 +36,27 @@ where
 
 /// Returns a short hex digest of `value`'s JSON text.
 pub(crate) fn digest(value: &Value) -> String {
-    let mut h = Sha256::new();
-    h.update(value.to_string().as_bytes());
-    let out = h.finalize();
-    out.iter().take(8).map(|b| format!("{b:02x}")).collect()
+    /// Feeds the JSON text straight into the hash, without building the string first.
+    struct Hashing(Sha256);
+    impl std::io::Write for Hashing {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.update(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut h = Hashing(Sha256::new());
+    // Writing a `Value` into a sink that never fails cannot fail.
+    let _ = serde_json::to_writer(&mut h, value);
+    let out = h.0.finalize();
+    let mut hex = String::with_capacity(16);
+    for b in out.iter().take(8) {
+        hex.push(char::from_digit(u32::from(b >> 4), 16).unwrap_or('0'));
+        hex.push(char::from_digit(u32::from(b & 0xf), 16).unwrap_or('0'));
+    }
+    hex
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -341,4 +358,27 @@ impl RunState {
 /// belong to their call and question.
 fn counts(e: &JournalEntry) -> bool {
     e.kind != EntryKind::Answer && !e.identity.as_deref().is_some_and(|i| i.ends_with("@accepted"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::digest;
+    use serde_json::json;
+    use sha2::{Digest, Sha256};
+
+    /// Identities recorded in journals hold these digests: the streamed hash must equal the
+    /// hash of the JSON text, in lowercase hex, first 8 bytes.
+    #[test]
+    fn digest_is_the_first_8_bytes_of_sha256_of_the_json_text_in_hex() {
+        for value in [
+            json!(null),
+            json!({ "target": "noop", "input": { "i": 1, "é": [1.5, "x\n\"y\""] } }),
+            json!("a"),
+        ] {
+            let full = Sha256::digest(value.to_string().as_bytes());
+            let expected: String = full.iter().take(8).map(|b| format!("{b:02x}")).collect();
+            assert_eq!(digest(&value), expected, "{value}");
+        }
+        assert_eq!(digest(&json!(null)), "74234e98afe7498f");
+    }
 }
