@@ -41,12 +41,18 @@ impl Home {
     }
 
     /// Opens the journal for reading and maintenance; `None` when no run was ever recorded.
+    ///
+    /// Work a killed process left running is marked interrupted first, so that `runs list`
+    /// and `runs show` tell the truth after a SIGKILL: the journal is locked by this
+    /// process, so whoever left it running is gone.
     pub(crate) fn existing_journal(&self) -> Result<Option<Journal>, CliError> {
         let path = self.journal_path();
         if !path.exists() {
             return Ok(None);
         }
-        Journal::open(&path, JournalConfig::default()).map(Some).map_err(journal_error)
+        let journal = Journal::open(&path, JournalConfig::default()).map_err(journal_error)?;
+        journal.reconcile::<&str>(&[]).map_err(journal_error)?;
+        Ok(Some(journal))
     }
 }
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Context, anyhow};
 use clio_flow::{FlowError, FlowSelection, RunOutcome, RunReport, Runtime};
-use clio_journal::{Journal, RunId};
+use clio_journal::{Journal, RunId, TaskKind, TaskRecord, TaskStatus};
 use serde_json::{Map, Value, json};
 
 use super::{read_text, write_json};
@@ -175,12 +175,96 @@ fn drive_run(
             .hint(format!("continue it with `clio runs resume {}`", run.0)));
     };
     let report = report.map_err(flow_error)?;
-    finish(&report, json, out)
+    let cut = cut_short(journal, run)?;
+    warn_cut_short(run, &cut, err)?;
+    finish(&report, &cut, json, out)
+}
+
+/// A call to a side-effecting tool that was running when a process stopped: the runtime
+/// does not run it again (SPEC §7, `CallInterrupted`), so its effect may or may not have
+/// happened, and the caller (a react loop's model, a workflow step) got an error instead.
+struct CutShort {
+    task: TaskRecord,
+    parent: Option<TaskRecord>,
+}
+
+/// Returns the run's calls that were cut short, in task order.
+fn cut_short(journal: &Journal, run: RunId) -> Result<Vec<CutShort>, CliError> {
+    let tasks = journal.tasks(run).map_err(crate::home::journal_error)?;
+    let interrupted = |t: &TaskRecord| {
+        t.kind == TaskKind::Tool
+            && t.status == TaskStatus::Failed
+            && t.error
+                .as_deref()
+                .and_then(|e| serde_json::from_str::<Value>(e).ok())
+                .is_some_and(|e| e["reason"] == "call_interrupted")
+    };
+    let cut = tasks
+        .iter()
+        .filter(|t| interrupted(t))
+        .map(|t| CutShort {
+            task: t.clone(),
+            parent: t.parent.and_then(|p| tasks.iter().find(|c| c.id == p).cloned()),
+        })
+        .collect();
+    Ok(cut)
+}
+
+/// Warns, whatever the outcome and even with `--quiet`, about calls that were cut short:
+/// a run that succeeds after one must not look as if nothing happened.
+fn warn_cut_short(run: RunId, cut: &[CutShort], err: &mut dyn Write) -> Result<(), CliError> {
+    if cut.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        err,
+        "warning: run {}: {} call(s) of side-effecting tools were cut short when a process stopped and were not run again; each effect may or may not have happened:",
+        run.0,
+        cut.len()
+    )?;
+    for c in cut {
+        let by = match &c.parent {
+            Some(p) => format!(", called by #{} {} {}", p.id.0, kind_name(p.kind), p.target),
+            None => String::new(),
+        };
+        writeln!(err, "  #{} tool {}{by}", c.task.id.0, c.task.target)?;
+    }
+    writeln!(err, "hint: check those effects by hand; `clio runs show {}` shows the calls", run.0)?;
+    Ok(())
+}
+
+fn kind_name(kind: TaskKind) -> &'static str {
+    match kind {
+        TaskKind::Agent => "agent",
+        TaskKind::Subagent => "subagent",
+        TaskKind::Flow => "flow",
+        TaskKind::Tool => "tool",
+        TaskKind::Step => "step",
+    }
+}
+
+/// Adds the calls that were cut short to a JSON outcome, when there are any.
+fn with_cut_short(mut value: Value, cut: &[CutShort]) -> Value {
+    if !cut.is_empty() {
+        let list: Vec<Value> = cut
+            .iter()
+            .map(|c| json!({"task": c.task.id.0, "tool": c.task.target, "parent": c.task.parent.map(|p| p.0)}))
+            .collect();
+        value["interrupted_calls"] = Value::Array(list);
+    }
+    value
 }
 
 /// Prints a run's outcome; a failed or cancelled run is an error (exit 1).
-fn finish(report: &RunReport, json: bool, out: &mut dyn Write) -> Result<(), CliError> {
+fn finish(
+    report: &RunReport,
+    cut: &[CutShort],
+    json: bool,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
     let run = report.run.0;
+    let write_json =
+        |out: &mut dyn Write, value: &Value| write_json(out, &with_cut_short(value.clone(), cut));
     match &report.outcome {
         RunOutcome::Succeeded(output) => {
             if json {

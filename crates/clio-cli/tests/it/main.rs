@@ -7,13 +7,23 @@ mod plugin;
 mod readme;
 mod run;
 mod runs;
+mod side_effects;
 mod support;
 mod workflow;
 
 #[test]
 fn no_forgotten_test_files() {
-    let listed: &[&str] =
-        &["agent", "config", "plugin", "readme", "run", "runs", "support", "workflow"];
+    let listed: &[&str] = &[
+        "agent",
+        "config",
+        "plugin",
+        "readme",
+        "run",
+        "runs",
+        "side_effects",
+        "support",
+        "workflow",
+    ];
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it");
     for entry in std::fs::read_dir(&dir).unwrap() {
         let name = entry.unwrap().file_name().into_string().unwrap();

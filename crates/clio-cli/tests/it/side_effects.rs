@@ -1,0 +1,196 @@
+//! SIGKILL in the middle of `clio workflow run`, then `clio runs resume`, with a tool that
+//! has a side effect: guards against a side effect done twice after a crash, and against
+//! a crash that loses one silently.
+//!
+//! The test plugin `tests/data/side-effects/counter` has `tally` (not read-only: appends
+//! one line per call to `tally.log` in the workspace) and `checkpoint` (read-only). Each
+//! kills the clio process that runs it (SIGKILL to its parent) when a kill file in the
+//! workspace names the call, so every kill lands at an exact point: between two calls
+//! (the run resumes to the uninterrupted answer, every effect done once), or while a
+//! `tally` call runs, before or after its effect (the runtime does not run it again: it
+//! raises `CallInterrupted`, and the CLI reports the call whatever the outcome).
+//!
+//! The workflow (`workflow.json`) runs, in order: `first` (tally), `pause` (checkpoint),
+//! `agent` (a react loop on the scripted model: tally `agent-1`, checkpoint `agent-mid`,
+//! tally `agent-2`, one per turn, then an answer), `last` (tally).
+
+use std::path::{Path, PathBuf};
+
+use insta::assert_snapshot;
+
+use crate::support::{Outcome, clio, temp_home};
+
+const DATA: &str = "crates/clio-cli/tests/data/side-effects";
+
+/// Every tally of an uninterrupted run, in order.
+const ALL_TALLIES: [&str; 4] = ["first", "agent-1", "agent-2", "last"];
+
+/// A home and a workspace of their own.
+struct Case {
+    home: PathBuf,
+    workspace: PathBuf,
+}
+
+impl Case {
+    fn new(name: &str) -> Case {
+        let home = temp_home(&format!("side-effects-{name}"));
+        let workspace = home.join("workspace");
+        std::fs::create_dir_all(&workspace).unwrap();
+        Case { home, workspace }
+    }
+
+    fn h(&self) -> &str {
+        self.home.to_str().unwrap()
+    }
+
+    /// Runs the workflow; `kill` names a kill file to leave in the workspace first.
+    fn run(&self, kill: Option<&str>) -> Outcome {
+        if let Some(kill) = kill {
+            std::fs::write(self.workspace.join(kill), "").unwrap();
+        }
+        let workflow = format!("{DATA}/workflow.json");
+        let plugin = format!("{DATA}/counter");
+        let models = format!("{DATA}/models.toml");
+        clio(&[
+            "--home",
+            self.h(),
+            "workflow",
+            "run",
+            &workflow,
+            "--task",
+            "count",
+            "--plugin",
+            &plugin,
+            "--models",
+            &models,
+            "--workspace",
+            self.workspace.to_str().unwrap(),
+            "--quiet",
+        ])
+    }
+
+    fn resume(&self) -> Outcome {
+        clio(&["--home", self.h(), "runs", "resume", "1", "--quiet"])
+    }
+
+    /// Returns the lines of tally.log: one per side effect.
+    fn tallies(&self) -> Vec<String> {
+        read_lines(&self.workspace.join("tally.log"))
+    }
+
+    fn status(&self) -> String {
+        let listed = clio(&["--home", self.h(), "runs", "list", "--json"]);
+        let runs: serde_json::Value = serde_json::from_str(&listed.stdout).unwrap();
+        runs[0]["status"].as_str().unwrap_or_default().to_owned()
+    }
+}
+
+fn read_lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path).unwrap_or_default().lines().map(str::to_owned).collect()
+}
+
+/// Asserts that no tally happened more than once.
+fn assert_at_most_once(tallies: &[String], what: &str) {
+    for label in ALL_TALLIES {
+        let n = tallies.iter().filter(|t| *t == label).count();
+        assert!(n <= 1, "{what}: {label} tallied {n} times: {tallies:?}");
+    }
+}
+
+/// The uninterrupted run's answer, in a home named after `test`.
+fn reference(test: &str) -> String {
+    let case = Case::new(&format!("{test}-reference"));
+    let outcome = case.run(None);
+    assert_eq!(outcome.code, 0, "{}", outcome.render());
+    assert_eq!(case.tallies(), ALL_TALLIES);
+    outcome.stdout
+}
+
+#[test]
+fn a_run_killed_between_calls_resumes_with_every_side_effect_once() {
+    let reference = reference("between");
+    // Each point: the kill file, and the tallies done before the kill.
+    let points: [(&str, &[&str]); 2] = [
+        // Between two workflow steps: `first` is done, the checkpoint step is running.
+        ("kill-at-pause", &["first"]),
+        // Inside the react loop, between its two tallies.
+        ("kill-at-agent-mid", &["first", "agent-1"]),
+    ];
+    for (kill, before) in points {
+        let case = Case::new(kill);
+        let killed = case.run(Some(kill));
+        assert_eq!(killed.code, -1, "{kill}: the process is killed: {}", killed.render());
+        assert_eq!(case.tallies(), before, "{kill}");
+        assert_eq!(case.status(), "interrupted", "{kill}");
+
+        let resumed = case.resume();
+        assert_eq!(resumed.code, 0, "{kill}: {}", resumed.render());
+        assert_eq!(resumed.stdout, reference, "{kill}");
+        assert_eq!(resumed.stderr, "", "{kill}: nothing to report");
+        assert_eq!(case.tallies(), ALL_TALLIES, "{kill}: every side effect exactly once");
+        assert_eq!(case.status(), "succeeded", "{kill}");
+
+        // Resuming a finished run does nothing again.
+        let again = case.resume();
+        assert_eq!(again.stdout, reference, "{kill}");
+        assert_eq!(case.tallies(), ALL_TALLIES, "{kill}");
+    }
+}
+
+#[test]
+fn a_side_effecting_call_cut_short_is_reported_and_never_run_again() {
+    let reference = reference("cut-short");
+    // Each point: the kill file, and the tallies there are at the end.
+    let points: [(&str, &[&str]); 4] = [
+        // The agent's second tally did its effect, then the process died: done once.
+        ("kill-after-agent-2", &ALL_TALLIES),
+        // The agent's first tally was running, before its effect: never done.
+        ("kill-before-agent-1", &["first", "agent-2", "last"]),
+        // A workflow step's tally, after its effect.
+        ("kill-after-first", &["first"]),
+        // A workflow step's tally, before its effect.
+        ("kill-before-last", &["first", "agent-1", "agent-2"]),
+    ];
+    let mut all = String::new();
+    for (kill, tallies) in points {
+        let case = Case::new(kill);
+        let killed = case.run(Some(kill));
+        assert_eq!(killed.code, -1, "{kill}: the process is killed: {}", killed.render());
+        let resumed = case.resume();
+        assert_eq!(case.tallies(), tallies, "{kill}");
+        assert_at_most_once(&case.tallies(), kill);
+        assert!(
+            resumed.stderr.contains("were cut short when a process stopped"),
+            "{kill}: the cut-short call is reported: {}",
+            resumed.render()
+        );
+        // The report stays: a later resume says it again, and does nothing again.
+        let again = case.resume();
+        assert_eq!(again.render(), resumed.render(), "{kill}");
+        assert_eq!(case.tallies(), tallies, "{kill}");
+        let tree = clio(&["--home", case.h(), "runs", "tree", "1"]);
+        assert!(tree.stdout.contains("Tool tally [Failed]"), "{kill}: {}", tree.render());
+        all.push_str(&format!("## {kill}\n{}", resumed.render()));
+    }
+    // A react loop gets the interruption as the tool's result and goes on: the scripted
+    // model does not read it, so its answer is the uninterrupted run's; only the report
+    // (exit 0, a warning) tells the two apart. A workflow step whose tool was cut short
+    // fails, and so does the run (no editor repairs it).
+    assert!(all.contains(&reference), "{all}");
+    assert_snapshot!(all);
+}
+
+#[test]
+fn the_json_outcome_lists_the_calls_cut_short() {
+    let case = Case::new("json");
+    let killed = case.run(Some("kill-after-agent-2"));
+    assert_eq!(killed.code, -1, "{}", killed.render());
+    let resumed = clio(&["--home", case.h(), "runs", "resume", "1", "--json"]);
+    assert_eq!(resumed.code, 0, "{}", resumed.render());
+    let value: serde_json::Value = serde_json::from_str(&resumed.stdout).unwrap();
+    assert_eq!(value["status"], "succeeded");
+    assert_eq!(
+        value["interrupted_calls"],
+        serde_json::json!([{"task": 6, "tool": "tally", "parent": 3}])
+    );
+}
