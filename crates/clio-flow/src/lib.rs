@@ -61,7 +61,8 @@ pub use crate::model::{
 };
 pub use crate::options::{LIMIT_NAMES, OptionSpec, OptionType, check_options};
 pub use crate::orchestration::{
-    ORCHESTRATION_TOOLS, register_orchestration_tools, register_team_tools,
+    ORCHESTRATION_TOOLS, orchestration_tools, register_orchestration_tools, register_team_tools,
+    run_leader, run_team,
 };
 pub use crate::plugin_bridge::{
     TOOL_OUTPUT_LIMIT, TOOL_TIMEOUT, WorkflowFileFlow, register_basic_tools, register_plugin,
@@ -78,9 +79,9 @@ pub use crate::runtime::{Question, RunOutcome, RunReport, Runtime, RuntimeConfig
 pub use crate::team::{
     AgentContext, AgentEnv, AgentRecord, AskOptions, CancelSignal, EnabledConfig, LeaderSettings,
     ModelRunner, ReplyOutcome, RestrictedRouter, RouteCommand, RouteIssuer, RunOptions,
-    RunnerFuture, SessionAllowlist, SessionTree, StopReason, SubagentJob, SubagentOutcome,
-    SubagentRunner, TEAM_TOOLS, TaskSpec, Team, TeamConfig, TeamError, TeamTool, WaitOptions,
-    complete_input, rules as team_rules,
+    RunnerFuture, SessionAllowlist, SessionSummary, SessionTree, StopReason, SubagentJob,
+    SubagentOutcome, SubagentRunner, TEAM_TOOLS, TaskSpec, Team, TeamConfig, TeamError, TeamTool,
+    WaitOptions, complete_input, rules as team_rules,
 };
 pub use crate::tool_settings::{ToolSettingsError, tool_settings_from_toml};
 pub use crate::workflow_flow::WorkflowFlow;

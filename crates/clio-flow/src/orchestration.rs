@@ -1,5 +1,6 @@
 //! The tools of the built-in `orchestration` plugin (SPEC §4, §8): `run_flow` and
-//! `run_workflow` start work in the background, and `flow_result` reads how it stands.
+//! `run_workflow` start work in the background, `flow_result` reads how it stands, and the
+//! `council_*` tools are the subagent team of the run's agent.
 //!
 //! Background work: `run_flow` and `run_workflow` start their child with [`Ctx::start`]
 //! and return at once with `{"handle", "target", "status": "running"}`; the child is a
@@ -10,27 +11,62 @@
 //! `error` once it failed) without waiting. The journal holds the result on the child's
 //! task, so a flow can also read it there.
 //!
-//! [`register_team_tools`] adds the subagent-team tools of one session (`council_run`,
-//! `council_wait`, also named `council_wait_agents`, `council_cancel_agent`, ...) as they
-//! are: [`AgentEnv::tools`] bound to that session, each going through
-//! [`AgentEnv::call_tool`]. A registry belongs to a runtime, not to a session, so every
-//! agent of a run using that registry acts as that one session.
+//! Teams: each team tool (`council_run`, `council_wait`, also named `council_wait_agents`,
+//! `council_cancel_agent`, ...) is [`AgentEnv::call_tool`] acting as the leader session of
+//! the run that calls it, [`run_leader`] (`run-<id>`), which the first call creates. Every
+//! agent of one run acts as that one session. [`register_orchestration_tools`] gives each
+//! runtime a team of its own (its journal, a [`ModelRunner`] on its models, its owner);
+//! [`register_team_tools`] uses a given team instead. [`run_team`] reads a run's team
+//! back from the journal.
+//!
+//! [`ORCHESTRATION_TOOLS`] names every tool registered here; the plugin's declaration in
+//! clio-plugins (`clio_plugins::orchestration`) must list the same tools, and a test holds
+//! them together.
 //!
 //! `run_workflow`'s arguments are the built-in `workflow` flow's task fields, passed as
 //! they are; `model` also picks the child's model.
 
-use clio_journal::{TaskId, TaskStatus};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+
+use clio_journal::{Journal, RunId, SessionId, TaskId, TaskRecord, TaskStatus, TaskUpdate};
 use serde_json::{Map, Value, json};
+use tokio::sync::Mutex as AsyncMutex;
 
 use crate::ctx::Ctx;
 use crate::error::FlowError;
 use crate::registry::{Registry, Target, Tool};
 use crate::result::CallInput;
-use crate::runtime::blocking;
-use crate::team::AgentEnv;
+use crate::runtime::{RuntimeInner, blocking};
+use crate::team::{
+    AgentContext, ModelRunner, SessionSummary, TEAM_TOOLS, Team, TeamConfig, TeamTool,
+};
 
-/// The names of the orchestration tools, in the order they are registered.
-pub const ORCHESTRATION_TOOLS: [&str; 3] = ["run_flow", "run_workflow", "flow_result"];
+/// The names of the orchestration tools, in the order they are registered: the
+/// background-work tools, then the team tools.
+pub const ORCHESTRATION_TOOLS: [&str; 19] = [
+    "run_flow",
+    "run_workflow",
+    "flow_result",
+    "council_run",
+    "council_wait",
+    "council_wait_agents",
+    "council_cancel_agent",
+    "council_ask",
+    "council_reply",
+    "council_checkpoint",
+    "council_claim_iteration",
+    "council_stop_reason",
+    "council_controls",
+    "council_enabled",
+    "council_require_enabled",
+    "council_reconcile_orphans",
+    "council_restrict_router",
+    "council_routing_change",
+    "council_wake_allowed",
+];
+
+/// What team tools are called in front of a team tool's name.
+const TEAM_PREFIX: &str = "council_";
 
 /// The fields of `run_workflow` that go into the `workflow` flow's task.
 const WORKFLOW_FIELDS: [&str; 8] = [
@@ -60,10 +96,17 @@ fn text_arg(args: &Value, name: &str) -> Result<Option<String>, FlowError> {
     }
 }
 
+/// The key of the child a `run_flow` or `run_workflow` call starts (one per call), so
+/// that `flow_result` finds the start again after a restart.
+const BACKGROUND_KEY: &str = "background";
+
 /// Starts `target` on `input` (on `model` when not empty) and returns the handle record.
 async fn start(ctx: &Ctx, target: Target, input: Value, model: &str) -> Result<Value, FlowError> {
     let name = target.name().to_owned();
-    let mut call = ctx.call(target, CallInput::from(input)).label(format!("background {name}"));
+    let mut call = ctx
+        .call(target, CallInput::from(input))
+        .key(BACKGROUND_KEY)
+        .label(format!("background {name}"));
     if !model.is_empty() {
         call = call.model(model.to_owned());
     }
@@ -106,7 +149,74 @@ async fn run_workflow(args: Value, ctx: Ctx) -> Result<Value, FlowError> {
     start(&ctx, Target::Name("workflow".into()), Value::Object(given), &model).await
 }
 
-async fn flow_result(args: Value, ctx: Ctx) -> Result<Value, FlowError> {
+/// Returns whether no live process works on `record` any more: a restart cut it off
+/// (`interrupted`, or still `running` under another process's name).
+fn cut_off(ctx: &Ctx, record: &TaskRecord) -> bool {
+    match record.status {
+        TaskStatus::Interrupted => true,
+        TaskStatus::Running => record.owner != ctx.run.rt.config.owner,
+        _ => false,
+    }
+}
+
+/// Starts background child `record` again, as the same task, when a restart cut it off:
+/// the start its `run_flow` or `run_workflow` call recorded is made again in that call's
+/// scope, so the runtime finds the task and re-attaches it (a finished child is never run
+/// again). `once` serialises the check, so that the child is re-attached once; the run
+/// then waits for it like any started work.
+async fn reattach(ctx: &Ctx, record: &TaskRecord, once: &AsyncMutex<()>) -> Result<(), FlowError> {
+    let Some(starter) = record.parent else { return Ok(()) };
+    let identity = format!("t{}/key:{BACKGROUND_KEY}", starter.0);
+    let accepted = ctx.run.recorded(&format!("{identity}@accepted")).and_then(|e| e.task);
+    let (Some(intent), true) = (ctx.run.recorded(&identity), accepted == Some(record.id)) else {
+        // Not started by these tools: nothing to start again.
+        return Ok(());
+    };
+    let command = intent.payload.clone();
+    let _once = once.lock().await;
+    let (journal, id) = (ctx.run.rt.journal.clone(), record.id);
+    let now = blocking(move || journal.task(id)).await?;
+    if !now.is_some_and(|r| cut_off(ctx, &r)) {
+        return Ok(());
+    }
+    let target = match &command["target"] {
+        Value::String(name) => Target::Name(name.clone()),
+        other => Target::Selection(serde_json::from_value(other.clone()).map_err(|err| {
+            FlowError::CallFailed {
+                handle: Some(id),
+                message: format!("the recorded start of task {id} does not read back: {err}"),
+            }
+        })?),
+    };
+    let text = |key: &str| command[key].as_str().unwrap_or_default().to_owned();
+    let (journal, owner) = (ctx.run.rt.journal.clone(), ctx.run.rt.config.owner.clone());
+    let update = TaskUpdate {
+        status: Some(TaskStatus::Running),
+        owner: Some(owner),
+        ..TaskUpdate::default()
+    };
+    blocking(move || journal.update_task(id, update)).await?;
+    // The scope of the call that started it, under the run's cancellation.
+    let scope = ctx.child(
+        starter,
+        Value::Null,
+        Map::new(),
+        ctx.scope.depth,
+        None,
+        ctx.scope.model.clone(),
+        ctx.run.cancel.child_token(),
+    );
+    let mut call = scope
+        .call(target, CallInput::from(command["input"].clone()))
+        .key(BACKGROUND_KEY)
+        .label(text("label"));
+    if !text("model").is_empty() {
+        call = call.model(text("model"));
+    }
+    call.start().await.map(|_| ())
+}
+
+async fn flow_result(args: Value, ctx: Ctx, once: Arc<AsyncMutex<()>>) -> Result<Value, FlowError> {
     let handle = args
         .get("handle")
         .and_then(Value::as_u64)
@@ -116,6 +226,9 @@ async fn flow_result(args: Value, ctx: Ctx) -> Result<Value, FlowError> {
     let Some(record) = record.filter(|r| r.run == ctx.run_id()) else {
         return Err(invalid(format!("no task {handle} in this run")));
     };
+    if cut_off(&ctx, &record) {
+        reattach(&ctx, &record, &once).await?;
+    }
     let status = match record.status {
         TaskStatus::Succeeded => "succeeded",
         TaskStatus::Failed => "failed",
@@ -136,10 +249,8 @@ async fn flow_result(args: Value, ctx: Ctx) -> Result<Value, FlowError> {
     Ok(out)
 }
 
-/// Returns `registry` with the orchestration tools `run_flow`, `run_workflow` and
-/// `flow_result`, registered in code (no plugin id), so they are allowed by default like
-/// the host's other built-in tools; deployment and person rules still apply.
-pub fn register_orchestration_tools(registry: Registry) -> Registry {
+/// Returns the tools `run_flow`, `run_workflow` and `flow_result`.
+fn background_tools() -> Vec<Tool> {
     let run_flow_tool = Tool::contextual("run_flow", run_flow).describe(
         "Starts flow `flow` on `input` with `options` (and `model`) in the background and \
          returns its handle at once; read its result later with flow_result(handle).",
@@ -180,7 +291,12 @@ pub fn register_orchestration_tools(registry: Registry) -> Registry {
         }),
         ..run_workflow_tool
     };
-    let flow_result_tool = Tool::contextual("flow_result", flow_result).read_only().describe(
+    let once = Arc::new(AsyncMutex::new(()));
+    let flow_result_tool = Tool::contextual("flow_result", move |args: Value, ctx: Ctx| {
+        flow_result(args, ctx, Arc::clone(&once))
+    })
+    .read_only()
+    .describe(
         "Returns how work started by run_flow or run_workflow stands: status (running, \
          succeeded, failed, cancelled) and, once it ended, its answer or error. Does not wait.",
     );
@@ -192,20 +308,137 @@ pub fn register_orchestration_tools(registry: Registry) -> Registry {
         }),
         ..flow_result_tool
     };
-    registry.tool(run_flow_tool).tool(run_workflow_tool).tool(flow_result_tool)
+    vec![run_flow_tool, run_workflow_tool, flow_result_tool]
 }
 
-/// Returns `registry` with the team tools of `env`'s session, named `council_` + each
-/// [`crate::TEAM_TOOLS`] name, plus `council_wait_agents`, the seed's name for
-/// `council_wait`. Their errors come back as data (`{"error": {"reason", "message"}}`).
-pub fn register_team_tools(registry: Registry, env: &AgentEnv) -> Registry {
-    let mut registry = registry;
-    for tool in env.tools("council_") {
-        if tool.name == "council_wait" {
-            let alias = Tool { name: "council_wait_agents".into(), ..tool.clone() };
-            registry = registry.tool(alias);
+/// The team of each runtime that has called a team tool, dropped with its runtime.
+type RuntimeTeams = Arc<Mutex<Vec<(Weak<RuntimeInner>, Team)>>>;
+
+/// Where the team tools find their team.
+#[derive(Clone)]
+enum TeamSource {
+    /// This team, whichever runtime calls.
+    Given(Team),
+    /// One team per runtime, made at its first team call.
+    PerRuntime(RuntimeTeams),
+}
+
+impl TeamSource {
+    fn team(&self, ctx: &Ctx) -> Team {
+        let teams = match self {
+            TeamSource::Given(team) => return team.clone(),
+            TeamSource::PerRuntime(teams) => teams,
+        };
+        let rt = &ctx.run.rt;
+        let mut teams = teams.lock().unwrap_or_else(PoisonError::into_inner);
+        teams.retain(|(runtime, _)| runtime.strong_count() > 0);
+        if let Some((_, team)) =
+            teams.iter().find(|(runtime, _)| Weak::as_ptr(runtime) == Arc::as_ptr(rt))
+        {
+            return team.clone();
         }
-        registry = registry.tool(tool);
+        let config = TeamConfig { owner: rt.config.owner.clone(), ..TeamConfig::default() };
+        let team =
+            Team::new(rt.journal.clone(), ModelRunner::new(rt.config.models.clone()), config);
+        teams.push((Arc::downgrade(rt), team.clone()));
+        team
     }
-    registry
+}
+
+/// Returns the leader session of run `run`'s team: the session every team tool called in
+/// that run acts as.
+pub fn run_leader(run: RunId) -> SessionId {
+    SessionId(format!("run-{}", run.0))
+}
+
+/// Calls team tool `tool` with `args` as the leader of `ctx`'s run; errors come back as
+/// data, like every team tool's.
+async fn call_as_leader(source: &TeamSource, tool: &str, args: Value, ctx: &Ctx) -> Value {
+    let team = source.team(ctx);
+    let leader = run_leader(ctx.run_id());
+    if let Err(err) = team.begin_leading(&leader).await {
+        return err.to_json();
+    }
+    // The children inherit the leader's model: the agent's, else the runtime's default.
+    let model = [ctx.scope.model.as_str(), ctx.run.rt.config.model.as_str()]
+        .into_iter()
+        .find(|m| !m.is_empty())
+        .unwrap_or("")
+        .to_owned();
+    let context = AgentContext { model, provider: String::new(), messages: Vec::new() };
+    let out = team.env(leader.clone()).with_context(context).call_tool(tool, args).await;
+    match team.end_leading(&leader).await {
+        Ok(()) => out,
+        Err(err) => err.to_json(),
+    }
+}
+
+/// Returns the team tool `name` (`council_` + a [`TEAM_TOOLS`] name, or the alias
+/// `council_wait_agents`) running `spec` through `source`.
+fn team_tool(name: String, spec: &TeamTool, source: &TeamSource) -> Tool {
+    let (tool, source) = (spec.name, source.clone());
+    let it = Tool::contextual(name, move |args: Value, ctx: Ctx| {
+        let source = source.clone();
+        async move { Ok(call_as_leader(&source, tool, args, &ctx).await) }
+    })
+    .describe(spec.description);
+    let it = Tool { schema: spec.schema(), ..it };
+    if spec.read_only() { it.read_only() } else { it }
+}
+
+/// Returns the team tools, in [`ORCHESTRATION_TOOLS`] order.
+fn team_tools(source: &TeamSource) -> Vec<Tool> {
+    let mut tools = Vec::new();
+    for spec in TEAM_TOOLS {
+        tools.push(team_tool(format!("{TEAM_PREFIX}{}", spec.name), spec, source));
+        if spec.name == "wait" {
+            // The seed's name for `wait`.
+            tools.push(team_tool(format!("{TEAM_PREFIX}wait_agents"), spec, source));
+        }
+    }
+    tools
+}
+
+/// Returns every orchestration tool as [`register_orchestration_tools`] registers it, in
+/// [`ORCHESTRATION_TOOLS`] order.
+pub fn orchestration_tools() -> Vec<Tool> {
+    let mut tools = background_tools();
+    tools.extend(team_tools(&TeamSource::PerRuntime(Arc::default())));
+    tools
+}
+
+/// Returns `registry` with every orchestration tool ([`ORCHESTRATION_TOOLS`]): `run_flow`,
+/// `run_workflow`, `flow_result`, and the team tools of each runtime's own team (its
+/// journal, a [`ModelRunner`] on its models, its owner). They are registered in code (no
+/// plugin id), so they are allowed by default like the host's other built-in tools;
+/// deployment and person rules still apply.
+pub fn register_orchestration_tools(registry: Registry) -> Registry {
+    orchestration_tools().into_iter().fold(registry, Registry::tool)
+}
+
+/// Returns `registry` with the team tools (`council_run`, ..., and `council_wait_agents`,
+/// the seed's name for `council_wait`) acting on `team` rather than the runtime's own:
+/// each call acts as the leader of its run ([`run_leader`]). Their errors come back as
+/// data (`{"error": {"reason", "message"}}`).
+pub fn register_team_tools(registry: Registry, team: &Team) -> Registry {
+    team_tools(&TeamSource::Given(team.clone())).into_iter().fold(registry, Registry::tool)
+}
+
+/// Returns the team of run `run` as the journal holds it: its leader ([`run_leader`]),
+/// then the sessions it leads in id order (parents before their children). Empty when the
+/// run's agents never called a team tool.
+pub fn run_team(journal: &Journal, run: RunId) -> Result<Vec<SessionSummary>, FlowError> {
+    let leader = run_leader(run);
+    let mut members: Vec<SessionSummary> = journal
+        .sessions()?
+        .iter()
+        .filter(|r| r.id == leader || r.leader.as_ref() == Some(&leader))
+        .map(SessionSummary::of)
+        .collect();
+    // Ids are `<parent>.<n>`: compare the numbers, so `run-1.10` comes after `run-1.2`.
+    let key = |s: &SessionSummary| -> Vec<(u64, String)> {
+        s.session_id.0.split('.').map(|p| (p.parse().unwrap_or(0), p.to_owned())).collect()
+    };
+    members.sort_by_cached_key(key);
+    Ok(members)
 }

@@ -202,6 +202,79 @@ impl AgentRecord {
     }
 }
 
+/// One session as people and programs read it from the journal, with the team state
+/// decoded: what `clio runs tree` shows of a run's team.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionSummary {
+    /// The session.
+    pub session_id: SessionId,
+    /// The leader of its team (`None` for a leader).
+    pub leader: Option<SessionId>,
+    /// The session that started it.
+    pub parent: Option<SessionId>,
+    /// Its task team.
+    pub team: Option<String>,
+    /// As in [`AgentRecord::status`]: `done` without an answer reads `lost`.
+    pub status: String,
+    /// The model it runs on (empty: none recorded).
+    pub model: String,
+    /// The task it was started on (empty for a leader).
+    pub task: String,
+    /// Its answer, once done.
+    pub answer: Option<String>,
+    /// The question its last turn ended with.
+    pub question: Option<String>,
+    /// Why it failed, or why its team state does not read back.
+    pub error: Option<String>,
+    /// The model iterations it claimed.
+    pub iterations_used: u64,
+    /// Its iteration budget; `None` is unbounded.
+    pub iteration_budget: Option<u64>,
+}
+
+impl SessionSummary {
+    /// Returns the summary of `record`.
+    pub fn of(record: &SessionRecord) -> SessionSummary {
+        let (state, bad) = match SessionState::of(record) {
+            Ok(state) => (state, None),
+            Err(err) => (SessionState::default(), Some(err.to_string())),
+        };
+        let status = shown_status(record.status, state.answer.is_some());
+        SessionSummary {
+            session_id: record.id.clone(),
+            leader: record.leader.clone(),
+            parent: record.parent.clone(),
+            team: record.team.clone(),
+            status: status.to_owned(),
+            model: state.model,
+            task: state.task,
+            answer: state.answer,
+            question: state.question,
+            error: bad.or(state.error),
+            iterations_used: record.iterations_used,
+            iteration_budget: record.iteration_budget,
+        }
+    }
+
+    /// Returns the summary as JSON, one key per field (ids as strings).
+    pub fn to_json(&self) -> Value {
+        json!({
+            "session_id": self.session_id.0,
+            "leader": self.leader.as_ref().map(|s| &s.0),
+            "parent": self.parent.as_ref().map(|s| &s.0),
+            "team": self.team,
+            "status": self.status,
+            "model": self.model,
+            "task": self.task,
+            "answer": self.answer,
+            "question": self.question,
+            "error": self.error,
+            "iterations_used": self.iterations_used,
+            "iteration_budget": self.iteration_budget,
+        })
+    }
+}
+
 /// A team: sessions in a journal, the runner that executes subagents, and what this
 /// process runs now. Cheap to clone.
 #[derive(Clone)]
@@ -217,6 +290,8 @@ struct Inner {
     // Serialises the read-modify-write of a session's status and team state.
     writes: tokio::sync::Mutex<()>,
     changes: watch::Sender<u64>,
+    // How many calls this process is making as each leader (`begin_leading`).
+    leading: Mutex<HashMap<SessionId, u64>>,
 }
 
 /// What this process holds for a session it runs or waits on.
@@ -271,6 +346,14 @@ fn status_name(status: SessionStatus) -> &'static str {
     }
 }
 
+/// Returns the status callers see: a session done without an answer is `lost`.
+fn shown_status(status: SessionStatus, answered: bool) -> &'static str {
+    match (status, answered) {
+        (SessionStatus::Done, false) => "lost",
+        (status, _) => status_name(status),
+    }
+}
+
 impl Team {
     /// Returns a team on `journal` whose subagents `runner` executes.
     pub fn new(
@@ -287,6 +370,7 @@ impl Team {
                 live: Mutex::new(HashMap::new()),
                 writes: tokio::sync::Mutex::new(()),
                 changes,
+                leading: Mutex::new(HashMap::new()),
             }),
         }
     }
@@ -328,6 +412,61 @@ impl Team {
         };
         let journal = self.inner.journal.clone();
         blocking(move || journal.create_session(new)).await
+    }
+
+    /// Starts a call made as leader `id`: creates the leader session the first time
+    /// (running, owned by this process), else marks it running and owned by this process,
+    /// as a run resumed by a new process finds it. Pair each with [`Team::end_leading`].
+    pub async fn begin_leading(&self, id: &SessionId) -> Result<SessionRecord, TeamError> {
+        let _guard = self.inner.writes.lock().await;
+        let (journal, sid) = (self.inner.journal.clone(), id.clone());
+        let found = blocking(move || journal.session(&sid)).await?;
+        let owner = self.inner.config.owner.clone();
+        let rec = match found {
+            None => self.create_leader(id.clone(), LeaderSettings::default()).await?,
+            Some(rec) if rec.status == SessionStatus::Running && rec.owner == owner => rec,
+            Some(_) => {
+                let update = SessionUpdate {
+                    status: Some(SessionStatus::Running),
+                    owner: Some(owner),
+                    ..SessionUpdate::default()
+                };
+                self.update(id, update).await?
+            }
+        };
+        *self.lock_leading().entry(id.clone()).or_insert(0) += 1;
+        Ok(rec)
+    }
+
+    /// Ends a call made as leader `id`. After the last such call of this process the
+    /// leader becomes idle, unless a session it leads is still queued or running: then it
+    /// stays running, so that a child's `ask` waits for it.
+    pub async fn end_leading(&self, id: &SessionId) -> Result<(), TeamError> {
+        let _guard = self.inner.writes.lock().await;
+        let last = {
+            let mut leading = self.lock_leading();
+            match leading.get_mut(id) {
+                Some(n) if *n > 1 => {
+                    *n -= 1;
+                    false
+                }
+                _ => {
+                    leading.remove(id);
+                    true
+                }
+            }
+        };
+        if !last {
+            return Ok(());
+        }
+        let tree = self.tree().await?;
+        let busy = tree.sessions().any(|r| r.leader.as_ref() == Some(id) && r.status.is_live());
+        if !busy && tree.get(id).is_some_and(|r| r.status == SessionStatus::Running) {
+            let update =
+                SessionUpdate { status: Some(SessionStatus::Idle), ..SessionUpdate::default() };
+            self.update(id, update).await?;
+        }
+        Ok(())
     }
 
     /// Sets (or with `None` clears) the managed-subagents setting of session `sid`.
@@ -431,6 +570,10 @@ impl Team {
         self.inner.live.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    fn lock_leading(&self) -> MutexGuard<'_, HashMap<SessionId, u64>> {
+        self.inner.leading.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     fn changed(&self) {
         self.inner.changes.send_modify(|n| *n = n.wrapping_add(1));
     }
@@ -484,10 +627,7 @@ impl Team {
         let state = SessionState::of(rec)?;
         let asked =
             self.lock_live().get(&rec.id).and_then(|l| l.ask.as_ref().map(|a| a.question.clone()));
-        let status = match (rec.status, &state.answer) {
-            (SessionStatus::Done, None) => "lost",
-            (status, _) => status_name(status),
-        };
+        let status = shown_status(rec.status, state.answer.is_some());
         Ok(AgentRecord {
             session_id: rec.id.clone(),
             status: status.to_owned(),

@@ -22,6 +22,26 @@ pub struct TeamTool {
     pub description: &'static str,
 }
 
+impl TeamTool {
+    /// Returns the JSON schema of its arguments.
+    pub fn schema(&self) -> Value {
+        tool_schema(self.name)
+    }
+
+    /// Returns whether it only reads (the queries).
+    pub fn read_only(&self) -> bool {
+        matches!(
+            self.name,
+            "controls"
+                | "enabled"
+                | "stop_reason"
+                | "restrict_router"
+                | "routing_change"
+                | "wake_allowed"
+        )
+    }
+}
+
 /// Every team tool.
 pub const TEAM_TOOLS: &[TeamTool] = &[
     TeamTool {
@@ -234,17 +254,8 @@ impl AgentEnv {
                     async move { Ok(env.call_tool(name, args).await) }
                 })
                 .describe(t.description);
-                let tool = Tool { schema: tool_schema(name), ..tool };
-                let reads = matches!(
-                    name,
-                    "controls"
-                        | "enabled"
-                        | "stop_reason"
-                        | "restrict_router"
-                        | "routing_change"
-                        | "wake_allowed"
-                );
-                if reads { tool.read_only() } else { tool }
+                let tool = Tool { schema: t.schema(), ..tool };
+                if t.read_only() { tool.read_only() } else { tool }
             })
             .collect()
     }

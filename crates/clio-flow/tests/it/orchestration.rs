@@ -4,8 +4,11 @@
 
 use std::sync::Arc;
 
-use clio_flow::{CallResult, Ctx, FlowError, FlowOutput, FnFlow, register_orchestration_tools};
-use clio_journal::{Journal, TaskStatus};
+use clio_flow::{
+    CallResult, Ctx, FlowError, FlowOutput, FnFlow, Runtime, RuntimeConfig,
+    register_orchestration_tools,
+};
+use clio_journal::{Journal, RunId, TaskId, TaskStatus};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
@@ -173,14 +176,12 @@ async fn bad_arguments_are_refused_with_a_reason() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_team_tools_are_registry_tools_of_the_leader_session() {
-    use clio_flow::{
-        AgentContext, LeaderSettings, SubagentOutcome, Team, TeamConfig, register_team_tools,
-    };
-    use clio_journal::SessionId;
+async fn the_team_tools_act_as_the_leader_session_of_the_run() {
+    use clio_flow::{SubagentOutcome, Team, TeamConfig, register_team_tools, run_leader, run_team};
 
+    let journal = Journal::open_in_memory().unwrap();
     let team = Team::new(
-        Journal::open_in_memory().unwrap(),
+        journal.clone(),
         |job: clio_flow::SubagentJob| async move {
             match job.task.strip_prefix("hang") {
                 Some(_) => std::future::pending().await,
@@ -189,12 +190,6 @@ async fn the_team_tools_are_registry_tools_of_the_leader_session() {
         },
         TeamConfig::default(),
     );
-    team.create_leader(SessionId("lead".into()), LeaderSettings::default()).await.unwrap();
-    let env = team.env(SessionId("lead".into())).with_context(AgentContext {
-        model: "local/qwen".into(),
-        provider: "ollama".into(),
-        messages: Vec::new(),
-    });
     let lead = FnFlow::new("lead", |_t: Value, ctx| async move {
         let ran = ctx.call("council_run", json!({ "tasks": ["a", "b"] })).await?.value;
         let hung =
@@ -207,21 +202,109 @@ async fn the_team_tools_are_registry_tools_of_the_leader_session() {
         let cancelled = ctx.call("council_cancel_agent", json!({ "session_id": id })).await?.value;
         let bad = ctx.call("council_run", json!({ "tasks": [{ "colour": "red" }] })).await?.value;
         Ok(FlowOutput::text(format!(
-            "{} {} | {} | {} | {}",
+            "{} {} | {} {} | {} | {}",
             ran[0]["answer"].as_str().unwrap_or(""),
             ran[1]["answer"].as_str().unwrap_or(""),
+            id.as_str().unwrap_or(""),
             waited[0]["status"].as_str().unwrap_or(""),
             cancelled["status"].as_str().unwrap_or(""),
             bad["error"]["reason"].as_str().unwrap_or("")
         )))
     });
     let c = Counter::default();
-    let reg = register_team_tools(registry(&c).flow(lead), &env);
+    let reg = register_team_tools(registry(&c).flow(lead), &team);
     for name in ["council_run", "council_wait", "council_wait_agents", "council_cancel_agent"] {
         assert!(reg.get_tool(name).is_some(), "{name} is registered");
     }
     assert!(reg.get_tool("council_controls").is_some_and(|t| t.read_only));
-    let journal = Journal::open_in_memory().unwrap();
     let report = runtime(&journal, reg).run(sel("lead"), json!(null)).await.unwrap();
-    assert_eq!(answer(&report), "did a did b | running | cancelled | invalid_task");
+    assert_eq!(answer(&report), "did a did b | run-1.3 running | cancelled | invalid_task");
+    assert_eq!(run_leader(report.run).0, "run-1");
+    let members: Vec<String> = run_team(&journal, report.run)
+        .unwrap()
+        .iter()
+        .map(|m| format!("{} {} {}", m.session_id.0, m.status, m.answer.as_deref().unwrap_or("-")))
+        .collect();
+    assert_eq!(
+        members,
+        ["run-1 idle -", "run-1.1 done did a", "run-1.2 done did b", "run-1.3 cancelled -"],
+        "the leader is idle once its last call ended with no child at work"
+    );
+}
+
+/// Waits until run `run` has a task for `target` in `status`, and returns it.
+async fn task_in(journal: &Journal, run: RunId, target: &str, status: TaskStatus) -> TaskId {
+    for _ in 0..2000 {
+        if let Ok(tasks) = journal.tasks(run)
+            && let Some(t) = tasks.iter().find(|t| t.target == target && t.status == status)
+        {
+            return t.id;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    panic!("no {target} task {status:?}");
+}
+
+/// The registry of one "process": `slow` never ends in the first, and ends at once (counting
+/// its runs) in the second; `lead` starts `slow` with run_flow and reads its result.
+fn restart_registry(c: &Counter, first: bool) -> clio_flow::Registry {
+    let runs = c.clone();
+    let slow = FnFlow::new("slow", move |task: Value, _ctx| {
+        let runs = runs.clone();
+        async move {
+            if first {
+                std::future::pending::<()>().await;
+            }
+            runs.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Ok(FlowOutput::text(format!("slow({})", task.as_str().unwrap_or(""))))
+        }
+    });
+    let lead = FnFlow::new("lead", |_t: Value, ctx| async move {
+        let started = ctx.call("run_flow", json!({ "flow": "slow", "input": "x" })).await?.value;
+        let done = wait_result(&ctx, &started["handle"]).await?;
+        Ok(FlowOutput::text(format!(
+            "{} {}",
+            done["status"].as_str().unwrap_or(""),
+            done["answer"].as_str().unwrap_or("")
+        )))
+    });
+    register_orchestration_tools(registry(c).flow(slow).flow(lead))
+}
+
+/// A run whose agent started background work with run_flow is cut off while that work
+/// runs (the process stops); a new process resumes the run, which finishes the work once,
+/// on its first task, and flow_result returns its answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn background_work_cut_off_by_a_restart_finishes_once_after_resume() {
+    let journal = Journal::open_in_memory().unwrap();
+    let first = Counter::default();
+    let config = |owner: &str| RuntimeConfig { owner: owner.into(), ..RuntimeConfig::default() };
+    let rt = Runtime::new(journal.clone(), restart_registry(&first, true), config("proc-1"));
+    let run = rt.create(sel("lead"), json!(null)).await.unwrap();
+    let driver = tokio::spawn({
+        let rt = rt.clone();
+        async move { rt.resume(run).await }
+    });
+    let slow = task_in(&journal, run, "slow", TaskStatus::Running).await;
+    // The agent has its handle and has asked about it once.
+    task_in(&journal, run, "flow_result", TaskStatus::Succeeded).await;
+    // The process stops: its run is dropped mid-flight, and the next process's journal
+    // open marks what it left running as interrupted.
+    driver.abort();
+    let _ = driver.await;
+    drop(rt);
+    journal.reconcile(&["proc-2"]).unwrap();
+    assert_eq!(journal.task(slow).unwrap().unwrap().status, TaskStatus::Interrupted);
+
+    let second = Counter::default();
+    let rt = Runtime::new(journal.clone(), restart_registry(&second, false), config("proc-2"));
+    let report = rt.resume(run).await.unwrap();
+    assert_eq!(answer(&report), "succeeded slow(x)");
+    assert_eq!((first.get(), second.get()), (0, 1), "the background flow finished once");
+    let tasks = journal.tasks(run).unwrap();
+    let slows: Vec<_> = tasks.iter().filter(|t| t.target == "slow").collect();
+    assert_eq!(slows.len(), 1, "no second task: {tasks:?}");
+    assert_eq!((slows[0].id, slows[0].status), (slow, TaskStatus::Succeeded));
+    let replay = rt.replay(run).await.unwrap();
+    assert_eq!(answer(&replay), answer(&report));
 }
