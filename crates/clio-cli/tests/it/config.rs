@@ -2,14 +2,11 @@
 //! precedence of the places models come from (`--models` > config.toml > models.toml),
 //! and the errors a bad file gets.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::path::Path;
-use std::sync::{Arc, Mutex};
 
 use insta::assert_snapshot;
 
-use crate::support::{Outcome, clio, temp_home, workspace_root};
+use crate::support::{ChatServer, Outcome, clio, temp_home, workspace_root};
 
 /// Writes a scripted provider named `name` whose model answers `answer` to anything, as
 /// the tables of a models file; the script goes beside `file`.
@@ -207,78 +204,9 @@ fn readme_config() -> String {
     block.split("```").next().unwrap().to_owned()
 }
 
-/// An OpenAI-compatible server on localhost that answers every chat completion with
-/// `answer` and keeps the request bodies.
-struct ChatServer {
-    url: String,
-    requests: Arc<Mutex<Vec<serde_json::Value>>>,
-}
-
-impl ChatServer {
-    fn start(answer: &str) -> ChatServer {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let url = format!("http://{}/v1", listener.local_addr().unwrap());
-        let requests = Arc::new(Mutex::new(Vec::new()));
-        let body = serde_json::json!({
-            "id": "chatcmpl-1", "object": "chat.completion", "model": "qwen2.5:7b",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": answer},
-                         "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 100, "completion_tokens": 5, "total_tokens": 105}
-        })
-        .to_string();
-        let kept = Arc::clone(&requests);
-        // The thread ends with the test binary.
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(stream) = stream else { continue };
-                let (kept, body) = (Arc::clone(&kept), body.clone());
-                std::thread::spawn(move || serve(stream, &kept, &body));
-            }
-        });
-        ChatServer { url, requests }
-    }
-
-    fn requests(&self) -> Vec<serde_json::Value> {
-        self.requests.lock().unwrap().clone()
-    }
-}
-
-/// Reads one HTTP request from `stream`, keeps its JSON body and answers with `body`.
-fn serve(mut stream: TcpStream, kept: &Mutex<Vec<serde_json::Value>>, body: &str) {
-    let mut reader = BufReader::new(stream.try_clone().unwrap());
-    let mut length = 0;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-            return;
-        }
-        let line = line.trim_end();
-        if line.is_empty() {
-            break;
-        }
-        if let Some((name, value)) = line.split_once(':')
-            && name.eq_ignore_ascii_case("content-length")
-        {
-            length = value.trim().parse().unwrap_or(0);
-        }
-    }
-    let mut request = vec![0; length];
-    if reader.read_exact(&mut request).is_err() {
-        return;
-    }
-    if let Ok(value) = serde_json::from_slice(&request) {
-        kept.lock().unwrap().push(value);
-    }
-    let response = format!(
-        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    let _ = stream.write_all(response.as_bytes());
-}
-
 #[test]
 fn the_readmes_config_toml_points_the_main_job_at_an_openai_compatible_server() {
-    let server = ChatServer::start("Checked: nothing to add.");
+    let server = ChatServer::start(|_| ChatServer::answer("Checked: nothing to add."));
     let home = temp_home("config-readme");
     let h = home.to_str().unwrap();
     let config = readme_config();

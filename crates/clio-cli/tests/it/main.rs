@@ -3,6 +3,7 @@
 
 mod agent;
 mod config;
+mod orchestration;
 mod plugin;
 mod readme;
 mod run;
@@ -16,6 +17,7 @@ fn no_forgotten_test_files() {
     let listed: &[&str] = &[
         "agent",
         "config",
+        "orchestration",
         "plugin",
         "readme",
         "run",

@@ -1,7 +1,13 @@
-//! Running the built `clio` binary from the workspace root and capturing what it prints.
+//! Running the built `clio` binary from the workspace root and capturing what it prints,
+//! and an OpenAI-compatible chat server on localhost for it to talk to.
 
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
 
 /// What one run of `clio` did.
 pub(crate) struct Outcome {
@@ -81,4 +87,92 @@ pub(crate) fn redact_progress(text: &str) -> String {
         out.push_str(&line);
     }
     out
+}
+
+/// Decides the assistant message a [`ChatServer`] answers a chat-completions request with.
+type Responder = dyn Fn(&Value) -> Value + Send + Sync;
+
+/// An OpenAI-compatible chat-completions server on localhost: each request is answered
+/// with the message its responder returns, and every request body is kept.
+pub(crate) struct ChatServer {
+    pub(crate) url: String,
+    requests: Arc<Mutex<Vec<Value>>>,
+}
+
+impl ChatServer {
+    /// Starts a server whose answers `respond` decides from each request body.
+    pub(crate) fn start(respond: impl Fn(&Value) -> Value + Send + Sync + 'static) -> ChatServer {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/v1", listener.local_addr().unwrap());
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let kept = Arc::clone(&requests);
+        let respond: Arc<Responder> = Arc::new(respond);
+        // The thread ends with the test binary.
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { continue };
+                let (kept, respond) = (Arc::clone(&kept), Arc::clone(&respond));
+                std::thread::spawn(move || serve(stream, &kept, &*respond));
+            }
+        });
+        ChatServer { url, requests }
+    }
+
+    /// Returns an assistant message with `text` and no tool call.
+    pub(crate) fn answer(text: &str) -> Value {
+        json!({"role": "assistant", "content": text})
+    }
+
+    /// Returns an assistant message that calls tool `name` with `arguments`.
+    pub(crate) fn tool_call(id: &str, name: &str, arguments: &Value) -> Value {
+        json!({"role": "assistant", "content": null, "tool_calls": [{
+            "id": id, "type": "function",
+            "function": {"name": name, "arguments": arguments.to_string()}
+        }]})
+    }
+
+    /// Returns the request bodies received so far, in order.
+    pub(crate) fn requests(&self) -> Vec<Value> {
+        self.requests.lock().unwrap().clone()
+    }
+}
+
+/// Reads one HTTP request from `stream`, keeps its JSON body and answers it.
+fn serve(mut stream: TcpStream, kept: &Mutex<Vec<Value>>, respond: &Responder) {
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut length = 0;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = line.split_once(':')
+            && name.eq_ignore_ascii_case("content-length")
+        {
+            length = value.trim().parse().unwrap_or(0);
+        }
+    }
+    let mut body = vec![0; length];
+    if reader.read_exact(&mut body).is_err() {
+        return;
+    }
+    let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    kept.lock().unwrap().push(request.clone());
+    let message = respond(&request);
+    let finish = if message.get("tool_calls").is_some() { "tool_calls" } else { "stop" };
+    let body = json!({
+        "id": "chatcmpl-1", "object": "chat.completion", "model": request["model"],
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": {"prompt_tokens": 100, "completion_tokens": 5, "total_tokens": 105}
+    })
+    .to_string();
+    let response = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = stream.write_all(response.as_bytes());
 }
