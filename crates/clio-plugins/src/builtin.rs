@@ -95,62 +95,175 @@ pub fn memory() -> Plugin {
     plugin
 }
 
-/// Returns the `orchestration` plugin: `run_flow`, `run_workflow`, the subagent-team
-/// tools of SPEC §8, and the `workflow` and `council` flows.
+/// Returns the `orchestration` plugin: `run_flow`, `run_workflow` and `flow_result` for
+/// background work, the subagent-team tools of SPEC §8 (`council_run`, `council_wait`,
+/// also named `council_wait_agents`, ...), and the `workflow` and `council` flows.
+///
+/// The runtime implements these tools (clio-flow's `ORCHESTRATION_TOOLS`); a clio-flow
+/// test checks that names, descriptions, read-only flags and schemas are the same here.
 pub fn orchestration() -> Plugin {
     let mut plugin = Plugin::empty("orchestration".to_owned(), version());
     plugin.description = "Flows, workflows and subagent teams.".to_owned();
-    let s = |d: &str| json!({"type": "string", "description": d});
-    plugin.tools = vec![
+    let string = json!({"type": "string"});
+    let count = json!({"type": "integer", "minimum": 0});
+    let strings = json!({"type": "array", "items": {"type": "string"}});
+    let mut tools = vec![
         tool(
             "run_flow",
-            "Start a flow as background work and get its handle.",
+            "Starts flow `flow` on `input` with `options` (and `model`) in the background and \
+             returns its handle at once; read its result later with flow_result(handle).",
             false,
             object(
-                json!({"flow": s("flow id"), "input": {}, "options": {"type": "object"}, "model": s("model")}),
+                json!({
+                    "flow": {"type": "string", "description": "The flow's id."},
+                    "input": {"description": "The flow's task."},
+                    "options": {"type": "object", "description": "The flow's options."},
+                    "model": {"type": "string", "description": "The model it runs on."},
+                }),
                 &["flow"],
             ),
         ),
         tool(
             "run_workflow",
-            "Start a workflow (a JSON DAG of steps) as background work.",
-            false,
-            object(json!({"workflow": {}, "task": {}}), &["workflow"]),
-        ),
-        tool(
-            "run",
-            "Run each task in its own subagent and wait for them.",
+            "Starts the built-in workflow flow in the background on `workflow` (steps) and \
+             `task`, within `editors`, `max_added_steps`, `max_edit_rounds`, `allowed_targets` \
+             and `approve_edits`; returns its handle at once; read its result with \
+             flow_result(handle).",
             false,
             object(
-                json!({"tasks": {"type": "array"}, "timeout_secs": {"type": "integer"}}),
+                json!({
+                    "workflow": {"type": "object", "description": "The workflow: its steps."},
+                    "task": {"description": "The task the steps share."},
+                    "editors": strings,
+                    "max_added_steps": count,
+                    "max_edit_rounds": count,
+                    "allowed_targets": strings,
+                    "approve_edits": {"type": "boolean"},
+                    "model": string,
+                }),
+                &["workflow"],
+            ),
+        ),
+        tool(
+            "flow_result",
+            "Returns how work started by run_flow or run_workflow stands: status (running, \
+             succeeded, failed, cancelled) and, once it ended, its answer or error. Does not wait.",
+            true,
+            object(json!({"handle": count}), &["handle"]),
+        ),
+    ];
+    let wait = (
+        "Wait again for subagents by session_ids (default: all your children). Same records and timeout as run.",
+        object(json!({"session_ids": strings, "timeout_secs": count}), &[]),
+    );
+    let team: Vec<(&str, &str, bool, Json)> = vec![
+        (
+            "run",
+            "Run each task in its own subagent and wait for all of them. A task is a string or a dict with task and optional model, provider, iteration_budget and context. A child on another model gets only the system prompt and its task, unless context is \"full\". Records have session_id, status, answer and question. timeout_secs defaults to 240 (max 1800). If a status is still running, call wait. lost means the child stopped without an answer.",
+            false,
+            object(
+                json!({
+                    "tasks": {"type": "array", "items": {"oneOf": [
+                        {"type": "string"},
+                        {"type": "object", "properties": {
+                            "task": string, "model": string, "provider": string,
+                            "iteration_budget": count, "context": {"enum": ["full", "task"]},
+                        }, "required": ["task"], "additionalProperties": false},
+                    ]}},
+                    "timeout_secs": count,
+                    "team": string,
+                }),
                 &["tasks"],
             ),
         ),
-        tool(
-            "wait_agents",
-            "Wait for running subagents.",
-            true,
-            object(
-                json!({"session_ids": {"type": "array"}, "timeout_secs": {"type": "integer"}}),
-                &[],
-            ),
-        ),
-        tool(
+        ("wait", wait.0, false, wait.1.clone()),
+        ("wait_agents", wait.0, false, wait.1),
+        (
             "cancel_agent",
-            "Cancel a subagent, its descendants and their queued work.",
+            "Cancel a subagent (session_id) and its descendants, including queued work. Returns its record.",
             false,
-            object(json!({"session_id": s("session")}), &["session_id"]),
+            object(json!({"session_id": string}), &["session_id"]),
         ),
-        tool(
+        (
             "ask",
-            "Ask the parent agent a question and wait for its answer.",
-            true,
+            "As a subagent, ask your parent a question and wait for the reply text. The reply is null when the parent is not running or does not reply within timeout_secs (default 600): then choose the safest option and say so in your answer.",
+            false,
+            object(json!({"question": string, "timeout_secs": count}), &["question"]),
+        ),
+        (
+            "reply",
+            "Reply text to a child (session_id) that asked you a question.",
+            false,
+            object(json!({"session_id": string, "text": string}), &["session_id", "text"]),
+        ),
+        (
+            "checkpoint",
+            "Capture the last complete model input of messages, before its in-flight tool call.",
+            false,
             object(
-                json!({"question": s("question"), "timeout_secs": {"type": "integer"}}),
-                &["question"],
+                json!({"messages": {"type": "array", "items": {"type": "object"}}}),
+                &["messages"],
             ),
+        ),
+        (
+            "claim_iteration",
+            "Reserve one model iteration of your durable budget.",
+            false,
+            object(json!({}), &[]),
+        ),
+        (
+            "stop_reason",
+            "Give the cause when claim_iteration refuses you.",
+            true,
+            object(json!({}), &[]),
+        ),
+        (
+            "controls",
+            "Whether actor controls target: leaders control their descendants; subagents themselves and their direct children.",
+            true,
+            object(json!({"actor": string, "target": string}), &["actor", "target"]),
+        ),
+        (
+            "enabled",
+            "Whether session_id (default: you) can use managed subagents.",
+            true,
+            object(json!({"session_id": string}), &[]),
+        ),
+        (
+            "require_enabled",
+            "Refuse unless session_id (default: you) can use managed subagents.",
+            false,
+            object(json!({"session_id": string}), &[]),
+        ),
+        (
+            "reconcile_orphans",
+            "Mark lost the children a dead process left queued or running, sparing those whose session, leader or ancestor live_session_ids names. Returns the count.",
+            false,
+            object(json!({"live_session_ids": strings}), &[]),
+        ),
+        (
+            "restrict_router",
+            "The router allowlist your requests are held to.",
+            true,
+            object(json!({}), &[]),
+        ),
+        (
+            "routing_change",
+            "The route command issued for you since mark before, as {preference: {provider, model}, command}, or null.",
+            true,
+            object(json!({"before": count}), &[]),
+        ),
+        (
+            "wake_allowed",
+            "Whether a message from author may automatically resume recipient.",
+            true,
+            object(json!({"author": string, "recipient": string}), &["author", "recipient"]),
         ),
     ];
+    for (name, description, read_only, schema) in team {
+        tools.push(tool(&format!("council_{name}"), description, read_only, schema));
+    }
+    plugin.tools = tools;
     plugin.flows = vec![
         FlowDecl::host("workflow", "Run a workflow of steps as a DAG."),
         FlowDecl::host("council", "Ask several members and synthesize one answer."),

@@ -308,3 +308,31 @@ async fn background_work_cut_off_by_a_restart_finishes_once_after_resume() {
     let replay = rt.replay(run).await.unwrap();
     assert_eq!(answer(&replay), answer(&report));
 }
+
+/// The built-in `orchestration` plugin declares exactly the tools the runtime gives an
+/// agent for it, with the same descriptions, read-only flags and schemas, so that the
+/// declaration and the runtime cannot drift apart again (they once named `run`, `ask`,
+/// ... against the runtime's `council_*`).
+#[test]
+fn the_declaration_matches_the_runtime_tools() {
+    use std::collections::BTreeSet;
+
+    let declared = clio_plugins::orchestration();
+    let provided = clio_flow::orchestration_tools();
+    let declared_names: BTreeSet<&str> = declared.tools.iter().map(|t| t.name.as_str()).collect();
+    let provided_names: BTreeSet<&str> = provided.iter().map(|t| t.name.as_str()).collect();
+    let listed: BTreeSet<&str> = clio_flow::ORCHESTRATION_TOOLS.into_iter().collect();
+    assert_eq!(declared_names, provided_names, "declared vs provided");
+    assert_eq!(listed, provided_names, "ORCHESTRATION_TOOLS vs provided");
+    assert_eq!(provided.len(), provided_names.len(), "a tool is provided twice");
+    for tool in &provided {
+        let decl = declared.tools.iter().find(|d| d.name == tool.name).unwrap();
+        assert_eq!(decl.description, tool.description, "{}: description", tool.name);
+        assert_eq!(decl.read_only, tool.read_only, "{}: read_only", tool.name);
+        assert_eq!(decl.input_schema, tool.schema, "{}: schema", tool.name);
+    }
+    let reg = register_orchestration_tools(clio_flow::Registry::new());
+    for name in clio_flow::ORCHESTRATION_TOOLS {
+        assert!(reg.get_tool(name).is_some(), "{name} is registered");
+    }
+}
