@@ -28,7 +28,9 @@
 
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
-use clio_journal::{Journal, RunId, SessionId, TaskId, TaskRecord, TaskStatus, TaskUpdate};
+use clio_journal::{
+    Journal, JournalError, RunId, SessionId, TaskId, TaskRecord, TaskStatus, TaskUpdate,
+};
 use serde_json::{Map, Value, json};
 use tokio::sync::Mutex as AsyncMutex;
 
@@ -427,7 +429,7 @@ pub fn register_team_tools(registry: Registry, team: &Team) -> Registry {
 /// Returns the team of run `run` as the journal holds it: its leader ([`run_leader`]),
 /// then the sessions it leads in id order (parents before their children). Empty when the
 /// run's agents never called a team tool.
-pub fn run_team(journal: &Journal, run: RunId) -> Result<Vec<SessionSummary>, FlowError> {
+pub fn run_team(journal: &Journal, run: RunId) -> Result<Vec<SessionSummary>, JournalError> {
     let leader = run_leader(run);
     let mut members: Vec<SessionSummary> = journal
         .sessions()?

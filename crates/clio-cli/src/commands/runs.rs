@@ -1,11 +1,15 @@
 //! `clio runs list|show|tree|events|export|prune`: what the journal holds about runs, for
-//! people (tables and trees) and for programs (`--json`, JSON lines).
+//! people (tables and trees) and for programs (`--json`, JSON lines). `runs tree` also
+//! shows a run's subagent team (`clio_flow::run_team`).
 
 use std::collections::BTreeMap;
 use std::io::Write;
 
 use anyhow::anyhow;
-use clio_journal::{Journal, JournalEntry, RunFilter, RunId, RunRecord, RunStatus, TaskRecord};
+use clio_flow::SessionSummary;
+use clio_journal::{
+    Journal, JournalEntry, RunFilter, RunId, RunRecord, RunStatus, SessionId, TaskRecord,
+};
 use serde_json::Value;
 
 use super::write_json;
@@ -135,16 +139,20 @@ pub(super) fn show(home: &Home, args: &RunArgs, out: &mut dyn Write) -> Result<(
     Ok(())
 }
 
-/// Draws a run's task tree.
+/// Draws a run's task tree, then its team: the subagent sessions its agents started with
+/// the orchestration plugin's team tools. `--json` gives `{"tasks": [...], "team": [...]}`.
 pub(super) fn tree(home: &Home, args: &RunArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let (journal, run) = open_run(home, args.run)?;
     let tasks = journal.tasks(run.id).map_err(journal_error)?;
+    let team = clio_flow::run_team(&journal, run.id).map_err(journal_error)?;
     if args.json {
-        let value = serde_json::to_value(&tasks).map_err(CliError::internal)?;
-        return write_json(out, &value);
+        let tasks = serde_json::to_value(&tasks).map_err(CliError::internal)?;
+        let team: Vec<Value> = team.iter().map(SessionSummary::to_json).collect();
+        return write_json(out, &serde_json::json!({ "tasks": tasks, "team": team }));
     }
     writeln!(out, "run {}  {}  {}", run.id.0, flow_label(&run.flow), status_name(run.status))?;
-    write_tree(&tasks, out)
+    write_tree(&tasks, out)?;
+    write_team(&team, out)
 }
 
 /// Lists a run's entries in order.
@@ -229,6 +237,55 @@ fn write_tree(tasks: &[TaskRecord], out: &mut dyn Write) -> Result<(), CliError>
         Ok(())
     }
     walk(None, "  ", &children, out)?;
+    Ok(())
+}
+
+/// Draws a run's team, if it has one: the leader, then each session under the one that
+/// started it, with its status, model, task and the start of its answer, question or
+/// error.
+fn write_team(team: &[SessionSummary], out: &mut dyn Write) -> Result<(), CliError> {
+    let Some(leader) = team.iter().find(|s| s.leader.is_none()) else { return Ok(()) };
+    let n = team.len() - 1;
+    writeln!(out, "team ({n} subagent{}):", if n == 1 { "" } else { "s" })?;
+    writeln!(out, "  {} leader [{}]", leader.session_id, leader.status)?;
+    let mut children: BTreeMap<&SessionId, Vec<&SessionSummary>> = BTreeMap::new();
+    for member in team {
+        if let Some(parent) = &member.parent {
+            children.entry(parent).or_default().push(member);
+        }
+    }
+    fn walk(
+        parent: &SessionId,
+        prefix: &str,
+        children: &BTreeMap<&SessionId, Vec<&SessionSummary>>,
+        out: &mut dyn Write,
+    ) -> std::io::Result<()> {
+        let Some(list) = children.get(parent) else { return Ok(()) };
+        for (i, member) in list.iter().enumerate() {
+            let last = i + 1 == list.len();
+            let branch = if last { "└─ " } else { "├─ " };
+            let mut line = format!("{prefix}{branch}{} [{}]", member.session_id, member.status);
+            if !member.model.is_empty() {
+                line.push_str(&format!(" model {}", member.model));
+            }
+            if !member.task.is_empty() {
+                line.push_str(&format!(" task \"{}\"", shorten(&member.task, 40)));
+            }
+            if let Some(answer) = &member.answer {
+                line.push_str(&format!(" answer: {}", shorten(answer, 60)));
+            } else if let Some(question) = &member.question {
+                line.push_str(&format!(" question: {}", shorten(question, 60)));
+            }
+            if let Some(error) = &member.error {
+                line.push_str(&format!(" error: {}", shorten(error, 60)));
+            }
+            writeln!(out, "{line}")?;
+            let deeper = format!("{prefix}{}", if last { "   " } else { "│  " });
+            walk(&member.session_id, &deeper, children, out)?;
+        }
+        Ok(())
+    }
+    walk(&leader.session_id, "  ", &children, out)?;
     Ok(())
 }
 

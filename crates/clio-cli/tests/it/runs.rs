@@ -252,3 +252,106 @@ fn a_newer_or_damaged_journal_is_refused_and_left_untouched() {
         .join("\n");
     assert_snapshot!(all);
 }
+
+/// Writes an agent carrying the orchestration plugin, and a scripted model on which it
+/// runs two subagents with `council_run` and then answers; the subagents answer by task.
+fn write_team_lead(home: &std::path::Path) {
+    let agent = "id = \"team_lead\"\nrole = \"Splits a task among subagents.\"\n\
+                 plugins = [\"core\", \"orchestration\"]\n";
+    std::fs::write(home.join("team_lead.toml"), agent).unwrap();
+    let models = "[[provider]]\nname = \"scripted\"\nkind = \"scripted\"\nscript = \"script.toml\"\n\n\
+                  [[model]]\naccount = \"offline\"\nid = \"demo\"\nprovider = \"scripted\"\n\
+                  capabilities = { tool_calling = true }\n";
+    std::fs::write(home.join("models.toml"), models).unwrap();
+    let script = r#"
+[[script]]
+agent = "team_lead"
+
+[[script.turn]]
+text = "Two subagents will read the files."
+tool_calls = [{ name = "council_run", arguments = { tasks = ["Summarise micrographs.txt", { task = "Summarise fatigue.csv" }] } }]
+usage = { input_tokens = 100, output_tokens = 20 }
+
+[[script.turn]]
+text = "Grain size 11 um; the S-N curve fits Basquin's law."
+usage = { input_tokens = 300, output_tokens = 15 }
+
+[[script]]
+prompt = "Summarise micrographs.txt"
+
+[[script.turn]]
+text = "Mean alpha grain size is 11 um; porosity is about 0.3 % by area."
+usage = { input_tokens = 40, output_tokens = 18 }
+
+[[script]]
+prompt = "Summarise fatigue.csv"
+
+[[script.turn]]
+text = "Eight specimens; a Basquin fit gives S = 1310 * N^-0.0575 MPa."
+usage = { input_tokens = 40, output_tokens = 19 }
+
+[[script]]
+
+[[script.turn]]
+text = "No script for this."
+"#;
+    std::fs::write(home.join("script.toml"), script).unwrap();
+}
+
+/// An agent with the orchestration plugin runs a team with `council_run` on the scripted
+/// model; `runs tree` shows the subagent sessions under their leader (the run's session),
+/// and `--json` holds them beside the tasks.
+#[test]
+fn tree_shows_the_team_a_run_started() {
+    let home = temp_home("runs-team");
+    write_team_lead(&home);
+    let h = home.to_str().unwrap();
+    let agent = home.join("team_lead.toml");
+    let models = home.join("models.toml");
+    let run = clio(&[
+        "--home",
+        h,
+        "run",
+        agent.to_str().unwrap(),
+        "--input",
+        "Summarise the batch 7 data",
+        "--models",
+        models.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.render());
+    assert_eq!(run.stdout, "Grain size 11 um; the S-N curve fits Basquin's law.\n");
+
+    let tree = clio(&["--home", h, "runs", "tree", "1"]);
+    assert_eq!(tree.code, 0, "{}", tree.render());
+    assert_snapshot!(tree.stdout);
+
+    let json = clio(&["--home", h, "runs", "tree", "1", "--json"]);
+    assert_eq!(json.code, 0, "{}", json.render());
+    let value: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    assert!(value["tasks"].as_array().is_some_and(|t| !t.is_empty()), "{value}");
+    let team: Vec<String> = value["team"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            format!(
+                "{} leader={} parent={} {} {} {}",
+                s["session_id"].as_str().unwrap_or(""),
+                s["leader"].as_str().unwrap_or("-"),
+                s["parent"].as_str().unwrap_or("-"),
+                s["status"].as_str().unwrap_or(""),
+                s["model"].as_str().unwrap_or(""),
+                s["answer"].as_str().unwrap_or("-"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        team,
+        [
+            "run-1 leader=- parent=- idle  -",
+            "run-1.1 leader=run-1 parent=run-1 done offline/demo Mean alpha grain size is 11 um; porosity is about 0.3 % by area.",
+            "run-1.2 leader=run-1 parent=run-1 done offline/demo Eight specimens; a Basquin fit gives S = 1310 * N^-0.0575 MPa.",
+        ]
+    );
+}
