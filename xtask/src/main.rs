@@ -106,11 +106,42 @@ fn bench(filter: &[String]) -> Result<(), String> {
             }
         }
     }
+    if let Some(line) = w1_against_bare_redb(&lines) {
+        println!("{line}");
+        lines.push(line);
+    }
     let path = out_dir.join("results.jsonl");
     std::fs::write(&path, lines.join("\n") + "\n")
         .map_err(|e| format!("cannot write {path:?}: {e}"))?;
     eprintln!("xtask bench: {} results in {}", lines.len(), path.display());
     Ok(())
+}
+
+/// Returns a line comparing W1's per-step cost with one bare redb commit, both measured in
+/// this bench run (the flow bench cannot use redb itself: the journal owns it), or `None`
+/// when this run did not measure both.
+fn w1_against_bare_redb(lines: &[String]) -> Option<String> {
+    let parsed: Vec<serde_json::Value> =
+        lines.iter().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    let find = |pred: &dyn Fn(&serde_json::Value) -> bool| parsed.iter().find(|v| pred(v));
+    let w1 = find(&|v| v["bench"] == "W1_sequential_steps")?["per_op_us"].as_f64()?;
+    let base = find(&|v| v["workload"] == "baselines")?;
+    let per_commit_us = |key: &str| base[key].as_f64().filter(|r| *r > 0.0).map(|r| 1e6 / r);
+    let bare = per_commit_us("bare_redb_commits_per_sec")?;
+    let bare_qr = per_commit_us("bare_redb_quick_repair_commits_per_sec")?;
+    let round = |x: f64| (x * 100.0).round() / 100.0;
+    Some(
+        serde_json::json!({
+            "bench": "W1_vs_bare_redb",
+            "w1_per_step_us": w1,
+            "bare_redb_commit_us": round(bare),
+            "bare_redb_quick_repair_commit_us": round(bare_qr),
+            "ratio": round(w1 / bare),
+            "ratio_to_quick_repair": round(w1 / bare_qr),
+            "goal_ratio": 1.3,
+        })
+        .to_string(),
+    )
 }
 
 /// Returns (package, target) for every bench target (`kind` = "bench"), or every test

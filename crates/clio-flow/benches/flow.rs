@@ -4,7 +4,9 @@
 //! - `baseline`: the journal's own single durable append, 1,000 times in a row (clio-flow
 //!   may not depend on redb, so a bare redb loop lives in clio-journal's bench; this is the
 //!   cost of one durable commit through the journal);
-//! - W1: 1,000 sequential no-op `ctx.step`s;
+//! - W1: 1,000 sequential no-op `ctx.step`s, with the journal's quick repair on (the
+//!   default) and off; `cargo xtask bench` compares it with a bare redb commit measured by
+//!   the journal bench of the same run;
 //! - W2: a 1,000-way `gather` of no-op tool calls;
 //! - W3: the 1,000-step workflow DAG (10 layers × 100, each step waiting on 2 of the layer
 //!   before) with no-op tool targets, given as the run's input; W3b the same workflow
@@ -167,22 +169,24 @@ async fn benches(dir: &Path) {
     let base_ms = if want("baseline") || want("W1") { baseline(dir) } else { 0.0 };
 
     if want("W1") {
-        // W1.
-        let journal = open(&dir.join("w1.redb"), Durability::Immediate);
-        let t = instant();
-        let r = rt(&journal, registry())
-            .run(selection("steps", json!({})), Value::Null)
-            .await
-            .expect("w1");
-        let ms = t.elapsed().as_secs_f64() * 1000.0;
-        ok(&r.outcome);
-        report(
-            "W1_sequential_steps",
-            1_000,
-            ms,
-            json!({ "ratio_to_baseline": ((ms / base_ms) * 100.0).round() / 100.0 }),
-        );
-        drop(journal);
+        // W1, on the default journal (quick repair on: two flushes per commit), then with
+        // quick repair off (one flush, as a bare redb commit).
+        for (name, quick_repair) in
+            [("W1_sequential_steps", true), ("W1_sequential_steps_no_quick_repair", false)]
+        {
+            let path = dir.join(format!("{name}.redb"));
+            let config = JournalConfig { quick_repair, ..JournalConfig::default() };
+            let journal = Journal::open(&path, config).expect("journal opens");
+            let t = instant();
+            let r = rt(&journal, registry())
+                .run(selection("steps", json!({})), Value::Null)
+                .await
+                .expect("w1");
+            let ms = t.elapsed().as_secs_f64() * 1000.0;
+            ok(&r.outcome);
+            let ratio = ((ms / base_ms) * 100.0).round() / 100.0;
+            report(name, 1_000, ms, json!({ "ratio_to_baseline": ratio }));
+        }
     }
 
     if want("W2") {

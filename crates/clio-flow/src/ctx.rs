@@ -15,7 +15,7 @@ use std::future::Future;
 use std::panic::Location;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use clio_journal::{EntryKind, NewEntry, RunId, TaskId, TaskKind, TaskStatus};
+use clio_journal::{EntryKind, NewEntry, Pending, RunId, TaskId, TaskKind, TaskStatus};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
@@ -211,7 +211,7 @@ impl Ctx {
         async move {
             let cmd = Command::Step { name: name.to_owned() };
             let identity = self.identity(site, &cmd.to_json(), "");
-            let value = self.recorded_or_run(identity.clone(), cmd, EntryKind::Step, f).await?;
+            let value = self.recorded_or_run(identity.clone(), &cmd, EntryKind::Step, f).await?;
             serde_json::from_value(value)
                 .map_err(|e| FlowError::StepFailed { identity, message: e.to_string() })
         }
@@ -220,7 +220,7 @@ impl Ctx {
     async fn recorded_or_run<T, F, Fut>(
         &self,
         identity: String,
-        cmd: Command,
+        cmd: &Command,
         kind: EntryKind,
         f: F,
     ) -> Result<Value, FlowError>
@@ -282,13 +282,22 @@ impl Ctx {
     pub(crate) async fn log(&self, key: &str, value: Value) -> Result<(), FlowError> {
         let id = format!("{}key:{key}", self.scope.prefix);
         let cmd = Command::Event { event: value.clone() };
-        self.recorded_or_run(id, cmd, EntryKind::Event, || async move { Ok(value) }).await?;
+        self.recorded_or_run(id, &cmd, EntryKind::Event, || async move { Ok(value) }).await?;
         Ok(())
     }
 
-    /// Records each `(key, value)` in this scope in one durable commit, skipping keys the
-    /// journal already holds.
-    pub(crate) async fn log_many(&self, items: Vec<(String, Value)>) -> Result<(), FlowError> {
+    /// Sends each `(key, value)` of this scope to the journal, skipping keys it already
+    /// holds, as one write whose commit it does not wait for; `None` when there was nothing
+    /// new to record.
+    ///
+    /// The journal commits in the order writes are sent, so any write sent after this one
+    /// (a call's task, say) is durable only once this one is: a caller may act on what it
+    /// logged before the commit, provided every durable consequence goes through the same
+    /// journal, and awaits the returned write later to learn whether it failed.
+    pub(crate) fn submit_log_many(
+        &self,
+        items: Vec<(String, Value)>,
+    ) -> Result<Option<Pending<Vec<u64>>>, FlowError> {
         let mut entries = Vec::with_capacity(items.len());
         for (key, value) in items {
             let id = format!("{}key:{key}", self.scope.prefix);
@@ -313,13 +322,9 @@ impl Ctx {
             entries.push(entry);
         }
         if entries.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
-        let _busy = self.run.activity.busy();
-        let journal = self.run.rt.journal.clone();
-        let run = self.run.run;
-        journal.nonblocking().append_batch(run, entries).await?;
-        Ok(())
+        Ok(Some(self.run.rt.journal.nonblocking().append_batch(self.run.run, entries)))
     }
 
     /// Returns the time in milliseconds since the Unix epoch, read once and recorded.
@@ -330,7 +335,7 @@ impl Ctx {
             let cmd = Command::Step { name: "now".into() };
             let identity = self.identity(site, &cmd.to_json(), "");
             let v = self
-                .recorded_or_run(identity, cmd, EntryKind::Step, || async {
+                .recorded_or_run(identity, &cmd, EntryKind::Step, || async {
                     Ok(crate::clock::now_ms())
                 })
                 .await?;
@@ -345,7 +350,7 @@ impl Ctx {
         async move {
             let cmd = Command::Event { event };
             let identity = self.identity(site, &cmd.to_json(), "");
-            self.recorded_or_run(identity.clone(), cmd.clone(), EntryKind::Event, || async {
+            self.recorded_or_run(identity.clone(), &cmd, EntryKind::Event, || async {
                 Ok(Value::Null)
             })
             .await?;
@@ -365,7 +370,7 @@ impl Ctx {
         async move {
             let identity = self.identity(site, &json!({ "command": "publish" }), "");
             let cmd = Command::Publish { view };
-            self.recorded_or_run(identity.clone(), cmd.clone(), EntryKind::View, || async {
+            self.recorded_or_run(identity.clone(), &cmd, EntryKind::View, || async {
                 Ok(Value::Null)
             })
             .await?;
@@ -490,7 +495,7 @@ impl Ctx {
             let identity = self.identity(site, &cmd.to_json(), &key);
             let journal = self.run.rt.journal.clone();
             let run = self.run.run;
-            self.recorded_or_run(identity, cmd, EntryKind::PermissionReceipt, || async move {
+            self.recorded_or_run(identity, &cmd, EntryKind::PermissionReceipt, || async move {
                 let entries = blocking(move || journal.entries(run)).await?;
                 let receipts: Vec<Value> = entries
                     .into_iter()

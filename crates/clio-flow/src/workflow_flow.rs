@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 
+use clio_journal::Pending;
 use clio_workflow::{
     Action, Bounds, EditorCall, Event, Outcome, Proposal, RunConfig, Scheduler, TargetKind,
     Workflow,
@@ -122,9 +123,14 @@ async fn run(input: Value, ctx: Ctx) -> Result<FlowOutput, FlowError> {
     // How many events of each piece of work were applied from the log.
     let mut consumed: HashMap<String, usize> = HashMap::new();
     let mut n: u64 = 0;
-    // A large workflow publishes its view about ten times over the run, a small one at every event.
+    // A small workflow publishes its view at every event; a large one (whose view costs a
+    // few milliseconds to build and record) about every quarter of its events, and at the end.
     let n_steps = sched.snapshot().len() as u64;
-    let publish_every = if n_steps <= 50 { 1 } else { (n_steps * 2 / 10).max(1) };
+    let publish_every = if n_steps <= 50 { 1 } else { (n_steps * 2 / 4).max(1) };
+    // The last batch of events sent to the journal and not yet confirmed. The scheduler
+    // applies events before their commit: the journal commits in order, so the calls it
+    // launches next become durable only after the events that led to them.
+    let mut unconfirmed: Option<Pending<Vec<u64>>> = None;
     loop {
         for action in sched.take_actions() {
             live.push(launch(&ctx, action, &model));
@@ -171,7 +177,10 @@ async fn run(input: Value, ctx: Ctx) -> Result<FlowOutput, FlowError> {
                         )
                     })
                     .collect();
-                ctx.log_many(items).await?;
+                let sent = ctx.submit_log_many(items)?;
+                if let Some(earlier) = std::mem::replace(&mut unconfirmed, sent) {
+                    earlier.await?;
+                }
                 events
             }
         };
@@ -182,6 +191,9 @@ async fn run(input: Value, ctx: Ctx) -> Result<FlowOutput, FlowError> {
                 ctx.publish(json!({ "workflow": view(&sched) })).await?;
             }
         }
+    }
+    if let Some(last) = unconfirmed.take() {
+        last.await?;
     }
     // Work the scheduler no longer waits for (a started step whose result it has) settles here.
     while live.next().await.is_some() {}
