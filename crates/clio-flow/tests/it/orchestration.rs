@@ -336,3 +336,34 @@ fn the_declaration_matches_the_runtime_tools() {
         assert!(reg.get_tool(name).is_some(), "{name} is registered");
     }
 }
+
+/// A run resumed by another process finds its leader left by the old one (`lost` after
+/// reconcile): the new process's first team call makes it running again under its own
+/// name, and its last call leaves it idle.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_process_takes_the_leader_of_a_resumed_run_back() {
+    use clio_flow::{SubagentOutcome, Team, TeamConfig};
+    use clio_journal::{SessionId, SessionStatus};
+
+    let journal = Journal::open_in_memory().unwrap();
+    let team = |owner: &str| {
+        let config = TeamConfig { owner: owner.into(), ..TeamConfig::default() };
+        Team::new(
+            journal.clone(),
+            |job: clio_flow::SubagentJob| async move { SubagentOutcome::Answer(job.task) },
+            config,
+        )
+    };
+    let leader = SessionId("run-7".into());
+    let old = team("proc-1");
+    old.begin_leading(&leader).await.unwrap();
+    // proc-1 stops in the middle of a call; the next journal open marks its leader lost.
+    journal.reconcile(&["proc-2"]).unwrap();
+    assert_eq!(journal.session(&leader).unwrap().unwrap().status, SessionStatus::Lost);
+
+    let new = team("proc-2");
+    let rec = new.begin_leading(&leader).await.unwrap();
+    assert_eq!((rec.status, rec.owner.as_str()), (SessionStatus::Running, "proc-2"));
+    new.end_leading(&leader).await.unwrap();
+    assert_eq!(journal.session(&leader).unwrap().unwrap().status, SessionStatus::Idle);
+}
