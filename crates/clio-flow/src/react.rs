@@ -79,6 +79,9 @@ struct Tools {
     deferred: Vec<ToolSpec>,
     loaded: BTreeSet<String>,
     search_is_builtin: bool,
+    /// Every tool the loop was given, hidden ones included (the gate refuses those with
+    /// their own reason); a name outside it is not the agent's to call.
+    given: BTreeSet<String>,
 }
 
 impl Tools {
@@ -97,7 +100,8 @@ impl Tools {
             }
         }
         let search_is_builtin = !tools.iter().any(|t| t.name == SEARCH_TOOLS);
-        Tools { listed, deferred, loaded: BTreeSet::new(), search_is_builtin }
+        let given = tools.iter().map(|t| t.name.clone()).collect();
+        Tools { listed, deferred, loaded: BTreeSet::new(), search_is_builtin, given }
     }
 
     fn specs(&self) -> Vec<ToolSpec> {
@@ -130,6 +134,10 @@ impl Tools {
 
     fn is_search(&self, name: &str) -> bool {
         self.search_is_builtin && name == SEARCH_TOOLS
+    }
+
+    fn is_given(&self, name: &str) -> bool {
+        self.given.contains(name)
     }
 
     fn is_unloaded(&self, name: &str) -> bool {
@@ -424,6 +432,15 @@ async fn converse(req: &WorkerRequest, session_context: String) -> Result<Worker
                     .step(&format!("search_tools:{iteration}:{n}"), || async move { Ok(found) })
                     .await?;
                 (tools.load(&found), true)
+            } else if !tools.is_given(&call.name) {
+                // Without this, a model could name any flow, subagent or tool of the
+                // registry and the call would resolve to it.
+                let err = FlowError::CallRefused {
+                    handle: None,
+                    refusal: "tool_not_offered".into(),
+                    message: format!("tool {} is not one of this agent's tools", call.name),
+                };
+                (json!({ "error": err.to_json() }).to_string(), false)
             } else if tools.is_unloaded(&call.name) {
                 let err = FlowError::CallRefused {
                     handle: None,

@@ -649,3 +649,32 @@ async fn a_plugin_folder_brings_its_hooks_and_tool_options() {
     assert_eq!(results[1], r#"{"written":true}"#);
     assert_eq!(receipts(&report)[0]["layer"], "hook guarded/no-secrets");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_cannot_call_what_its_agent_was_not_given() {
+    // `worker` (the subagent itself) and `agent` (a flow) resolve as targets of the
+    // registry; neither is one of the agent's tools, so the model may not call them.
+    let setup = Setup {
+        tools: vec![allowed(tool("look", &runs()))],
+        hooks: Vec::new(),
+        settings: PermissionSettings::default(),
+        script: script(&[
+            ("worker", json!({ "task": "again" })),
+            ("agent", json!({})),
+            ("nonexistent", json!({})),
+        ]),
+    };
+    let ran = run(&setup).await;
+    assert_eq!(answer(&ran.report), "done");
+    let results = ran.recorder.tool_results();
+    assert_eq!(results.len(), 3, "{results:?}");
+    for (result, name) in results.iter().zip(["worker", "agent", "nonexistent"]) {
+        assert!(result.contains("tool_not_offered"), "{result}");
+        assert!(result.contains(&format!("tool {name} is not one of this agent's tools")));
+    }
+    let tasks = ran.journal.tasks(ran.report.run).unwrap();
+    let count = |target: &str| tasks.iter().filter(|t| t.target == target).count();
+    assert_eq!(count("worker"), 1, "only the flow's own call of the subagent");
+    assert!(count("agent") <= 1, "the run's flow at most, never a second one");
+    assert_eq!(count("nonexistent"), 0);
+}
