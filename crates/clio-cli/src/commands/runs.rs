@@ -1,6 +1,7 @@
 //! `clio runs list|show|tree|events|export|prune`: what the journal holds about runs, for
-//! people (tables and trees) and for programs (`--json`, JSON lines). `runs tree` also
-//! shows a run's subagent team (`clio_flow::run_team`).
+//! people (tables and trees) and for programs (`--json`, JSON lines). `runs show` and
+//! `runs tree` also show a run's subagent team (`clio_flow::run_team`, drawn by
+//! `write_team`).
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -98,13 +99,17 @@ pub(super) fn list(home: &Home, args: &RunsListArgs, out: &mut dyn Write) -> Res
     Ok(())
 }
 
-/// Shows one run: its record, tasks and entries.
+/// Shows one run: its record, tasks, team (as `runs tree` draws it) and entries.
+/// `--json` gives `{"run": ..., "tasks": [...], "team": [...], "entries": [...]}`.
 pub(super) fn show(home: &Home, args: &RunArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let (journal, run) = open_run(home, args.run)?;
     let tasks = journal.tasks(run.id).map_err(journal_error)?;
+    let team = clio_flow::run_team(&journal, run.id).map_err(journal_error)?;
     let entries = journal.entries(run.id).map_err(journal_error)?;
     if args.json {
-        let value = serde_json::json!({ "run": run, "tasks": tasks, "entries": entries });
+        let team: Vec<Value> = team.iter().map(SessionSummary::to_json).collect();
+        let value =
+            serde_json::json!({ "run": run, "tasks": tasks, "team": team, "entries": entries });
         return write_json(out, &value);
     }
     writeln!(out, "run {}  {}  {}", run.id.0, flow_label(&run.flow), status_name(run.status))?;
@@ -121,6 +126,7 @@ pub(super) fn show(home: &Home, args: &RunArgs, out: &mut dyn Write) -> Result<(
     }
     writeln!(out, "tasks ({}):", tasks.len())?;
     write_tree(&tasks, out)?;
+    write_team(&team, out)?;
     writeln!(out, "entries ({}):", entries.len())?;
     for entry in &entries {
         write_entry(entry, out)?;

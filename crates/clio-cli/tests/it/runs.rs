@@ -298,9 +298,32 @@ text = "No script for this."
     std::fs::write(home.join("script.toml"), script).unwrap();
 }
 
+/// Returns the `team` array of a `runs tree --json` or `runs show --json`, one line per
+/// session.
+fn team_lines(json: &str) -> Vec<String> {
+    let value: serde_json::Value = serde_json::from_str(json).unwrap();
+    value["team"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no team array in {value}"))
+        .iter()
+        .map(|s| {
+            format!(
+                "{} leader={} parent={} {} {} {}",
+                s["session_id"].as_str().unwrap_or(""),
+                s["leader"].as_str().unwrap_or("-"),
+                s["parent"].as_str().unwrap_or("-"),
+                s["status"].as_str().unwrap_or(""),
+                s["model"].as_str().unwrap_or(""),
+                s["answer"].as_str().unwrap_or("-"),
+            )
+        })
+        .collect()
+}
+
 /// An agent with the orchestration plugin runs a team with `council_run` on the scripted
 /// model; `runs tree` shows the subagent sessions under their leader (the run's session),
-/// and `--json` holds them beside the tasks.
+/// and `--json` holds them beside the tasks. `runs show` draws the same team between the
+/// tasks and the entries, and its `--json` has the same `team` array.
 #[test]
 fn tree_shows_the_team_a_run_started() {
     let home = temp_home("runs-team");
@@ -330,22 +353,7 @@ fn tree_shows_the_team_a_run_started() {
     assert_eq!(json.code, 0, "{}", json.render());
     let value: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
     assert!(value["tasks"].as_array().is_some_and(|t| !t.is_empty()), "{value}");
-    let team: Vec<String> = value["team"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| {
-            format!(
-                "{} leader={} parent={} {} {} {}",
-                s["session_id"].as_str().unwrap_or(""),
-                s["leader"].as_str().unwrap_or("-"),
-                s["parent"].as_str().unwrap_or("-"),
-                s["status"].as_str().unwrap_or(""),
-                s["model"].as_str().unwrap_or(""),
-                s["answer"].as_str().unwrap_or("-"),
-            )
-        })
-        .collect();
+    let team = team_lines(&json.stdout);
     assert_eq!(
         team,
         [
@@ -354,4 +362,13 @@ fn tree_shows_the_team_a_run_started() {
             "run-1.2 leader=run-1 parent=run-1 done offline/demo Eight specimens; a Basquin fit gives S = 1310 * N^-0.0575 MPa.",
         ]
     );
+
+    let show = clio(&["--home", h, "runs", "show", "1"]);
+    assert_eq!(show.code, 0, "{}", show.render());
+    assert!(show.stdout.contains(&tree.stdout[tree.stdout.find("team (").unwrap()..]));
+    assert_snapshot!("show_shows_the_team_a_run_started", redact_times(&show.stdout));
+
+    let show_json = clio(&["--home", h, "runs", "show", "1", "--json"]);
+    assert_eq!(show_json.code, 0, "{}", show_json.render());
+    assert_eq!(team_lines(&show_json.stdout), team);
 }
