@@ -139,7 +139,9 @@ fn trusted(store: &Store, plugin: &Plugin, folder: &Path) -> Result<bool, CliErr
 }
 
 /// Builds the runtime a launch describes: the journal, the built-in and basic tools, the
-/// plugins (passed folders, and an agent's installed plugins), the models.
+/// plugins (passed folders, and an agent's installed plugins), the models. The agent is
+/// offered the basic tools, `run_code`, its plugins' tools and the built-in tools they
+/// claim (`[[native_tools]]`), and the orchestration tools when it carries that plugin.
 pub(crate) fn runtime(home: &Home, launch: &Launch, journal: Journal) -> Result<Runtime, CliError> {
     let workspace = clio_flow::Workspace::new(launch.workspace.clone());
     let mut registry = register_basic_tools(Registry::new(), workspace.clone());
@@ -188,7 +190,9 @@ pub(crate) fn runtime(home: &Home, launch: &Launch, journal: Journal) -> Result<
                 .hint(format!("`clio plugin check {}` lists every problem", folder.display()))
         })?;
         let is_trusted = trusted(&store, &plugin, folder)?;
-        tool_names.extend(plugin.tools.iter().map(|t| t.name.clone()));
+        // Its own tools and the built-in ones it claims with `[[native_tools]]`, as a
+        // subagent of the plugin gets them.
+        tool_names.extend(plugin.tool_names().map(str::to_owned));
         registry = register_plugin(registry, &plugin, is_trusted, &workspace)
             .map_err(|e| CliError::user(anyhow!("{e}")))?;
     }
@@ -204,6 +208,10 @@ pub(crate) fn runtime(home: &Home, launch: &Launch, journal: Journal) -> Result<
         if spec.plugin_refs().iter().any(|r| r.id() == "orchestration") {
             tool_names.extend(clio_flow::ORCHESTRATION_TOOLS.iter().map(|t| (*t).to_owned()));
         }
+        // A tool named twice (a claimed basic tool, `run_code` or orchestration tool) is
+        // offered once.
+        let mut seen = std::collections::BTreeSet::new();
+        tool_names.retain(|name| seen.insert(name.clone()));
         worker.tools = tool_names;
         worker.requires = *spec.requires();
         worker.model = spec.prefers().model.clone();

@@ -3,6 +3,7 @@
 
 mod agent;
 mod config;
+mod native_tools;
 mod orchestration;
 mod plugin;
 mod readme;
@@ -17,6 +18,7 @@ fn no_forgotten_test_files() {
     let listed: &[&str] = &[
         "agent",
         "config",
+        "native_tools",
         "orchestration",
         "plugin",
         "readme",
