@@ -385,6 +385,10 @@ impl Runtime {
             steps_run: state.steps_run(),
             outcome: outcome.clone(),
         };
+        let cancelled = state.is_cancelled();
+        // The records loaded for replay (every entry of the run, decoded) take a while to
+        // free; the caller need not wait for that.
+        drop(tokio::task::spawn_blocking(move || drop(state)));
         if replay_only {
             return Ok(report);
         }
@@ -407,7 +411,6 @@ impl Runtime {
             }
         };
         let journal = self.inner.journal.clone();
-        let cancelled = state.is_cancelled();
         let update = if cancelled {
             RunUpdate { status: Some(RunStatus::Cancelled), ..RunUpdate::default() }
         } else {
