@@ -351,19 +351,12 @@ impl Runtime {
             return Err(FlowError::FlowReplayMismatch { differs });
         }
         if !replay_only {
-            let journal = self.inner.journal.clone();
-            let owner = self.inner.config.owner.clone();
-            blocking(move || {
-                journal.update_run(
-                    run,
-                    RunUpdate {
-                        status: Some(RunStatus::Running),
-                        owner: Some(owner),
-                        ..RunUpdate::default()
-                    },
-                )
-            })
-            .await?;
+            let update = RunUpdate {
+                status: Some(RunStatus::Running),
+                owner: Some(self.inner.config.owner.clone()),
+                ..RunUpdate::default()
+            };
+            self.inner.journal.nonblocking().update_run(run, update).await?;
         }
         let state = RunState::load(
             Arc::clone(&self.inner),
