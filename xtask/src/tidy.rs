@@ -35,6 +35,7 @@ const OWNED_DEPENDENCIES: &[(&str, &[&str])] = &[
     ("semver", &["clio-spec", "clio-plugins"]),
     ("rmcp", &["clio-flow"]),
     ("reqwest", &["clio-flow"]),
+    ("indicatif", &["clio-cli"]),
 ];
 
 /// Crates that must not reach tokio through their normal dependencies.

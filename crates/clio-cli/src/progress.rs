@@ -1,73 +1,214 @@
 //! Live progress of a run: the tasks it started, their states, models, tokens and elapsed
 //! times, read from the journal while the run goes.
 //!
-//! On a terminal the task tree is redrawn in place; otherwise each change is one plain
-//! line, which logs and pipes can keep.
+//! On a terminal the task tree is drawn with indicatif: a header bar, then one bar per task
+//! in tree order, indented by depth; a task's bar shows a spinner and its elapsed time
+//! while it is active, and is finished with its final line (✓, ✗, ⊘) when it ends.
+//! Otherwise each change is one plain line, which logs and pipes can keep.
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use clio_journal::{Journal, RunId, TaskRecord, TaskStatus};
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 /// Draws a run's progress on a stream.
 pub(crate) struct Progress {
     journal: Journal,
     run: RunId,
-    tty: bool,
     started: Instant,
-    // The last state shown of each task, to print only changes in plain mode.
-    shown: BTreeMap<u64, (TaskStatus, u64)>,
-    // How many lines the last drawing took, to redraw over it on a terminal.
-    drawn: usize,
+    how: Drawing,
+}
+
+/// How progress is shown: plain lines on the given stream, or a tree of bars on stderr.
+enum Drawing {
+    Lines {
+        // The last state shown of each task, to print only changes.
+        shown: BTreeMap<u64, (TaskStatus, u64)>,
+    },
+    Tree(Box<Tree>),
 }
 
 impl Progress {
-    /// Starts showing run `run`; `tty` chooses the redrawn tree over plain lines.
+    /// Starts showing run `run`; `tty` chooses the tree of bars over plain lines.
+    ///
+    /// The tree is drawn on the process's stderr; when indicatif would draw nothing there
+    /// (`TERM=dumb`, say), progress falls back to plain lines.
     pub(crate) fn new(journal: Journal, run: RunId, tty: bool) -> Progress {
-        Progress { journal, run, tty, started: Instant::now(), shown: BTreeMap::new(), drawn: 0 }
+        let tree = if tty { Tree::on(ProgressDrawTarget::stderr()) } else { None };
+        let how = match tree {
+            Some(tree) => Drawing::Tree(Box::new(tree)),
+            None => Drawing::Lines { shown: BTreeMap::new() },
+        };
+        Progress { journal, run, started: Instant::now(), how }
     }
 
-    /// Shows what changed since the last call.
+    /// Shows what changed since the last call: plain lines go to `out`, the tree to stderr.
     pub(crate) fn tick(&mut self, out: &mut dyn Write) {
         // Progress is best effort: a failed read or write must not stop the run.
         let Ok(tasks) = self.journal.tasks(self.run) else { return };
-        let _ = if self.tty { self.redraw(&tasks, out) } else { self.lines(&tasks, out) };
-    }
-
-    fn lines(&mut self, tasks: &[TaskRecord], out: &mut dyn Write) -> std::io::Result<()> {
-        let elapsed = self.started.elapsed().as_secs_f64();
-        for task in tasks {
-            let tokens = task.input_tokens + task.output_tokens;
-            let now = (task.status, tokens);
-            if self.shown.get(&task.id.0) == Some(&now) {
-                continue;
+        let elapsed = self.started.elapsed();
+        match &mut self.how {
+            Drawing::Lines { shown } => {
+                let _ = lines(shown, elapsed, &tasks, out);
             }
-            self.shown.insert(task.id.0, now);
-            writeln!(out, "[{elapsed:6.1}s] {}", describe(task))?;
+            Drawing::Tree(tree) => tree.update(&header(self.run, elapsed, tasks.len()), &tasks),
         }
-        Ok(())
     }
 
-    fn redraw(&mut self, tasks: &[TaskRecord], out: &mut dyn Write) -> std::io::Result<()> {
-        let mut lines = vec![format!(
-            "run {} — {:.1}s — {} task(s)",
-            self.run.0,
-            self.started.elapsed().as_secs_f64(),
-            tasks.len()
-        )];
-        tree_lines(tasks, &mut lines);
-        if self.drawn > 0 {
-            // Move up over the last drawing and clear it.
-            write!(out, "\x1b[{}A\x1b[J", self.drawn)?;
+    /// Ends the drawing before anything else is printed: after a run, the tree stays on the
+    /// screen in its last state (active tasks keep their line, frozen); after an interrupt
+    /// the terminal keeps what was last drawn and nothing more is drawn, so the `^C` the
+    /// terminal echoes and the resume hint that follows land below it.
+    pub(crate) fn finish(self, interrupted: bool) {
+        let Drawing::Tree(tree) = self.how else { return };
+        if interrupted {
+            tree.stop();
+            return;
         }
-        for line in &lines {
-            writeln!(out, "{line}")?;
-        }
-        out.flush()?;
-        self.drawn = lines.len();
-        Ok(())
+        let tasks = self.journal.tasks(self.run).unwrap_or_default();
+        tree.close(&header(self.run, self.started.elapsed(), tasks.len()));
     }
+}
+
+/// Prints a plain line for each task whose state or tokens changed since last shown.
+fn lines(
+    shown: &mut BTreeMap<u64, (TaskStatus, u64)>,
+    elapsed: Duration,
+    tasks: &[TaskRecord],
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    let elapsed = elapsed.as_secs_f64();
+    for task in tasks {
+        let tokens = task.input_tokens + task.output_tokens;
+        let now = (task.status, tokens);
+        if shown.get(&task.id.0) == Some(&now) {
+            continue;
+        }
+        shown.insert(task.id.0, now);
+        writeln!(out, "[{elapsed:6.1}s] {}", describe(task))?;
+    }
+    Ok(())
+}
+
+/// The first line of the tree: the run, the time since progress started, the task count.
+fn header(run: RunId, elapsed: Duration, tasks: usize) -> String {
+    format!("run {} — {:.1}s — {tasks} task(s)", run.0, elapsed.as_secs_f64())
+}
+
+/// The tree of bars on stderr: a header, then one bar per task in tree order.
+///
+/// Bars are advanced by [`Progress::tick`], not by indicatif's steady-tick threads: the
+/// CLI holds stderr's lock for the whole command, and a drawing thread would wait on it.
+struct Tree {
+    multi: MultiProgress,
+    header: ProgressBar,
+    // The tasks' bars, in the order they are drawn.
+    bars: Vec<TaskBar>,
+    active: ProgressStyle,
+    still: ProgressStyle,
+}
+
+/// A task's bar, and whether it has the active style (spinner and elapsed time).
+struct TaskBar {
+    task: u64,
+    bar: ProgressBar,
+    active: bool,
+}
+
+impl Tree {
+    /// Returns a tree drawn on `target`, or `None` if indicatif would draw nothing there.
+    fn on(target: ProgressDrawTarget) -> Option<Tree> {
+        let multi = MultiProgress::with_draw_target(target);
+        if multi.is_hidden() {
+            return None;
+        }
+        // Both templates are constants; a bad one falls back to indicatif's own.
+        let still = ProgressStyle::with_template("{msg}").unwrap_or_else(|_| plain_style());
+        let active = ProgressStyle::with_template("{msg} {spinner} {elapsed}")
+            .unwrap_or_else(|_| plain_style());
+        let header = multi.add(ProgressBar::new_spinner().with_style(still.clone()));
+        Some(Tree { multi, header, bars: Vec::new(), active, still })
+    }
+
+    /// Brings the bars in line with `tasks`.
+    fn update(&mut self, header: &str, tasks: &[TaskRecord]) {
+        let rows = tree_rows(tasks);
+        let order: Vec<u64> = rows.iter().map(|(_, task)| task.id.0).collect();
+        let drawn: Vec<u64> = self.bars.iter().map(|b| b.task).collect();
+        if !keeps_order(&drawn, &order) {
+            // A task moved (its parent showed up late): draw the tree anew.
+            for b in self.bars.drain(..) {
+                self.multi.remove(&b.bar);
+            }
+        }
+        self.header.set_message(header.to_owned());
+        let now = now_ms();
+        let mut previous = self.header.clone();
+        for (i, (depth, task)) in rows.iter().enumerate() {
+            if self.bars.get(i).is_none_or(|b| b.task != task.id.0) {
+                // Its elapsed time counts from the task's creation, which may be in an
+                // earlier process for a resumed run.
+                let age = Duration::from_millis(now.saturating_sub(task.created_at_ms));
+                let bar = ProgressBar::new_spinner().with_style(self.still.clone());
+                let bar = self.multi.insert_after(&previous, bar.with_elapsed(age));
+                self.bars.insert(i, TaskBar { task: task.id.0, bar, active: false });
+            }
+            let b = &mut self.bars[i];
+            if !b.bar.is_finished() {
+                let line = task_line(*depth, task);
+                if task.status.is_terminal() {
+                    b.bar.set_style(self.still.clone());
+                    b.bar.finish_with_message(line);
+                } else {
+                    // Queued, running or awaiting input: a spinner and the time so far;
+                    // interrupted (it may come back on resume): the line alone.
+                    let active = task.status.is_active();
+                    if active != b.active {
+                        b.active = active;
+                        b.bar.set_style(if active { &self.active } else { &self.still }.clone());
+                    }
+                    b.bar.set_message(line);
+                    b.bar.tick();
+                }
+            }
+            previous = b.bar.clone();
+        }
+    }
+
+    /// Leaves the tree on the screen in its last state, the cursor below it.
+    fn close(self, header: &str) {
+        for b in &self.bars {
+            if !b.bar.is_finished() {
+                b.bar.abandon();
+            }
+        }
+        self.header.finish_with_message(header.to_owned());
+    }
+
+    /// Draws nothing more: the screen keeps the last drawing as it is.
+    fn stop(self) {
+        self.multi.set_draw_target(ProgressDrawTarget::hidden());
+    }
+}
+
+fn plain_style() -> ProgressStyle {
+    ProgressStyle::default_spinner()
+}
+
+/// Whether the tasks already drawn, in their drawn order, keep that order in `order`, so
+/// that new bars can be slotted in between them.
+fn keeps_order(drawn: &[u64], order: &[u64]) -> bool {
+    let mut rest = order.iter();
+    drawn.iter().all(|id| rest.any(|o| o == id))
+}
+
+/// Milliseconds since the Unix epoch, the journal's clock, to age a task's bar.
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 fn glyph(status: TaskStatus) -> &'static str {
@@ -122,18 +263,30 @@ pub(crate) fn children_by_parent(tasks: &[TaskRecord]) -> BTreeMap<Option<u64>, 
     children
 }
 
-fn tree_lines(tasks: &[TaskRecord], lines: &mut Vec<String>) {
+/// The tasks in tree order (each task after its parent, children in journal order), with
+/// their depth: 0 for a root.
+fn tree_rows(tasks: &[TaskRecord]) -> Vec<(usize, &TaskRecord)> {
     let children = children_by_parent(tasks);
-    fn walk(
+    fn walk<'a>(
         parent: Option<u64>,
         depth: usize,
-        children: &BTreeMap<Option<u64>, Vec<&TaskRecord>>,
-        lines: &mut Vec<String>,
+        children: &BTreeMap<Option<u64>, Vec<&'a TaskRecord>>,
+        rows: &mut Vec<(usize, &'a TaskRecord)>,
     ) {
         for task in children.get(&parent).into_iter().flatten() {
-            lines.push(format!("{}{}", "  ".repeat(depth + 1), describe(task)));
-            walk(Some(task.id.0), depth + 1, children, lines);
+            rows.push((depth, task));
+            walk(Some(task.id.0), depth + 1, children, rows);
         }
     }
-    walk(None, 0, &children, lines);
+    let mut rows = Vec::with_capacity(tasks.len());
+    walk(None, 0, &children, &mut rows);
+    rows
 }
+
+/// A task's line in the tree: indented two spaces per level, below the header.
+fn task_line(depth: usize, task: &TaskRecord) -> String {
+    format!("{}{}", "  ".repeat(depth + 1), describe(task))
+}
+
+#[cfg(test)]
+mod tests;

@@ -151,7 +151,8 @@ fn drive_run(
         writeln!(err, "run {} started; `clio runs show {}` shows it", run.0, run.0)?;
     }
     let tty = std::io::stderr().is_terminal();
-    let mut progress = Progress::new(journal.clone(), run, tty);
+    // No progress at all with --quiet or --json: not even a tree's empty header.
+    let mut progress = show.then(|| Progress::new(journal.clone(), run, tty));
     let report = rt.block_on(async {
         let mut drive = Box::pin(runtime.resume(run));
         let mut ticks = tokio::time::interval(Duration::from_millis(if tty { 150 } else { 400 }));
@@ -159,14 +160,19 @@ fn drive_run(
         loop {
             tokio::select! {
                 report = &mut drive => {
-                    if show { progress.tick(err); }
+                    if let Some(p) = progress.as_mut() { p.tick(err); }
                     return Some(report);
                 }
-                _ = ticks.tick() => if show { progress.tick(err) },
+                _ = ticks.tick() => if let Some(p) = progress.as_mut() { p.tick(err) },
                 _ = &mut interrupt => return None,
             }
         }
     });
+    // The tree must be done drawing before the outcome, the warnings or the resume hint
+    // are printed under it.
+    if let Some(progress) = progress {
+        progress.finish(report.is_none());
+    }
     let Some(report) = report else {
         // The work in flight stops with the process; recording it as interrupted now
         // (rather than at the next start) tells `runs list` the truth at once.
