@@ -16,7 +16,7 @@ use crate::decl::{
 use crate::files::{check_command, inside, list_files, read_flows};
 use crate::hooks::{HOOK_EVENTS, Hook, HookEventKind, HookHandler};
 use crate::plugin::Plugin;
-use crate::problem::{Problem, ProblemCode, Sink};
+use crate::problem::{Problem, ProblemCode, Sink, read_or_report};
 use crate::reader::Fields;
 use crate::tree::{Node, Value, parse_toml, to_json};
 
@@ -85,19 +85,7 @@ pub(crate) fn read_plugin(
     }
     let dir_prefix = format!("{prefix}{PLUGIN_DIR}/");
     let file = format!("{dir_prefix}{MANIFEST_FILE}");
-    let text = match std::fs::read_to_string(clio_dir.join(MANIFEST_FILE)) {
-        Ok(text) => text,
-        Err(err) => {
-            problems.push(Problem {
-                code: ProblemCode::IoError,
-                file,
-                line: None,
-                field: String::new(),
-                message: format!("cannot read the manifest: {err}"),
-            });
-            return None;
-        }
-    };
+    let text = read_or_report(&clio_dir.join(MANIFEST_FILE), file.clone(), "manifest", problems)?;
     let root = match parse_toml(&text) {
         Ok(root) => root,
         Err(err) => {

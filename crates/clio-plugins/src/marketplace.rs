@@ -14,7 +14,7 @@ use semver::Version;
 
 use crate::manifest::read_plugin;
 use crate::plugin::{Plugin, id_problem};
-use crate::problem::{Problem, ProblemCode, Severity, Sink};
+use crate::problem::{Problem, ProblemCode, Severity, Sink, read_or_report};
 use crate::reader::Fields;
 use crate::resolve::{Candidate, Index};
 use crate::tree::{Node, parse_json};
@@ -133,19 +133,7 @@ struct Entry {
 /// plugin and agent.
 pub(crate) fn read_marketplace(root: &Path, problems: &mut Vec<Problem>) -> Option<Marketplace> {
     let file = MARKETPLACE_FILE.to_owned();
-    let text = match std::fs::read_to_string(root.join(MARKETPLACE_FILE)) {
-        Ok(text) => text,
-        Err(err) => {
-            problems.push(Problem {
-                code: ProblemCode::IoError,
-                file,
-                line: None,
-                field: String::new(),
-                message: format!("cannot read the marketplace: {err}"),
-            });
-            return None;
-        }
-    };
+    let text = read_or_report(&root.join(MARKETPLACE_FILE), file.clone(), "marketplace", problems)?;
     let node = match parse_json(&text) {
         Ok((node, _)) => node,
         Err(err) => {
@@ -303,19 +291,7 @@ fn read_agent(
         file = file.join("agent.toml");
         shown = format!("{shown}/agent.toml");
     }
-    let text = match std::fs::read_to_string(&file) {
-        Ok(text) => text,
-        Err(err) => {
-            sink.problems.push(Problem {
-                code: ProblemCode::IoError,
-                file: shown,
-                line: None,
-                field: String::new(),
-                message: format!("cannot read the agent: {err}"),
-            });
-            return None;
-        }
-    };
+    let text = read_or_report(&file, shown.clone(), "agent", sink.problems)?;
     let def = if file.extension().is_some_and(|e| e == "json") {
         AgentDef::from_json(&text, &shown)
     } else {

@@ -113,6 +113,30 @@ pub struct Problem {
     pub message: String,
 }
 
+/// Reads the text file at `path`; when it cannot be read, records an `io_error` problem on
+/// `file` ("cannot read the `what`: ...") and returns `None`, so a check goes on with the
+/// other files.
+pub(crate) fn read_or_report(
+    path: &std::path::Path,
+    file: String,
+    what: &str,
+    problems: &mut Vec<Problem>,
+) -> Option<String> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Some(text),
+        Err(err) => {
+            problems.push(Problem {
+                code: ProblemCode::IoError,
+                file,
+                line: None,
+                field: String::new(),
+                message: format!("cannot read the {what}: {err}"),
+            });
+            None
+        }
+    }
+}
+
 impl Problem {
     /// Returns the problem's severity, which follows from its code.
     pub fn severity(&self) -> Severity {

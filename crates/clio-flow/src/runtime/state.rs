@@ -51,12 +51,7 @@ pub(crate) fn digest(value: &Value) -> String {
     // Writing a `Value` into a sink that never fails cannot fail.
     let _ = serde_json::to_writer(&mut h, value);
     let out = h.0.finalize();
-    let mut hex = String::with_capacity(16);
-    for b in out.iter().take(8) {
-        hex.push(char::from_digit(u32::from(b >> 4), 16).unwrap_or('0'));
-        hex.push(char::from_digit(u32::from(b & 0xf), 16).unwrap_or('0'));
-    }
-    hex
+    out.iter().take(8).map(|b| format!("{b:02x}")).collect()
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

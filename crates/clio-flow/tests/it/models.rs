@@ -166,14 +166,20 @@ fn script_files_in_json_and_errors_with_lines() -> TestResult {
     Ok(())
 }
 
-#[test]
-fn the_documented_example_script_parses() -> TestResult {
-    let doc = include_str!("../../../../docs/scripted-models.md");
-    let example = doc
-        .split("```toml\n")
+/// Returns the first TOML code block of a document, or an error naming the document.
+fn first_toml_block<'a>(doc: &'a str, name: &str) -> Result<&'a str, String> {
+    doc.split("```toml\n")
         .nth(1)
         .and_then(|rest| rest.split("```").next())
-        .ok_or("no toml block in docs/scripted-models.md")?;
+        .ok_or_else(|| format!("no toml block in {name}"))
+}
+
+#[test]
+fn the_documented_example_script_parses() -> TestResult {
+    let example = first_toml_block(
+        include_str!("../../../../docs/scripted-models.md"),
+        "docs/scripted-models.md",
+    )?;
     let p = ScriptedProvider::from_toml(example, Path::new("docs/scripted-models.md"))?;
     let r = p.answer(
         &tools_model("l", "m", "scripted"),
@@ -185,12 +191,7 @@ fn the_documented_example_script_parses() -> TestResult {
 
 #[test]
 fn the_documented_models_file_builds() -> TestResult {
-    let doc = include_str!("../../../../docs/models.md");
-    let example = doc
-        .split("```toml\n")
-        .nth(1)
-        .and_then(|rest| rest.split("```").next())
-        .ok_or("no toml block in docs/models.md")?;
+    let example = first_toml_block(include_str!("../../../../docs/models.md"), "docs/models.md")?;
     let config = ModelsConfig::from_toml(example, Path::new("docs/models.md"))?;
     assert_eq!(config.env_names(), ["HOSTED_API_KEY"]);
     let dir = tempfile::tempdir()?;

@@ -79,14 +79,20 @@ fn a_redb_file_of_something_else_is_not_a_journal() -> TestResult {
     Ok(())
 }
 
+/// Writes a journal at `path` holding one run with one entry, and closes it.
+fn write_one_entry(path: &std::path::Path) -> TestResult {
+    let journal = open(path)?;
+    let run = journal.create_run(new_run("count", "proc-a"))?;
+    journal.append(run, step(0))?;
+    journal.close()?;
+    Ok(())
+}
+
 #[test]
 fn a_newer_format_is_refused_and_left_byte_for_byte_unmodified() -> TestResult {
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("journal.redb");
-    let journal = open(&path)?;
-    let run = journal.create_run(new_run("count", "proc-a"))?;
-    journal.append(run, step(0))?;
-    journal.close()?;
+    write_one_entry(&path)?;
     {
         // What a future format would write: a larger version number.
         let db = redb::Database::create(&path)?;
@@ -112,10 +118,7 @@ fn a_newer_format_is_refused_and_left_byte_for_byte_unmodified() -> TestResult {
 fn a_damaged_header_is_a_typed_error_not_a_panic() -> TestResult {
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("journal.redb");
-    let journal = open(&path)?;
-    let run = journal.create_run(new_run("count", "proc-a"))?;
-    journal.append(run, step(0))?;
-    journal.close()?;
+    write_one_entry(&path)?;
     let mut bytes = fs::read(&path)?;
     for b in &mut bytes[16..512] {
         *b ^= 0x5a;
