@@ -43,7 +43,20 @@ pub(crate) struct Scope {
     pub(crate) model: String,
     pub(crate) cancel: CancellationToken,
     pub(crate) tools: Vec<crate::registry::Tool>,
+    pub(crate) seat: Option<Arc<Seat>>,
     occurrences: Mutex<HashMap<String, u64>>,
+}
+
+/// The agent a context works for, as the team tools need it: which agent a subagent it
+/// starts runs as, the team session it acts as, and its conversation so far.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Seat {
+    /// The target name of the agent (or subagent) whose react loop this context is under.
+    pub(crate) agent: String,
+    /// The team session the agent is; `None`: the leader of the run.
+    pub(crate) session: Option<crate::team::AgentEnv>,
+    /// Its conversation when it made the tool call this context serves (empty otherwise).
+    pub(crate) messages: Arc<Vec<crate::model::Message>>,
 }
 
 /// The flow context: calls, steps, questions, events and views of one flow's run.
@@ -82,6 +95,7 @@ impl Ctx {
                 model,
                 cancel,
                 tools: Vec::new(),
+                seat: None,
                 occurrences: Mutex::new(HashMap::new()),
             }),
         }
@@ -113,6 +127,30 @@ impl Ctx {
                 model,
                 cancel,
                 tools: Vec::new(),
+                seat: self.scope.seat.clone(),
+                occurrences: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    /// Returns this context with its own cancellation `cancel` (a child of the scope's), for
+    /// work that must end when something outside the flow ends it: a team subagent turn
+    /// run as a call. Its keyed calls have the same identities as the scope's.
+    pub(crate) fn with_cancel(&self, cancel: CancellationToken) -> Ctx {
+        let scope = &self.scope;
+        Ctx {
+            run: Arc::clone(&self.run),
+            scope: Arc::new(Scope {
+                task: scope.task.clone(),
+                options: scope.options.clone(),
+                parent: scope.parent,
+                prefix: scope.prefix.clone(),
+                depth: scope.depth,
+                limits: scope.limits.clone(),
+                model: scope.model.clone(),
+                cancel,
+                tools: scope.tools.clone(),
+                seat: scope.seat.clone(),
                 occurrences: Mutex::new(HashMap::new()),
             }),
         }

@@ -12,12 +12,14 @@
 //! task, so a flow can also read it there.
 //!
 //! Teams: each team tool (`council_run`, `council_wait`, also named `council_wait_agents`,
-//! `council_cancel_agent`, ...) is [`AgentEnv::call_tool`] acting as the leader session of
-//! the run that calls it, [`run_leader`] (`run-<id>`), which the first call creates. Every
-//! agent of one run acts as that one session. [`register_orchestration_tools`] gives each
-//! runtime a team of its own (its journal, a [`ModelRunner`] on its models, its owner);
-//! [`register_team_tools`] uses a given team instead. [`run_team`] reads a run's team
-//! back from the journal.
+//! `council_cancel_agent`, ...) is [`AgentEnv::call_tool`] acting as the session of the
+//! agent that calls it: a team subagent's own session inside its work, else the leader
+//! session of the run, [`run_leader`] (`run-<id>`), which the first call creates.
+//! [`register_orchestration_tools`] gives each runtime a team of its own (its journal, its
+//! owner); the subagents an agent starts run as that agent, each turn a react-loop call of
+//! the run ([`turns`]), and a team call made by a flow rather than an agent runs its
+//! subagents on a [`ModelRunner`]. [`register_team_tools`] uses a given team and its runner
+//! instead. [`run_team`] reads a run's team back from the journal.
 //!
 //! [`ORCHESTRATION_TOOLS`] names every tool registered here; the plugin's declaration in
 //! clio-plugins (`clio_plugins::orchestration`) must list the same tools, and a test holds
@@ -33,6 +35,10 @@ use clio_journal::{
 };
 use serde_json::{Map, Value, json};
 use tokio::sync::Mutex as AsyncMutex;
+
+mod turns;
+
+use turns::CallRunner;
 
 use crate::ctx::Ctx;
 use crate::error::FlowError;
@@ -353,26 +359,58 @@ pub fn run_leader(run: RunId) -> SessionId {
     SessionId(format!("run-{}", run.0))
 }
 
-/// Calls team tool `tool` with `args` as the leader of `ctx`'s run; errors come back as
-/// data, like every team tool's.
+/// Calls team tool `tool` with `args` as the session `ctx` works for: a team subagent's
+/// own session when the call comes from its work, else the leader of `ctx`'s run. Errors
+/// come back as data, like every team tool's.
+///
+/// Called by an agent, the subagents it starts run as that agent ([`CallRunner`]) and
+/// inherit its conversation; the runtime's own teams only (a given team keeps its runner).
 async fn call_as_leader(source: &TeamSource, tool: &str, args: Value, ctx: &Ctx) -> Value {
     let team = source.team(ctx);
-    let leader = run_leader(ctx.run_id());
-    if let Err(err) = team.begin_leading(&leader).await {
+    let seat = ctx.scope.seat.clone();
+    let member = seat.as_ref().and_then(|s| s.session.clone());
+    let leader = member.is_none().then(|| run_leader(ctx.run_id()));
+    if let Some(leader) = &leader
+        && let Err(err) = team.begin_leading(leader).await
+    {
         return err.to_json();
     }
-    // The children inherit the leader's model: the agent's, else the runtime's default.
+    // The children inherit the caller's model: the agent's, else the runtime's default.
     let model = [ctx.scope.model.as_str(), ctx.run.rt.config.model.as_str()]
         .into_iter()
         .find(|m| !m.is_empty())
         .unwrap_or("")
         .to_owned();
-    let context = AgentContext { model, provider: String::new(), messages: Vec::new() };
-    let out = team.env(leader.clone()).with_context(context).call_tool(tool, args).await;
+    let messages = seat.as_ref().map(|s| s.messages.to_vec()).unwrap_or_default();
+    let context = AgentContext { model, provider: String::new(), messages };
+    // A subagent that starts subagents nests a level deeper: bounded like nested flows.
+    if let Some(env) = &member
+        && tool == "run"
+    {
+        let (max, reached) = (ctx.run.rt.config.max_depth, team_depth(env.session()) + 1);
+        if max > 0 && reached > max {
+            let err = FlowError::FlowLimitExceeded { limit: "max_depth".into(), max, reached };
+            return json!({ "error": err.to_json() });
+        }
+    }
+    let mut env =
+        member.unwrap_or_else(|| team.env(run_leader(ctx.run_id()))).with_context(context);
+    if let (TeamSource::PerRuntime(_), Some(seat)) = (source, &seat)
+        && !seat.agent.is_empty()
+    {
+        env = env.with_runner(CallRunner { ctx: ctx.clone(), agent: seat.agent.clone() });
+    }
+    let out = env.call_tool(tool, args).await;
+    let Some(leader) = leader else { return out };
     match team.end_leading(&leader).await {
         Ok(()) => out,
         Err(err) => err.to_json(),
     }
+}
+
+/// Returns how deep session `sid` is in its team: 0 for a leader, 1 for its children...
+fn team_depth(sid: &SessionId) -> u64 {
+    sid.0.matches('.').count() as u64
 }
 
 /// Returns the team tool `name` (`council_` + a [`TEAM_TOOLS`] name, or the alias

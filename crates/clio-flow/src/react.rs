@@ -21,6 +21,7 @@
 //! [`ReactFlow`] is the built-in flow `react`: it runs this agent (`"self"`) on its task.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use clio_plugins::DecisionKind;
 use serde_json::{Value, json};
@@ -32,6 +33,7 @@ use crate::gate::{self, Listing};
 use crate::model::{Message, ModelError, ModelRequest, ModelResponse, RouterAllowlist, ToolSpec};
 use crate::registry::{Tool, WorkerReply, WorkerRequest};
 use crate::result::{CallInput, FlowOutput};
+use crate::team::{AgentEnv, RestrictedRouter, TeamError};
 
 /// The built-in `react` flow: this agent's own loop on the task.
 #[derive(Debug, Clone, Copy, Default)]
@@ -182,6 +184,30 @@ impl Tools {
     }
 }
 
+/// Before a team subagent's model call: claims an iteration of its durable budget,
+/// checkpoints `input`, and returns `models` held to its allowlist.
+async fn team_turn(
+    env: &AgentEnv,
+    input: &[Message],
+    models: crate::model::Models,
+) -> Result<RestrictedRouter, FlowError> {
+    let session = env.session().0.clone();
+    let failed = |err: TeamError| FlowError::CallFailed {
+        handle: None,
+        message: format!("team session {session}: {err}"),
+    };
+    if !env.claim_iteration().await.map_err(failed)? {
+        let why = env.stop_reason().await.map_err(failed)?;
+        let why = why.map_or_else(|| "refused".to_owned(), |r| r.to_string());
+        return Err(FlowError::CallStopped {
+            handle: None,
+            message: format!("team session {session} has no iteration left: {why}"),
+        });
+    }
+    env.checkpoint(input).await.map_err(failed)?;
+    env.restrict_router(models).await.map_err(failed)
+}
+
 /// The built-in tool that loads deferred tools.
 pub const SEARCH_TOOLS: &str = "search_tools";
 
@@ -320,15 +346,19 @@ async fn converse(req: &WorkerRequest, session_context: String) -> Result<Worker
         task.push_str("\n\nEvidence:\n");
         task.push_str(&Value::Array(req.evidence.clone()).to_string());
     }
-    let mut messages = Vec::new();
-    if !req.prompt.is_empty() {
-        messages.push(Message::system(req.prompt.clone()));
+    // A team subagent starts from the context it inherited; its own system prompt leads
+    // unless that context has one.
+    let mut messages = req.history.clone();
+    let has_system = messages.iter().any(|m| matches!(m, Message::System { .. }));
+    if !req.prompt.is_empty() && !has_system {
+        messages.insert(0, Message::system(req.prompt.clone()));
     }
     if !session_context.is_empty() {
         messages.push(Message::user(session_context));
     }
     messages.push(Message::user(task));
     let mut tools = Tools::of(&req.tools, &ctx.run.rt.config.permissions);
+    let contextual = req.tools.iter().any(|t| t.contextual.is_some());
     let (mut input_tokens, mut output_tokens) = (0u64, 0u64);
     let mut response_text = String::new();
     let mut stop_continued = false;
@@ -369,12 +399,17 @@ async fn converse(req: &WorkerRequest, session_context: String) -> Result<Worker
         }
         let requires = req.requires;
         let models = models.clone();
+        let (seat, input) = (req.team.clone(), messages.clone());
         let response: ModelResponse = ctx
             .step(&format!("model:{iteration}"), || async move {
-                models
-                    .complete(&request, &requires, &RouterAllowlist::unrestricted())
-                    .await
-                    .map_err(model_error)
+                let Some(env) = seat else {
+                    return models
+                        .complete(&request, &requires, &RouterAllowlist::unrestricted())
+                        .await
+                        .map_err(model_error);
+                };
+                let router = team_turn(&env, &input, models).await?;
+                router.complete(&request, &requires).await.map_err(model_error)
             })
             .await?;
         let after = gate::Subject {
@@ -421,6 +456,9 @@ async fn converse(req: &WorkerRequest, session_context: String) -> Result<Worker
             });
         }
         messages.push(Message::from_response(&response));
+        // What a contextual tool (a team tool) sees of this conversation: the last complete
+        // model input, without this turn's own tool calls.
+        let conversation = contextual.then(|| Arc::new(crate::team::complete_input(&messages)));
         let mut batch = Vec::new();
         for (n, call) in response.tool_calls.iter().enumerate() {
             let (content, ok) = if tools.is_search(&call.name) {
@@ -452,8 +490,11 @@ async fn converse(req: &WorkerRequest, session_context: String) -> Result<Worker
                 };
                 (json!({ "error": err.to_json() }).to_string(), false)
             } else {
-                let call =
+                let mut call =
                     ctx.call(call.name.clone(), CallInput::Json(call.arguments.clone())).by_agent();
+                if let Some(conversation) = &conversation {
+                    call = call.conversation(Arc::clone(conversation));
+                }
                 match call.await {
                     Ok(r) => {
                         let mut text = r.public_text();

@@ -147,6 +147,11 @@ pub struct WorkerRequest {
     pub requires: Requires,
     /// A context scoped to the worker's own task, for recording its iterations.
     pub ctx: Ctx,
+    /// The conversation it starts from, before its task (empty: its system prompt only).
+    pub(crate) history: Vec<crate::model::Message>,
+    /// The team session it runs as, whose iteration budget, checkpoint and allowlist
+    /// its model calls keep to.
+    pub(crate) team: Option<crate::team::AgentEnv>,
 }
 
 /// What a worker answers.

@@ -11,8 +11,8 @@
 //! [`SessionTree`] in [`rules`]. [`AgentEnv::call_tool`] is the same API as tools: a name
 //! and JSON arguments in, JSON out, errors as data; [`AgentEnv::tools`] binds them to a
 //! session as registry tools. [`ModelRunner`] is a runner that chats with a model through
-//! the session's restricted router; the runtime's react loop is the one to plug in for
-//! subagents with tools.
+//! the session's restricted router; the orchestration tools run an agent's subagents as
+//! react-loop calls of its run instead ([`AgentEnv::with_runner`]).
 //!
 //! Invariants: every session, status, budget claim, answer, the question a turn ends with,
 //! checkpoint and route command is in the journal before the call that made it returns; a

@@ -86,6 +86,30 @@ fn populate(home: &std::path::Path) {
 
 /// Replaces durations (`12ms`, `1.5s`) and the padding before them, so that snapshots do
 /// not depend on timing.
+/// Returns `text` with its two subagent task lines, which the subagents' tasks write in
+/// whichever order they start, numbered `#n` and drawn in session order.
+fn in_task_order(text: &str) -> String {
+    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+    let at: Vec<usize> =
+        (0..lines.len()).filter(|&i| lines[i].contains("\"subagent run-")).collect();
+    assert_eq!(at.len(), 2, "two subagent tasks in {text}");
+    let mut tails: Vec<String> = at
+        .iter()
+        .map(|&i| {
+            let line = &lines[i];
+            let tail = &line[line.find(" Agent ").unwrap()..];
+            tail.to_owned()
+        })
+        .collect();
+    tails.sort_by_key(|t| t[t.find("\"subagent").unwrap()..].to_owned());
+    for (n, (&i, tail)) in at.iter().zip(tails).enumerate() {
+        let branch = if n == 0 { "├─" } else { "└─" };
+        let indent = &lines[i][..lines[i].find(['├', '└']).unwrap()];
+        lines[i] = format!("{indent}{branch} #n{tail}");
+    }
+    lines.join("\n") + "\n"
+}
+
 fn redact_times(text: &str) -> String {
     let mut redacted = redact_time_words(text);
     while redacted.contains("  [t]") {
@@ -266,6 +290,7 @@ fn write_team_lead(home: &std::path::Path) {
     let script = r#"
 [[script]]
 agent = "team_lead"
+prompt = "Summarise the batch 7 data"
 
 [[script.turn]]
 text = "Two subagents will read the files."
@@ -347,7 +372,7 @@ fn tree_shows_the_team_a_run_started() {
 
     let tree = clio(&["--home", h, "runs", "tree", "1"]);
     assert_eq!(tree.code, 0, "{}", tree.render());
-    assert_snapshot!(tree.stdout);
+    assert_snapshot!(in_task_order(&tree.stdout));
 
     let json = clio(&["--home", h, "runs", "tree", "1", "--json"]);
     assert_eq!(json.code, 0, "{}", json.render());
@@ -366,7 +391,12 @@ fn tree_shows_the_team_a_run_started() {
     let show = clio(&["--home", h, "runs", "show", "1"]);
     assert_eq!(show.code, 0, "{}", show.render());
     assert!(show.stdout.contains(&tree.stdout[tree.stdout.find("team (").unwrap()..]));
-    assert_snapshot!("show_shows_the_team_a_run_started", redact_times(&show.stdout));
+    // The two subagents write their entries at the same time: only the count is stable.
+    let show_text = in_task_order(&show.stdout);
+    let entries = show_text.find("entries (").unwrap();
+    let header = &show_text[entries..show_text[entries..].find('\n').unwrap() + entries];
+    assert_eq!(header, "entries (12):");
+    assert_snapshot!("show_shows_the_team_a_run_started", redact_times(&show_text[..entries]));
 
     let show_json = clio(&["--home", h, "runs", "show", "1", "--json"]);
     assert_eq!(show_json.code, 0, "{}", show_json.render());

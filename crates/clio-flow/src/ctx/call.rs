@@ -41,6 +41,13 @@ pub struct Call {
     pub(crate) index: Option<usize>,
     pub(crate) from_code: bool,
     pub(crate) from_agent: bool,
+    // A worker's conversation before its task (a team subagent's inherited context).
+    history: Vec<crate::model::Message>,
+    // The team session a worker runs as: it claims its iterations, checkpoints its input
+    // and keeps to its allowlist.
+    team: Option<crate::team::AgentEnv>,
+    // The calling agent's conversation, for a contextual tool (the team tools).
+    conversation: Option<std::sync::Arc<Vec<crate::model::Message>>>,
 }
 
 enum Accepted {
@@ -75,6 +82,9 @@ impl Call {
             index: None,
             from_code: false,
             from_agent: false,
+            history: Vec::new(),
+            team: None,
+            conversation: None,
         }
     }
 
@@ -113,6 +123,28 @@ impl Call {
     /// callers are `code` refuses it, and the tool's permission and hooks apply.
     pub(crate) fn by_agent(mut self) -> Call {
         self.from_agent = true;
+        self
+    }
+
+    /// Returns the call of a worker that starts from `history` (its task last) and runs
+    /// as team session `env`.
+    pub(crate) fn team_turn(
+        mut self,
+        history: Vec<crate::model::Message>,
+        env: crate::team::AgentEnv,
+    ) -> Call {
+        self.history = history;
+        self.team = Some(env);
+        self
+    }
+
+    /// Returns the call with the calling agent's `conversation`, which a contextual tool
+    /// reads from its context's seat.
+    pub(crate) fn conversation(
+        mut self,
+        conversation: std::sync::Arc<Vec<crate::model::Message>>,
+    ) -> Call {
+        self.conversation = Some(conversation);
         self
     }
 
@@ -495,7 +527,7 @@ impl Call {
                     // counts itself busy except while it waits on them, so a question one
                     // of them asks can leave the run awaiting input.
                     Some(handler) => {
-                        let child = self.ctx.child(
+                        let mut child = self.ctx.child(
                             task,
                             input.clone(),
                             Map::new(),
@@ -504,6 +536,16 @@ impl Call {
                             scope.model.clone(),
                             token.child_token(),
                         );
+                        if let (Some(messages), Some(scope)) =
+                            (&self.conversation, std::sync::Arc::get_mut(&mut child.scope))
+                            && let Some(seat) = &scope.seat
+                        {
+                            let seat = crate::ctx::Seat {
+                                messages: std::sync::Arc::clone(messages),
+                                ..seat.as_ref().clone()
+                            };
+                            scope.seat = Some(std::sync::Arc::new(seat));
+                        }
                         handler(input, child).await?
                     }
                     None => {
@@ -598,6 +640,19 @@ impl Call {
                 if let Some(s) = std::sync::Arc::get_mut(&mut child.scope) {
                     s.prefix = format!("w{}/", task.0);
                     s.tools = self.extra_tools.clone();
+                    // A worker inside a team subagent's work acts as that subagent.
+                    let session = self
+                        .team
+                        .clone()
+                        .or_else(|| scope.seat.as_ref().and_then(|seat| seat.session.clone()));
+                    // By the name it was called by (`self` for the run's agent), so that
+                    // its subagents resolve to it again.
+                    let seat = crate::ctx::Seat {
+                        agent: self.target.name().to_owned(),
+                        session,
+                        messages: std::sync::Arc::default(),
+                    };
+                    s.seat = Some(std::sync::Arc::new(seat));
                 }
                 let subagent = kind == CallKind::Subagent;
                 if subagent {
@@ -618,6 +673,8 @@ impl Call {
                     prompt: worker.prompt.clone(),
                     tools,
                     requires: worker.requires,
+                    history: self.history.clone(),
+                    team: self.team.clone(),
                     max_iters: if worker.max_iters > 0 {
                         worker.max_iters
                     } else {

@@ -17,8 +17,8 @@ use tokio::sync::{Semaphore, oneshot};
 use crate::model::{Message, ModelError, ModelRequest, ModelResponse, Models, RouterAllowlist};
 use crate::team::state::{SessionAllowlist, SessionState, StoredRoute, complete_input};
 use crate::team::{
-    AgentRecord, CancelSignal, PendingAsk, SubagentJob, SubagentOutcome, Team, TeamError, blocking,
-    rules,
+    AgentRecord, CancelSignal, PendingAsk, SubagentJob, SubagentOutcome, SubagentRunner, Team,
+    TeamError, blocking, rules,
 };
 
 /// What a session's children inherit from it: its model, provider and whole context.
@@ -224,6 +224,8 @@ pub struct AgentEnv {
     team: Team,
     session: SessionId,
     context: AgentContext,
+    // Runs the turns this env starts, instead of the team's runner.
+    runner: Option<Arc<dyn SubagentRunner>>,
 }
 
 impl fmt::Debug for AgentEnv {
@@ -234,13 +236,34 @@ impl fmt::Debug for AgentEnv {
 
 impl AgentEnv {
     pub(super) fn new(team: Team, session: SessionId, context: AgentContext) -> AgentEnv {
-        AgentEnv { team, session, context }
+        AgentEnv { team, session, context, runner: None }
     }
 
     /// Returns this env with `context` as what children inherit.
     pub fn with_context(mut self, context: AgentContext) -> AgentEnv {
         self.context = context;
         self
+    }
+
+    /// Returns this env with `runner` running the subagent turns it starts (`run`,
+    /// `reply`) instead of the team's runner: the runtime passes one that runs each turn
+    /// as a call of the run that asked for it. The children's own envs keep it.
+    pub fn with_runner(mut self, runner: impl SubagentRunner + 'static) -> AgentEnv {
+        self.runner = Some(Arc::new(runner));
+        self
+    }
+
+    /// Returns the runner of the turns this env starts.
+    pub(super) fn runner(&self) -> Option<&Arc<dyn SubagentRunner>> {
+        self.runner.as_ref()
+    }
+
+    /// Returns an env of `session` in the same team with this env's runner.
+    fn sibling(&self, session: SessionId, context: AgentContext) -> AgentEnv {
+        AgentEnv {
+            runner: self.runner.clone(),
+            ..AgentEnv::new(self.team.clone(), session, context)
+        }
     }
 
     /// Returns the session.
@@ -308,8 +331,7 @@ impl AgentEnv {
                 ..SessionState::default()
             };
             self.team.update_state(&rec.id, None, |s| *s = state).await?;
-            let env = AgentEnv::new(
-                self.team.clone(),
+            let env = self.sibling(
                 rec.id.clone(),
                 AgentContext {
                     model: model.clone(),
@@ -544,8 +566,7 @@ impl AgentEnv {
             // Another reply woke it first.
             return Err(TeamError::NotWaiting { session: child.clone() });
         }
-        let env = AgentEnv::new(
-            self.team.clone(),
+        let env = self.sibling(
             child.clone(),
             AgentContext {
                 model: state.model.clone(),
@@ -756,7 +777,7 @@ impl Team {
             };
             self.update(&sid, update).await.ok()?;
         }
-        let runner = Arc::clone(&self.inner.runner);
+        let runner = Arc::clone(job.env.runner().unwrap_or(&self.inner.runner));
         match AssertUnwindSafe(runner.run(job)).catch_unwind().await {
             Ok(outcome) => Some(outcome),
             Err(_) => Some(SubagentOutcome::Stopped),

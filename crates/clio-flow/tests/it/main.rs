@@ -21,6 +21,7 @@ mod replay;
 mod run_code;
 mod support;
 mod team;
+mod team_agents;
 mod workflow;
 
 #[test]
@@ -46,6 +47,7 @@ fn no_forgotten_test_files() {
         "run_code",
         "support",
         "team",
+        "team_agents",
         "workflow",
     ];
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it");
