@@ -305,12 +305,13 @@ impl Call {
                     )?
                 }
             };
-            return self.replayed(rec, resolved, input).await;
+            return Box::pin(self.replayed(rec, resolved, input)).await;
         }
         let (resolved, input) = match resolved {
             Resolved::Tool(tool) => {
-                let passed =
-                    crate::gate::before(&self.ctx, &identity, &tool, input, self.caller()).await?;
+                // Boxed, as the hooks' state is large and most calls run none.
+                let gate = crate::gate::before(&self.ctx, &identity, &tool, input, self.caller());
+                let passed = Box::pin(gate).await?;
                 (Resolved::Tool(crate::gate::synthesized(tool, passed.synthesized)), passed.input)
             }
             other => (other, input),
@@ -558,8 +559,8 @@ impl Call {
                     value
                 } else {
                     let identity = self.identity();
-                    let (value, context) =
-                        crate::gate::after(&self.ctx, &identity, &tool, &gate_input, value).await?;
+                    let gate = crate::gate::after(&self.ctx, &identity, &tool, &gate_input, value);
+                    let (value, context) = Box::pin(gate).await?;
                     if !context.is_empty() {
                         outputs.insert("additional_context".into(), Value::String(context));
                     }
@@ -598,133 +599,147 @@ impl Call {
                     (0, 0),
                 ))
             }
+            // Boxed: a react loop's state would make every call's future (a tool's
+            // too) as large as the loop's.
             Resolved::Worker { worker, kind } => {
-                let model = [
-                    self.model.as_str(),
-                    scope.model.as_str(),
-                    worker.model.as_str(),
-                    run.rt.config.model.as_str(),
-                ]
-                .into_iter()
-                .find(|m| !m.is_empty())
-                .unwrap_or("")
-                .to_owned();
-                let mut tools: Vec<Tool> = worker
-                    .tools
-                    .iter()
-                    .filter_map(|t| run.rt.registry.get_tool(t).cloned())
-                    .collect();
-                tools.extend(self.extra_tools.iter().cloned());
-                let mut evidence = Vec::new();
-                for handle in &self.evidence {
-                    if let Some(rec) = run.task(*handle) {
-                        let answer = rec
-                            .result
-                            .as_ref()
-                            .and_then(|r| r.get("answer").cloned())
-                            .unwrap_or(Value::Null);
-                        evidence.push(
-                            json!({ "handle": handle.0, "target": rec.target, "answer": answer }),
-                        );
-                    }
-                }
-                let mut child = self.ctx.child(
-                    task,
-                    input.clone(),
-                    Map::new(),
-                    scope.depth,
-                    None,
-                    model.clone(),
-                    token,
-                );
-                if let Some(s) = std::sync::Arc::get_mut(&mut child.scope) {
-                    s.prefix = format!("w{}/", task.0);
-                    s.tools = self.extra_tools.clone();
-                    // A worker inside a team subagent's work acts as that subagent.
-                    let session = self
-                        .team
-                        .clone()
-                        .or_else(|| scope.seat.as_ref().and_then(|seat| seat.session.clone()));
-                    // By the name it was called by (`self` for the run's agent), so that
-                    // its subagents resolve to it again.
-                    let seat = crate::ctx::Seat {
-                        agent: self.target.name().to_owned(),
-                        session,
-                        messages: std::sync::Arc::default(),
-                    };
-                    s.seat = Some(std::sync::Arc::new(seat));
-                }
-                let subagent = kind == CallKind::Subagent;
-                if subagent {
-                    let subject = crate::gate::Subject {
-                        prompt: Some(input_text(&input)),
-                        payload: json!({ "agent": worker.id }),
-                        ..crate::gate::Subject::default()
-                    };
-                    let event = crate::gate::event_kind("SubagentStart")?;
-                    crate::gate::hooks(&self.ctx, &self.identity(), &subject, event, None).await?;
-                }
-                let req = WorkerRequest {
-                    id: worker.id.clone(),
-                    text: input_text(&input),
-                    input,
-                    evidence,
-                    model,
-                    prompt: worker.prompt.clone(),
-                    tools,
-                    requires: worker.requires,
-                    history: self.history.clone(),
-                    team: self.team.clone(),
-                    max_iters: if worker.max_iters > 0 {
-                        worker.max_iters
-                    } else {
-                        run.rt.config.max_iters
-                    },
-                    ctx: child,
-                };
-                let reply = match &worker.run {
-                    WorkerRun::Handler(h) => {
-                        let _busy = run.activity.busy();
-                        h(req).await?
-                    }
-                    WorkerRun::React => crate::react::run_worker(req).await?,
-                };
-                if subagent {
-                    let subject = crate::gate::Subject {
-                        payload: json!({ "agent": worker.id }),
-                        answer: Some(Value::String(reply.answer.clone())),
-                        ..crate::gate::Subject::default()
-                    };
-                    let event = crate::gate::event_kind("SubagentStop")?;
-                    crate::gate::hooks(&self.ctx, &self.identity(), &subject, event, None).await?;
-                }
-                run.add_tokens(reply.input_tokens + reply.output_tokens);
-                let mut outputs = reply.outputs;
-                if !self.extra_tools.is_empty() {
-                    outputs.insert("tool_calls".into(), self.tool_calls_of(task).await?);
-                }
-                Ok((
-                    CallResult {
-                        answer: reply.answer.clone(),
-                        value: if reply.value.is_null() {
-                            Value::String(reply.answer.clone())
-                        } else {
-                            reply.value
-                        },
-                        response_text: if reply.response_text.is_empty() {
-                            reply.answer
-                        } else {
-                            reply.response_text
-                        },
-                        outputs,
-                        model: reply.model,
-                        workflow_state: reply.workflow_state,
-                        ..base(kind)
-                    },
-                    (reply.input_tokens, reply.output_tokens),
-                ))
+                let base = base(kind);
+                Box::pin(self.execute_worker(task, &worker, kind, input, token, base)).await
             }
         }
+    }
+
+    /// Runs worker `worker` (an agent or subagent) on `input` as task `task`.
+    async fn execute_worker(
+        &self,
+        task: TaskId,
+        worker: &crate::registry::Worker,
+        kind: CallKind,
+        input: Value,
+        token: tokio_util::sync::CancellationToken,
+        base: CallResult,
+    ) -> Result<(CallResult, (u64, u64)), FlowError> {
+        let run = &self.ctx.run;
+        let scope = &self.ctx.scope;
+        let model = [
+            self.model.as_str(),
+            scope.model.as_str(),
+            worker.model.as_str(),
+            run.rt.config.model.as_str(),
+        ]
+        .into_iter()
+        .find(|m| !m.is_empty())
+        .unwrap_or("")
+        .to_owned();
+        let mut tools: Vec<Tool> =
+            worker.tools.iter().filter_map(|t| run.rt.registry.get_tool(t).cloned()).collect();
+        tools.extend(self.extra_tools.iter().cloned());
+        let mut evidence = Vec::new();
+        for handle in &self.evidence {
+            if let Some(rec) = run.task(*handle) {
+                let answer = rec
+                    .result
+                    .as_ref()
+                    .and_then(|r| r.get("answer").cloned())
+                    .unwrap_or(Value::Null);
+                evidence
+                    .push(json!({ "handle": handle.0, "target": rec.target, "answer": answer }));
+            }
+        }
+        let mut child = self.ctx.child(
+            task,
+            input.clone(),
+            Map::new(),
+            scope.depth,
+            None,
+            model.clone(),
+            token,
+        );
+        if let Some(s) = std::sync::Arc::get_mut(&mut child.scope) {
+            s.prefix = format!("w{}/", task.0);
+            s.tools = self.extra_tools.clone();
+            // A worker inside a team subagent's work acts as that subagent.
+            let session = self
+                .team
+                .clone()
+                .or_else(|| scope.seat.as_ref().and_then(|seat| seat.session.clone()));
+            // By the name it was called by (`self` for the run's agent), so that
+            // its subagents resolve to it again.
+            let seat = crate::ctx::Seat {
+                agent: self.target.name().to_owned(),
+                session,
+                messages: std::sync::Arc::default(),
+            };
+            s.seat = Some(std::sync::Arc::new(seat));
+        }
+        let subagent = kind == CallKind::Subagent;
+        if subagent {
+            let subject = crate::gate::Subject {
+                prompt: Some(input_text(&input)),
+                payload: json!({ "agent": worker.id }),
+                ..crate::gate::Subject::default()
+            };
+            let event = crate::gate::event_kind("SubagentStart")?;
+            crate::gate::hooks(&self.ctx, &self.identity(), &subject, event, None).await?;
+        }
+        let req = WorkerRequest {
+            id: worker.id.clone(),
+            text: input_text(&input),
+            input,
+            evidence,
+            model,
+            prompt: worker.prompt.clone(),
+            tools,
+            requires: worker.requires,
+            history: self.history.clone(),
+            team: self.team.clone(),
+            max_iters: if worker.max_iters > 0 {
+                worker.max_iters
+            } else {
+                run.rt.config.max_iters
+            },
+            ctx: child,
+        };
+        let reply = match &worker.run {
+            WorkerRun::Handler(h) => {
+                let _busy = run.activity.busy();
+                h(req).await?
+            }
+            WorkerRun::React => crate::react::run_worker(req).await?,
+        };
+        if subagent {
+            let subject = crate::gate::Subject {
+                payload: json!({ "agent": worker.id }),
+                answer: Some(Value::String(reply.answer.clone())),
+                ..crate::gate::Subject::default()
+            };
+            let event = crate::gate::event_kind("SubagentStop")?;
+            crate::gate::hooks(&self.ctx, &self.identity(), &subject, event, None).await?;
+        }
+        run.add_tokens(reply.input_tokens + reply.output_tokens);
+        let mut outputs = reply.outputs;
+        if !self.extra_tools.is_empty() {
+            outputs.insert("tool_calls".into(), self.tool_calls_of(task).await?);
+        }
+        Ok((
+            CallResult {
+                answer: reply.answer.clone(),
+                value: if reply.value.is_null() {
+                    Value::String(reply.answer.clone())
+                } else {
+                    reply.value
+                },
+                response_text: if reply.response_text.is_empty() {
+                    reply.answer
+                } else {
+                    reply.response_text
+                },
+                outputs,
+                model: reply.model,
+                workflow_state: reply.workflow_state,
+                ..base
+            },
+            (reply.input_tokens, reply.output_tokens),
+        ))
     }
 
     /// Returns the finished calls of the call-only tools a worker made during task `task`,
