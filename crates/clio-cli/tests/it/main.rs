@@ -11,6 +11,7 @@ mod run;
 mod runs;
 mod side_effects;
 mod support;
+mod team_crash;
 mod workflow;
 
 #[test]
@@ -26,6 +27,7 @@ fn no_forgotten_test_files() {
         "runs",
         "side_effects",
         "support",
+        "team_crash",
         "workflow",
     ];
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it");
