@@ -365,7 +365,7 @@ pub fn run_leader(run: RunId) -> SessionId {
 ///
 /// Called by an agent, the subagents it starts run as that agent ([`CallRunner`]) and
 /// inherit its conversation; the runtime's own teams only (a given team keeps its runner).
-async fn call_as_leader(source: &TeamSource, tool: &str, args: Value, ctx: &Ctx) -> Value {
+async fn call_as_session(source: &TeamSource, tool: &str, args: Value, ctx: &Ctx) -> Value {
     let team = source.team(ctx);
     let seat = ctx.scope.seat.clone();
     let member = seat.as_ref().and_then(|s| s.session.clone());
@@ -419,7 +419,7 @@ fn team_tool(name: String, spec: &TeamTool, source: &TeamSource) -> Tool {
     let (tool, source) = (spec.name, source.clone());
     let it = Tool::contextual(name, move |args: Value, ctx: Ctx| {
         let source = source.clone();
-        async move { Ok(call_as_leader(&source, tool, args, &ctx).await) }
+        async move { Ok(call_as_session(&source, tool, args, &ctx).await) }
     })
     .describe(spec.description);
     let it = Tool { schema: spec.schema(), ..it };
@@ -449,7 +449,8 @@ pub fn orchestration_tools() -> Vec<Tool> {
 
 /// Returns `registry` with every orchestration tool ([`ORCHESTRATION_TOOLS`]): `run_flow`,
 /// `run_workflow`, `flow_result`, and the team tools of each runtime's own team (its
-/// journal, a [`ModelRunner`] on its models, its owner). They are registered in code (no
+/// journal and owner; an agent's subagents run as that agent, a flow's on a
+/// [`ModelRunner`] on the runtime's models). They are registered in code (no
 /// plugin id), so they are allowed by default like the host's other built-in tools;
 /// deployment and person rules still apply.
 pub fn register_orchestration_tools(registry: Registry) -> Registry {

@@ -358,7 +358,9 @@ async fn converse(req: &WorkerRequest, session_context: String) -> Result<Worker
     }
     messages.push(Message::user(task));
     let mut tools = Tools::of(&req.tools, &ctx.run.rt.config.permissions);
-    let contextual = req.tools.iter().any(|t| t.contextual.is_some());
+    // Only the team tools read the conversation that called them.
+    let contextual =
+        req.tools.iter().any(|t| t.contextual.is_some() && t.name.starts_with("council_"));
     let (mut input_tokens, mut output_tokens) = (0u64, 0u64);
     let mut response_text = String::new();
     let mut stop_continued = false;
@@ -399,7 +401,9 @@ async fn converse(req: &WorkerRequest, session_context: String) -> Result<Worker
         }
         let requires = req.requires;
         let models = models.clone();
-        let (seat, input) = (req.team.clone(), messages.clone());
+        // Only a team subagent's step checkpoints its input.
+        let seat = req.team.clone();
+        let input = if seat.is_some() { messages.clone() } else { Vec::new() };
         let response: ModelResponse = ctx
             .step(&format!("model:{iteration}"), || async move {
                 let Some(env) = seat else {

@@ -244,6 +244,24 @@ impl Journal {
         self.nonblocking().create_task_with_entries(run, before, task, after).wait()
     }
 
+    /// Records a task that has already ended, in one atomic write: creates `task`, appends
+    /// `before` and `after` as [`Journal::create_task_with_entries`] does, and applies the
+    /// update `update` makes for the new task's id (its final status and result, which may
+    /// name the task). Returns the task as recorded and the entries' sequence numbers.
+    ///
+    /// For work that may run again after a crash (a read-only tool): it runs first and is
+    /// recorded once, with one commit instead of two.
+    pub fn record_ended_task(
+        &self,
+        run: RunId,
+        before: Vec<NewEntry>,
+        task: NewTask,
+        after: Vec<NewEntry>,
+        update: impl FnOnce(TaskId) -> TaskUpdate + Send + 'static,
+    ) -> Result<(TaskRecord, Vec<u64>)> {
+        self.nonblocking().record_ended_task(run, before, task, after, update).wait()
+    }
+
     /// Changes a task and returns the record as it now stands.
     ///
     /// A task with a terminal status is refused with [`JournalError::TaskFinished`].
@@ -467,6 +485,18 @@ impl NonBlocking<'_> {
         after: Vec<NewEntry>,
     ) -> Pending<(TaskId, Vec<u64>)> {
         self.journal.submit(move |tx| tx.create_task_with_entries(run, before, task, after))
+    }
+
+    /// As [`Journal::record_ended_task`].
+    pub fn record_ended_task(
+        self,
+        run: RunId,
+        before: Vec<NewEntry>,
+        task: NewTask,
+        after: Vec<NewEntry>,
+        update: impl FnOnce(TaskId) -> TaskUpdate + Send + 'static,
+    ) -> Pending<(TaskRecord, Vec<u64>)> {
+        self.journal.submit(move |tx| tx.record_ended_task(run, before, task, after, update))
     }
 
     /// As [`Journal::update_task`].

@@ -229,6 +229,20 @@ impl<'a> Tx<'a> {
         Ok((id, seqs))
     }
 
+    /// Creates `task` with `before` and `after` as [`Tx::create_task_with_entries`] does,
+    /// then applies `update` to it: a task recorded when it has already ended.
+    pub(crate) fn record_ended_task(
+        &mut self,
+        run: RunId,
+        before: Vec<NewEntry>,
+        task: NewTask,
+        after: Vec<NewEntry>,
+        update: impl FnOnce(TaskId) -> TaskUpdate,
+    ) -> Result<(TaskRecord, Vec<u64>)> {
+        let (id, seqs) = self.create_task_with_entries(run, before, task, after)?;
+        Ok((self.update_task(id, update(id))?, seqs))
+    }
+
     /// Checks that `run` exists and that no identity of `entries` is taken (in the run or
     /// twice among them); returns the sequence number the first would get.
     fn check_entries(&self, run: RunId, entries: &[NewEntry]) -> Result<u64> {

@@ -10,6 +10,11 @@
 //! with a context, such as `run_code`, only if one of its own calls was to a side-effecting
 //! tool); anything else left running runs again on the same task (a child flow or react
 //! loop resumes from its own entries).
+//!
+//! One exception: a read-only tool a flow calls (no agent, no script) runs first and is
+//! recorded once it has ended, intent, task, result and acceptance in one write
+//! ([`Call::run_then_record`]): a crash before the write leaves no trace and a resume calls
+//! it again, which a read-only tool allows. Such a call is in the tree once it has ended.
 
 use std::future::{Future, IntoFuture};
 use std::panic::Location;
@@ -52,7 +57,22 @@ pub struct Call {
 
 enum Accepted {
     Done(Result<CallResult, FlowError>),
-    Run { task: TaskId, resolved: Resolved, input: Value },
+    Run {
+        task: TaskId,
+        resolved: Resolved,
+        input: Value,
+    },
+    /// A read-only tool to run first and record once it has ended ([`Call::run_then_record`]).
+    RunThenRecord(Box<Unwritten>),
+}
+
+/// A read-only tool call not yet written: what [`Call::run_then_record`] runs and records.
+struct Unwritten {
+    tool: Tool,
+    input: Value,
+    intent: NewEntry,
+    task: NewTask,
+    accepted: NewEntry,
 }
 
 fn kind_of_task(kind: CallKind) -> TaskKind {
@@ -193,6 +213,12 @@ impl Call {
         match self.accept(false).await? {
             Accepted::Done(Ok(r)) => Ok(r.handle),
             Accepted::Done(Err(e)) => e.handle().ok_or(e),
+            // Tools are refused before; a started call is always written first.
+            Accepted::RunThenRecord(unwritten) => Err(FlowError::CallRefused {
+                handle: None,
+                refusal: "start_tool".into(),
+                message: format!("tool {} cannot be started, only called", unwritten.tool.name),
+            }),
             Accepted::Run { task, resolved, input } => {
                 let run = std::sync::Arc::clone(&self.ctx.run);
                 let handle = tokio::spawn(async move {
@@ -210,6 +236,7 @@ impl Call {
         let res = match self.accept(true).await? {
             Accepted::Done(res) => res,
             Accepted::Run { task, resolved, input } => self.body(task, resolved, input).await,
+            Accepted::RunThenRecord(unwritten) => self.run_then_record(*unwritten).await,
         };
         res.map(|mut r| {
             r.index = index;
@@ -328,7 +355,6 @@ impl Call {
         if kind != CallKind::Tool {
             run.count_model_call();
         }
-        let _busy = run.activity.busy();
         let journal = run.rt.journal.clone();
         let run_id = run.run;
         let mut intent = NewEntry::new(EntryKind::Call, self.command(&input, wait).to_json())
@@ -352,12 +378,110 @@ impl Call {
         // leaves a call recorded as asked for but not known to be accepted.
         let accepted = NewEntry::new(EntryKind::Call, json!({ "accepted": true }))
             .with_identity(format!("{identity}@accepted"));
+        // A read-only tool a flow calls may run again after a crash, so it runs first and
+        // is recorded once it has ended: one durable write instead of two.
+        if let Resolved::Tool(tool) = &resolved
+            && wait
+            && tool.read_only
+            && tool.contextual.is_none()
+            && self.caller() == crate::gate::Caller::Flow
+        {
+            return Ok(Accepted::RunThenRecord(Box::new(Unwritten {
+                tool: tool.clone(),
+                input,
+                intent,
+                task: new_task,
+                accepted,
+            })));
+        }
+        let _busy = run.activity.busy();
         let (task, _) = journal
             .nonblocking()
             .create_task_with_entries(run_id, vec![intent], new_task, vec![accepted])
             .await?;
         run.count_submitted();
         Ok(Accepted::Run { task, resolved, input })
+    }
+
+    /// Runs read-only tool `tool` on `input`, then records the call as ended: the
+    /// `intent`, the `task` with its result and the `accepted` entry in one atomic write.
+    /// A crash before that write leaves no trace, so a resumed run calls the tool again,
+    /// as it may a read-only tool left running. The task is in the journal (and the tree)
+    /// once it has ended; cancelling the flow cancels it while it runs.
+    async fn run_then_record(&self, unwritten: Unwritten) -> Result<CallResult, FlowError> {
+        let Unwritten { tool, input, intent, task, accepted } = unwritten;
+        let run = std::sync::Arc::clone(&self.ctx.run);
+        let token = self.ctx.scope.cancel.child_token();
+        let _permit = match (&run.concurrency, self.ctx.scope.prefix.starts_with('w')) {
+            (Some(sem), false) => Some(sem.clone().acquire_owned().await),
+            _ => None,
+        };
+        let _busy = run.activity.busy();
+        let value = tokio::select! {
+            value = (tool.handler)(input) => value,
+            () = token.cancelled() => Err(FlowError::CallCancelled { handle: None }),
+        };
+        if let Err(err) = &value
+            && run.is_cancelled()
+        {
+            // The run is ending: nothing recorded, so a resume calls it again.
+            return Err(err.clone());
+        }
+        let (target, index) = (self.target.name().to_owned(), self.index);
+        let result = move |handle: TaskId| match value {
+            Ok(value) => Ok(CallResult {
+                answer: String::new(),
+                value,
+                outputs: Map::new(),
+                response_text: String::new(),
+                handle,
+                target,
+                kind: CallKind::Tool,
+                model: String::new(),
+                index,
+                workflow_state: Value::Null,
+            }),
+            Err(err) => Err(err.with_handle(handle)),
+        };
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let update = move |handle: TaskId| {
+            let res = result(handle);
+            let update = match &res {
+                Ok(r) => TaskUpdate {
+                    status: Some(TaskStatus::Succeeded),
+                    result: Some(r.to_json()),
+                    input_tokens: Some(0),
+                    output_tokens: Some(0),
+                    ..TaskUpdate::default()
+                },
+                Err(err) => TaskUpdate {
+                    status: Some(if matches!(err, FlowError::CallCancelled { .. }) {
+                        TaskStatus::Cancelled
+                    } else {
+                        TaskStatus::Failed
+                    }),
+                    error: Some(err.to_json().to_string()),
+                    input_tokens: Some(0),
+                    output_tokens: Some(0),
+                    ..TaskUpdate::default()
+                },
+            };
+            let _ = tx.send(res);
+            update
+        };
+        let journal = run.rt.journal.clone();
+        let (rec, _) = journal
+            .nonblocking()
+            .record_ended_task(run.run, vec![intent], task, vec![accepted], update)
+            .await?;
+        run.count_submitted();
+        run.remember_task(rec);
+        rx.await.unwrap_or_else(|_| {
+            Err(FlowError::CallFailed {
+                handle: None,
+                message: "the call's record was lost".into(),
+            })
+        })
     }
 
     async fn replayed(
@@ -576,7 +700,7 @@ impl Call {
                     .find(|m| !m.is_empty())
                     .unwrap_or("")
                     .to_owned();
-                let child = self.ctx.child(
+                let mut child = self.ctx.child(
                     task,
                     input.clone(),
                     options,
@@ -585,6 +709,10 @@ impl Call {
                     model,
                     token,
                 );
+                // A flow is no agent: its team calls act as the run's leader.
+                if let Some(s) = std::sync::Arc::get_mut(&mut child.scope) {
+                    s.seat = None;
+                }
                 let out = flow.forward(input, child).await?;
                 Ok((
                     CallResult {
@@ -657,19 +785,21 @@ impl Call {
         if let Some(s) = std::sync::Arc::get_mut(&mut child.scope) {
             s.prefix = format!("w{}/", task.0);
             s.tools = self.extra_tools.clone();
-            // A worker inside a team subagent's work acts as that subagent.
-            let session = self
-                .team
-                .clone()
-                .or_else(|| scope.seat.as_ref().and_then(|seat| seat.session.clone()));
-            // By the name it was called by (`self` for the run's agent), so that
-            // its subagents resolve to it again.
-            let seat = crate::ctx::Seat {
-                agent: self.target.name().to_owned(),
-                session,
-                messages: std::sync::Arc::default(),
-            };
-            s.seat = Some(std::sync::Arc::new(seat));
+            // A react loop is an agent with a seat: by the name it was called by (`self`
+            // for the run's agent), so that its subagents resolve to it again; inside a
+            // team subagent's work it acts as that subagent. A handler worker has none:
+            // it claims no iterations and reads no inherited context.
+            s.seat = matches!(worker.run, WorkerRun::React).then(|| {
+                let session = self
+                    .team
+                    .clone()
+                    .or_else(|| scope.seat.as_ref().and_then(|seat| seat.session.clone()));
+                std::sync::Arc::new(crate::ctx::Seat {
+                    agent: self.target.name().to_owned(),
+                    session,
+                    messages: std::sync::Arc::default(),
+                })
+            });
         }
         let subagent = kind == CallKind::Subagent;
         if subagent {

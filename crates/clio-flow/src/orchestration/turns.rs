@@ -7,10 +7,13 @@
 //! against the session's durable budget, its input checkpointed, and its model requests
 //! held to the session's allowlist (see `react::team_turn`).
 //!
-//! A turn's call is keyed by the session and a digest of its input, so a run that replays
-//! the team tool's task finds the same turn again. The call runs on a task of its own that
-//! the run waits for before it ends; cancelling the subagent cancels the call, which is
-//! recorded as cancelled.
+//! A turn's call is keyed by the session and a digest of its input (its identity does not
+//! depend on the order turns start in). The call runs as background work of the run: the
+//! run waits for it before it ends, and a turn due to start after the run ended (queued
+//! behind `max_parallel`) fails instead of writing into a finished run. Cancelling the
+//! subagent cancels the call, which is recorded as cancelled. A run left awaiting input
+//! (a question) aborts its background work, subagent turns included: their tasks are cut
+//! short, and a resumed run reports the team call that started them as interrupted.
 
 use serde_json::json;
 use tokio::sync::oneshot;
@@ -28,6 +31,51 @@ use crate::team::{RunnerFuture, SubagentJob, SubagentOutcome, SubagentRunner};
 pub(crate) struct CallRunner {
     pub(crate) ctx: Ctx,
     pub(crate) agent: String,
+}
+
+/// Cancels a turn's call when dropped armed (the team dropped the turn: the subagent was
+/// cancelled): its token, and in the journal the call's task and everything under it,
+/// as `Runtime::cancel_task` does, so no task of it is left running.
+struct CancelOnDrop {
+    ctx: Ctx,
+    token: tokio_util::sync::CancellationToken,
+    identity: String,
+    armed: bool,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        self.token.cancel();
+        if tokio::runtime::Handle::try_current().is_err() {
+            return; // No runtime left to record it on: a resume reconciles it.
+        }
+        let runtime = crate::runtime::Runtime { inner: std::sync::Arc::clone(&self.ctx.run.rt) };
+        let (run, accepted) = (self.ctx.run_id(), format!("{}@accepted", self.identity));
+        let cleanup = async move {
+            let journal = runtime.inner.journal.clone();
+            let found = crate::runtime::blocking(move || journal.entry_by_identity(run, &accepted));
+            // Not accepted yet: the call sees its token and records its own cancellation.
+            let Ok(Some(task)) = found.await.map(|e| e.and_then(|e| e.task)) else { return };
+            // Once the call has recorded its own end, every write its dropped work had
+            // sent is in too (the journal commits in order): then nothing it started is
+            // missed. Bounded, in case the call cannot record.
+            for _ in 0..400 {
+                let journal = runtime.inner.journal.clone();
+                match crate::runtime::blocking(move || journal.task(task)).await {
+                    Ok(Some(rec)) if !rec.status.is_terminal() => {
+                        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                    }
+                    _ => break,
+                }
+            }
+            let _ = runtime.cancel_task(task).await;
+        };
+        // After the run ended there is nothing left running to record.
+        let _ = self.ctx.run.spawn_background_unless_ended(cleanup);
+    }
 }
 
 /// Splits a turn's input into the conversation before it and the prompt it ends with.
@@ -65,15 +113,23 @@ impl SubagentRunner for CallRunner {
             if !job.model.is_empty() {
                 call = call.model(job.model.clone());
             }
+            let identity = call.identity();
             let (tx, rx) = oneshot::channel();
-            let work = tokio::spawn(async move {
+            let work = async move {
                 let _ = tx.send(call.run().await);
-            });
-            ctx.run.spawn_background(work);
+            };
+            if !ctx.run.spawn_background_unless_ended(work) {
+                // Queued behind others, it was due to start after its run ended.
+                return SubagentOutcome::Failed(format!(
+                    "run {} ended before subagent {session} started",
+                    ctx.run_id().0
+                ));
+            }
             // Dropped when the team cancels the subagent: the call is cancelled too.
-            let cancel_on_drop = token.drop_guard();
+            let mut cancel_on_drop =
+                CancelOnDrop { ctx: ctx.clone(), token, identity, armed: true };
             let res = rx.await;
-            cancel_on_drop.disarm();
+            cancel_on_drop.armed = false;
             match res {
                 Ok(Ok(result)) => SubagentOutcome::Answer(result.answer),
                 Ok(Err(err)) => SubagentOutcome::Failed(err.to_string()),

@@ -98,6 +98,13 @@ impl Activity {
     }
 }
 
+/// The run's background work, and whether the run still admits more.
+#[derive(Default)]
+struct Background {
+    handles: Vec<JoinHandle<()>>,
+    ended: bool,
+}
+
 /// The shared state of one drive of a run.
 pub(crate) struct RunState {
     pub(crate) rt: Arc<RuntimeInner>,
@@ -120,7 +127,7 @@ pub(crate) struct RunState {
     answers: Mutex<HashMap<String, Value>>,
     answer_added: Notify,
     pending: Mutex<Vec<Question>>,
-    background: Mutex<Vec<JoinHandle<()>>>,
+    background: Mutex<Background>,
 }
 
 impl RunState {
@@ -168,7 +175,7 @@ impl RunState {
             answers: Mutex::new(answers),
             answer_added: Notify::new(),
             pending: Mutex::new(Vec::new()),
-            background: Mutex::new(Vec::new()),
+            background: Mutex::new(Background::default()),
         }))
     }
 
@@ -198,10 +205,20 @@ impl RunState {
                 }
             }
         };
-        // Work started with `ctx.start` belongs to the run: wait for it before the run ends.
-        let handles: Vec<_> = lock(&self.background).drain(..).collect();
-        for handle in handles {
-            let _ = handle.await;
+        // Work started with `ctx.start` belongs to the run: wait for it before the run ends,
+        // and for work it starts meanwhile; then no more is admitted.
+        loop {
+            let handles: Vec<_> = {
+                let mut background = lock(&self.background);
+                if background.handles.is_empty() {
+                    background.ended = true;
+                    break;
+                }
+                background.handles.drain(..).collect()
+            };
+            for handle in handles {
+                let _ = handle.await;
+            }
         }
         match res {
             Ok(out) => RunOutcome::Succeeded(out),
@@ -211,13 +228,27 @@ impl RunState {
     }
 
     fn abort_background(&self) {
-        for handle in lock(&self.background).drain(..) {
+        for handle in lock(&self.background).handles.drain(..) {
             handle.abort();
         }
     }
 
     pub(crate) fn spawn_background(&self, handle: JoinHandle<()>) {
-        lock(&self.background).push(handle);
+        lock(&self.background).handles.push(handle);
+    }
+
+    /// Spawns `work` as background work of the run, unless the run has ended (its drive
+    /// has waited for all of its work): then returns false and spawns nothing.
+    pub(crate) fn spawn_background_unless_ended(
+        &self,
+        work: impl Future<Output = ()> + Send + 'static,
+    ) -> bool {
+        let mut background = lock(&self.background);
+        if background.ended {
+            return false;
+        }
+        background.handles.push(tokio::spawn(work));
+        true
     }
 
     pub(crate) fn recorded(&self, identity: &str) -> Option<&JournalEntry> {

@@ -1,7 +1,8 @@
 //! [`ModelRunner`]: a [`SubagentRunner`] that runs a subagent's turn as a plain model chat
 //! through the session's restricted router, claiming each iteration against the durable
-//! budget and checkpointing each complete model input. It offers no tools; the runtime's
-//! react loop (tools, permissions, hooks) is the runner to plug in for full subagents.
+//! budget and checkpointing each complete model input. It offers no tools: the
+//! orchestration tools run an agent's subagents as react-loop calls of its run instead,
+//! and use this runner only for team calls a flow makes.
 
 use clio_spec::Requires;
 

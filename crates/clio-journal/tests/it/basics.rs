@@ -229,6 +229,39 @@ fn a_task_and_its_entries_are_written_together_or_not_at_all() -> TestResult {
     Ok(())
 }
 
+/// A task that has already ended is recorded in one write, with its entries, its final
+/// status and a result that names it; a refused write leaves nothing.
+#[test]
+fn an_ended_task_is_recorded_with_its_entries_in_one_write() -> TestResult {
+    let journal = Journal::open_in_memory()?;
+    let run = journal.create_run(new_run("count", "p"))?;
+    let intent = NewEntry::new(EntryKind::Call, serde_json::json!({"call": 1})).with_identity("c1");
+    let accepted =
+        NewEntry::new(EntryKind::Call, serde_json::json!({})).with_identity("c1@accepted");
+    let (rec, seqs) =
+        journal.record_ended_task(run, vec![intent], new_task(run, "p"), vec![accepted], |id| {
+            TaskUpdate {
+                status: Some(TaskStatus::Succeeded),
+                result: Some(serde_json::json!({ "handle": id.0 })),
+                ..TaskUpdate::default()
+            }
+        })?;
+    assert_eq!(seqs, [0, 1]);
+    assert_eq!(rec.status, TaskStatus::Succeeded);
+    assert_eq!(rec.result, Some(serde_json::json!({ "handle": rec.id.0 })));
+    assert_eq!(journal.task(rec.id)?, Some(rec.clone()));
+    assert_eq!(journal.entries(run)?[1].task, Some(rec.id), "the acceptance names the task");
+
+    let again = NewEntry::new(EntryKind::Call, serde_json::json!({})).with_identity("c1");
+    let err = journal
+        .record_ended_task(run, vec![again], new_task(run, "p"), vec![], |_| TaskUpdate::default())
+        .unwrap_err();
+    assert!(matches!(err, clio_journal::JournalError::DuplicateIdentity { .. }), "{err:?}");
+    assert_eq!(journal.tasks(run)?.len(), 1);
+    assert_eq!(journal.entry_count(run)?, 2);
+    Ok(())
+}
+
 /// An interrupted task is re-attached by the process that resumes its run: it may run and
 /// finish under the same handle, and reconcile does not count it again meanwhile.
 #[test]
