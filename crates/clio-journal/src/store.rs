@@ -236,11 +236,31 @@ impl<'a> Tx<'a> {
         run: RunId,
         before: Vec<NewEntry>,
         task: NewTask,
-        after: Vec<NewEntry>,
+        mut after: Vec<NewEntry>,
         update: impl FnOnce(TaskId) -> TaskUpdate,
     ) -> Result<(TaskRecord, Vec<u64>)> {
-        let (id, seqs) = self.create_task_with_entries(run, before, task, after)?;
-        Ok((self.update_task(id, update(id))?, seqs))
+        if task.run != run {
+            return Err(JournalError::RunNotFound { run: task.run });
+        }
+        let n_before = before.len();
+        let mut entries = before;
+        entries.append(&mut after);
+        self.check_entries(run, &entries)?;
+        // Built whole and stored once: the task is never written running.
+        let mut rec = self.new_task_record(task)?;
+        let update = update(rec.id);
+        apply_update(&mut rec, update, self.now);
+        // A new task is in no live index yet: only an active one goes in.
+        self.tasks.insert(rec.id.0, encode(&rec).as_slice()).at(self.path)?;
+        if rec.status.is_active() {
+            self.live_tasks.insert(rec.id.0, ()).at(self.path)?;
+        }
+        self.run_tasks.insert((rec.run.0, rec.id.0), ()).at(self.path)?;
+        for entry in entries.iter_mut().skip(n_before) {
+            entry.task = Some(rec.id);
+        }
+        let seqs = self.append(run, entries)?;
+        Ok((rec, seqs))
     }
 
     /// Checks that `run` exists and that no identity of `entries` is taken (in the run or
@@ -315,6 +335,14 @@ impl<'a> Tx<'a> {
     }
 
     pub(crate) fn create_task(&mut self, new: NewTask) -> Result<TaskId> {
+        let rec = self.new_task_record(new)?;
+        self.store_task(&rec)?;
+        self.run_tasks.insert((rec.run.0, rec.id.0), ()).at(self.path)?;
+        Ok(rec.id)
+    }
+
+    /// Checks `new` and returns its record with a fresh id, not yet stored.
+    fn new_task_record(&mut self, new: NewTask) -> Result<TaskRecord> {
         // An existence check on the run's head, not a decode of its record (which holds
         // the run's whole input).
         self.check_run(new.run)?;
@@ -322,7 +350,7 @@ impl<'a> Tx<'a> {
             self.task_exists(parent)?;
         }
         let id = TaskId(self.next_id(KEY_NEXT_TASK)?);
-        let rec = TaskRecord {
+        Ok(TaskRecord {
             id,
             run: new.run,
             parent: new.parent,
@@ -338,10 +366,7 @@ impl<'a> Tx<'a> {
             owner: new.owner,
             created_at_ms: self.now,
             updated_at_ms: self.now,
-        };
-        self.store_task(&rec)?;
-        self.run_tasks.insert((new.run.0, id.0), ()).at(self.path)?;
-        Ok(id)
+        })
     }
 
     pub(crate) fn update_task(&mut self, task: TaskId, update: TaskUpdate) -> Result<TaskRecord> {
@@ -349,28 +374,7 @@ impl<'a> Tx<'a> {
         if rec.status.is_terminal() {
             return Err(JournalError::TaskFinished { task, status: rec.status });
         }
-        if let Some(status) = update.status {
-            rec.status = status;
-        }
-        if let Some(model) = update.model {
-            rec.model = Some(model);
-        }
-        if let Some(n) = update.input_tokens {
-            rec.input_tokens = n;
-        }
-        if let Some(n) = update.output_tokens {
-            rec.output_tokens = n;
-        }
-        if let Some(result) = update.result {
-            rec.result = Some(result);
-        }
-        if let Some(error) = update.error {
-            rec.error = Some(error);
-        }
-        if let Some(owner) = update.owner {
-            rec.owner = owner;
-        }
-        rec.updated_at_ms = self.now;
+        apply_update(&mut rec, update, self.now);
         self.store_task(&rec)?;
         Ok(rec)
     }
@@ -575,4 +579,30 @@ impl<'a> Tx<'a> {
         }
         Ok(pruned)
     }
+}
+
+/// Applies the fields `update` sets to `rec`, as of `now`.
+fn apply_update(rec: &mut TaskRecord, update: TaskUpdate, now: u64) {
+    if let Some(status) = update.status {
+        rec.status = status;
+    }
+    if let Some(model) = update.model {
+        rec.model = Some(model);
+    }
+    if let Some(n) = update.input_tokens {
+        rec.input_tokens = n;
+    }
+    if let Some(n) = update.output_tokens {
+        rec.output_tokens = n;
+    }
+    if let Some(result) = update.result {
+        rec.result = Some(result);
+    }
+    if let Some(error) = update.error {
+        rec.error = Some(error);
+    }
+    if let Some(owner) = update.owner {
+        rec.owner = owner;
+    }
+    rec.updated_at_ms = now;
 }

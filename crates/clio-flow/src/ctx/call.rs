@@ -428,60 +428,66 @@ impl Call {
             return Err(err.clone());
         }
         let (target, index) = (self.target.name().to_owned(), self.index);
-        let result = move |handle: TaskId| match value {
-            Ok(value) => Ok(CallResult {
-                answer: String::new(),
-                value,
-                outputs: Map::new(),
-                response_text: String::new(),
-                handle,
-                target,
-                kind: CallKind::Tool,
-                model: String::new(),
-                index,
-                workflow_state: Value::Null,
-            }),
-            Err(err) => Err(err.with_handle(handle)),
-        };
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let update = move |handle: TaskId| {
-            let res = result(handle);
-            let update = match &res {
-                Ok(r) => TaskUpdate {
-                    status: Some(TaskStatus::Succeeded),
-                    result: Some(r.to_json()),
-                    input_tokens: Some(0),
-                    output_tokens: Some(0),
-                    ..TaskUpdate::default()
-                },
-                Err(err) => TaskUpdate {
+        let outcome = value.map(|value| CallResult {
+            answer: String::new(),
+            value,
+            outputs: Map::new(),
+            response_text: String::new(),
+            handle: TaskId(0),
+            target,
+            kind: CallKind::Tool,
+            model: String::new(),
+            index,
+            workflow_state: Value::Null,
+        });
+        // Built here, so the journal's writer only names the task in it.
+        type Finish = Box<dyn FnOnce(TaskId) -> TaskUpdate + Send>;
+        let finish: Finish = match &outcome {
+            Ok(r) => {
+                let mut json = r.to_json();
+                Box::new(move |handle: TaskId| {
+                    if let Value::Object(map) = &mut json {
+                        map.insert("handle".into(), json!(handle.0));
+                    }
+                    TaskUpdate {
+                        status: Some(TaskStatus::Succeeded),
+                        result: Some(json),
+                        input_tokens: Some(0),
+                        output_tokens: Some(0),
+                        ..TaskUpdate::default()
+                    }
+                })
+            }
+            Err(err) => {
+                let err = err.clone();
+                Box::new(move |handle: TaskId| TaskUpdate {
                     status: Some(if matches!(err, FlowError::CallCancelled { .. }) {
                         TaskStatus::Cancelled
                     } else {
                         TaskStatus::Failed
                     }),
-                    error: Some(err.to_json().to_string()),
+                    error: Some(err.with_handle(handle).to_json().to_string()),
                     input_tokens: Some(0),
                     output_tokens: Some(0),
                     ..TaskUpdate::default()
-                },
-            };
-            let _ = tx.send(res);
-            update
+                })
+            }
         };
         let journal = run.rt.journal.clone();
         let (rec, _) = journal
             .nonblocking()
-            .record_ended_task(run.run, vec![intent], task, vec![accepted], update)
+            .record_ended_task(run.run, vec![intent], task, vec![accepted], finish)
             .await?;
         run.count_submitted();
+        let handle = rec.id;
         run.remember_task(rec);
-        rx.await.unwrap_or_else(|_| {
-            Err(FlowError::CallFailed {
-                handle: None,
-                message: "the call's record was lost".into(),
-            })
-        })
+        match outcome {
+            Ok(mut r) => {
+                r.handle = handle;
+                Ok(r)
+            }
+            Err(err) => Err(err.with_handle(handle)),
+        }
     }
 
     async fn replayed(
