@@ -9,7 +9,8 @@
 //! agent's conversation when a child ends, so the agent reads it: `flow_result(handle)`
 //! returns the child's record (`status`, and `answer`/`value`/`outputs` once it succeeded,
 //! `error` once it failed) without waiting. The journal holds the result on the child's
-//! task, so a flow can also read it there.
+//! task, so a flow can also read it there. A child a restart cut off is started again,
+//! as the same task, when its run is resumed ([`reattach_cut_off`]).
 //!
 //! Teams: each team tool (`council_run`, `council_wait`, also named `council_wait_agents`,
 //! `council_cancel_agent`, ...) is [`AgentEnv::call_tool`] acting as the session of the
@@ -222,6 +223,19 @@ async fn reattach(ctx: &Ctx, record: &TaskRecord, once: &AsyncMutex<()>) -> Resu
         call = call.model(text("model"));
     }
     call.start().await.map(|_| ())
+}
+
+/// Starts again, as their own tasks, the background children a restart cut off in the
+/// run of `ctx` (its root context): called when a run is resumed, before its flow runs,
+/// so that started work finishes even if the agent never asks `flow_result` again.
+pub(crate) async fn reattach_cut_off(ctx: &Ctx) -> Result<(), FlowError> {
+    let mut cut: Vec<TaskRecord> = ctx.run.tasks_where(|t| cut_off(ctx, t) && t.parent.is_some());
+    cut.sort_by_key(|t| t.id);
+    let once = AsyncMutex::new(());
+    for record in &cut {
+        reattach(ctx, record, &once).await?;
+    }
+    Ok(())
 }
 
 async fn flow_result(args: Value, ctx: Ctx, once: Arc<AsyncMutex<()>>) -> Result<Value, FlowError> {

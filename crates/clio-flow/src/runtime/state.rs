@@ -255,6 +255,11 @@ impl RunState {
         self.recorded.get(identity)
     }
 
+    /// Returns the run's tasks as loaded (and remembered since) that match `keep`.
+    pub(crate) fn tasks_where(&self, keep: impl Fn(&TaskRecord) -> bool) -> Vec<TaskRecord> {
+        lock(&self.tasks).values().filter(|t| keep(t)).cloned().collect()
+    }
+
     pub(crate) fn task(&self, task: TaskId) -> Option<TaskRecord> {
         lock(&self.tasks).get(&task).cloned()
     }

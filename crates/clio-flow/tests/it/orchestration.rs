@@ -309,6 +309,49 @@ async fn background_work_cut_off_by_a_restart_finishes_once_after_resume() {
     assert_eq!(answer(&replay), answer(&report));
 }
 
+/// Background work cut off by a restart starts again when its run is resumed, even when
+/// the agent never asks about it again: the run then waits for it, and it runs once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn background_work_cut_off_by_a_restart_resumes_without_flow_result() {
+    let journal = Journal::open_in_memory().unwrap();
+    let config = |owner: &str| RuntimeConfig { owner: owner.into(), ..RuntimeConfig::default() };
+    // `lead` starts `slow`, asks about it once, and answers without waiting for it.
+    let registry = |c: &Counter, first: bool| {
+        let lead = FnFlow::new("starter", |_t: Value, ctx| async move {
+            let started = ctx.call("run_flow", json!({ "flow": "slow", "input": "y" })).await?;
+            let handle = started.value["handle"].clone();
+            let status = ctx.call("flow_result", json!({ "handle": handle })).await?.value;
+            Ok(FlowOutput::text(format!("started, {}", status["status"].as_str().unwrap_or(""))))
+        });
+        restart_registry(c, first).flow(lead)
+    };
+    let first = Counter::default();
+    let rt = Runtime::new(journal.clone(), registry(&first, true), config("proc-1"));
+    let run = rt.create(sel("starter"), json!(null)).await.unwrap();
+    let driver = tokio::spawn({
+        let rt = rt.clone();
+        async move { rt.resume(run).await }
+    });
+    let slow = task_in(&journal, run, "slow", TaskStatus::Running).await;
+    task_in(&journal, run, "flow_result", TaskStatus::Succeeded).await;
+    // The flow has answered; the run waits for `slow`, which never ends in this process.
+    driver.abort();
+    let _ = driver.await;
+    drop(rt);
+    journal.reconcile(&["proc-2"]).unwrap();
+    assert_eq!(journal.task(slow).unwrap().unwrap().status, TaskStatus::Interrupted);
+
+    let second = Counter::default();
+    let rt = Runtime::new(journal.clone(), registry(&second, false), config("proc-2"));
+    let report = rt.resume(run).await.unwrap();
+    assert_eq!(answer(&report), "started, running", "the replayed answer");
+    assert_eq!((first.get(), second.get()), (0, 1), "the background flow finished once");
+    let slows: Vec<_> =
+        journal.tasks(run).unwrap().into_iter().filter(|t| t.target == "slow").collect();
+    assert_eq!(slows.len(), 1);
+    assert_eq!((slows[0].id, slows[0].status), (slow, TaskStatus::Succeeded));
+}
+
 /// The built-in `orchestration` plugin declares exactly the tools the runtime gives an
 /// agent for it, with the same descriptions, read-only flags and schemas, so that the
 /// declaration and the runtime cannot drift apart again (they once named `run`, `ask`,
