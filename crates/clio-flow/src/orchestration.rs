@@ -381,6 +381,8 @@ pub fn run_leader(run: RunId) -> SessionId {
 /// inherit its conversation; the runtime's own teams only (a given team keeps its runner).
 async fn call_as_session(source: &TeamSource, tool: &str, args: Value, ctx: &Ctx) -> Value {
     let team = source.team(ctx);
+    // So that the end of the leading agent's turn reaches the team (`leader_turn_ended`).
+    let _ = ctx.run.team.set(team.clone());
     let seat = ctx.scope.seat.clone();
     let member = seat.as_ref().and_then(|s| s.session.clone());
     let leader = member.is_none().then(|| run_leader(ctx.run_id()));

@@ -469,6 +469,25 @@ impl Team {
         Ok(())
     }
 
+    /// Says that the agent leading as `id` has ended its turn: unless a call as `id` is
+    /// under way in this process, a running leader becomes idle, so that a child's `ask`
+    /// gets no reply at once rather than waiting out its timeout for a parent that will
+    /// not answer. The leader is running again at its next team call.
+    pub async fn leader_turn_ended(&self, id: &SessionId) -> Result<(), TeamError> {
+        let _guard = self.inner.writes.lock().await;
+        if self.lock_leading().contains_key(id) {
+            return Ok(());
+        }
+        let (journal, sid) = (self.inner.journal.clone(), id.clone());
+        let found = blocking(move || journal.session(&sid)).await?;
+        if found.is_some_and(|r| r.status == SessionStatus::Running) {
+            let update =
+                SessionUpdate { status: Some(SessionStatus::Idle), ..SessionUpdate::default() };
+            self.update(id, update).await?;
+        }
+        Ok(())
+    }
+
     /// Sets (or with `None` clears) the managed-subagents setting of session `sid`.
     pub async fn set_enabled(
         &self,

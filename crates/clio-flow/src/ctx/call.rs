@@ -840,7 +840,17 @@ impl Call {
                 let _busy = run.activity.busy();
                 h(req).await?
             }
-            WorkerRun::React => crate::react::run_worker(req).await?,
+            WorkerRun::React => {
+                let res = crate::react::run_worker(req).await;
+                // An agent a flow called leads the run's team: its turn has ended.
+                if scope.seat.is_none()
+                    && self.team.is_none()
+                    && let Some(team) = run.team.get()
+                {
+                    let _ = team.leader_turn_ended(&crate::run_leader(run.run)).await;
+                }
+                res?
+            }
         };
         if subagent {
             let subject = crate::gate::Subject {

@@ -9,7 +9,8 @@
 //!
 //! A turn's call is keyed by the session and a digest of its input (its identity does not
 //! depend on the order turns start in). The call runs as background work of the run: the
-//! run waits for it before it ends, and a turn due to start after the run ended (queued
+//! run waits for it, and for the team to record how the turn ended, before it ends; a turn
+//! due to start after the run ended (queued
 //! behind `max_parallel`) fails instead of writing into a finished run. Cancelling the
 //! subagent cancels the call, which is recorded as cancelled. A run left awaiting input
 //! (a question) aborts its background work, subagent turns included: their tasks are cut
@@ -115,8 +116,11 @@ impl SubagentRunner for CallRunner {
             }
             let identity = call.identity();
             let (tx, rx) = oneshot::channel();
+            let (team, sid) = (job.env.team().clone(), job.env.session().clone());
             let work = async move {
                 let _ = tx.send(call.run().await);
+                // The run ends only once the team has recorded how the turn ended.
+                let _ = team.wait_settled(&sid).await;
             };
             if !ctx.run.spawn_background_unless_ended(work) {
                 // Queued behind others, it was due to start after its run ended.

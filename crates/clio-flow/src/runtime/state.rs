@@ -128,6 +128,8 @@ pub(crate) struct RunState {
     answer_added: Notify,
     pending: Mutex<Vec<Question>>,
     background: Mutex<Background>,
+    /// The team the run's agents' team tools act on, once one has been used.
+    pub(crate) team: std::sync::OnceLock<crate::team::Team>,
 }
 
 impl RunState {
@@ -176,6 +178,7 @@ impl RunState {
             answer_added: Notify::new(),
             pending: Mutex::new(Vec::new()),
             background: Mutex::new(Background::default()),
+            team: std::sync::OnceLock::new(),
         }))
     }
 

@@ -823,6 +823,13 @@ impl Team {
         self.update(sid, update).await.map(|_| ())
     }
 
+    /// Waits until session `sid` is settled in this process (its turn's end recorded), for
+    /// at most the longest wait the team allows.
+    pub(crate) async fn wait_settled(&self, sid: &SessionId) -> Result<(), TeamError> {
+        let longest = Duration::from_secs(self.config().max_timeout_secs);
+        self.wait_for(std::slice::from_ref(sid), longest).await.map(|_| ())
+    }
+
     /// Waits until every session of `ids` is settled or `timeout` passes, and returns
     /// their records. Settled: not queued or running in this process, or asking a
     /// question not shown before.

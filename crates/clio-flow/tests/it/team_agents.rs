@@ -297,3 +297,62 @@ async fn subagents_nest_no_deeper_than_max_depth() {
         .unwrap();
     assert_eq!(refused["value"]["error"]["reason"], "flow_limit_exceeded", "{refused}");
 }
+
+const ASK_SCRIPT: &str = r#"
+[[script]]
+agent = "lead"
+prompt = "Start and leave"
+
+[[script.turn]]
+tool_calls = [{ name = "council_run", arguments = { tasks = ["Ask me later"], timeout_secs = 0 } }]
+
+[[script.turn]]
+text = "Left it running."
+
+[[script]]
+agent = "lead"
+prompt = "Ask me later"
+
+[[script.turn]]
+tool_calls = [{ name = "pause", arguments = {} }]
+
+[[script.turn]]
+tool_calls = [{ name = "council_ask", arguments = { question = "Which coupon?" } }]
+
+[[script.turn]]
+text = "No answer came; I chose the safest coupon."
+"#;
+
+/// A subagent that asks its parent after the leading agent's turn has ended gets no reply
+/// at once (its parent is not running), instead of waiting out the ask's timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subagent_asking_after_its_leader_ended_gets_no_reply_at_once() {
+    let c = Counter::default();
+    let journal = Journal::open_in_memory().unwrap();
+    let pause = clio_flow::Tool::new("pause", |_args: Value| async move {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        Ok(Value::Null)
+    })
+    .read_only();
+    let lead =
+        Worker::react("lead", "You lead.").with_tools(&["council_run", "council_ask", "pause"]);
+    let plan = FnFlow::new("plan", |task: Value, ctx| async move {
+        Ok(FlowOutput::from(ctx.call("lead", task).await?))
+    });
+    let reg = register_orchestration_tools(registry(&c).tool(pause).subagent(lead).flow(plan));
+    let rt = runtime(&journal, reg, models(ASK_SCRIPT));
+    let run = rt.run(sel("plan"), json!("Start and leave"));
+    let report = tokio::time::timeout(std::time::Duration::from_secs(60), run)
+        .await
+        .expect("the run does not wait out the ask's 600 s")
+        .unwrap();
+    assert_eq!(answer(&report), "Left it running.");
+    let team = run_team(&journal, report.run).unwrap();
+    assert_eq!(team[0].status, "idle", "the leader's turn ended");
+    assert_eq!(team[1].status, "done");
+    assert_eq!(team[1].answer.as_deref(), Some("No answer came; I chose the safest coupon."));
+    let tasks = journal.tasks(report.run).unwrap();
+    let asked = tasks.iter().find(|t| t.target == "council_ask").unwrap();
+    let value = &asked.result.as_ref().unwrap()["value"];
+    assert_eq!(value["reply"], Value::Null, "{value}");
+}
