@@ -36,7 +36,6 @@ const OWNED_DEPENDENCIES: &[(&str, &[&str])] = &[
     ("rmcp", &["clio-flow"]),
     ("reqwest", &["clio-flow"]),
     ("indicatif", &["clio-cli"]),
-    ("mimalloc", &["clio-cli", "clio-flow"]),
 ];
 
 /// Crates that must not reach tokio through their normal dependencies.

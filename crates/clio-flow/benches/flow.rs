@@ -19,11 +19,6 @@
 //! `peak_rss_kb` is the process's high-water mark (`VmHWM`) after the workload.
 #![allow(clippy::print_stdout, reason = "a benchmark reports on stdout")]
 
-// The allocator the `clio` binary runs on, so the numbers are the product's; set
-// `CLIO_FLOW_BENCH_ONLY` and compare with the system allocator by removing these lines.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 use std::path::Path;
 use std::process::{Command, Stdio};
 
