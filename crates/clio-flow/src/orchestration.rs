@@ -228,14 +228,22 @@ async fn reattach(ctx: &Ctx, record: &TaskRecord, once: &AsyncMutex<()>) -> Resu
 /// Starts again, as their own tasks, the background children a restart cut off in the
 /// run of `ctx` (its root context): called when a run is resumed, before its flow runs,
 /// so that started work finishes even if the agent never asks `flow_result` again.
-pub(crate) async fn reattach_cut_off(ctx: &Ctx) -> Result<(), FlowError> {
-    let mut cut: Vec<TaskRecord> = ctx.run.tasks_where(|t| cut_off(ctx, t) && t.parent.is_some());
+///
+/// Only a child whose `run_flow` or `run_workflow` call returned its handle: a starter cut
+/// off itself is reported interrupted to the agent, which may start the work again, so its
+/// child is left as it is. A child that cannot be started again stays cut off (and
+/// `flow_result` reports it so) rather than failing the run.
+pub(crate) async fn reattach_cut_off(ctx: &Ctx) {
+    let started = |t: &TaskRecord| {
+        t.parent.and_then(|p| ctx.run.task(p)).is_some_and(|p| p.status == TaskStatus::Succeeded)
+    };
+    let mut cut: Vec<TaskRecord> = ctx.run.tasks_where(|t| cut_off(ctx, t));
+    cut.retain(started);
     cut.sort_by_key(|t| t.id);
     let once = AsyncMutex::new(());
     for record in &cut {
-        reattach(ctx, record, &once).await?;
+        let _ = reattach(ctx, record, &once).await;
     }
-    Ok(())
 }
 
 async fn flow_result(args: Value, ctx: Ctx, once: Arc<AsyncMutex<()>>) -> Result<Value, FlowError> {

@@ -371,12 +371,10 @@ impl Runtime {
         let ctx =
             Ctx::root(Arc::clone(&state), rec.input.clone(), options, flow.model().to_owned());
         // Background work a restart cut off starts again now, not when the agent next asks.
-        let reattached =
-            if replay_only { Ok(()) } else { crate::orchestration::reattach_cut_off(&ctx).await };
-        let outcome = match reattached {
-            Ok(()) => state.drive(flow.forward(rec.input.clone(), ctx)).await,
-            Err(err) => RunOutcome::Failed(err),
-        };
+        if !replay_only {
+            crate::orchestration::reattach_cut_off(&ctx).await;
+        }
+        let outcome = state.drive(flow.forward(rec.input.clone(), ctx)).await;
         self.live().remove(&run);
         let report = RunReport {
             run,

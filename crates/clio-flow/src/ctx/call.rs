@@ -715,9 +715,17 @@ impl Call {
                     model,
                     token,
                 );
-                // A flow is no agent: its team calls act as the run's leader.
+                // A flow is no agent: its team calls act as the session it works for (the
+                // run's leader outside any team subagent), with no agent to run as.
                 if let Some(s) = std::sync::Arc::get_mut(&mut child.scope) {
-                    s.seat = None;
+                    s.seat = s.seat.take().and_then(|seat| {
+                        let session = seat.session.clone()?;
+                        Some(std::sync::Arc::new(crate::ctx::Seat {
+                            agent: String::new(),
+                            session: Some(session),
+                            messages: std::sync::Arc::default(),
+                        }))
+                    });
                 }
                 let out = flow.forward(input, child).await?;
                 Ok((
@@ -792,20 +800,22 @@ impl Call {
             s.prefix = format!("w{}/", task.0);
             s.tools = self.extra_tools.clone();
             // A react loop is an agent with a seat: by the name it was called by (`self`
-            // for the run's agent), so that its subagents resolve to it again; inside a
-            // team subagent's work it acts as that subagent. A handler worker has none:
-            // it claims no iterations and reads no inherited context.
-            s.seat = matches!(worker.run, WorkerRun::React).then(|| {
-                let session = self
-                    .team
-                    .clone()
-                    .or_else(|| scope.seat.as_ref().and_then(|seat| seat.session.clone()));
-                std::sync::Arc::new(crate::ctx::Seat {
-                    agent: self.target.name().to_owned(),
-                    session,
-                    messages: std::sync::Arc::default(),
-                })
-            });
+            // for the run's agent), so that its subagents resolve to it again. Inside a
+            // team subagent's work any worker acts as that subagent; a handler worker is
+            // no agent its subagents could run as (it claims no iterations).
+            let session = self
+                .team
+                .clone()
+                .or_else(|| scope.seat.as_ref().and_then(|seat| seat.session.clone()));
+            let agent = match worker.run {
+                WorkerRun::React => self.target.name().to_owned(),
+                WorkerRun::Handler(_) => String::new(),
+            };
+            s.seat = Some(std::sync::Arc::new(crate::ctx::Seat {
+                agent,
+                session,
+                messages: std::sync::Arc::default(),
+            }));
         }
         let subagent = kind == CallKind::Subagent;
         if subagent {
@@ -842,8 +852,10 @@ impl Call {
             }
             WorkerRun::React => {
                 let res = crate::react::run_worker(req).await;
-                // An agent a flow called leads the run's team: its turn has ended.
-                if scope.seat.is_none()
+                // The agent the run's own flow called leads the run's team: its turn has
+                // ended. (Agents deeper down, or inside a subagent's work, do not lead it.)
+                if scope.depth == 0
+                    && scope.seat.is_none()
                     && self.team.is_none()
                     && let Some(team) = run.team.get()
                 {

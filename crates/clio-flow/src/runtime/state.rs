@@ -231,7 +231,11 @@ impl RunState {
     }
 
     fn abort_background(&self) {
-        for handle in lock(&self.background).handles.drain(..) {
+        let mut background = lock(&self.background);
+        // Suspended: nothing more may start on this state (a queued subagent turn would
+        // write into a run awaiting input); a resume drives a new one.
+        background.ended = true;
+        for handle in background.handles.drain(..) {
             handle.abort();
         }
     }
