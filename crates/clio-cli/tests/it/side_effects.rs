@@ -14,11 +14,9 @@
 //! `agent` (a react loop on the scripted model: tally `agent-1`, checkpoint `agent-mid`,
 //! tally `agent-2`, one per turn, then an answer), `last` (tally).
 
-use std::path::{Path, PathBuf};
-
 use insta::assert_snapshot;
 
-use crate::support::{Outcome, clio, temp_home};
+use crate::support::{Outcome, Sandbox, clio};
 
 const DATA: &str = "crates/clio-cli/tests/data/side-effects";
 
@@ -26,27 +24,24 @@ const DATA: &str = "crates/clio-cli/tests/data/side-effects";
 const ALL_TALLIES: [&str; 4] = ["first", "agent-1", "agent-2", "last"];
 
 /// A home and a workspace of their own.
-struct Case {
-    home: PathBuf,
-    workspace: PathBuf,
+struct Case(Sandbox);
+
+impl std::ops::Deref for Case {
+    type Target = Sandbox;
+    fn deref(&self) -> &Sandbox {
+        &self.0
+    }
 }
 
 impl Case {
     fn new(name: &str) -> Case {
-        let home = temp_home(&format!("side-effects-{name}"));
-        let workspace = home.join("workspace");
-        std::fs::create_dir_all(&workspace).unwrap();
-        Case { home, workspace }
-    }
-
-    fn h(&self) -> &str {
-        self.home.to_str().unwrap()
+        Case(Sandbox::new(&format!("side-effects-{name}")))
     }
 
     /// Runs the workflow; `kill` names a kill file to leave in the workspace first.
     fn run(&self, kill: Option<&str>) -> Outcome {
         if let Some(kill) = kill {
-            std::fs::write(self.workspace.join(kill), "").unwrap();
+            self.arm(kill);
         }
         let workflow = format!("{DATA}/workflow.json");
         let plugin = format!("{DATA}/counter");
@@ -64,18 +59,9 @@ impl Case {
             "--models",
             &models,
             "--workspace",
-            self.workspace.to_str().unwrap(),
+            self.ws(),
             "--quiet",
         ])
-    }
-
-    fn resume(&self) -> Outcome {
-        clio(&["--home", self.h(), "runs", "resume", "1", "--quiet"])
-    }
-
-    /// Returns the lines of tally.log: one per side effect.
-    fn tallies(&self) -> Vec<String> {
-        read_lines(&self.workspace.join("tally.log"))
     }
 
     fn status(&self) -> String {
@@ -83,10 +69,6 @@ impl Case {
         let runs: serde_json::Value = serde_json::from_str(&listed.stdout).unwrap();
         runs[0]["status"].as_str().unwrap_or_default().to_owned()
     }
-}
-
-fn read_lines(path: &Path) -> Vec<String> {
-    std::fs::read_to_string(path).unwrap_or_default().lines().map(str::to_owned).collect()
 }
 
 /// Asserts that no tally happened more than once.

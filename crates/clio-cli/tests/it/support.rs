@@ -66,6 +66,46 @@ pub(crate) fn temp_home(name: &str) -> PathBuf {
     dir
 }
 
+/// A home with a workspace folder in it, for the crash tests whose test tools write
+/// `tally.log` in the workspace and are killed by kill files left there.
+pub(crate) struct Sandbox {
+    pub(crate) home: PathBuf,
+    pub(crate) workspace: PathBuf,
+}
+
+impl Sandbox {
+    pub(crate) fn new(name: &str) -> Sandbox {
+        let home = temp_home(name);
+        let workspace = home.join("workspace");
+        std::fs::create_dir_all(&workspace).unwrap();
+        Sandbox { home, workspace }
+    }
+
+    pub(crate) fn h(&self) -> &str {
+        self.home.to_str().unwrap()
+    }
+
+    pub(crate) fn ws(&self) -> &str {
+        self.workspace.to_str().unwrap()
+    }
+
+    /// Leaves kill file `kill` in the workspace.
+    pub(crate) fn arm(&self, kill: &str) {
+        std::fs::write(self.workspace.join(kill), "").unwrap();
+    }
+
+    /// Resumes run 1 quietly.
+    pub(crate) fn resume(&self) -> Outcome {
+        clio(&["--home", self.h(), "runs", "resume", "1", "--quiet"])
+    }
+
+    /// Returns the lines of tally.log: one per side effect.
+    pub(crate) fn tallies(&self) -> Vec<String> {
+        let log = std::fs::read_to_string(self.workspace.join("tally.log")).unwrap_or_default();
+        log.lines().map(str::to_owned).collect()
+    }
+}
+
 /// Replaces progress timestamps (`[   0.1s]`) and task durations (`in 0.0s`) so that
 /// snapshots do not depend on timing.
 pub(crate) fn redact_progress(text: &str) -> String {

@@ -16,33 +16,28 @@
 //!   lead gets `CallInterrupted` as the tool's result and goes on. `sub-1` stays done
 //!   once and `sub-2` is never done.
 
-use std::path::PathBuf;
-
-use crate::support::{Outcome, clio, temp_home};
+use crate::support::{Outcome, Sandbox, clio};
 
 const DATA: &str = "crates/clio-cli/tests/data/team-crash";
 const COUNTER: &str = "crates/clio-cli/tests/data/side-effects/counter";
 
-struct Case {
-    home: PathBuf,
-    workspace: PathBuf,
+struct Case(Sandbox);
+
+impl std::ops::Deref for Case {
+    type Target = Sandbox;
+    fn deref(&self) -> &Sandbox {
+        &self.0
+    }
 }
 
 impl Case {
     fn new(name: &str) -> Case {
-        let home = temp_home(&format!("team-crash-{name}"));
-        let workspace = home.join("workspace");
-        std::fs::create_dir_all(&workspace).unwrap();
-        Case { home, workspace }
-    }
-
-    fn h(&self) -> &str {
-        self.home.to_str().unwrap()
+        Case(Sandbox::new(&format!("team-crash-{name}")))
     }
 
     fn run(&self, kill: Option<&str>) -> Outcome {
         if let Some(kill) = kill {
-            std::fs::write(self.workspace.join(kill), "").unwrap();
+            self.arm(kill);
         }
         let agent = format!("{DATA}/tally_lead.toml");
         let models = format!("{DATA}/models.toml");
@@ -58,18 +53,9 @@ impl Case {
             "--models",
             &models,
             "--workspace",
-            self.workspace.to_str().unwrap(),
+            self.ws(),
             "--quiet",
         ])
-    }
-
-    fn resume(&self) -> Outcome {
-        clio(&["--home", self.h(), "runs", "resume", "1", "--quiet"])
-    }
-
-    fn tallies(&self) -> Vec<String> {
-        let log = std::fs::read_to_string(self.workspace.join("tally.log")).unwrap_or_default();
-        log.lines().map(str::to_owned).collect()
     }
 
     fn team(&self) -> serde_json::Value {

@@ -441,37 +441,16 @@ impl Call {
             workflow_state: Value::Null,
         });
         // Built here, so the journal's writer only names the task in it.
-        type Finish = Box<dyn FnOnce(TaskId) -> TaskUpdate + Send>;
-        let finish: Finish = match &outcome {
-            Ok(r) => {
-                let mut json = r.to_json();
-                Box::new(move |handle: TaskId| {
-                    if let Value::Object(map) = &mut json {
-                        map.insert("handle".into(), json!(handle.0));
-                    }
-                    TaskUpdate {
-                        status: Some(TaskStatus::Succeeded),
-                        result: Some(json),
-                        input_tokens: Some(0),
-                        output_tokens: Some(0),
-                        ..TaskUpdate::default()
-                    }
-                })
+        let mut update = ended_update(&outcome, 0, 0);
+        let error = outcome.as_ref().err().cloned();
+        let finish = move |handle: TaskId| {
+            if let Some(Value::Object(result)) = &mut update.result {
+                result.insert("handle".into(), json!(handle.0));
             }
-            Err(err) => {
-                let err = err.clone();
-                Box::new(move |handle: TaskId| TaskUpdate {
-                    status: Some(if matches!(err, FlowError::CallCancelled { .. }) {
-                        TaskStatus::Cancelled
-                    } else {
-                        TaskStatus::Failed
-                    }),
-                    error: Some(err.with_handle(handle).to_json().to_string()),
-                    input_tokens: Some(0),
-                    output_tokens: Some(0),
-                    ..TaskUpdate::default()
-                })
+            if let Some(err) = error {
+                update.error = Some(err.with_handle(handle).to_json().to_string());
             }
+            update
         };
         let journal = run.rt.journal.clone();
         let (rec, _) = journal
@@ -557,27 +536,7 @@ impl Call {
         input_tokens: u64,
         output_tokens: u64,
     ) -> Result<(), FlowError> {
-        let update = match res {
-            Ok(r) => TaskUpdate {
-                status: Some(TaskStatus::Succeeded),
-                result: Some(r.to_json()),
-                model: (!r.model.is_empty()).then(|| r.model.clone()),
-                input_tokens: Some(input_tokens),
-                output_tokens: Some(output_tokens),
-                ..TaskUpdate::default()
-            },
-            Err(err) => TaskUpdate {
-                status: Some(if matches!(err, FlowError::CallCancelled { .. }) {
-                    TaskStatus::Cancelled
-                } else {
-                    TaskStatus::Failed
-                }),
-                error: Some(err.to_json().to_string()),
-                input_tokens: Some(input_tokens),
-                output_tokens: Some(output_tokens),
-                ..TaskUpdate::default()
-            },
-        };
+        let update = ended_update(res, input_tokens, output_tokens);
         let journal = self.ctx.run.rt.journal.clone();
         match journal.nonblocking().update_task(task, update).await {
             Ok(rec) => {
@@ -915,6 +874,33 @@ impl Call {
                 .collect(),
         ))
     }
+}
+
+/// Returns the update that records a call's end: its result (and model), or its error
+/// (`cancelled` for a cancellation), with the tokens it spent.
+fn ended_update(
+    res: &Result<CallResult, FlowError>,
+    input_tokens: u64,
+    output_tokens: u64,
+) -> TaskUpdate {
+    let ended = match res {
+        Ok(r) => TaskUpdate {
+            status: Some(TaskStatus::Succeeded),
+            result: Some(r.to_json()),
+            model: (!r.model.is_empty()).then(|| r.model.clone()),
+            ..TaskUpdate::default()
+        },
+        Err(err) => TaskUpdate {
+            status: Some(if matches!(err, FlowError::CallCancelled { .. }) {
+                TaskStatus::Cancelled
+            } else {
+                TaskStatus::Failed
+            }),
+            error: Some(err.to_json().to_string()),
+            ..TaskUpdate::default()
+        },
+    };
+    TaskUpdate { input_tokens: Some(input_tokens), output_tokens: Some(output_tokens), ..ended }
 }
 
 impl IntoFuture for Call {

@@ -271,6 +271,26 @@ fn restart_registry(c: &Counter, first: bool) -> clio_flow::Registry {
     register_orchestration_tools(registry(c).flow(slow).flow(lead))
 }
 
+/// Runs flow `flow` on `rt` (owner `proc-1`) until its `slow` child runs and a
+/// `flow_result` call has been recorded, then stops the process there: the run is dropped
+/// mid-flight, and the next process's journal open (`proc-2`) marks what it left running
+/// as interrupted. Returns the run and the `slow` task.
+async fn cut_off_after_flow_result(journal: &Journal, rt: Runtime, flow: &str) -> (RunId, TaskId) {
+    let run = rt.create(sel(flow), json!(null)).await.unwrap();
+    let driver = tokio::spawn({
+        let rt = rt.clone();
+        async move { rt.resume(run).await }
+    });
+    let slow = task_in(journal, run, "slow", TaskStatus::Running).await;
+    task_in(journal, run, "flow_result", TaskStatus::Succeeded).await;
+    driver.abort();
+    let _ = driver.await;
+    drop(rt);
+    journal.reconcile(&["proc-2"]).unwrap();
+    assert_eq!(journal.task(slow).unwrap().unwrap().status, TaskStatus::Interrupted);
+    (run, slow)
+}
+
 /// A run whose agent started background work with run_flow is cut off while that work
 /// runs (the process stops); a new process resumes the run, which finishes the work once,
 /// on its first task, and flow_result returns its answer.
@@ -279,22 +299,8 @@ async fn background_work_cut_off_by_a_restart_finishes_once_after_resume() {
     let journal = Journal::open_in_memory().unwrap();
     let first = Counter::default();
     let config = |owner: &str| RuntimeConfig { owner: owner.into(), ..RuntimeConfig::default() };
-    let rt = Runtime::new(journal.clone(), restart_registry(&first, true), config("proc-1"));
-    let run = rt.create(sel("lead"), json!(null)).await.unwrap();
-    let driver = tokio::spawn({
-        let rt = rt.clone();
-        async move { rt.resume(run).await }
-    });
-    let slow = task_in(&journal, run, "slow", TaskStatus::Running).await;
-    // The agent has its handle and has asked about it once.
-    task_in(&journal, run, "flow_result", TaskStatus::Succeeded).await;
-    // The process stops: its run is dropped mid-flight, and the next process's journal
-    // open marks what it left running as interrupted.
-    driver.abort();
-    let _ = driver.await;
-    drop(rt);
-    journal.reconcile(&["proc-2"]).unwrap();
-    assert_eq!(journal.task(slow).unwrap().unwrap().status, TaskStatus::Interrupted);
+    let first_rt = Runtime::new(journal.clone(), restart_registry(&first, true), config("proc-1"));
+    let (run, slow) = cut_off_after_flow_result(&journal, first_rt, "lead").await;
 
     let second = Counter::default();
     let rt = Runtime::new(journal.clone(), restart_registry(&second, false), config("proc-2"));
@@ -326,20 +332,9 @@ async fn background_work_cut_off_by_a_restart_resumes_without_flow_result() {
         restart_registry(c, first).flow(lead)
     };
     let first = Counter::default();
-    let rt = Runtime::new(journal.clone(), registry(&first, true), config("proc-1"));
-    let run = rt.create(sel("starter"), json!(null)).await.unwrap();
-    let driver = tokio::spawn({
-        let rt = rt.clone();
-        async move { rt.resume(run).await }
-    });
-    let slow = task_in(&journal, run, "slow", TaskStatus::Running).await;
-    task_in(&journal, run, "flow_result", TaskStatus::Succeeded).await;
-    // The flow has answered; the run waits for `slow`, which never ends in this process.
-    driver.abort();
-    let _ = driver.await;
-    drop(rt);
-    journal.reconcile(&["proc-2"]).unwrap();
-    assert_eq!(journal.task(slow).unwrap().unwrap().status, TaskStatus::Interrupted);
+    // The flow answers; the run waits for `slow`, which never ends in the first process.
+    let first_rt = Runtime::new(journal.clone(), registry(&first, true), config("proc-1"));
+    let (run, slow) = cut_off_after_flow_result(&journal, first_rt, "starter").await;
 
     let second = Counter::default();
     let rt = Runtime::new(journal.clone(), registry(&second, false), config("proc-2"));
