@@ -200,6 +200,62 @@ async fn a_read_only_tool_left_running_runs_again_on_the_same_task() {
     assert_eq!(tasks[0].status, TaskStatus::Succeeded);
 }
 
+/// A read-only tool a flow calls is recorded once it has ended: the same intent, task and
+/// acceptance as any call, the task already ended with its result or its error (which
+/// names the task), and a replay returns both without calling the tool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_only_tool_a_flow_calls_is_recorded_once_it_has_ended() {
+    let calls = Counter::default();
+    let counted = calls.clone();
+    let lookup = clio_flow::Tool::new("lookup", move |args: Value| {
+        let counted = counted.clone();
+        async move {
+            counted.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            match args["n"].as_u64() {
+                Some(n) => Ok(json!({ "found": n })),
+                None => Err(FlowError::CallFailed { handle: None, message: "no n".into() }),
+            }
+        }
+    })
+    .read_only();
+    let flow = FnFlow::new("look", |_t: Value, ctx| async move {
+        let found = ctx.call("lookup", json!({ "n": 7 })).await?;
+        let missing = ctx.call("lookup", json!({})).await.unwrap_err();
+        Ok(FlowOutput::text(format!(
+            "{} {} {:?}",
+            found.value,
+            found.handle.0,
+            missing.handle().map(|h| h.0)
+        )))
+    });
+    let reg = registry(&Counter::default()).tool(lookup).flow(flow);
+    let (fresh, journal) = fresh_then_replay(reg, "look", json!(null)).await;
+    assert_eq!(answer(&fresh), "{\"found\":7} 1 Some(2)");
+    assert_eq!(calls.get(), 2, "the replay called nothing");
+    let tasks = journal.tasks(fresh.run).unwrap();
+    assert_eq!(tasks[0].status, TaskStatus::Succeeded);
+    assert_eq!(tasks[0].result.as_ref().unwrap()["handle"], 1);
+    assert_eq!(tasks[1].status, TaskStatus::Failed);
+    let error: Value = serde_json::from_str(tasks[1].error.as_deref().unwrap()).unwrap();
+    assert_eq!(
+        (error["reason"].as_str(), error["handle"].as_u64()),
+        (Some("call_failed"), Some(2))
+    );
+    let entries = journal.entries(fresh.run).unwrap();
+    let calls_recorded: Vec<(Option<u64>, bool)> = entries
+        .iter()
+        .filter(|e| e.kind == EntryKind::Call)
+        .map(|e| {
+            (e.task.map(|t| t.0), e.identity.as_deref().is_some_and(|i| i.ends_with("@accepted")))
+        })
+        .collect();
+    assert_eq!(
+        calls_recorded,
+        [(None, false), (Some(1), true), (None, false), (Some(2), true)],
+        "each call: its intent, then its acceptance naming the task"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_finished_run_is_not_run_again() {
     let counter = Counter::default();
