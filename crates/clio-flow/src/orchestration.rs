@@ -446,7 +446,7 @@ fn team_tool(name: String, spec: &TeamTool, source: &TeamSource) -> Tool {
         async move { Ok(call_as_session(&source, tool, args, &ctx).await) }
     })
     .describe(spec.description);
-    let it = Tool { schema: spec.schema(), ..it };
+    let it = Tool { schema: spec.schema(), reads_conversation: true, ..it };
     if spec.read_only() { it.read_only() } else { it }
 }
 

@@ -358,9 +358,8 @@ async fn converse(req: &WorkerRequest, session_context: String) -> Result<Worker
     }
     messages.push(Message::user(task));
     let mut tools = Tools::of(&req.tools, &ctx.run.rt.config.permissions);
-    // Only the team tools read the conversation that called them.
-    let contextual =
-        req.tools.iter().any(|t| t.contextual.is_some() && t.name.starts_with("council_"));
+    // Only tools that read the conversation that called them need a copy of it.
+    let contextual = req.tools.iter().any(|t| t.reads_conversation);
     let (mut input_tokens, mut output_tokens) = (0u64, 0u64);
     let mut response_text = String::new();
     let mut stop_continued = false;

@@ -53,6 +53,9 @@ pub struct Tool {
     /// such a tool left running by a crash runs again only if it is read-only or every
     /// call it made is to a read-only tool.
     pub contextual: Option<ContextualHandler>,
+    /// Whether its context carries the calling agent's conversation (the team tools, whose
+    /// subagents inherit it); only such tools make a react loop keep a copy of it.
+    pub(crate) reads_conversation: bool,
 }
 
 impl Tool {
@@ -71,6 +74,7 @@ impl Tool {
             plugin: String::new(),
             options: clio_plugins::ToolOptions::default(),
             contextual: None,
+            reads_conversation: false,
         }
     }
 

@@ -16,59 +16,32 @@
 
 use insta::assert_snapshot;
 
-use crate::support::{Outcome, Sandbox, clio};
-
-const DATA: &str = "crates/clio-cli/tests/data/side-effects";
+use crate::support::{Sandbox, clio};
 
 /// Every tally of an uninterrupted run, in order.
 const ALL_TALLIES: [&str; 4] = ["first", "agent-1", "agent-2", "last"];
 
-/// A home and a workspace of their own.
-struct Case(Sandbox);
-
-impl std::ops::Deref for Case {
-    type Target = Sandbox;
-    fn deref(&self) -> &Sandbox {
-        &self.0
-    }
+/// A home and a workspace of their own, whose run is the workflow.
+fn case(name: &str) -> Sandbox {
+    let command = [
+        "workflow",
+        "run",
+        "crates/clio-cli/tests/data/side-effects/workflow.json",
+        "--task",
+        "count",
+        "--plugin",
+        "crates/clio-cli/tests/data/side-effects/counter",
+        "--models",
+        "crates/clio-cli/tests/data/side-effects/models.toml",
+    ];
+    Sandbox::new(&format!("side-effects-{name}"), &command)
 }
 
-impl Case {
-    fn new(name: &str) -> Case {
-        Case(Sandbox::new(&format!("side-effects-{name}")))
-    }
-
-    /// Runs the workflow; `kill` names a kill file to leave in the workspace first.
-    fn run(&self, kill: Option<&str>) -> Outcome {
-        if let Some(kill) = kill {
-            self.arm(kill);
-        }
-        let workflow = format!("{DATA}/workflow.json");
-        let plugin = format!("{DATA}/counter");
-        let models = format!("{DATA}/models.toml");
-        clio(&[
-            "--home",
-            self.h(),
-            "workflow",
-            "run",
-            &workflow,
-            "--task",
-            "count",
-            "--plugin",
-            &plugin,
-            "--models",
-            &models,
-            "--workspace",
-            self.ws(),
-            "--quiet",
-        ])
-    }
-
-    fn status(&self) -> String {
-        let listed = clio(&["--home", self.h(), "runs", "list", "--json"]);
-        let runs: serde_json::Value = serde_json::from_str(&listed.stdout).unwrap();
-        runs[0]["status"].as_str().unwrap_or_default().to_owned()
-    }
+/// Returns the status of run 1.
+fn status(case: &Sandbox) -> String {
+    let listed = clio(&["--home", case.h(), "runs", "list", "--json"]);
+    let runs: serde_json::Value = serde_json::from_str(&listed.stdout).unwrap();
+    runs[0]["status"].as_str().unwrap_or_default().to_owned()
 }
 
 /// Asserts that no tally happened more than once.
@@ -81,7 +54,7 @@ fn assert_at_most_once(tallies: &[String], what: &str) {
 
 /// The uninterrupted run's answer, in a home named after `test`.
 fn reference(test: &str) -> String {
-    let case = Case::new(&format!("{test}-reference"));
+    let case = case(&format!("{test}-reference"));
     let outcome = case.run(None);
     assert_eq!(outcome.code, 0, "{}", outcome.render());
     assert_eq!(case.tallies(), ALL_TALLIES);
@@ -99,18 +72,18 @@ fn a_run_killed_between_calls_resumes_with_every_side_effect_once() {
         ("kill-at-agent-mid", &["first", "agent-1"]),
     ];
     for (kill, before) in points {
-        let case = Case::new(kill);
+        let case = case(kill);
         let killed = case.run(Some(kill));
         assert_eq!(killed.code, -1, "{kill}: the process is killed: {}", killed.render());
         assert_eq!(case.tallies(), before, "{kill}");
-        assert_eq!(case.status(), "interrupted", "{kill}");
+        assert_eq!(status(&case), "interrupted", "{kill}");
 
         let resumed = case.resume();
         assert_eq!(resumed.code, 0, "{kill}: {}", resumed.render());
         assert_eq!(resumed.stdout, reference, "{kill}");
         assert_eq!(resumed.stderr, "", "{kill}: nothing to report");
         assert_eq!(case.tallies(), ALL_TALLIES, "{kill}: every side effect exactly once");
-        assert_eq!(case.status(), "succeeded", "{kill}");
+        assert_eq!(status(&case), "succeeded", "{kill}");
 
         // Resuming a finished run does nothing again.
         let again = case.resume();
@@ -135,7 +108,7 @@ fn a_side_effecting_call_cut_short_is_reported_and_never_run_again() {
     ];
     let mut all = String::new();
     for (kill, tallies) in points {
-        let case = Case::new(kill);
+        let case = case(kill);
         let killed = case.run(Some(kill));
         assert_eq!(killed.code, -1, "{kill}: the process is killed: {}", killed.render());
         let resumed = case.resume();
@@ -164,7 +137,7 @@ fn a_side_effecting_call_cut_short_is_reported_and_never_run_again() {
 
 #[test]
 fn the_json_outcome_lists_the_calls_cut_short() {
-    let case = Case::new("json");
+    let case = case("json");
     let killed = case.run(Some("kill-after-agent-2"));
     assert_eq!(killed.code, -1, "{}", killed.render());
     let resumed = clio(&["--home", case.h(), "runs", "resume", "1", "--json"]);

@@ -71,14 +71,29 @@ pub(crate) fn temp_home(name: &str) -> PathBuf {
 pub(crate) struct Sandbox {
     pub(crate) home: PathBuf,
     pub(crate) workspace: PathBuf,
+    // The clio arguments that start its run, without the home and the workspace.
+    command: Vec<String>,
 }
 
 impl Sandbox {
-    pub(crate) fn new(name: &str) -> Sandbox {
+    pub(crate) fn new(name: &str, command: &[&str]) -> Sandbox {
         let home = temp_home(name);
         let workspace = home.join("workspace");
         std::fs::create_dir_all(&workspace).unwrap();
-        Sandbox { home, workspace }
+        let command = command.iter().map(|a| (*a).to_owned()).collect();
+        Sandbox { home, workspace, command }
+    }
+
+    /// Starts its run (run 1) quietly in its home and workspace; `kill` names a kill file
+    /// to leave in the workspace first.
+    pub(crate) fn run(&self, kill: Option<&str>) -> Outcome {
+        if let Some(kill) = kill {
+            self.arm(kill);
+        }
+        let mut args = vec!["--home", self.h()];
+        args.extend(self.command.iter().map(String::as_str));
+        args.extend(["--workspace", self.ws(), "--quiet"]);
+        clio(&args)
     }
 
     pub(crate) fn h(&self) -> &str {

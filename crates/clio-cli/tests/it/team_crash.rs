@@ -16,69 +16,44 @@
 //!   lead gets `CallInterrupted` as the tool's result and goes on. `sub-1` stays done
 //!   once and `sub-2` is never done.
 
-use crate::support::{Outcome, Sandbox, clio};
+use crate::support::{Sandbox, clio};
 
-const DATA: &str = "crates/clio-cli/tests/data/team-crash";
-const COUNTER: &str = "crates/clio-cli/tests/data/side-effects/counter";
-
-struct Case(Sandbox);
-
-impl std::ops::Deref for Case {
-    type Target = Sandbox;
-    fn deref(&self) -> &Sandbox {
-        &self.0
-    }
+/// A home and a workspace of their own, whose run is the lead agent's.
+fn case(name: &str) -> Sandbox {
+    let command = [
+        "run",
+        "crates/clio-cli/tests/data/team-crash/tally_lead.toml",
+        "--input",
+        "Run the team",
+        "--plugin",
+        "crates/clio-cli/tests/data/side-effects/counter",
+        "--models",
+        "crates/clio-cli/tests/data/team-crash/models.toml",
+    ];
+    Sandbox::new(&format!("team-crash-{name}"), &command)
 }
 
-impl Case {
-    fn new(name: &str) -> Case {
-        Case(Sandbox::new(&format!("team-crash-{name}")))
-    }
-
-    fn run(&self, kill: Option<&str>) -> Outcome {
-        if let Some(kill) = kill {
-            self.arm(kill);
-        }
-        let agent = format!("{DATA}/tally_lead.toml");
-        let models = format!("{DATA}/models.toml");
-        clio(&[
-            "--home",
-            self.h(),
-            "run",
-            &agent,
-            "--input",
-            "Run the team",
-            "--plugin",
-            COUNTER,
-            "--models",
-            &models,
-            "--workspace",
-            self.ws(),
-            "--quiet",
-        ])
-    }
-
-    fn team(&self) -> serde_json::Value {
-        let tree = clio(&["--home", self.h(), "runs", "tree", "1", "--json"]);
-        assert_eq!(tree.code, 0, "{}", tree.render());
-        let value: serde_json::Value = serde_json::from_str(&tree.stdout).unwrap();
-        value["team"].clone()
-    }
+/// Returns the team of run 1, as `runs tree --json` gives it.
+fn team(case: &Sandbox) -> serde_json::Value {
+    let tree = clio(&["--home", case.h(), "runs", "tree", "1", "--json"]);
+    assert_eq!(tree.code, 0, "{}", tree.render());
+    let value: serde_json::Value = serde_json::from_str(&tree.stdout).unwrap();
+    value["team"].clone()
 }
 
 #[test]
 fn an_uninterrupted_team_run_tallies_each_once() {
-    let case = Case::new("reference");
+    let case = case("reference");
     let outcome = case.run(None);
     assert_eq!(outcome.code, 0, "{}", outcome.render());
     assert_eq!(outcome.stdout, "Team done.\n");
     assert_eq!(case.tallies(), ["sub-1", "sub-2", "lead-after"]);
-    assert_eq!(case.team()[1]["status"], "done");
+    assert_eq!(team(&case)[1]["status"], "done");
 }
 
 #[test]
 fn a_run_killed_after_its_team_call_does_not_run_the_subagent_again() {
-    let case = Case::new("lead-mid");
+    let case = case("lead-mid");
     let killed = case.run(Some("kill-at-lead-mid"));
     assert_eq!(killed.code, -1, "the process is killed: {}", killed.render());
     assert_eq!(case.tallies(), ["sub-1", "sub-2"]);
@@ -87,14 +62,14 @@ fn a_run_killed_after_its_team_call_does_not_run_the_subagent_again() {
     assert_eq!(resumed.stdout, "Team done.\n");
     assert_eq!(resumed.stderr, "", "nothing was cut short");
     assert_eq!(case.tallies(), ["sub-1", "sub-2", "lead-after"], "every tally once");
-    let team = case.team();
+    let team = team(&case);
     assert_eq!(team[1]["status"], "done", "{team}");
     assert_eq!(team[1]["answer"], "Tallied sub-1 and sub-2.", "{team}");
 }
 
 #[test]
 fn a_run_killed_while_its_subagent_works_fails_the_subagent_and_goes_on() {
-    let case = Case::new("sub-mid");
+    let case = case("sub-mid");
     let killed = case.run(Some("kill-at-sub-mid"));
     assert_eq!(killed.code, -1, "the process is killed: {}", killed.render());
     assert_eq!(case.tallies(), ["sub-1"]);
@@ -107,7 +82,7 @@ fn a_run_killed_while_its_subagent_works_fails_the_subagent_and_goes_on() {
         resumed.render()
     );
     assert_eq!(case.tallies(), ["sub-1", "lead-after"], "sub-1 once, sub-2 never");
-    let team = case.team();
+    let team = team(&case);
     let status = team[1]["status"].as_str().unwrap_or_default();
     assert!(matches!(status, "failed" | "lost"), "the orphaned subagent: {team}");
     // A second resume changes nothing.
