@@ -15,7 +15,7 @@ use serde_json::Value;
 ///
 /// A file recording a larger version is refused with
 /// [`JournalError::UpgradeRequired`](crate::JournalError::UpgradeRequired) and left untouched.
-pub const FORMAT_VERSION: u64 = 1;
+pub const FORMAT_VERSION: u64 = 2;
 
 /// Identifies a run; assigned by the journal, dense from 1 in creation order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

@@ -24,10 +24,20 @@ pub enum Durability {
 pub struct JournalConfig {
     /// When writes count as done.
     pub durability: Durability,
-    /// Whether each durable commit also records the allocator state, so that reopening after
-    /// a crash does not walk the whole file. Costs a second flush per commit, which group
-    /// commit spreads over the batch. On by default.
+    /// Whether each durable commit to the redb file also records the allocator state, so
+    /// that reopening after a crash does not walk the whole file. It makes such a commit a
+    /// two-phase one (two flushes); with the write-ahead log those commits are only the
+    /// occasional checkpoints. On by default.
     pub quick_repair: bool,
+    /// Whether a file journal makes each durable batch durable through its write-ahead log
+    /// (`<file>-wal`: one flush of a small append) and checkpoints into the redb file from
+    /// time to time, instead of a durable redb commit per batch. On by default; a log left
+    /// by a crash is applied at open either way. In-memory journals have none.
+    pub write_ahead_log: bool,
+    /// The write-ahead log length, in bytes, after which the writer checkpoints into the
+    /// redb file and starts the log over. Larger means fewer two-phase commits and a longer
+    /// log to apply after a crash.
+    pub checkpoint_bytes: u64,
     /// The most write requests the writer folds into one commit.
     pub max_batch: usize,
     /// The page cache, in bytes.
@@ -39,6 +49,8 @@ impl Default for JournalConfig {
         Self {
             durability: Durability::Immediate,
             quick_repair: true,
+            write_ahead_log: true,
+            checkpoint_bytes: 16 << 20,
             max_batch: 4096,
             cache_size: 64 * 1024 * 1024,
         }

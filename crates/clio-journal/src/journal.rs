@@ -27,6 +27,7 @@ use crate::store::{
     self, AtPath, ENTRIES, IDENTITIES, META, RUN_HEADS, RUN_TASKS, RUNS, SESSIONS, TASKS, Tx,
     decode,
 };
+use crate::wal::{self, Wal};
 use crate::writer::{self, Completion, Op, Request};
 
 /// The first bytes of every redb file; a non-empty file without them is not a journal.
@@ -92,7 +93,9 @@ impl Journal {
             Err(err) => return Err(io_err(err)),
         }
         let db = Builder::new().set_cache_size(config.cache_size).create(&path).at(&path)?;
-        Self::start(db, path, config)
+        let wal = wal::path_for(&path);
+        let wal = (config.write_ahead_log || wal.exists()).then_some(wal);
+        Self::start(db, path, config, wal)
     }
 
     /// Opens a fresh journal held in memory, for tests of the crates above.
@@ -115,18 +118,32 @@ impl Journal {
             .set_cache_size(config.cache_size)
             .create_with_backend(backend)
             .at(&label)?;
-        Self::start(db, label, config)
+        Self::start(db, label, config, None)
     }
 
-    fn start(db: Database, path: PathBuf, config: JournalConfig) -> Result<Self> {
+    /// Starts the writer on `db`, after applying the write-ahead log at `wal` (if any) that
+    /// a crash left unapplied.
+    fn start(
+        db: Database,
+        path: PathBuf,
+        config: JournalConfig,
+        wal: Option<PathBuf>,
+    ) -> Result<Self> {
         check_or_initialise(&db, &path)?;
+        let wal = match wal {
+            Some(wal_path) => {
+                let wal = recover(&db, &path, &config, wal_path)?;
+                config.write_ahead_log.then_some(wal)
+            }
+            None => None,
+        };
         let db = Arc::new(db);
         let (sender, rx) = mpsc::channel();
         let writer = {
             let (db, writer_path) = (Arc::clone(&db), path.clone());
             std::thread::Builder::new()
                 .name("clio-journal-writer".into())
-                .spawn(move || writer::run(db, writer_path, config, rx))
+                .spawn(move || writer::run(db, writer_path, config, rx, wal))
                 .map_err(|source| JournalError::Io { path: path.clone(), source })?
         };
         Ok(Self { inner: Arc::new(Inner { db, path, sender: Some(sender), writer: Some(writer) }) })
@@ -584,10 +601,62 @@ fn check_version(txn: &redb::ReadTransaction, path: &Path) -> Result<Option<u64>
 
 fn check_or_initialise(db: &Database, path: &Path) -> Result<()> {
     let version = check_version(&db.begin_read().at(path)?, path)?;
-    if version.is_none() {
-        let txn = db.begin_write().at(path)?;
-        store::initialise(&txn, path)?;
-        txn.commit().at(path)?;
+    match version {
+        None => {
+            let txn = db.begin_write().at(path)?;
+            store::initialise(&txn, path)?;
+            txn.commit().at(path)?;
+        }
+        Some(older) if older < FORMAT_VERSION => {
+            // Format 1 differs only in having no write-ahead log: from now on this file may
+            // depend on one, which a reader of format 1 would not apply.
+            let txn = db.begin_write().at(path)?;
+            txn.open_table(META)
+                .at(path)?
+                .insert(store::KEY_FORMAT_VERSION, FORMAT_VERSION)
+                .at(path)?;
+            txn.commit().at(path)?;
+        }
+        Some(_) => {}
     }
     Ok(())
+}
+
+/// Applies the records of the write-ahead log at `wal_path` that the redb file does not
+/// hold yet (those a crash kept out), checkpoints them, and returns the log ready for the
+/// writer.
+fn recover(db: &Database, path: &Path, config: &JournalConfig, wal_path: PathBuf) -> Result<Wal> {
+    let (mut wal, records) = Wal::open(wal_path)?;
+    let mut txn = db.begin_write().at(path)?;
+    let mut tx = Tx::open(&txn, path, store::now_ms())?;
+    let held = tx.wal_lsn()?;
+    let fresh: Vec<&wal::Record> = records.iter().filter(|r| r.lsn > held).collect();
+    if let Some(first) = fresh.first()
+        && first.lsn != held + 1
+    {
+        return Err(JournalError::Corrupted {
+            path: wal.path().to_path_buf(),
+            detail: format!(
+                "the log continues from record {} but {} holds records up to {held} only; \
+                 was one of the two files replaced without the other?",
+                first.lsn,
+                path.display()
+            ),
+        });
+    }
+    let last = fresh.last().map_or(held, |r| r.lsn);
+    for record in &fresh {
+        tx.apply_redo(&record.payload, wal.path(), record.lsn)?;
+    }
+    wal.set_next_lsn(last + 1);
+    if fresh.is_empty() {
+        drop(tx);
+        txn.abort().at(path)?;
+    } else {
+        tx.set_wal_lsn(last)?;
+        drop(tx);
+        txn.set_quick_repair(config.quick_repair);
+        txn.commit().at(path)?;
+    }
+    Ok(wal)
 }

@@ -1,5 +1,7 @@
 //! The durable journal of CLIO runs on one redb file (SPEC §5): runs, tasks, per-run
-//! entries, subagent sessions and the format version.
+//! entries, subagent sessions and the format version. A file journal keeps a write-ahead
+//! log beside it (`<file>-wal`), through which a durable batch costs one small flush; the
+//! two files are one journal.
 //!
 //! [`Journal`] is the handle. Writes ([`Journal::append`], [`Journal::create_task`], ...) go
 //! to one writer thread that group-commits whatever is waiting into one transaction, so N
@@ -28,7 +30,9 @@ mod format;
 mod input;
 mod journal;
 mod pending;
+mod redo;
 mod store;
+mod wal;
 mod writer;
 
 #[cfg(test)]

@@ -20,6 +20,7 @@ use crate::format::{
 use crate::input::{
     NewEntry, NewRun, NewSession, NewTask, Pruned, Reconciled, RunUpdate, SessionUpdate, TaskUpdate,
 };
+use crate::redo::{self, RedoLog, Write};
 
 /// Counters and the format version, by name.
 pub(crate) const META: TableDefinition<&str, u64> = TableDefinition::new("clio_meta");
@@ -48,6 +49,8 @@ pub(crate) const LIVE_SESSIONS: TableDefinition<&str, ()> =
 pub(crate) const KEY_FORMAT_VERSION: &str = "format_version";
 const KEY_NEXT_RUN: &str = "next_run";
 const KEY_NEXT_TASK: &str = "next_task";
+/// The lsn of the last write-ahead record the file holds (see `wal`).
+pub(crate) const KEY_WAL_LSN: &str = "wal_lsn";
 
 /// Returns the current time in milliseconds since the Unix epoch.
 pub(crate) fn now_ms() -> u64 {
@@ -109,6 +112,8 @@ pub(crate) struct Tx<'a> {
     live_tasks: Table<'a, u64, ()>,
     sessions: Table<'a, &'static str, &'static [u8]>,
     live_sessions: Table<'a, &'static str, ()>,
+    /// The batch's writes, kept when the batch goes through the write-ahead log.
+    redo: Option<RedoLog>,
 }
 
 impl<'a> Tx<'a> {
@@ -127,13 +132,83 @@ impl<'a> Tx<'a> {
             live_tasks: txn.open_table(LIVE_TASKS).at(path)?,
             sessions: txn.open_table(SESSIONS).at(path)?,
             live_sessions: txn.open_table(LIVE_SESSIONS).at(path)?,
+            redo: None,
         })
     }
 
+    /// Keeps a redo record of every write from now on, for the write-ahead log.
+    pub(crate) fn keep_redo(&mut self) {
+        self.redo = Some(RedoLog::default());
+    }
+
+    /// Returns the redo record kept since [`Tx::keep_redo`].
+    pub(crate) fn take_redo(&mut self) -> Option<RedoLog> {
+        self.redo.take()
+    }
+
+    /// Records that the file holds the write-ahead log up to `lsn` (not itself logged).
+    pub(crate) fn set_wal_lsn(&mut self, lsn: u64) -> Result<()> {
+        self.meta.insert(KEY_WAL_LSN, lsn).at(self.path)?;
+        Ok(())
+    }
+
+    /// Returns the lsn of the last write-ahead record the file holds (0 for none).
+    pub(crate) fn wal_lsn(&self) -> Result<u64> {
+        Ok(self.meta.get(KEY_WAL_LSN).at(self.path)?.map_or(0, |v| v.value()))
+    }
+
+    /// Makes `write` in its table, and keeps it in the redo record if there is one. Every
+    /// write of a logged operation goes through here.
+    fn put(&mut self, write: Write<'_>) -> Result<()> {
+        let path = self.path;
+        match write {
+            Write::Meta { key, value } => self.meta.insert(key, value).at(path).map(drop),
+            Write::Run { run, record } => self.runs.insert(run, record).at(path).map(drop),
+            Write::RunHead { run, next } => self.run_heads.insert(run, next).at(path).map(drop),
+            Write::Entry { run, seq, entry } => {
+                self.entries.insert((run, seq), entry).at(path).map(drop)
+            }
+            Write::Identity { run, identity, seq } => {
+                self.identities.insert((run, identity), seq).at(path).map(drop)
+            }
+            Write::Task { task, record } => self.tasks.insert(task, record).at(path).map(drop),
+            Write::RunTask { run, task } => {
+                self.run_tasks.insert((run, task), ()).at(path).map(drop)
+            }
+            Write::LiveTask { task, live: true } => {
+                self.live_tasks.insert(task, ()).at(path).map(drop)
+            }
+            Write::LiveTask { task, live: false } => {
+                self.live_tasks.remove(task).at(path).map(drop)
+            }
+            Write::Session { session, record } => {
+                self.sessions.insert(session, record).at(path).map(drop)
+            }
+            Write::LiveSession { session, live: true } => {
+                self.live_sessions.insert(session, ()).at(path).map(drop)
+            }
+            Write::LiveSession { session, live: false } => {
+                self.live_sessions.remove(session).at(path).map(drop)
+            }
+        }?;
+        if let Some(redo) = &mut self.redo {
+            redo.push(write);
+        }
+        Ok(())
+    }
+
+    /// Applies again the writes of one write-ahead record (`wal` and `lsn` name it).
+    pub(crate) fn apply_redo(&mut self, bytes: &[u8], wal: &Path, lsn: u64) -> Result<()> {
+        let mut reader = redo::Reader::new(bytes, wal, lsn);
+        while let Some(write) = reader.next_write()? {
+            self.put(write)?;
+        }
+        Ok(())
+    }
+
     fn next_id(&mut self, key: &str) -> Result<u64> {
-        let meta = &mut self.meta;
-        let id = meta.get(key).at(self.path)?.map_or(1, |v| v.value());
-        meta.insert(key, id + 1).at(self.path)?;
+        let id = self.meta.get(key).at(self.path)?.map_or(1, |v| v.value());
+        self.put(Write::Meta { key, value: id + 1 })?;
         Ok(id)
     }
 
@@ -154,9 +229,7 @@ impl<'a> Tx<'a> {
     }
 
     fn store_run(&mut self, rec: &RunRecord) -> Result<()> {
-        let runs = &mut self.runs;
-        runs.insert(rec.id.0, encode(rec).as_slice()).at(self.path)?;
-        Ok(())
+        self.put(Write::Run { run: rec.id.0, record: &encode(rec) })
     }
 
     pub(crate) fn create_run(&mut self, new: NewRun) -> Result<RunId> {
@@ -176,7 +249,7 @@ impl<'a> Tx<'a> {
             error: None,
         };
         self.store_run(&rec)?;
-        self.run_heads.insert(id.0, 0).at(self.path)?;
+        self.put(Write::RunHead { run: id.0, next: 0 })?;
         Ok(id)
     }
 
@@ -251,11 +324,11 @@ impl<'a> Tx<'a> {
         let update = update(rec.id);
         apply_update(&mut rec, update, self.now);
         // A new task is in no live index yet: only an active one goes in.
-        self.tasks.insert(rec.id.0, encode(&rec).as_slice()).at(self.path)?;
+        self.put(Write::Task { task: rec.id.0, record: &encode(&rec) })?;
         if rec.status.is_active() {
-            self.live_tasks.insert(rec.id.0, ()).at(self.path)?;
+            self.put(Write::LiveTask { task: rec.id.0, live: true })?;
         }
-        self.run_tasks.insert((rec.run.0, rec.id.0), ()).at(self.path)?;
+        self.put(Write::RunTask { run: rec.run.0, task: rec.id.0 })?;
         for entry in entries.iter_mut().skip(n_before) {
             entry.task = Some(rec.id);
         }
@@ -292,13 +365,11 @@ impl<'a> Tx<'a> {
     pub(crate) fn append(&mut self, run: RunId, entries: Vec<NewEntry>) -> Result<Vec<u64>> {
         // Everything is checked before anything is written (see `check_entries`).
         let first = self.check_entries(run, &entries)?;
-        let identities = &mut self.identities;
-        let table = &mut self.entries;
         let mut seqs = Vec::with_capacity(entries.len());
         for (idx, entry) in entries.into_iter().enumerate() {
             let seq = first + idx as u64;
             if let Some(identity) = entry.identity.as_deref() {
-                identities.insert((run.0, identity), seq).at(self.path)?;
+                self.put(Write::Identity { run: run.0, identity, seq })?;
             }
             let stored = JournalEntry {
                 run,
@@ -309,10 +380,10 @@ impl<'a> Tx<'a> {
                 at_ms: self.now,
                 payload: entry.payload,
             };
-            table.insert((run.0, seq), encode(&stored).as_slice()).at(self.path)?;
+            self.put(Write::Entry { run: run.0, seq, entry: &encode(&stored) })?;
             seqs.push(seq);
         }
-        self.run_heads.insert(run.0, first + seqs.len() as u64).at(self.path)?;
+        self.put(Write::RunHead { run: run.0, next: first + seqs.len() as u64 })?;
         Ok(seqs)
     }
 
@@ -323,21 +394,14 @@ impl<'a> Tx<'a> {
     }
 
     fn store_task(&mut self, rec: &TaskRecord) -> Result<()> {
-        let tasks = &mut self.tasks;
-        tasks.insert(rec.id.0, encode(rec).as_slice()).at(self.path)?;
-        let live = &mut self.live_tasks;
-        if !rec.status.is_active() {
-            live.remove(rec.id.0).at(self.path)?;
-        } else {
-            live.insert(rec.id.0, ()).at(self.path)?;
-        }
-        Ok(())
+        self.put(Write::Task { task: rec.id.0, record: &encode(rec) })?;
+        self.put(Write::LiveTask { task: rec.id.0, live: rec.status.is_active() })
     }
 
     pub(crate) fn create_task(&mut self, new: NewTask) -> Result<TaskId> {
         let rec = self.new_task_record(new)?;
         self.store_task(&rec)?;
-        self.run_tasks.insert((rec.run.0, rec.id.0), ()).at(self.path)?;
+        self.put(Write::RunTask { run: rec.run.0, task: rec.id.0 })?;
         Ok(rec.id)
     }
 
@@ -386,16 +450,9 @@ impl<'a> Tx<'a> {
     }
 
     fn store_session(&mut self, rec: &SessionRecord) -> Result<()> {
-        let key = rec.id.0.as_str();
-        let sessions = &mut self.sessions;
-        sessions.insert(key, encode(rec).as_slice()).at(self.path)?;
-        let live = &mut self.live_sessions;
-        if rec.status.is_live() {
-            live.insert(key, ()).at(self.path)?;
-        } else {
-            live.remove(key).at(self.path)?;
-        }
-        Ok(())
+        let session = rec.id.0.as_str();
+        self.put(Write::Session { session, record: &encode(rec) })?;
+        self.put(Write::LiveSession { session, live: rec.status.is_live() })
     }
 
     pub(crate) fn create_session(&mut self, new: NewSession) -> Result<SessionRecord> {
@@ -533,6 +590,10 @@ impl<'a> Tx<'a> {
     }
 
     pub(crate) fn prune(&mut self, before_ms: u64) -> Result<Pruned> {
+        // Removals by range are not logged: the batch goes to the redb file directly.
+        if let Some(redo) = &mut self.redo {
+            redo.unlogged = true;
+        }
         let doomed: Vec<u64> = {
             let table = &self.runs;
             let mut doomed = Vec::new();

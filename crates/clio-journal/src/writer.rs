@@ -6,6 +6,11 @@
 //! their own reply channel, which is answered only after the commit returns, so with
 //! [`Durability::Immediate`] a reply means the write is on disk, and N writers that finish
 //! together pay for one commit.
+//!
+//! A journal file with a write-ahead log (see `wal`) makes a batch durable by flushing its
+//! redo record to the log, then commits it to redb without a flush; a checkpoint (a durable
+//! redb commit) comes when the log is long, when a batch holds an unlogged write, on
+//! [`Request::Flush`] and when the writer stops.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -17,6 +22,7 @@ use redb::Database;
 use crate::error::{JournalError, Result};
 use crate::input::{Durability, JournalConfig};
 use crate::store::{AtPath, Tx, now_ms};
+use crate::wal::Wal;
 
 /// Delivers the outcome of the commit to the caller that sent the operation.
 pub(crate) type Completion = Box<dyn FnOnce(Result<()>) + Send>;
@@ -34,8 +40,23 @@ pub(crate) enum Request {
     Flush(SyncSender<Result<()>>),
 }
 
+/// The write-ahead log of the writer, and whether it failed.
+struct Log {
+    wal: Wal,
+    /// Set when a write to the log failed: what is on disk is then unknown, so every later
+    /// batch is refused with this message until the journal is reopened.
+    failed: Option<String>,
+}
+
 /// Runs the writer loop until every sender is gone, then makes the tail durable.
-pub(crate) fn run(db: Arc<Database>, path: PathBuf, config: JournalConfig, rx: Receiver<Request>) {
+pub(crate) fn run(
+    db: Arc<Database>,
+    path: PathBuf,
+    config: JournalConfig,
+    rx: Receiver<Request>,
+    wal: Option<Wal>,
+) {
+    let mut log = wal.map(|wal| Log { wal, failed: None });
     let mut dirty = false;
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
@@ -47,13 +68,17 @@ pub(crate) fn run(db: Arc<Database>, path: PathBuf, config: JournalConfig, rx: R
         }
         let durable = config.durability == Durability::Immediate
             || batch.iter().any(|r| matches!(r, Request::Flush(_)));
-        let outcome = commit_batch(&db, &path, &config, batch, durable);
+        let outcome = commit_batch(&db, &path, &config, batch, durable, log.as_mut());
         dirty = if durable { false } else { dirty || outcome };
     }
-    if dirty {
+    // After a failed write to the log, what it holds is unknown: the next open applies it.
+    let failed = log.as_ref().is_some_and(|l| l.failed.is_some());
+    let logged = log.as_ref().is_some_and(|l| !l.wal.is_empty());
+    if (dirty || logged) && !failed {
         // Nobody is left to hear about a failure here; the next open recovers the last
-        // durable commit, which is a prefix.
-        let _ = flush(&db, &path, config.quick_repair);
+        // durable commit, which is a prefix, and applies the log again.
+        let lsn = log.as_ref().map(|l| l.wal.next_lsn() - 1);
+        let _ = flush(&db, &path, config.quick_repair, lsn);
     }
 }
 
@@ -64,17 +89,28 @@ fn commit_batch(
     config: &JournalConfig,
     batch: Vec<Request>,
     durable: bool,
+    log: Option<&mut Log>,
 ) -> bool {
     let mut completions = Vec::with_capacity(batch.len());
     let mut flushes = Vec::new();
     let outcome = (|| -> Result<()> {
+        if let Some(failed) = log.as_ref().and_then(|l| l.failed.clone()) {
+            return Err(JournalError::Storage { path: path.to_path_buf(), source: failed.into() });
+        }
+        let checkpoint = batch.iter().any(|r| matches!(r, Request::Flush(_)))
+            || log.as_ref().is_some_and(|l| l.wal.wants_checkpoint(config.checkpoint_bytes));
+        // Through the log: durable, no checkpoint due, and a log to write.
+        let through_log = durable && !checkpoint && log.is_some();
         let mut txn = db.begin_write().at(path)?;
-        if durable {
+        if durable && !through_log {
             txn.set_quick_repair(config.quick_repair);
         } else {
             txn.set_durability(redb::Durability::None).at(path)?;
         }
         let mut tx = Tx::open(&txn, path, now_ms())?;
+        if through_log {
+            tx.keep_redo();
+        }
         let mut broken = false;
         for req in batch {
             match req {
@@ -86,12 +122,57 @@ fn commit_batch(
                 Request::Flush(reply) => flushes.push(reply),
             }
         }
-        drop(tx);
         if broken {
+            drop(tx);
             txn.abort().at(path)?;
             return Err(batch_aborted(path));
         }
-        txn.commit().at(path)
+        let redo = tx.take_redo();
+        match (redo, log) {
+            (Some(redo), Some(_)) if redo.bytes().is_empty() && !redo.unlogged => {
+                // Nothing was written (every operation was refused): nothing to make durable.
+                drop(tx);
+                txn.commit().at(path)
+            }
+            (Some(redo), Some(log)) if !redo.unlogged => {
+                let lsn = log.wal.next_lsn();
+                tx.set_wal_lsn(lsn)?;
+                drop(tx);
+                if let Err(err) = log.wal.append(redo.bytes()) {
+                    log.failed = Some(format!(
+                        "writing the write-ahead log {} failed ({err}); reopen the journal",
+                        log.wal.path().display()
+                    ));
+                    txn.abort().at(path)?;
+                    return Err(err);
+                }
+                let committed = txn.commit().at(path);
+                if committed.is_err() {
+                    // The log holds the batch, redb does not: only a reopen reconciles them.
+                    log.failed = Some(
+                        "a commit after its write-ahead record failed; reopen the journal".into(),
+                    );
+                }
+                committed
+            }
+            (_, log) => {
+                if let Some(log) = &log {
+                    tx.set_wal_lsn(log.wal.next_lsn() - 1)?;
+                }
+                drop(tx);
+                if let Some(log) = log
+                    && durable
+                {
+                    // A checkpoint: the file now holds every record of the log.
+                    txn.set_durability(redb::Durability::Immediate).at(path)?;
+                    txn.set_quick_repair(config.quick_repair);
+                    txn.commit().at(path)?;
+                    log.wal.restart();
+                    return Ok(());
+                }
+                txn.commit().at(path)
+            }
+        }
     })();
     let committed = outcome.is_ok();
     for done in completions {
@@ -109,10 +190,20 @@ fn commit_batch(
     committed
 }
 
-/// Commits an empty durable transaction, which makes every earlier commit durable.
-fn flush(db: &Database, path: &Path, quick_repair: bool) -> Result<()> {
+/// Commits a durable transaction, which makes every earlier commit durable; `wal_lsn`, when
+/// given, records that the file now holds the write-ahead log up to it.
+pub(crate) fn flush(
+    db: &Database,
+    path: &Path,
+    quick_repair: bool,
+    wal_lsn: Option<u64>,
+) -> Result<()> {
     let mut txn = db.begin_write().at(path)?;
     txn.set_quick_repair(quick_repair);
+    if let Some(lsn) = wal_lsn {
+        let mut tx = Tx::open(&txn, path, now_ms())?;
+        tx.set_wal_lsn(lsn)?;
+    }
     txn.commit().at(path)
 }
 

@@ -1,0 +1,456 @@
+//! Guards the write-ahead log: a journal whose process died with batches held only in its
+//! log reopens with every acknowledged write, exactly as it was written.
+//!
+//! A crash is simulated by copying the journal file and its `-wal` while the journal is
+//! open and idle: the copy holds what a process killed at that moment leaves on disk (redb
+//! keeps commits made through the log in memory only). A proptest runs random programs of
+//! every kind of write, with a small checkpoint size so that the log starts over many times,
+//! and checks the reopened copy against the journal it was copied from.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use clio_journal::{
+    EntryKind, Journal, JournalConfig, JournalError, NewEntry, NewSession, RunFilter, RunId,
+    RunStatus, RunUpdate, SessionId, SessionStatus, SessionUpdate, TaskId, TaskStatus, TaskUpdate,
+};
+use proptest::prelude::*;
+use serde_json::{Value, json};
+
+use crate::support::{TestResult, new_run, new_task};
+
+fn config(checkpoint_bytes: u64) -> JournalConfig {
+    JournalConfig { checkpoint_bytes, ..JournalConfig::default() }
+}
+
+fn wal_of(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_os_string();
+    name.push("-wal");
+    PathBuf::from(name)
+}
+
+/// Copies the journal at `path` and its log into `dir`, as a crash now would leave them.
+fn crash_copy(path: &Path, dir: &Path) -> std::io::Result<PathBuf> {
+    fs::create_dir_all(dir)?;
+    let copy = dir.join("journal.redb");
+    fs::copy(path, &copy)?;
+    if wal_of(path).exists() {
+        fs::copy(wal_of(path), wal_of(&copy))?;
+    }
+    Ok(copy)
+}
+
+/// Everything a journal holds, as JSON, for comparing two journals.
+fn state(journal: &Journal) -> Result<Value, JournalError> {
+    let mut runs = Vec::new();
+    for run in journal.runs(&RunFilter::default())? {
+        let id = run.id;
+        let entries = journal.entries(id)?;
+        // What the identity index answers for each entry's identity.
+        let mut by_identity = Vec::new();
+        for identity in entries.iter().filter_map(|e| e.identity.as_deref()) {
+            by_identity.push(journal.entry_by_identity(id, identity)?.map(|e| e.seq));
+        }
+        runs.push(json!({
+            "run": run,
+            "tasks": journal.tasks(id)?,
+            "entries": entries,
+            "by_identity": by_identity,
+            "count": journal.entry_count(id)?,
+        }));
+    }
+    Ok(json!({ "runs": runs, "sessions": journal.sessions()? }))
+}
+
+/// Drops the `updated_at_ms` stamps, which differ between two reconciles of equal states.
+fn without_update_times(value: Value) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .filter(|(k, _)| k != "updated_at_ms")
+                .map(|(k, v)| (k, without_update_times(v)))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.into_iter().map(without_update_times).collect()),
+        other => other,
+    }
+}
+
+/// One write of a random program; indexes pick among what exists (modulo).
+#[derive(Debug, Clone)]
+enum Op {
+    CreateRun,
+    Append {
+        run: usize,
+        n: u8,
+    },
+    TaskWithEntries {
+        run: usize,
+    },
+    EndedTask {
+        run: usize,
+    },
+    FinishTask {
+        task: usize,
+    },
+    Session,
+    Claim {
+        session: usize,
+    },
+    Checkpoint {
+        session: usize,
+    },
+    FinishRun {
+        run: usize,
+    },
+    Prune,
+    Flush,
+    /// Several appends sent together, so that they share a batch.
+    Burst {
+        run: usize,
+        n: u8,
+    },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        Just(Op::CreateRun),
+        (any::<usize>(), 1u8..4).prop_map(|(run, n)| Op::Append { run, n }),
+        any::<usize>().prop_map(|run| Op::TaskWithEntries { run }),
+        any::<usize>().prop_map(|run| Op::EndedTask { run }),
+        any::<usize>().prop_map(|task| Op::FinishTask { task }),
+        Just(Op::Session),
+        any::<usize>().prop_map(|session| Op::Claim { session }),
+        any::<usize>().prop_map(|session| Op::Checkpoint { session }),
+        any::<usize>().prop_map(|run| Op::FinishRun { run }),
+        Just(Op::Prune),
+        Just(Op::Flush),
+        (any::<usize>(), 2u8..12).prop_map(|(run, n)| Op::Burst { run, n }),
+    ]
+}
+
+/// Runs `op` on `journal`, keeping track of what exists in `runs`, `tasks`, `sessions`.
+fn apply(
+    journal: &Journal,
+    op: &Op,
+    runs: &mut Vec<RunId>,
+    tasks: &mut Vec<TaskId>,
+    sessions: &mut Vec<SessionId>,
+    counter: &mut u64,
+) -> TestResult {
+    *counter += 1;
+    let n = *counter;
+    let pick = |items: &[RunId], i: usize| items.get(i % items.len().max(1)).copied();
+    let payload =
+        json!({ "n": n, "text": "é ✓ \"quoted\"", "pad": "x".repeat((n % 7 * 40) as usize) });
+    match op {
+        Op::CreateRun => runs.push(journal.create_run(new_run("wal", "proc-w"))?),
+        Op::Append { run, n: count } => {
+            if let Some(run) = pick(runs, *run) {
+                let entries = (0..*count)
+                    .map(|i| {
+                        NewEntry::new(EntryKind::Step, payload.clone())
+                            .with_identity(format!("a-{n}-{i}"))
+                    })
+                    .collect();
+                journal.append_batch(run, entries)?;
+            }
+        }
+        Op::TaskWithEntries { run } => {
+            if let Some(run) = pick(runs, *run) {
+                let (task, _) = journal.create_task_with_entries(
+                    run,
+                    vec![
+                        NewEntry::new(EntryKind::Call, payload.clone())
+                            .with_identity(format!("c-{n}")),
+                    ],
+                    new_task(run, "proc-w"),
+                    vec![
+                        NewEntry::new(EntryKind::Event, json!({})).with_identity(format!("ok-{n}")),
+                    ],
+                )?;
+                tasks.push(task);
+            }
+        }
+        Op::EndedTask { run } => {
+            if let Some(run) = pick(runs, *run) {
+                let (rec, _) = journal.record_ended_task(
+                    run,
+                    vec![
+                        NewEntry::new(EntryKind::Call, payload.clone())
+                            .with_identity(format!("e-{n}")),
+                    ],
+                    new_task(run, "proc-w"),
+                    vec![],
+                    |_| TaskUpdate {
+                        status: Some(TaskStatus::Succeeded),
+                        result: Some(json!("done")),
+                        ..TaskUpdate::default()
+                    },
+                )?;
+                tasks.push(rec.id);
+            }
+        }
+        Op::FinishTask { task } => {
+            if !tasks.is_empty() {
+                let task = tasks.remove(task % tasks.len());
+                // A finished task refuses the update; that is part of the program too.
+                let _ = journal.update_task(
+                    task,
+                    TaskUpdate {
+                        status: Some(TaskStatus::Failed),
+                        error: Some(format!("failed {n}")),
+                        input_tokens: Some(n),
+                        ..TaskUpdate::default()
+                    },
+                );
+            }
+        }
+        Op::Session => {
+            let id = SessionId(format!("s-{n}"));
+            journal.create_session(NewSession {
+                id: id.clone(),
+                leader: sessions.first().cloned(),
+                parent: None,
+                team: Some("team".into()),
+                managed: true,
+                enabled: Some(true),
+                status: SessionStatus::Running,
+                iteration_budget: Some(3),
+                router_allowlist: None,
+                owner: "proc-w".into(),
+            })?;
+            sessions.push(id);
+        }
+        Op::Claim { session } => {
+            if !sessions.is_empty() {
+                journal.claim_iteration(&sessions[session % sessions.len()])?;
+            }
+        }
+        Op::Checkpoint { session } => {
+            if !sessions.is_empty() {
+                let id = &sessions[session % sessions.len()];
+                let status =
+                    if n.is_multiple_of(2) { SessionStatus::Done } else { SessionStatus::Idle };
+                journal.update_session(
+                    id,
+                    SessionUpdate {
+                        status: Some(status),
+                        checkpoint: Some(payload.clone()),
+                        ..SessionUpdate::default()
+                    },
+                )?;
+            }
+        }
+        Op::FinishRun { run } => {
+            if let Some(run) = pick(runs, *run) {
+                journal.update_run(
+                    run,
+                    RunUpdate {
+                        status: Some(RunStatus::Succeeded),
+                        answer: Some(payload.clone()),
+                        ..RunUpdate::default()
+                    },
+                )?;
+            }
+        }
+        Op::Prune => {
+            let pruned = journal.prune(u64::MAX)?;
+            if pruned.runs > 0 {
+                let left: Vec<RunId> =
+                    journal.runs(&RunFilter::default())?.iter().map(|r| r.id).collect();
+                runs.retain(|r| left.contains(r));
+                tasks.retain(|t| journal.task(*t).ok().flatten().is_some());
+            }
+        }
+        Op::Flush => journal.flush()?,
+        Op::Burst { run, n: count } => {
+            if let Some(run) = pick(runs, *run) {
+                let pending: Vec<_> = (0..*count)
+                    .map(|i| {
+                        journal.nonblocking().append(
+                            run,
+                            NewEntry::new(EntryKind::Step, json!({ "burst": n, "i": i }))
+                                .with_identity(format!("b-{n}-{i}")),
+                        )
+                    })
+                    .collect();
+                for p in pending {
+                    p.wait()?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Runs `program`, crash-copying the journal after each op whose index is in `crash_at`;
+/// checks every copy reopens to the state the journal had when it was copied, twice over
+/// (the second open finds a log with nothing left to apply).
+fn check_program(program: &[Op], crash_at: &[usize], checkpoint_bytes: u64) -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("journal.redb");
+    let journal = Journal::open(&path, config(checkpoint_bytes))?;
+    let (mut runs, mut tasks, mut sessions, mut counter) = (Vec::new(), Vec::new(), Vec::new(), 0);
+    let mut copies = Vec::new();
+    for (idx, op) in program.iter().enumerate() {
+        apply(&journal, op, &mut runs, &mut tasks, &mut sessions, &mut counter)?;
+        if crash_at.contains(&idx) {
+            let crashed = crash_copy(&path, &dir.path().join(format!("crash-{idx}")))?;
+            // The same journal checkpointed: its redb file alone holds everything.
+            journal.flush()?;
+            let clean = crash_copy(&path, &dir.path().join(format!("clean-{idx}")))?;
+            copies.push((idx, crashed, clean));
+        }
+    }
+    drop(journal);
+    for (idx, copy, clean) in copies {
+        let expected = {
+            let journal = Journal::open(&clean, config(checkpoint_bytes))?;
+            let before = state(&journal)?;
+            // Reconciling reads the live-task and live-session indexes, which `state` does
+            // not show: it must change the same records in both.
+            let reconciled = journal.reconcile::<&str>(&[])?;
+            json!({ "before": before, "reconciled": format!("{reconciled:?}"), "after": without_update_times(state(&journal)?) })
+        };
+        for open in 0..2 {
+            let reopened = Journal::open(&copy, config(checkpoint_bytes))?;
+            // The first open finds the state as copied; it then reconciles, and the second
+            // open finds the reconciled state.
+            let (found, wanted) = if open == 0 {
+                (state(&reopened)?, &expected["before"])
+            } else {
+                (without_update_times(state(&reopened)?), &expected["after"])
+            };
+            if &found != wanted {
+                return Err(format!(
+                    "crash after op {idx} ({:?}), open {open}: the journal differs\n\
+                     expected {wanted:#}\nfound {found:#}",
+                    program[idx]
+                )
+                .into());
+            }
+            if open == 0 {
+                let reconciled = reopened.reconcile::<&str>(&[])?;
+                let wanted = expected["reconciled"].as_str().unwrap_or_default();
+                assert_eq!(
+                    format!("{reconciled:?}"),
+                    wanted,
+                    "crash after op {idx}: reconcile differs"
+                );
+                assert_eq!(
+                    without_update_times(state(&reopened)?),
+                    expected["after"],
+                    "crash after op {idx}: reconciled state differs"
+                );
+            }
+            reopened.close()?;
+        }
+        // The recovered journal takes new writes.
+        let reopened = Journal::open(&copy, config(checkpoint_bytes))?;
+        let run = reopened.create_run(new_run("after", "proc-x"))?;
+        reopened.append(run, NewEntry::new(EntryKind::Step, json!(1)).with_identity("x"))?;
+        assert_eq!(reopened.entry_count(run)?, 1);
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// A crash at any point between writes loses nothing acknowledged and adds nothing:
+    /// the reopened journal is the journal as it was, whatever the log held and however
+    /// often it had started over.
+    #[test]
+    fn a_crash_copy_reopens_to_exactly_the_acknowledged_state(
+        program in proptest::collection::vec(op(), 1..40),
+        crash_at in proptest::collection::vec(any::<prop::sample::Index>(), 1..4),
+        small in any::<bool>(),
+    ) {
+        let mut program = program;
+        program.insert(0, Op::CreateRun);
+        let crash_at: Vec<usize> = crash_at.iter().map(|i| i.index(program.len())).collect();
+        let checkpoint_bytes = if small { 1_024 } else { 16 << 20 };
+        check_program(&program, &crash_at, checkpoint_bytes).map_err(|e| TestCaseError::fail(e.to_string()))?;
+    }
+}
+
+/// Opens a journal at `path`, creates a run and appends `n` entries through the log; returns
+/// the still-open journal and the run.
+fn journal_with_entries(path: &Path, n: u64) -> Result<(Journal, RunId), JournalError> {
+    let journal = Journal::open(path, JournalConfig::default())?;
+    let run = journal.create_run(new_run("wal", "proc-w"))?;
+    for i in 0..n {
+        journal
+            .append(run, NewEntry::new(EntryKind::Step, json!(i)).with_identity(format!("s{i}")))?;
+    }
+    Ok((journal, run))
+}
+
+#[test]
+fn a_torn_record_at_the_end_of_the_log_is_ignored() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("journal.redb");
+    let (journal, run) = journal_with_entries(&path, 5)?;
+    let copy = crash_copy(&path, &dir.path().join("crash"))?;
+    drop(journal);
+    // A record whose write was cut short: its header and half its payload.
+    let mut wal = fs::read(wal_of(&copy))?;
+    let whole = wal.len();
+    wal.extend_from_slice(
+        b"CLWR\x40\x00\x00\x00\x63\x00\x00\x00\x00\x00\x00\x00\x01\x02\x03\x04half a pay",
+    );
+    fs::write(wal_of(&copy), &wal)?;
+    let reopened = Journal::open(&copy, JournalConfig::default())?;
+    assert_eq!(reopened.entry_count(run)?, 5);
+    assert!(whole > 0, "the appends went through the log");
+    Ok(())
+}
+
+#[test]
+fn a_log_that_does_not_follow_its_file_is_refused_naming_the_log() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("journal.redb");
+    let (journal, _) = journal_with_entries(&path, 3)?;
+    let early = crash_copy(&path, &dir.path().join("early"))?;
+    // A checkpoint, then more records: the log now starts past what `early` holds.
+    journal.flush()?;
+    journal.create_run(new_run("later", "proc-w"))?;
+    let late = crash_copy(&path, &dir.path().join("late"))?;
+    drop(journal);
+    let own_log = fs::read(wal_of(&early))?;
+    fs::copy(wal_of(&late), wal_of(&early))?;
+    let err = Journal::open(&early, JournalConfig::default()).err().ok_or("opened")?;
+    match &err {
+        JournalError::Corrupted { path, detail } => {
+            assert_eq!(path, &wal_of(&early), "{err}");
+            assert!(detail.contains("holds records up to"), "{detail}");
+        }
+        other => return Err(format!("expected Corrupted, got {other:?}").into()),
+    }
+    // Nothing was lost: with its own log back, the journal opens with every entry.
+    fs::write(wal_of(&early), own_log)?;
+    let reopened = Journal::open(&early, JournalConfig::default())?;
+    assert_eq!(reopened.entry_count(RunId(1))?, 3);
+    Ok(())
+}
+
+#[test]
+fn a_journal_opened_without_the_log_still_applies_one_a_crash_left() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("journal.redb");
+    let (journal, run) = journal_with_entries(&path, 4)?;
+    let copy = crash_copy(&path, &dir.path().join("crash"))?;
+    drop(journal);
+    let config = JournalConfig { write_ahead_log: false, ..JournalConfig::default() };
+    let reopened = Journal::open(&copy, config.clone())?;
+    assert_eq!(reopened.entry_count(run)?, 4);
+    // Its own writes are durable commits to the redb file: a crash copy holds them with no
+    // log at all.
+    reopened.append(run, NewEntry::new(EntryKind::Step, json!(4)).with_identity("s4"))?;
+    let again = crash_copy(&copy, &dir.path().join("again"))?;
+    fs::remove_file(wal_of(&again))?;
+    drop(reopened);
+    assert_eq!(Journal::open(&again, config)?.entry_count(run)?, 5);
+    Ok(())
+}
