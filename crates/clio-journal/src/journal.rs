@@ -626,30 +626,33 @@ fn check_or_initialise(db: &Database, path: &Path) -> Result<()> {
 /// hold yet (those a crash kept out), checkpoints them, and returns the log ready for the
 /// writer.
 fn recover(db: &Database, path: &Path, config: &JournalConfig, wal_path: PathBuf) -> Result<Wal> {
-    let (mut wal, records) = Wal::open(wal_path)?;
     let mut txn = db.begin_write().at(path)?;
     let mut tx = Tx::open(&txn, path, store::now_ms())?;
     let held = tx.wal_lsn()?;
+    let (journal_id, new_id) = tx.journal_id_or(random_id())?;
+    let (mut wal, records) = Wal::open(wal_path, journal_id)?;
+    let damaged =
+        |detail: String| JournalError::Corrupted { path: wal.path().to_path_buf(), detail };
     let fresh: Vec<&wal::Record> = records.iter().filter(|r| r.lsn > held).collect();
     if let Some(first) = fresh.first()
-        && first.lsn != held + 1
+        && Some(first.lsn) != held.checked_add(1)
     {
-        return Err(JournalError::Corrupted {
-            path: wal.path().to_path_buf(),
-            detail: format!(
-                "the log continues from record {} but {} holds records up to {held} only; \
-                 was one of the two files replaced without the other?",
-                first.lsn,
-                path.display()
-            ),
-        });
+        return Err(damaged(format!(
+            "the log continues from record {} but {} holds records up to {held} only; \
+             was one of the two files replaced without the other?",
+            first.lsn,
+            path.display()
+        )));
     }
     let last = fresh.last().map_or(held, |r| r.lsn);
     for record in &fresh {
         tx.apply_redo(&record.payload, wal.path(), record.lsn)?;
     }
-    wal.set_next_lsn(last + 1);
-    if fresh.is_empty() {
+    let next = last
+        .checked_add(1)
+        .ok_or_else(|| damaged(format!("record number {last} leaves no room for another")))?;
+    wal.set_next_lsn(next);
+    if fresh.is_empty() && !new_id {
         drop(tx);
         txn.abort().at(path)?;
     } else {
@@ -659,4 +662,14 @@ fn recover(db: &Database, path: &Path, config: &JournalConfig, wal_path: PathBuf
         txn.commit().at(path)?;
     }
     Ok(wal)
+}
+
+/// Returns a random id for a new journal (std's per-process random hash keys, mixed with
+/// the time: no dependency for one number).
+fn random_id() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u64(store::now_ms());
+    hasher.write_u32(std::process::id());
+    hasher.finish()
 }

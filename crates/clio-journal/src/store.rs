@@ -51,6 +51,8 @@ const KEY_NEXT_RUN: &str = "next_run";
 const KEY_NEXT_TASK: &str = "next_task";
 /// The lsn of the last write-ahead record the file holds (see `wal`).
 pub(crate) const KEY_WAL_LSN: &str = "wal_lsn";
+/// A random id of the journal, which ties its write-ahead log to it.
+pub(crate) const KEY_JOURNAL_ID: &str = "journal_id";
 
 /// Returns the current time in milliseconds since the Unix epoch.
 pub(crate) fn now_ms() -> u64 {
@@ -155,6 +157,16 @@ impl<'a> Tx<'a> {
     /// Returns the lsn of the last write-ahead record the file holds (0 for none).
     pub(crate) fn wal_lsn(&self) -> Result<u64> {
         Ok(self.meta.get(KEY_WAL_LSN).at(self.path)?.map_or(0, |v| v.value()))
+    }
+
+    /// Returns the journal's id, giving it `fresh` first if it has none (not logged: the
+    /// caller commits it durably).
+    pub(crate) fn journal_id_or(&mut self, fresh: u64) -> Result<(u64, bool)> {
+        if let Some(id) = self.meta.get(KEY_JOURNAL_ID).at(self.path)? {
+            return Ok((id.value(), false));
+        }
+        self.meta.insert(KEY_JOURNAL_ID, fresh).at(self.path)?;
+        Ok((fresh, true))
     }
 
     /// Makes `write` in its table, and keeps it in the redo record if there is one. Every

@@ -6,7 +6,9 @@
 //! redb durably, with quick repair, and starts the log over from its first byte. Opening a
 //! journal applies again the records a crash kept out of redb.
 //!
-//! A record is `magic, payload length, lsn, crc32(lsn, payload), payload`. Log sequence
+//! A record is `magic, payload length, lsn, crc32(journal id, lsn, payload), payload`: the
+//! journal id (random, in `clio_meta`) ties a log to its file, so that a log left by another
+//! journal at the same path fails its checksums and is never applied. Log sequence
 //! numbers (lsn) grow by one per record for the life of the journal, and the redb file
 //! holds the last one it contains (`wal_lsn` in `clio_meta`), committed with it. The log is
 //! overwritten in place from the start after each checkpoint, so it reads as: the records
@@ -42,6 +44,8 @@ pub(crate) struct Wal {
     offset: u64,
     /// The lsn of the next record.
     next_lsn: u64,
+    /// The id of the journal the log belongs to, which seeds every checksum.
+    journal_id: u64,
     /// Reusable buffer for one record.
     buf: Vec<u8>,
 }
@@ -54,9 +58,9 @@ pub(crate) fn path_for(journal: &Path) -> PathBuf {
 }
 
 impl Wal {
-    /// Opens (or creates) the log at `path` and returns it with the records it holds, in
-    /// order: the contiguous run of valid records from its start.
-    pub(crate) fn open(path: PathBuf) -> Result<(Self, Vec<Record>)> {
+    /// Opens (or creates) the log at `path` of the journal `journal_id` and returns it with
+    /// the records it holds, in order: the contiguous run of valid records from its start.
+    pub(crate) fn open(path: PathBuf, journal_id: u64) -> Result<(Self, Vec<Record>)> {
         let io_err = |source| JournalError::Io { path: path.clone(), source };
         let existed = path.exists();
         let mut file = OpenOptions::new()
@@ -72,8 +76,8 @@ impl Wal {
         }
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes).map_err(io_err)?;
-        let records = read_records(&bytes);
-        Ok((Self { file, path, offset: 0, next_lsn: 1, buf: Vec::new() }, records))
+        let records = read_records(&bytes, journal_id);
+        Ok((Self { file, path, offset: 0, next_lsn: 1, journal_id, buf: Vec::new() }, records))
     }
 
     /// Returns the log's file.
@@ -105,7 +109,7 @@ impl Wal {
     pub(crate) fn append(&mut self, payload: &[u8]) -> Result<u64> {
         let lsn = self.next_lsn;
         self.buf.clear();
-        encode_record(&mut self.buf, lsn, payload);
+        encode_record(&mut self.buf, self.journal_id, lsn, payload);
         let io_err = |source| JournalError::Io { path: self.path.clone(), source };
         self.file.write_all_at(&self.buf, self.offset).map_err(io_err)?;
         self.file.sync_data().map_err(io_err)?;
@@ -120,25 +124,28 @@ impl Wal {
     }
 }
 
-/// Appends the encoding of one record to `out`.
-pub(crate) fn encode_record(out: &mut Vec<u8>, lsn: u64, payload: &[u8]) {
+/// The largest payload a record holds; the writer checkpoints a larger batch instead.
+pub(crate) const MAX_PAYLOAD: usize = u32::MAX as usize;
+
+/// Appends the encoding of one record to `out`; `payload` is at most [`MAX_PAYLOAD`] bytes.
+pub(crate) fn encode_record(out: &mut Vec<u8>, journal_id: u64, lsn: u64, payload: &[u8]) {
     out.extend_from_slice(&MAGIC);
-    // The payload of one batch stays far below 4 GiB: redb caps each value lower.
     out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
     out.extend_from_slice(&lsn.to_le_bytes());
-    out.extend_from_slice(&checksum(lsn, payload).to_le_bytes());
+    out.extend_from_slice(&checksum(journal_id, lsn, payload).to_le_bytes());
     out.extend_from_slice(payload);
 }
 
-fn checksum(lsn: u64, payload: &[u8]) -> u32 {
+fn checksum(journal_id: u64, lsn: u64, payload: &[u8]) -> u32 {
     let mut hasher = crc32fast::Hasher::new();
+    hasher.update(&journal_id.to_le_bytes());
     hasher.update(&lsn.to_le_bytes());
     hasher.update(payload);
     hasher.finalize()
 }
 
-/// Returns the contiguous run of valid records at the start of `bytes`.
-pub(crate) fn read_records(bytes: &[u8]) -> Vec<Record> {
+/// Returns the contiguous run of valid records of journal `journal_id` at the start of `bytes`.
+pub(crate) fn read_records(bytes: &[u8], journal_id: u64) -> Vec<Record> {
     let mut records: Vec<Record> = Vec::new();
     let mut at = 0usize;
     while let Some(header) = bytes.get(at..at + HEADER) {
@@ -151,7 +158,7 @@ pub(crate) fn read_records(bytes: &[u8]) -> Vec<Record> {
         let lsn = u64::from_le_bytes(lsn);
         let crc = u32::from_le_bytes([header[16], header[17], header[18], header[19]]);
         let Some(payload) = bytes.get(at + HEADER..at + HEADER + len) else { break };
-        if checksum(lsn, payload) != crc {
+        if checksum(journal_id, lsn, payload) != crc {
             break;
         }
         if records.last().is_some_and(|prev| prev.lsn.checked_add(1) != Some(lsn)) {
@@ -175,6 +182,24 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    const ID: u64 = 0x5eed;
+
+    proptest! {
+        /// The records of another journal's log (another id) are never read.
+        #[test]
+        fn a_log_of_another_journal_reads_as_empty(
+            other in any::<u64>().prop_filter("another id", |id| *id != ID),
+            payloads in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..64), 1..6),
+        ) {
+            let mut bytes = Vec::new();
+            for (i, p) in payloads.iter().enumerate() {
+                encode_record(&mut bytes, other, i as u64 + 1, p);
+            }
+            prop_assert_eq!(read_records(&bytes, other).len(), payloads.len());
+            prop_assert!(read_records(&bytes, ID).is_empty());
+        }
+    }
+
     proptest! {
         /// A log holding a cycle of records, then leftovers of an earlier cycle, then a torn
         /// or corrupted tail, reads back as exactly the cycle's records once the leftovers
@@ -189,17 +214,17 @@ mod tests {
         ) {
             let mut bytes = Vec::new();
             for (i, p) in payloads.iter().enumerate() {
-                encode_record(&mut bytes, first_lsn + i as u64, p);
+                encode_record(&mut bytes, ID, first_lsn + i as u64, p);
             }
             let cycle_len = bytes.len();
             // Leftovers of an earlier cycle: smaller lsns.
             for (i, p) in leftovers.iter().enumerate() {
-                encode_record(&mut bytes, i as u64 + 1, p);
+                encode_record(&mut bytes, ID, i as u64 + 1, p);
             }
             bytes.extend_from_slice(&tail);
             // What recovery takes: records newer than the checkpoint (`first_lsn - 1`).
             let fresh = |bytes: &[u8]| -> Vec<Record> {
-                read_records(bytes).into_iter().filter(|r| r.lsn >= first_lsn).collect()
+                read_records(bytes, ID).into_iter().filter(|r| r.lsn >= first_lsn).collect()
             };
             let read = fresh(&bytes);
             let expected: Vec<Record> = payloads
@@ -221,7 +246,7 @@ mod tests {
             // A record cut short is not read.
             let mut cut = Vec::new();
             for (i, p) in payloads.iter().enumerate() {
-                encode_record(&mut cut, first_lsn + i as u64, p);
+                encode_record(&mut cut, ID, first_lsn + i as u64, p);
             }
             if !cut.is_empty() {
                 cut.pop();

@@ -22,7 +22,7 @@ use redb::Database;
 use crate::error::{JournalError, Result};
 use crate::input::{Durability, JournalConfig};
 use crate::store::{AtPath, Tx, now_ms};
-use crate::wal::Wal;
+use crate::wal::{self, Wal};
 
 /// Delivers the outcome of the commit to the caller that sent the operation.
 pub(crate) type Completion = Box<dyn FnOnce(Result<()>) + Send>;
@@ -134,7 +134,8 @@ fn commit_batch(
                 drop(tx);
                 txn.commit().at(path)
             }
-            (Some(redo), Some(log)) if !redo.unlogged => {
+            // A batch too large for one record is checkpointed instead.
+            (Some(redo), Some(log)) if !redo.unlogged && redo.bytes().len() <= wal::MAX_PAYLOAD => {
                 let lsn = log.wal.next_lsn();
                 tx.set_wal_lsn(lsn)?;
                 drop(tx);
@@ -143,14 +144,18 @@ fn commit_batch(
                         "writing the write-ahead log {} failed ({err}); reopen the journal",
                         log.wal.path().display()
                     ));
-                    txn.abort().at(path)?;
+                    // The log's error is the one to report, whatever the abort says.
+                    let _ = txn.abort();
                     return Err(err);
                 }
                 let committed = txn.commit().at(path);
                 if committed.is_err() {
-                    // The log holds the batch, redb does not: only a reopen reconciles them.
+                    // The log holds the batch, redb does not: only a reopen reconciles them, and
+                    // it applies the batch, so its callers' state is uncertain, not failed.
                     log.failed = Some(
-                        "a commit after its write-ahead record failed; reopen the journal".into(),
+                        "a commit failed after its write-ahead record was on disk: the batch \
+                         may be applied when the journal is reopened; reopen the journal"
+                            .into(),
                     );
                 }
                 committed

@@ -454,3 +454,29 @@ fn a_journal_opened_without_the_log_still_applies_one_a_crash_left() -> TestResu
     assert_eq!(Journal::open(&again, config)?.entry_count(run)?, 5);
     Ok(())
 }
+
+#[test]
+fn a_log_left_by_another_journal_at_the_same_path_is_never_applied() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("journal.redb");
+    let (journal, _) = journal_with_entries(&path, 3)?;
+    // Its log as a crash left it (nothing checkpointed), and as a clean close left it.
+    let crashed = fs::read(wal_of(&path))?;
+    journal.close()?;
+    for (name, log) in [("crashed", crashed), ("closed", fs::read(wal_of(&path))?)] {
+        // The journal file is deleted and its log kept: a new journal is created there.
+        fs::remove_file(&path)?;
+        fs::write(wal_of(&path), &log)?;
+        let fresh = Journal::open(&path, JournalConfig::default())?;
+        assert!(fresh.runs(&RunFilter::default())?.is_empty(), "{name}: old runs came back");
+        let run = fresh.create_run(new_run("new", "proc-n"))?;
+        assert_eq!(run, RunId(1), "{name}");
+        fresh.append(run, NewEntry::new(EntryKind::Step, json!("new")).with_identity("n"))?;
+        let copy = crash_copy(&path, &dir.path().join(format!("copy-{name}")))?;
+        drop(fresh);
+        let reopened = Journal::open(&copy, JournalConfig::default())?;
+        assert_eq!(reopened.entries(run)?.len(), 1, "{name}");
+        assert_eq!(reopened.runs(&RunFilter::default())?.len(), 1, "{name}");
+    }
+    Ok(())
+}
