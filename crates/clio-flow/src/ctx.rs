@@ -163,10 +163,17 @@ impl Ctx {
         }
         let base = format!("{}:{}:{}:{}", site.file(), site.line(), site.column(), digest(what));
         let mut occ = self.scope.occurrences.lock().unwrap_or_else(PoisonError::into_inner);
-        let n = occ.entry(base.clone()).or_insert(0);
-        let id = format!("{}{base}#{n}", self.scope.prefix);
-        *n += 1;
-        id
+        let n = match occ.get_mut(&base) {
+            Some(n) => {
+                *n += 1;
+                *n - 1
+            }
+            None => {
+                occ.insert(base.clone(), 1);
+                0
+            }
+        };
+        format!("{}{base}#{n}", self.scope.prefix)
     }
 
     /// Returns the run's id.

@@ -51,7 +51,13 @@ pub(crate) fn digest(value: &Value) -> String {
     // Writing a `Value` into a sink that never fails cannot fail.
     let _ = serde_json::to_writer(&mut h, value);
     let out = h.0.finalize();
-    out.iter().take(8).map(|b| format!("{b:02x}")).collect()
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut text = String::with_capacity(16);
+    for b in out.iter().take(8) {
+        text.push(char::from(HEX[usize::from(b >> 4)]));
+        text.push(char::from(HEX[usize::from(b & 0xf)]));
+    }
+    text
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -144,8 +150,9 @@ impl RunState {
             super::blocking(move || Ok((journal.entries(run)?, journal.tasks(run)?))).await?;
         let counted = entries.iter().filter(|e| counts(e)).count() as u64;
         let mut recorded = HashMap::with_capacity(entries.len());
-        for e in entries {
-            if let Some(id) = e.identity.clone() {
+        for mut e in entries {
+            // The identity moves into the key: nothing reads it from a recorded entry.
+            if let Some(id) = e.identity.take() {
                 recorded.insert(id, e);
             }
         }
@@ -258,6 +265,7 @@ impl RunState {
         true
     }
 
+    /// (The entry's own `identity` field is left empty: the key holds it.)
     pub(crate) fn recorded(&self, identity: &str) -> Option<&JournalEntry> {
         self.recorded.get(identity)
     }
