@@ -282,9 +282,10 @@ impl Ctx {
                     requested: cmd.name().into(),
                 });
             }
-            return match entry.payload.get("error") {
-                Some(err) => Err(FlowError::from_json(err)),
-                None => Ok(entry.payload.get("result").cloned().unwrap_or(Value::Null)),
+            let outcome = crate::runtime::outcome(entry);
+            return match outcome.error {
+                Some(err) => Err(FlowError::from_json(&err)),
+                None => Ok(outcome.result.unwrap_or(Value::Null)),
             };
         }
         if self.run.replay_only {
@@ -320,7 +321,7 @@ impl Ctx {
     /// Returns the value logged under `key` in this scope, if the journal holds it.
     pub(crate) fn logged(&self, key: &str) -> Option<Value> {
         let id = format!("{}key:{key}", self.scope.prefix);
-        self.run.recorded(&id).map(|e| e.payload.get("result").cloned().unwrap_or(Value::Null))
+        self.run.recorded(&id).map(|e| crate::runtime::outcome(e).result.unwrap_or(Value::Null))
     }
 
     /// Records `value` under `key` in this scope, once.

@@ -445,7 +445,8 @@ pub(crate) async fn hooks(
     let summary_id = format!("{identity}@{}", kind.name());
     let results: Vec<HookResult> = match ctx.run.recorded(&summary_id) {
         Some(entry) => entry
-            .payload
+            .payload_value()
+            .unwrap_or(Value::Null)
             .pointer("/result/results")
             .and_then(Value::as_array)
             .map(|rs| {

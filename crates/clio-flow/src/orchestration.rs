@@ -181,7 +181,7 @@ async fn reattach(ctx: &Ctx, record: &TaskRecord, once: &AsyncMutex<()>) -> Resu
         // Not started by these tools: nothing to start again.
         return Ok(());
     };
-    let command = intent.payload.clone();
+    let command = intent.payload_value().unwrap_or(Value::Null);
     let _once = once.lock().await;
     let (journal, id) = (ctx.run.rt.journal.clone(), record.id);
     let now = blocking(move || journal.task(id)).await?;

@@ -28,7 +28,7 @@ use crate::model::Models;
 use crate::registry::Registry;
 use crate::result::FlowOutput;
 
-pub(crate) use state::{RunState, blocking, digest};
+pub(crate) use state::{RunState, blocking, digest, outcome};
 
 /// How a runtime runs flows.
 #[derive(Debug, Clone)]

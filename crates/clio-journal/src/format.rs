@@ -203,6 +203,38 @@ pub struct JournalEntry {
     pub payload: Value,
 }
 
+/// An entry as stored, its payload kept as JSON text: what a replay loads, so that each
+/// payload is decoded only when, and only as far as, it is used.
+#[derive(Debug, Clone, Deserialize)]
+pub struct RawEntry {
+    /// The run it belongs to.
+    pub run: RunId,
+    /// Its place in the run; dense from 0.
+    pub seq: u64,
+    /// What it records.
+    pub kind: EntryKind,
+    /// The replay identity, as [`JournalEntry::identity`].
+    pub identity: Option<String>,
+    /// The task it concerns, if any.
+    pub task: Option<TaskId>,
+    /// When it was appended, in milliseconds since the Unix epoch.
+    pub at_ms: u64,
+    /// The kind-specific content, as stored.
+    pub payload: Box<serde_json::value::RawValue>,
+}
+
+impl RawEntry {
+    /// Decodes the whole payload.
+    pub fn payload_value(&self) -> serde_json::Result<Value> {
+        serde_json::from_str(self.payload.get())
+    }
+
+    /// Decodes the payload as `T`, which may read only the fields it names.
+    pub fn payload_as<T: serde::de::DeserializeOwned>(&self) -> serde_json::Result<T> {
+        serde_json::from_str(self.payload.get())
+    }
+}
+
 /// A run, as stored and as exported.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunRecord {

@@ -15,8 +15,8 @@ use redb::{Builder, Database, ReadableDatabase, ReadableTable, StorageBackend, T
 
 use crate::error::{JournalError, Result};
 use crate::format::{
-    ExportLine, FORMAT_VERSION, JournalEntry, RunId, RunRecord, SessionId, SessionRecord, TaskId,
-    TaskRecord,
+    ExportLine, FORMAT_VERSION, JournalEntry, RawEntry, RunId, RunRecord, SessionId, SessionRecord,
+    TaskId, TaskRecord,
 };
 use crate::input::{
     JournalConfig, NewEntry, NewRun, NewSession, NewTask, Pruned, Reconciled, RunFilter, RunUpdate,
@@ -366,6 +366,23 @@ impl Journal {
     /// Returns the entries of `run` in order.
     pub fn entries(&self, run: RunId) -> Result<Vec<JournalEntry>> {
         self.entries_from(run, 0)
+    }
+
+    /// Returns the entries of `run` in order with their payloads undecoded (see
+    /// [`RawEntry`]): a replay's load, several times faster than [`Journal::entries`] for a
+    /// long run.
+    pub fn raw_entries(&self, run: RunId) -> Result<Vec<RawEntry>> {
+        let path = &self.inner.path;
+        let txn = self.read()?;
+        let heads = txn.open_table(RUN_HEADS).at(path)?;
+        let head = heads.get(run.0).at(path)?.ok_or(JournalError::RunNotFound { run })?.value();
+        let table = txn.open_table(ENTRIES).at(path)?;
+        let mut out = Vec::with_capacity(head as usize);
+        for item in table.range((run.0, 0)..(run.0, head)).at(path)? {
+            let (_, bytes) = item.at(path)?;
+            out.push(decode(path, "an entry", bytes.value())?);
+        }
+        Ok(out)
     }
 
     /// Returns the entries of `run` from sequence number `from` on, in order.

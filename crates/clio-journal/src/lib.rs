@@ -40,8 +40,8 @@ mod fault;
 
 pub use crate::error::{JournalError, Result};
 pub use crate::format::{
-    EntryKind, ExportLine, FORMAT_VERSION, JournalEntry, RunId, RunRecord, RunStatus, SessionId,
-    SessionRecord, SessionStatus, TaskId, TaskKind, TaskRecord, TaskStatus,
+    EntryKind, ExportLine, FORMAT_VERSION, JournalEntry, RawEntry, RunId, RunRecord, RunStatus,
+    SessionId, SessionRecord, SessionStatus, TaskId, TaskKind, TaskRecord, TaskStatus,
 };
 pub use crate::input::{
     Durability, JournalConfig, NewEntry, NewRun, NewSession, NewTask, Pruned, Reconciled,

@@ -7,7 +7,7 @@ use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use clio_journal::{EntryKind, JournalEntry, JournalError, RunId, TaskId, TaskRecord};
+use clio_journal::{EntryKind, JournalError, RawEntry, RunId, TaskId, TaskRecord};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tokio::sync::{Notify, Semaphore};
@@ -117,7 +117,7 @@ pub(crate) struct RunState {
     pub(crate) run: RunId,
     pub(crate) replay_only: bool,
     pub(crate) limits: Limits,
-    recorded: HashMap<String, JournalEntry>,
+    recorded: HashMap<String, RawEntry>,
     tasks: Mutex<HashMap<TaskId, TaskRecord>>,
     entries: AtomicU64,
     model_calls: AtomicU64,
@@ -147,7 +147,7 @@ impl RunState {
     ) -> Result<Arc<RunState>, FlowError> {
         let journal = rt.journal.clone();
         let (entries, tasks) =
-            super::blocking(move || Ok((journal.entries(run)?, journal.tasks(run)?))).await?;
+            super::blocking(move || Ok((journal.raw_entries(run)?, journal.tasks(run)?))).await?;
         let counted = entries.iter().filter(|e| counts(e)).count() as u64;
         let mut recorded = HashMap::with_capacity(entries.len());
         for mut e in entries {
@@ -159,7 +159,7 @@ impl RunState {
         let answers = recorded
             .iter()
             .filter(|(_, e)| e.kind == EntryKind::Answer)
-            .map(|(id, e)| (id.clone(), e.payload.get("value").cloned().unwrap_or(Value::Null)))
+            .map(|(id, e)| (id.clone(), e.payload_as::<Answer>().map_or(Value::Null, |a| a.value)))
             .collect();
         let concurrency = (limits.max_concurrency > 0)
             .then(|| Arc::new(Semaphore::new(limits.max_concurrency as usize)));
@@ -266,7 +266,7 @@ impl RunState {
     }
 
     /// (The entry's own `identity` field is left empty: the key holds it.)
-    pub(crate) fn recorded(&self, identity: &str) -> Option<&JournalEntry> {
+    pub(crate) fn recorded(&self, identity: &str) -> Option<&RawEntry> {
         self.recorded.get(identity)
     }
 
@@ -400,9 +400,29 @@ impl RunState {
     }
 }
 
+/// The payload of a recorded answer: its value.
+#[derive(serde::Deserialize)]
+struct Answer {
+    #[serde(default)]
+    value: Value,
+}
+
+/// The outcome a recorded step, event or call carries: its `result` or its `error` (the
+/// rest of its payload is not decoded).
+#[derive(serde::Deserialize, Default)]
+pub(crate) struct Outcome {
+    pub(crate) result: Option<Value>,
+    pub(crate) error: Option<Value>,
+}
+
+/// Returns a recorded entry's `result` or `error` (neither, for a payload that is no object).
+pub(crate) fn outcome(entry: &RawEntry) -> Outcome {
+    entry.payload_as().unwrap_or_default()
+}
+
 /// Returns whether an entry counts toward the run's entry limit: acceptances and answers
 /// belong to their call and question.
-fn counts(e: &JournalEntry) -> bool {
+fn counts(e: &RawEntry) -> bool {
     e.kind != EntryKind::Answer && !e.identity.as_deref().is_some_and(|i| i.ends_with("@accepted"))
 }
 

@@ -366,3 +366,37 @@ fn eventual_durability_is_visible_at_once_and_durable_after_flush() -> TestResul
     assert_eq!(clone.entry_count(run)?, 1, "a clone outlives close of another handle");
     Ok(())
 }
+
+#[test]
+fn raw_entries_are_the_entries_with_their_payloads_undecoded() -> TestResult {
+    let (journal, run) = journal_with_run()?;
+    let task = journal.create_task(new_task(run, "proc-a"))?;
+    journal.append(run, step(0))?;
+    journal.append(
+        run,
+        NewEntry::new(
+            EntryKind::Call,
+            json!({"command": {"target": "echo"}, "result": [1, "two"]}),
+        )
+        .with_task(task),
+    )?;
+    journal.append(run, NewEntry::new(EntryKind::Answer, json!("plain text")))?;
+    let decoded = journal.entries(run)?;
+    let raw = journal.raw_entries(run)?;
+    assert_eq!(raw.len(), decoded.len());
+    for (r, d) in raw.iter().zip(&decoded) {
+        assert_eq!(
+            (r.run, r.seq, r.kind, &r.identity, r.task, r.at_ms),
+            (d.run, d.seq, d.kind, &d.identity, d.task, d.at_ms)
+        );
+        assert_eq!(r.payload_value()?, d.payload);
+    }
+    #[derive(serde::Deserialize)]
+    struct OnlyResult {
+        result: serde_json::Value,
+    }
+    assert_eq!(raw[1].payload_as::<OnlyResult>()?.result, json!([1, "two"]));
+    assert!(raw[2].payload_as::<OnlyResult>().is_err(), "a text payload has no result");
+    assert!(matches!(journal.raw_entries(clio_journal::RunId(99)), Err(JournalError::RunNotFound { .. })));
+    Ok(())
+}
