@@ -397,6 +397,9 @@ fn raw_entries_are_the_entries_with_their_payloads_undecoded() -> TestResult {
     }
     assert_eq!(raw[1].payload_as::<OnlyResult>()?.result, json!([1, "two"]));
     assert!(raw[2].payload_as::<OnlyResult>().is_err(), "a text payload has no result");
-    assert!(matches!(journal.raw_entries(clio_journal::RunId(99)), Err(JournalError::RunNotFound { .. })));
+    assert!(matches!(
+        journal.raw_entries(clio_journal::RunId(99)),
+        Err(JournalError::RunNotFound { .. })
+    ));
     Ok(())
 }
