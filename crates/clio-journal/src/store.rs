@@ -302,7 +302,7 @@ impl<'a> Tx<'a> {
         let mut entries = before;
         entries.append(&mut after);
         // The checks `append` and `create_task` would make, before either writes.
-        self.check_entries(run, &entries)?;
+        let first = self.check_entries(run, &entries)?;
         if let Some(parent) = task.parent {
             self.task_exists(parent)?;
         }
@@ -310,7 +310,7 @@ impl<'a> Tx<'a> {
         for entry in entries.iter_mut().skip(n_before) {
             entry.task = Some(id);
         }
-        let seqs = self.append(run, entries)?;
+        let seqs = self.write_entries(run, first, entries)?;
         Ok((id, seqs))
     }
 
@@ -330,7 +330,7 @@ impl<'a> Tx<'a> {
         let n_before = before.len();
         let mut entries = before;
         entries.append(&mut after);
-        self.check_entries(run, &entries)?;
+        let first = self.check_entries(run, &entries)?;
         // Built whole and stored once: the task is never written running.
         let mut rec = self.new_task_record(task)?;
         let update = update(rec.id);
@@ -344,7 +344,7 @@ impl<'a> Tx<'a> {
         for entry in entries.iter_mut().skip(n_before) {
             entry.task = Some(rec.id);
         }
-        let seqs = self.append(run, entries)?;
+        let seqs = self.write_entries(run, first, entries)?;
         Ok((rec, seqs))
     }
 
@@ -377,6 +377,17 @@ impl<'a> Tx<'a> {
     pub(crate) fn append(&mut self, run: RunId, entries: Vec<NewEntry>) -> Result<Vec<u64>> {
         // Everything is checked before anything is written (see `check_entries`).
         let first = self.check_entries(run, &entries)?;
+        self.write_entries(run, first, entries)
+    }
+
+    /// Writes `entries` to `run` from sequence number `first` on, which `check_entries`
+    /// returned for them in this batch with nothing appended to the run since.
+    fn write_entries(
+        &mut self,
+        run: RunId,
+        first: u64,
+        entries: Vec<NewEntry>,
+    ) -> Result<Vec<u64>> {
         let mut seqs = Vec::with_capacity(entries.len());
         for (idx, entry) in entries.into_iter().enumerate() {
             let seq = first + idx as u64;
