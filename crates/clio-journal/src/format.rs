@@ -184,8 +184,10 @@ pub enum EntryKind {
 }
 
 /// One entry of a run's journal, as stored and as exported.
+///
+/// `P` is the form of its payload: decoded (the default), or its JSON text ([`RawEntry`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct JournalEntry {
+pub struct JournalEntry<P = Value> {
     /// The run it belongs to.
     pub run: RunId,
     /// Its place in the run; dense from 0.
@@ -200,28 +202,12 @@ pub struct JournalEntry {
     /// When it was appended, in milliseconds since the Unix epoch.
     pub at_ms: u64,
     /// The kind-specific content.
-    pub payload: Value,
+    pub payload: P,
 }
 
 /// An entry as stored, its payload kept as JSON text: what a replay loads, so that each
 /// payload is decoded only when, and only as far as, it is used.
-#[derive(Debug, Clone, Deserialize)]
-pub struct RawEntry {
-    /// The run it belongs to.
-    pub run: RunId,
-    /// Its place in the run; dense from 0.
-    pub seq: u64,
-    /// What it records.
-    pub kind: EntryKind,
-    /// The replay identity, as [`JournalEntry::identity`].
-    pub identity: Option<String>,
-    /// The task it concerns, if any.
-    pub task: Option<TaskId>,
-    /// When it was appended, in milliseconds since the Unix epoch.
-    pub at_ms: u64,
-    /// The kind-specific content, as stored.
-    pub payload: Box<serde_json::value::RawValue>,
-}
+pub type RawEntry = JournalEntry<Box<serde_json::value::RawValue>>;
 
 impl RawEntry {
     /// Decodes the whole payload.

@@ -372,21 +372,20 @@ impl Journal {
     /// [`RawEntry`]): a replay's load, several times faster than [`Journal::entries`] for a
     /// long run.
     pub fn raw_entries(&self, run: RunId) -> Result<Vec<RawEntry>> {
-        let path = &self.inner.path;
-        let txn = self.read()?;
-        let heads = txn.open_table(RUN_HEADS).at(path)?;
-        let head = heads.get(run.0).at(path)?.ok_or(JournalError::RunNotFound { run })?.value();
-        let table = txn.open_table(ENTRIES).at(path)?;
-        let mut out = Vec::with_capacity(head as usize);
-        for item in table.range((run.0, 0)..(run.0, head)).at(path)? {
-            let (_, bytes) = item.at(path)?;
-            out.push(decode(path, "an entry", bytes.value())?);
-        }
-        Ok(out)
+        self.read_entries(run, 0)
     }
 
     /// Returns the entries of `run` from sequence number `from` on, in order.
     pub fn entries_from(&self, run: RunId, from: u64) -> Result<Vec<JournalEntry>> {
+        self.read_entries(run, from)
+    }
+
+    /// Reads the entries of `run` from `from` on, decoded as `T` (an entry, raw or not).
+    fn read_entries<T: serde::de::DeserializeOwned>(
+        &self,
+        run: RunId,
+        from: u64,
+    ) -> Result<Vec<T>> {
         let path = &self.inner.path;
         let txn = self.read()?;
         let heads = txn.open_table(RUN_HEADS).at(path)?;
