@@ -3,7 +3,7 @@
 //! protocol can let flows in other languages send the same commands (SPEC §7, "Looking
 //! ahead").
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value};
 
 /// One operation a flow asks of the runtime.
 #[derive(Debug, Clone, PartialEq)]
@@ -67,18 +67,102 @@ impl Command {
 
     /// Returns the command as the journal records it.
     pub fn to_json(&self) -> Value {
+        self.clone().into_json()
+    }
+
+    /// Returns the command as the journal records it, moving its values in.
+    pub fn into_json(self) -> Value {
         match self {
-            Command::Call { target, input, evidence, key, model, label, wait } => json!({
-                "command": "call", "target": target, "input": input, "evidence": evidence,
-                "key": key, "model": model, "label": label, "wait": wait,
-            }),
-            Command::Step { name } => json!({ "command": "step", "name": name }),
-            Command::Ask { question, schema, options, reason } => json!({
-                "command": "ask", "question": question, "schema": schema,
-                "options": options, "reason": reason,
-            }),
-            Command::Event { event } => json!({ "command": "event", "event": event }),
-            Command::Publish { view } => json!({ "command": "publish", "view": view }),
+            Command::Call { target, input, evidence, key, model, label, wait } => object([
+                ("command", "call".into()),
+                ("target", target),
+                ("input", input),
+                ("evidence", evidence.into()),
+                ("key", key.into()),
+                ("model", model.into()),
+                ("label", label.into()),
+                ("wait", wait.into()),
+            ]),
+            Command::Step { name } => object([("command", "step".into()), ("name", name.into())]),
+            Command::Ask { question, schema, options, reason } => object([
+                ("command", "ask".into()),
+                ("question", question.into()),
+                ("schema", schema.into()),
+                ("options", options.into()),
+                ("reason", reason.into()),
+            ]),
+            Command::Event { event } => object([("command", "event".into()), ("event", event)]),
+            Command::Publish { view } => object([("command", "publish".into()), ("view", view)]),
         }
+    }
+}
+
+/// Returns a JSON object of `fields` in their order.
+///
+/// Unlike `json!`, which serialises each `Value` it is given into a new one, this moves the
+/// values in: the records of large views and inputs are built on every call.
+pub(crate) fn object<const N: usize>(fields: [(&str, Value); N]) -> Value {
+    let mut map = Map::with_capacity(N);
+    for (key, value) in fields {
+        map.insert(key.to_owned(), value);
+    }
+    Value::Object(map)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Identities digest a command's record form, so it must not change: each variant's
+    /// record is exactly what `json!` wrote for it before records were built by moving.
+    #[test]
+    fn the_record_form_is_what_json_wrote() {
+        let target = json!({"id": "campaign", "options": {"max_cycles": 5, "tags": ["a", 1.5]}});
+        let input = json!({"task": "é ✓", "n": [1, 2, {"deep": null}]});
+        let cases = [
+            (
+                Command::Call {
+                    target: target.clone(),
+                    input: input.clone(),
+                    evidence: vec![3, 9],
+                    key: "k".into(),
+                    model: "m/x".into(),
+                    label: "l".into(),
+                    wait: true,
+                },
+                json!({
+                    "command": "call", "target": target, "input": input, "evidence": [3, 9],
+                    "key": "k", "model": "m/x", "label": "l", "wait": true,
+                }),
+            ),
+            (Command::Step { name: "noop".into() }, json!({"command": "step", "name": "noop"})),
+            (
+                Command::Ask {
+                    question: "go?".into(),
+                    schema: "options".into(),
+                    options: vec!["yes".into(), "no".into()],
+                    reason: "why".into(),
+                },
+                json!({
+                    "command": "ask", "question": "go?", "schema": "options",
+                    "options": ["yes", "no"], "reason": "why",
+                }),
+            ),
+            (Command::Event { event: input.clone() }, json!({"command": "event", "event": input})),
+            (
+                Command::Publish { view: target.clone() },
+                json!({"command": "publish", "view": target}),
+            ),
+        ];
+        for (command, expected) in cases {
+            let text = serde_json::to_string(&expected).unwrap();
+            assert_eq!(serde_json::to_string(&command.to_json()).unwrap(), text);
+            assert_eq!(serde_json::to_string(&command.into_json()).unwrap(), text);
+        }
+        assert_eq!(
+            serde_json::to_string(&object([("b", json!(1)), ("a", json!([true]))])).unwrap(),
+            r#"{"b":1,"a":[true]}"#
+        );
     }
 }

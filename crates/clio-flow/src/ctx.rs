@@ -21,7 +21,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::command::Command;
+use crate::command::{Command, object};
 use crate::error::FlowError;
 use crate::flow::Limits;
 use crate::registry::Target;
@@ -305,9 +305,9 @@ impl Ctx {
                     identity: identity.clone(),
                     message: e.to_string(),
                 })?;
-                (json!({ "command": cmd.to_json(), "result": v }), Ok(v))
+                (object([("command", cmd.to_json()), ("result", v.clone())]), Ok(v))
             }
-            Err(err) => (json!({ "command": cmd.to_json(), "error": err.to_json() }), Err(err)),
+            Err(err) => (object([("command", cmd.to_json()), ("error", err.to_json())]), Err(err)),
         };
         let journal = self.run.rt.journal.clone();
         let run = self.run.run;
@@ -358,12 +358,10 @@ impl Ctx {
                 });
             }
             self.run.reserve_entry()?;
-            let cmd = Command::Event { event: value.clone() };
-            let mut entry = NewEntry::new(
-                EntryKind::Event,
-                json!({ "command": cmd.to_json(), "result": value }),
-            )
-            .with_identity(id);
+            let command = Command::Event { event: value.clone() }.into_json();
+            let mut entry =
+                NewEntry::new(EntryKind::Event, object([("command", command), ("result", value)]))
+                    .with_identity(id);
             entry.task = self.scope.parent;
             entries.push(entry);
         }

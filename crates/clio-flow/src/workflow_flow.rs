@@ -22,6 +22,7 @@ use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
 use serde_json::{Map, Value, json};
 
+use crate::command::object;
 use crate::ctx::{Call, Ctx};
 use crate::error::FlowError;
 use crate::flow::{Flow, FlowFuture, selection};
@@ -173,7 +174,7 @@ async fn run(input: Value, ctx: Ctx) -> Result<FlowOutput, FlowError> {
                         let event = serde_json::to_value(event).unwrap_or(Value::Null);
                         (
                             format!("wf-event-{}", n + i as u64),
-                            json!({ "done": done, "event": event }),
+                            object([("done", done.as_str().into()), ("event", event)]),
                         )
                     })
                     .collect();
@@ -188,7 +189,7 @@ async fn run(input: Value, ctx: Ctx) -> Result<FlowOutput, FlowError> {
             n += 1;
             sched.apply(event).map_err(|e| nondeterminism(n, e.to_string()))?;
             if n.is_multiple_of(publish_every) {
-                ctx.publish(json!({ "workflow": view(&sched) })).await?;
+                ctx.publish(object([("workflow", view(&sched))])).await?;
             }
         }
     }
@@ -197,7 +198,7 @@ async fn run(input: Value, ctx: Ctx) -> Result<FlowOutput, FlowError> {
     }
     // Work the scheduler no longer waits for (a started step whose result it has) settles here.
     while live.next().await.is_some() {}
-    ctx.publish(json!({ "workflow": view(&sched) })).await?;
+    ctx.publish(object([("workflow", view(&sched))])).await?;
     let result = sched
         .result()
         .ok_or_else(|| FlowError::stall("workflow_stuck", "the workflow ended without a result"))?;

@@ -26,7 +26,7 @@ use clio_journal::{
 use serde_json::{Map, Value, json};
 
 use super::Ctx;
-use crate::command::Command;
+use crate::command::{Command, object};
 use crate::error::FlowError;
 use crate::registry::{Resolved, Target, Tool, WorkerRequest, WorkerRun};
 use crate::result::{CallInput, CallKind, CallResult, input_text};
@@ -87,7 +87,7 @@ fn kind_of_task(kind: CallKind) -> TaskKind {
 impl Call {
     pub(crate) fn new(ctx: Ctx, target: Target, input: CallInput, site: &Location<'_>) -> Call {
         let resolved_input = input.resolve(&ctx.scope.task);
-        let what = json!({ "target": target.to_json(), "input": resolved_input });
+        let what = object([("target", target.to_json()), ("input", resolved_input)]);
         let site_identity = ctx.identity(site, &what, "");
         Call {
             ctx,
