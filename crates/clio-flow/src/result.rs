@@ -10,7 +10,9 @@
 use std::fmt;
 
 use clio_journal::TaskId;
-use serde_json::{Map, Value, json};
+
+use crate::command::object;
+use serde_json::{Map, Value};
 
 /// What a call ran: its kind, as the seed names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -103,18 +105,18 @@ impl CallResult {
 
     /// Returns the record form of the result, as the journal stores it.
     pub fn to_json(&self) -> Value {
-        json!({
-            "answer": self.answer,
-            "value": self.value,
-            "outputs": Value::Object(self.outputs.clone()),
-            "response_text": self.response_text,
-            "handle": self.handle.0,
-            "target": self.target,
-            "kind": self.kind.as_str(),
-            "model": self.model,
-            "index": self.index,
-            "workflow_state": self.workflow_state,
-        })
+        object([
+            ("answer", self.answer.as_str().into()),
+            ("value", self.value.clone()),
+            ("outputs", Value::Object(self.outputs.clone())),
+            ("response_text", self.response_text.as_str().into()),
+            ("handle", self.handle.0.into()),
+            ("target", self.target.as_str().into()),
+            ("kind", self.kind.as_str().into()),
+            ("model", self.model.as_str().into()),
+            ("index", self.index.into()),
+            ("workflow_state", self.workflow_state.clone()),
+        ])
     }
 
     /// Reads a result back from its record form.
@@ -261,13 +263,13 @@ impl FlowOutput {
 
     /// Returns the record form stored as a run's answer.
     pub fn to_json(&self) -> Value {
-        json!({
-            "answer": self.answer,
-            "value": self.value,
-            "outputs": Value::Object(self.outputs.clone()),
-            "workflow_state": self.workflow_state,
-            "model": self.model,
-        })
+        object([
+            ("answer", self.answer.as_str().into()),
+            ("value", self.value.clone()),
+            ("outputs", Value::Object(self.outputs.clone())),
+            ("workflow_state", self.workflow_state.clone()),
+            ("model", self.model.as_str().into()),
+        ])
     }
 
     /// Reads an output back from its record form.
@@ -305,5 +307,45 @@ impl From<CallResult> for FlowOutput {
             workflow_state: r.workflow_state,
             model: r.model,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The record forms of a call's result and of a flow's output, which the journal keeps
+    /// and replays read back, are what `json!` wrote for them.
+    #[test]
+    fn record_forms_are_unchanged_and_read_back() {
+        let mut outputs = Map::new();
+        outputs.insert("results".into(), json!({"a": [1, 2]}));
+        let result = CallResult {
+            answer: "done".into(),
+            value: json!({"x": 1.5}),
+            outputs: outputs.clone(),
+            response_text: "r".into(),
+            handle: TaskId(7),
+            target: "noop".into(),
+            kind: CallKind::Tool,
+            model: "m".into(),
+            index: Some(3),
+            workflow_state: json!({"steps": []}),
+        };
+        let expected = json!({
+            "answer": "done", "value": {"x": 1.5}, "outputs": {"results": {"a": [1, 2]}},
+            "response_text": "r", "handle": 7, "target": "noop", "kind": "tool", "model": "m",
+            "index": 3, "workflow_state": {"steps": []},
+        });
+        assert_eq!(result.to_json().to_string(), expected.to_string());
+        assert_eq!(CallResult::from_json(&result.to_json()), Some(result));
+
+        let output = FlowOutput::mapping(outputs);
+        let expected = json!({
+            "answer": "", "value": {"results": {"a": [1, 2]}},
+            "outputs": {"results": {"a": [1, 2]}}, "workflow_state": null, "model": "",
+        });
+        assert_eq!(output.to_json().to_string(), expected.to_string());
     }
 }
