@@ -376,18 +376,13 @@ impl Runtime {
         }
         let outcome = state.drive(flow.forward(rec.input.clone(), ctx)).await;
         self.live().remove(&run);
-        let report = RunReport {
-            run,
-            submitted: state.submitted(),
-            steps_run: state.steps_run(),
-            outcome: outcome.clone(),
-        };
+        let (submitted, steps_run) = (state.submitted(), state.steps_run());
         let cancelled = state.is_cancelled();
-        // The records loaded for replay (every entry of the run, decoded) take a while to
+        // The records loaded for replay (every entry of the run) take a while to
         // free; the caller need not wait for that.
         drop(tokio::task::spawn_blocking(move || drop(state)));
         if replay_only {
-            return Ok(report);
+            return Ok(RunReport { run, submitted, steps_run, outcome });
         }
         let update = match &outcome {
             RunOutcome::Succeeded(out) => RunUpdate {
@@ -414,10 +409,8 @@ impl Runtime {
             update
         };
         journal.nonblocking().update_run(run, update).await?;
-        if cancelled {
-            return Ok(RunReport { outcome: RunOutcome::Cancelled, ..report });
-        }
-        Ok(report)
+        let outcome = if cancelled { RunOutcome::Cancelled } else { outcome };
+        Ok(RunReport { run, submitted, steps_run, outcome })
     }
 
     fn live(&self) -> std::sync::MutexGuard<'_, HashMap<RunId, Arc<RunState>>> {
