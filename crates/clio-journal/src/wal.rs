@@ -35,6 +35,9 @@ pub(crate) struct Record {
     pub(crate) payload: Vec<u8>,
 }
 
+/// How much the log file grows at a time, written as zeros ahead of the records.
+const GROW_BY: u64 = 1 << 20;
+
 /// The log of an open journal; only its writer thread touches it.
 #[derive(Debug)]
 pub(crate) struct Wal {
@@ -42,6 +45,9 @@ pub(crate) struct Wal {
     path: PathBuf,
     /// Where the next record goes: the bytes written since the last checkpoint.
     offset: u64,
+    /// The file's length: written (zeros past the records) and flushed, so that flushing a
+    /// record inside it changes no file metadata, which would cost a second write per flush.
+    allocated: u64,
     /// The lsn of the next record.
     next_lsn: u64,
     /// The id of the journal the log belongs to, which seeds every checksum.
@@ -77,7 +83,10 @@ impl Wal {
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes).map_err(io_err)?;
         let records = read_records(&bytes, journal_id);
-        Ok((Self { file, path, offset: 0, next_lsn: 1, journal_id, buf: Vec::new() }, records))
+        let allocated = bytes.len() as u64;
+        let wal =
+            Self { file, path, offset: 0, allocated, next_lsn: 1, journal_id, buf: Vec::new() };
+        Ok((wal, records))
     }
 
     /// Returns the log's file.
@@ -110,12 +119,33 @@ impl Wal {
         let lsn = self.next_lsn;
         self.buf.clear();
         encode_record(&mut self.buf, self.journal_id, lsn, payload);
+        let end = self.offset + self.buf.len() as u64;
+        if end > self.allocated {
+            let len = end.next_multiple_of(GROW_BY);
+            self.grow_to(len)
+                .map_err(|source| JournalError::Io { path: self.path.clone(), source })?;
+        }
         let io_err = |source| JournalError::Io { path: self.path.clone(), source };
         self.file.write_all_at(&self.buf, self.offset).map_err(io_err)?;
         self.file.sync_data().map_err(io_err)?;
         self.offset += self.buf.len() as u64;
         self.next_lsn += 1;
         Ok(lsn)
+    }
+
+    /// Extends the file to `len` bytes of zeros (which read as the end of the log) and
+    /// flushes it with its new length.
+    fn grow_to(&mut self, len: u64) -> io::Result<()> {
+        let zeros = vec![0u8; 64 << 10];
+        let mut at = self.allocated;
+        while at < len {
+            let n = (len - at).min(zeros.len() as u64) as usize;
+            self.file.write_all_at(&zeros[..n], at)?;
+            at += n as u64;
+        }
+        self.file.sync_all()?;
+        self.allocated = len;
+        Ok(())
     }
 
     /// Starts the log over after a checkpoint: the redb file now holds every record.

@@ -387,6 +387,20 @@ fn journal_with_entries(path: &Path, n: u64) -> Result<(Journal, RunId), Journal
     Ok((journal, run))
 }
 
+/// Returns where the records at the start of `log` end and the lsn of the last one (read
+/// from their headers alone).
+fn records_end(log: &[u8]) -> (usize, u64) {
+    let (mut at, mut lsn) = (0, 0);
+    while log.get(at..at + 4) == Some(b"CLWR".as_slice()) {
+        let len = u32::from_le_bytes([log[at + 4], log[at + 5], log[at + 6], log[at + 7]]);
+        let mut number = [0u8; 8];
+        number.copy_from_slice(&log[at + 8..at + 16]);
+        lsn = u64::from_le_bytes(number);
+        at += 20 + len as usize;
+    }
+    (at, lsn)
+}
+
 #[test]
 fn a_torn_record_at_the_end_of_the_log_is_ignored() -> TestResult {
     let dir = tempfile::tempdir()?;
@@ -394,16 +408,20 @@ fn a_torn_record_at_the_end_of_the_log_is_ignored() -> TestResult {
     let (journal, run) = journal_with_entries(&path, 5)?;
     let copy = crash_copy(&path, &dir.path().join("crash"))?;
     drop(journal);
-    // A record whose write was cut short: its header and half its payload.
+    // A record whose write was cut short, right after the last whole one: its header and
+    // half its payload.
     let mut wal = fs::read(wal_of(&copy))?;
-    let whole = wal.len();
-    wal.extend_from_slice(
-        b"CLWR\x40\x00\x00\x00\x63\x00\x00\x00\x00\x00\x00\x00\x01\x02\x03\x04half a pay",
-    );
+    let (whole, last) = records_end(&wal);
+    // The next record's header (64-byte payload, the next lsn, some checksum), then 10 bytes.
+    let mut torn = b"CLWR\x40\x00\x00\x00".to_vec();
+    torn.extend_from_slice(&(last + 1).to_le_bytes());
+    torn.extend_from_slice(b"\x01\x02\x03\x04half a pay");
+    let end = (whole + torn.len()).min(wal.len());
+    wal.splice(whole..end, torn);
     fs::write(wal_of(&copy), &wal)?;
     let reopened = Journal::open(&copy, JournalConfig::default())?;
     assert_eq!(reopened.entry_count(run)?, 5);
-    assert!(whole > 0, "the appends went through the log");
+    assert!(whole > 0 && last == 6, "the run and its five appends went through the log");
     Ok(())
 }
 
