@@ -369,8 +369,7 @@ impl Journal {
     }
 
     /// Returns the entries of `run` in order with their payloads undecoded (see
-    /// [`RawEntry`]): a replay's load, several times faster than [`Journal::entries`] for a
-    /// long run.
+    /// [`RawEntry`]): a replay's load, which decodes each payload only as far as it needs.
     pub fn raw_entries(&self, run: RunId) -> Result<Vec<RawEntry>> {
         self.read_entries(run, 0)
     }

@@ -17,7 +17,7 @@
 //! always carry smaller lsns than the current cycle, so they are never taken for new ones.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, Read};
+use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
@@ -69,7 +69,7 @@ impl Wal {
     pub(crate) fn open(path: PathBuf, journal_id: u64) -> Result<(Self, Vec<Record>)> {
         let io_err = |source| JournalError::Io { path: path.clone(), source };
         let existed = path.exists();
-        let mut file = OpenOptions::new()
+        let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
@@ -80,10 +80,15 @@ impl Wal {
             // The log's name must survive a crash before any record relies on it.
             sync_parent(&path).map_err(io_err)?;
         }
-        let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes).map_err(io_err)?;
-        let records = read_records(&bytes, journal_id);
-        let allocated = bytes.len() as u64;
+        let allocated = file.metadata().map_err(io_err)?.len();
+        // Read record by record: the file is mostly zeros and leftovers, up to the
+        // checkpoint size, which a journal opened for one command need not read.
+        let read_at = |at: u64, buf: &mut [u8]| match file.read_exact_at(buf, at) {
+            Ok(()) => Ok(true),
+            Err(err) if err.kind() == io::ErrorKind::UnexpectedEof => Ok(false),
+            Err(err) => Err(err),
+        };
+        let records = read_records(allocated, read_at, journal_id).map_err(io_err)?;
         let wal =
             Self { file, path, offset: 0, allocated, next_lsn: 1, journal_id, buf: Vec::new() };
         Ok((wal, records))
@@ -148,6 +153,17 @@ impl Wal {
         Ok(())
     }
 
+    /// Marks the log empty after the last checkpoint of a clean close, so that the next open
+    /// reads one header instead of every leftover; the redb file holds every record, so a
+    /// crash that loses this write loses nothing.
+    pub(crate) fn clear(&mut self) -> io::Result<()> {
+        self.restart();
+        if self.allocated >= HEADER as u64 {
+            self.file.write_all_at(&[0u8; HEADER], 0)?;
+        }
+        Ok(())
+    }
+
     /// Starts the log over after a checkpoint: the redb file now holds every record.
     pub(crate) fn restart(&mut self) {
         self.offset = 0;
@@ -174,30 +190,54 @@ fn checksum(journal_id: u64, lsn: u64, payload: &[u8]) -> u32 {
     hasher.finalize()
 }
 
-/// Returns the contiguous run of valid records of journal `journal_id` at the start of `bytes`.
-pub(crate) fn read_records(bytes: &[u8], journal_id: u64) -> Vec<Record> {
+/// Returns the contiguous run of valid records of journal `journal_id` at the start of a
+/// log of `len` bytes, which `read_at(offset, buf)` reads (`Ok(false)` past its end).
+fn read_records(
+    len: u64,
+    mut read_at: impl FnMut(u64, &mut [u8]) -> io::Result<bool>,
+    journal_id: u64,
+) -> io::Result<Vec<Record>> {
     let mut records: Vec<Record> = Vec::new();
-    let mut at = 0usize;
-    while let Some(header) = bytes.get(at..at + HEADER) {
-        if header[..4] != MAGIC {
-            break;
-        }
-        let len = u32::from_le_bytes([header[4], header[5], header[6], header[7]]) as usize;
+    let mut at = 0u64;
+    let mut header = [0u8; HEADER];
+    while read_at(at, &mut header)? && header[..4] == MAGIC {
+        let size = u64::from(u32::from_le_bytes([header[4], header[5], header[6], header[7]]));
         let mut lsn = [0u8; 8];
         lsn.copy_from_slice(&header[8..16]);
         let lsn = u64::from_le_bytes(lsn);
         let crc = u32::from_le_bytes([header[16], header[17], header[18], header[19]]);
-        let Some(payload) = bytes.get(at + HEADER..at + HEADER + len) else { break };
-        if checksum(journal_id, lsn, payload) != crc {
+        let start = at + HEADER as u64;
+        // A torn length may claim more than the file holds: nothing to allocate for.
+        if size > len.saturating_sub(start) {
+            break;
+        }
+        let mut payload = vec![0u8; size as usize];
+        if !read_at(start, &mut payload)? || checksum(journal_id, lsn, &payload) != crc {
             break;
         }
         if records.last().is_some_and(|prev| prev.lsn.checked_add(1) != Some(lsn)) {
             break;
         }
-        records.push(Record { lsn, payload: payload.to_vec() });
-        at += HEADER + len;
+        records.push(Record { lsn, payload });
+        at = start + size;
     }
-    records
+    Ok(records)
+}
+
+/// Reads the records of a log held in memory, as [`read_records`] does a file.
+#[cfg(test)]
+fn read_bytes(bytes: &[u8], journal_id: u64) -> Vec<Record> {
+    let read_at = |at: u64, buf: &mut [u8]| {
+        let start = at as usize;
+        Ok(match bytes.get(start..start + buf.len()) {
+            Some(part) => {
+                buf.copy_from_slice(part);
+                true
+            }
+            None => false,
+        })
+    };
+    read_records(bytes.len() as u64, read_at, journal_id).unwrap_or_default()
 }
 
 fn sync_parent(path: &Path) -> io::Result<()> {
@@ -225,8 +265,8 @@ mod tests {
             for (i, p) in payloads.iter().enumerate() {
                 encode_record(&mut bytes, other, i as u64 + 1, p);
             }
-            prop_assert_eq!(read_records(&bytes, other).len(), payloads.len());
-            prop_assert!(read_records(&bytes, ID).is_empty());
+            prop_assert_eq!(read_bytes(&bytes, other).len(), payloads.len());
+            prop_assert!(read_bytes(&bytes, ID).is_empty());
         }
     }
 
@@ -254,7 +294,7 @@ mod tests {
             bytes.extend_from_slice(&tail);
             // What recovery takes: records newer than the checkpoint (`first_lsn - 1`).
             let fresh = |bytes: &[u8]| -> Vec<Record> {
-                read_records(bytes, ID).into_iter().filter(|r| r.lsn >= first_lsn).collect()
+                read_bytes(bytes, ID).into_iter().filter(|r| r.lsn >= first_lsn).collect()
             };
             let read = fresh(&bytes);
             let expected: Vec<Record> = payloads

@@ -72,13 +72,21 @@ pub(crate) fn run(
         dirty = if durable { false } else { dirty || outcome };
     }
     // After a failed write to the log, what it holds is unknown: the next open applies it.
-    let failed = log.as_ref().is_some_and(|l| l.failed.is_some());
+    if log.as_ref().is_some_and(|l| l.failed.is_some()) {
+        return;
+    }
     let logged = log.as_ref().is_some_and(|l| !l.wal.is_empty());
-    if (dirty || logged) && !failed {
+    if dirty || logged {
         // Nobody is left to hear about a failure here; the next open recovers the last
         // durable commit, which is a prefix, and applies the log again.
         let lsn = log.as_ref().map(|l| l.wal.next_lsn() - 1);
-        let _ = flush(&db, &path, config.quick_repair, lsn);
+        if flush(&db, &path, config.quick_repair, lsn).is_err() {
+            return;
+        }
+    }
+    // The file now holds every record of the log.
+    if let Some(log) = &mut log {
+        let _ = log.wal.clear();
     }
 }
 

@@ -498,3 +498,17 @@ fn a_log_left_by_another_journal_at_the_same_path_is_never_applied() -> TestResu
     }
     Ok(())
 }
+
+#[test]
+fn a_clean_close_leaves_a_log_that_reads_as_empty() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("journal.redb");
+    let (journal, run) = journal_with_entries(&path, 3)?;
+    assert_eq!(records_end(&fs::read(wal_of(&path))?).1, 4, "the writes went through the log");
+    journal.close()?;
+    // The checkpoint at close holds every record, so the log starts with no record.
+    assert_eq!(records_end(&fs::read(wal_of(&path))?), (0, 0));
+    let reopened = Journal::open(&path, JournalConfig::default())?;
+    assert_eq!(reopened.entry_count(run)?, 3);
+    Ok(())
+}
