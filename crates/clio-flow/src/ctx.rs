@@ -332,43 +332,39 @@ impl Ctx {
         Ok(())
     }
 
-    /// Sends each `(key, value)` of this scope to the journal, skipping keys it already
-    /// holds, as one write whose commit it does not wait for; `None` when there was nothing
-    /// new to record.
+    /// Sends `value` to the journal under `key` of this scope, unless the journal holds
+    /// the key already, as one write whose commit it does not wait for; `None` when there
+    /// was nothing new to record. The entry's command holds `summary`, not a second copy of
+    /// `value`: readers of a logged value read its result.
     ///
     /// The journal commits in the order writes are sent, so any write sent after this one
     /// (a call's task, say) is durable only once this one is: a caller may act on what it
     /// logged before the commit, provided every durable consequence goes through the same
     /// journal, and awaits the returned write later to learn whether it failed.
-    pub(crate) fn submit_log_many(
+    pub(crate) fn submit_log(
         &self,
-        items: Vec<(String, Value)>,
+        key: &str,
+        summary: Value,
+        value: Value,
     ) -> Result<Option<Pending<Vec<u64>>>, FlowError> {
-        let mut entries = Vec::with_capacity(items.len());
-        for (key, value) in items {
-            let id = format!("{}key:{key}", self.scope.prefix);
-            if self.run.recorded(&id).is_some() {
-                continue;
-            }
-            if self.run.replay_only {
-                return Err(FlowError::Nondeterminism {
-                    identity: id,
-                    journaled: "nothing".into(),
-                    requested: "event".into(),
-                });
-            }
-            self.run.reserve_entry()?;
-            let command = Command::Event { event: value.clone() }.into_json();
-            let mut entry =
-                NewEntry::new(EntryKind::Event, object([("command", command), ("result", value)]))
-                    .with_identity(id);
-            entry.task = self.scope.parent;
-            entries.push(entry);
-        }
-        if entries.is_empty() {
+        let id = format!("{}key:{key}", self.scope.prefix);
+        if self.run.recorded(&id).is_some() {
             return Ok(None);
         }
-        Ok(Some(self.run.rt.journal.nonblocking().append_batch(self.run.run, entries)))
+        if self.run.replay_only {
+            return Err(FlowError::Nondeterminism {
+                identity: id,
+                journaled: "nothing".into(),
+                requested: "event".into(),
+            });
+        }
+        self.run.reserve_entry()?;
+        let command = Command::Event { event: summary }.into_json();
+        let mut entry =
+            NewEntry::new(EntryKind::Event, object([("command", command), ("result", value)]))
+                .with_identity(id);
+        entry.task = self.scope.parent;
+        Ok(Some(self.run.rt.journal.nonblocking().append_batch(self.run.run, vec![entry])))
     }
 
     /// Returns the time in milliseconds since the Unix epoch, read once and recorded.

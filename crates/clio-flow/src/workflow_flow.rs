@@ -4,10 +4,10 @@
 //! `max_edit_rounds`, `allowed_targets`, `approve_edits`, `model`. Each step is a call keyed
 //! `wf:<step>`; an editor's step gets the two proposal tools `workflow_add_step` and
 //! `workflow_cancel_step`, whose calls travel back with the editor's result; `approve_edits`
-//! asks through [`Ctx::ask_full`]. Every event told to the scheduler is logged in order
-//! (`wf-event-<n>`), and a restarted run applies the logged events first, in the same
-//! order, so it rebuilds the same steps and decisions; only then does it wait for live
-//! completions. The run's live view (every step with its status) is published as it goes.
+//! asks through [`Ctx::ask_full`]. Every event told to the scheduler is logged in order,
+//! the events that settled together as one entry (`wf-events-<batch>`), and a restarted
+//! run applies the logged events first, batch by batch, so it rebuilds the same steps and
+//! decisions; only then does it wait for live completions. The run's live view (every step with its status) is published as it goes.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -68,6 +68,9 @@ impl Done {
 
 type Live = Pin<Box<dyn Future<Output = Done> + Send>>;
 
+/// An event told to the scheduler, with the id of the piece of work it came from.
+type Applied = (String, Event);
+
 fn invalid(message: String) -> FlowError {
     FlowError::stall("workflow_invalid", message)
 }
@@ -123,7 +126,9 @@ async fn run(input: Value, ctx: Ctx) -> Result<FlowOutput, FlowError> {
     let mut live: FuturesUnordered<Live> = FuturesUnordered::new();
     // How many events of each piece of work were applied from the log.
     let mut consumed: HashMap<String, usize> = HashMap::new();
+    // Events applied so far, and batches of them read from or written to the log.
     let mut n: u64 = 0;
+    let mut batch: u64 = 0;
     // A small workflow publishes its view at every event; a large one (whose view costs a
     // few milliseconds to build and record) about every quarter of its events, and at the end.
     let n_steps = sched.snapshot().len() as u64;
@@ -139,14 +144,13 @@ async fn run(input: Value, ctx: Ctx) -> Result<FlowOutput, FlowError> {
         if sched.is_done() {
             break;
         }
-        let events: Vec<(String, Event)> = match ctx.logged(&format!("wf-event-{n}")) {
-            Some(logged) => {
-                let done = logged.get("done").and_then(Value::as_str).unwrap_or("").to_owned();
-                let event: Event =
-                    serde_json::from_value(logged.get("event").cloned().unwrap_or(Value::Null))
-                        .map_err(|e| nondeterminism(n, e.to_string()))?;
-                *consumed.entry(done.clone()).or_insert(0) += 1;
-                vec![(done, event)]
+        let events: Vec<Applied> = match logged_events(&ctx, batch, n)? {
+            Some((events, from_batch)) => {
+                batch += u64::from(from_batch);
+                for (done, _) in &events {
+                    *consumed.entry(done.clone()).or_insert(0) += 1;
+                }
+                events
             }
             None => {
                 let Some(first) = live.next().await else {
@@ -155,7 +159,7 @@ async fn run(input: Value, ctx: Ctx) -> Result<FlowOutput, FlowError> {
                         "no work is running and the workflow is not done",
                     ));
                 };
-                // Everything that has settled by now is logged in one commit.
+                // Everything that has settled by now is logged as one entry, in one commit.
                 let mut settled = vec![first];
                 while let Some(Some(more)) = live.next().now_or_never() {
                     settled.push(more);
@@ -167,27 +171,29 @@ async fn run(input: Value, ctx: Ctx) -> Result<FlowOutput, FlowError> {
                     let fresh = events_of(done, &registry)?.into_iter().skip(skip);
                     events.extend(fresh.map(|e| (id.clone(), e)));
                 }
-                let items = events
-                    .iter()
-                    .enumerate()
-                    .map(|(i, (done, event))| {
-                        let event = serde_json::to_value(event).unwrap_or(Value::Null);
-                        (
-                            format!("wf-event-{}", n + i as u64),
-                            object([("done", done.as_str().into()), ("event", event)]),
-                        )
-                    })
-                    .collect();
-                let sent = ctx.submit_log_many(items)?;
-                if let Some(earlier) = std::mem::replace(&mut unconfirmed, sent) {
-                    earlier.await?;
+                if !events.is_empty() {
+                    let logged = events
+                        .iter()
+                        .map(|(done, event)| {
+                            let event = serde_json::to_value(event).unwrap_or(Value::Null);
+                            object([("done", done.as_str().into()), ("event", event)])
+                        })
+                        .collect();
+                    let summary = object([("workflow_events", events.len().into())]);
+                    let key = format!("wf-events-{batch}");
+                    batch += 1;
+                    let value = object([("events", Value::Array(logged))]);
+                    let sent = ctx.submit_log(&key, summary, value)?;
+                    if let Some(earlier) = std::mem::replace(&mut unconfirmed, sent) {
+                        earlier.await?;
+                    }
                 }
                 events
             }
         };
         for (_done, event) in events {
             n += 1;
-            sched.apply(event).map_err(|e| nondeterminism(n, e.to_string()))?;
+            sched.apply(event).map_err(|e| nondeterminism(&format!("event {n}"), e.to_string()))?;
             if n.is_multiple_of(publish_every) {
                 ctx.publish(object([("workflow", view(&sched))])).await?;
             }
@@ -228,9 +234,33 @@ async fn run(input: Value, ctx: Ctx) -> Result<FlowOutput, FlowError> {
     Ok(FlowOutput::mapping(map))
 }
 
-fn nondeterminism(n: u64, message: String) -> FlowError {
+/// Returns the events the log holds next, each with the piece of work it came from, and
+/// whether they came from batch `batch` (`wf-events-<batch>`, one entry per batch of events
+/// that settled together) rather than from event `n` alone (`wf-event-<n>`, as runs
+/// recorded before batches log them); `None` when the log holds no more.
+fn logged_events(ctx: &Ctx, batch: u64, n: u64) -> Result<Option<(Vec<Applied>, bool)>, FlowError> {
+    let read = |logged: &Value, at: &str| -> Result<Applied, FlowError> {
+        let done = logged.get("done").and_then(Value::as_str).unwrap_or("").to_owned();
+        let event = logged.get("event").cloned().unwrap_or(Value::Null);
+        let event = serde_json::from_value(event).map_err(|e| nondeterminism(at, e.to_string()))?;
+        Ok((done, event))
+    };
+    let key = format!("wf-events-{batch}");
+    if let Some(logged) = ctx.logged(&key) {
+        let items = logged.get("events").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
+        let events = items.iter().map(|item| read(item, &key)).collect::<Result<_, _>>()?;
+        return Ok(Some((events, true)));
+    }
+    let key = format!("wf-event-{n}");
+    match ctx.logged(&key) {
+        Some(logged) => Ok(Some((vec![read(&logged, &key)?], false))),
+        None => Ok(None),
+    }
+}
+
+fn nondeterminism(at: &str, message: String) -> FlowError {
     FlowError::Nondeterminism {
-        identity: format!("wf-event-{n}"),
+        identity: at.to_owned(),
         journaled: message,
         requested: "the next event".into(),
     }

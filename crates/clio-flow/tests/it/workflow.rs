@@ -106,3 +106,116 @@ async fn an_invalid_workflow_is_refused_naming_the_problem() {
     assert_eq!(err.details()["stall"], "workflow_invalid");
     assert!(err.to_string().contains("nobody"), "{err}");
 }
+
+/// Returns the workflow-event entries of `run`: (identity, how many events it holds).
+fn event_batches(journal: &Journal, run: clio_journal::RunId) -> Vec<(String, usize)> {
+    journal
+        .entries(run)
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| {
+            let id = e.identity.clone()?;
+            id.contains("wf-event").then(|| {
+                let n = e.payload["result"]["events"].as_array().map_or(1, Vec::len);
+                (id, n)
+            })
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_events_that_settle_together_are_logged_as_one_entry() {
+    let c = Counter::default();
+    let input = json!({ "workflow": seed_workflow(), "task": "batch7" });
+    let (fresh, journal) = fresh_then_replay(registry(&c), "workflow", input).await;
+    let batches = event_batches(&journal, fresh.run);
+    // Every step started and finished: ten events, in batches numbered from 0.
+    assert_eq!(batches.iter().map(|(_, n)| n).sum::<usize>(), 10, "{batches:?}");
+    for (i, (id, n)) in batches.iter().enumerate() {
+        assert_eq!(id, &format!("key:wf-events-{i}"));
+        assert!(*n > 0, "an empty batch is not logged: {batches:?}");
+    }
+    // The three steps that start together finish in fewer batches than events.
+    assert!(batches.len() < 10, "{batches:?}");
+}
+
+/// Copies run `run` of `from` into a new journal, each batch of workflow events written as
+/// one entry per event (`wf-event-<n>`), as runs were recorded before batches.
+fn with_one_entry_per_event(
+    from: &Journal,
+    run: clio_journal::RunId,
+) -> (Journal, clio_journal::RunId) {
+    use clio_journal::{NewEntry, NewRun, NewTask, RunUpdate, TaskUpdate};
+    let rec = from.run(run).unwrap().unwrap();
+    let to = Journal::open_in_memory().unwrap();
+    let copy = to
+        .create_run(NewRun {
+            flow: rec.flow.clone(),
+            input: rec.input.clone(),
+            input_digest: rec.input_digest.clone(),
+            fingerprint: rec.fingerprint.clone(),
+            owner: rec.owner.clone(),
+        })
+        .unwrap();
+    for task in from.tasks(run).unwrap() {
+        let id = to
+            .create_task(NewTask {
+                run: copy,
+                parent: task.parent,
+                kind: task.kind,
+                target: task.target.clone(),
+                label: task.label.clone(),
+                status: clio_journal::TaskStatus::Running,
+                model: task.model.clone(),
+                owner: task.owner.clone(),
+            })
+            .unwrap();
+        assert_eq!(id, task.id, "tasks are copied with their ids");
+        let update = TaskUpdate {
+            status: Some(task.status),
+            result: task.result.clone(),
+            error: task.error.clone(),
+            ..TaskUpdate::default()
+        };
+        to.update_task(id, update).unwrap();
+    }
+    let mut n = 0;
+    for e in from.entries(run).unwrap() {
+        let batch = e.identity.as_deref().is_some_and(|i| i.contains("wf-events-"));
+        let entries = if batch {
+            let events = e.payload["result"]["events"].as_array().unwrap().clone();
+            events
+                .into_iter()
+                .map(|event| {
+                    let payload = json!({ "command": { "command": "event", "event": event }, "result": event });
+                    n += 1;
+                    NewEntry::new(e.kind, payload).with_identity(format!("key:wf-event-{}", n - 1))
+                })
+                .collect()
+        } else {
+            let mut copied = NewEntry::new(e.kind, e.payload.clone());
+            copied.identity = e.identity.clone();
+            copied.task = e.task;
+            vec![copied]
+        };
+        to.append_batch(copy, entries).unwrap();
+    }
+    let update =
+        RunUpdate { status: Some(rec.status), answer: rec.answer.clone(), ..RunUpdate::default() };
+    to.update_run(copy, update).unwrap();
+    (to, copy)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_logged_one_entry_per_event_replays() {
+    let c = Counter::default();
+    let input = json!({ "workflow": seed_workflow(), "task": "batch7" });
+    let (fresh, journal) = fresh_then_replay(registry(&c), "workflow", input).await;
+    let (legacy, run) = with_one_entry_per_event(&journal, fresh.run);
+    let per_event = event_batches(&legacy, run);
+    assert_eq!(per_event.len(), 10, "{per_event:?}");
+    let replay = runtime(&legacy, registry(&c)).replay(run).await.unwrap();
+    assert_eq!(format!("{:?}", replay.outcome), format!("{:?}", fresh.outcome));
+    assert_eq!(replay.submitted, 0, "the replay submitted work");
+    assert_eq!(c.get(), 5, "no step ran again");
+}
