@@ -17,6 +17,8 @@
 //! - W6: 1,000 runs each left waiting in `ask`.
 //!
 //! `peak_rss_kb` is the process's high-water mark (`VmHWM`) after the workload.
+//! `CLIO_FLOW_BENCH_ONLY=W2,W3` runs only the workloads named; `CLIO_FLOW_BENCH_KEEP=<dir>`
+//! keeps the journals the workloads wrote there, for a look at what they recorded.
 #![allow(clippy::print_stdout, reason = "a benchmark reports on stdout")]
 
 use std::path::Path;
@@ -359,4 +361,7 @@ fn main() {
     }
     let dir = tempfile::tempdir().expect("tempdir");
     runtime.block_on(benches(dir.path()));
+    if let Ok(keep) = std::env::var("CLIO_FLOW_BENCH_KEEP") {
+        let _ = std::fs::rename(dir.keep(), keep);
+    }
 }

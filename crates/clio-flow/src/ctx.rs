@@ -256,7 +256,7 @@ impl Ctx {
         async move {
             let cmd = Command::Step { name: name.to_owned() };
             let identity = self.identity(site, &cmd.to_json(), "");
-            let value = self.recorded_or_run(identity.clone(), &cmd, EntryKind::Step, f).await?;
+            let value = self.recorded_or_run(identity.clone(), cmd, EntryKind::Step, f).await?;
             serde_json::from_value(value)
                 .map_err(|e| FlowError::StepFailed { identity, message: e.to_string() })
         }
@@ -265,7 +265,7 @@ impl Ctx {
     async fn recorded_or_run<T, F, Fut>(
         &self,
         identity: String,
-        cmd: &Command,
+        cmd: Command,
         kind: EntryKind,
         f: F,
     ) -> Result<Value, FlowError>
@@ -305,9 +305,11 @@ impl Ctx {
                     identity: identity.clone(),
                     message: e.to_string(),
                 })?;
-                (object([("command", cmd.to_json()), ("result", v.clone())]), Ok(v))
+                (object([("command", cmd.into_json()), ("result", v.clone())]), Ok(v))
             }
-            Err(err) => (object([("command", cmd.to_json()), ("error", err.to_json())]), Err(err)),
+            Err(err) => {
+                (object([("command", cmd.into_json()), ("error", err.to_json())]), Err(err))
+            }
         };
         let journal = self.run.rt.journal.clone();
         let run = self.run.run;
@@ -328,7 +330,7 @@ impl Ctx {
     pub(crate) async fn log(&self, key: &str, value: Value) -> Result<(), FlowError> {
         let id = format!("{}key:{key}", self.scope.prefix);
         let cmd = Command::Event { event: value.clone() };
-        self.recorded_or_run(id, &cmd, EntryKind::Event, || async move { Ok(value) }).await?;
+        self.recorded_or_run(id, cmd, EntryKind::Event, || async move { Ok(value) }).await?;
         Ok(())
     }
 
@@ -375,7 +377,7 @@ impl Ctx {
             let cmd = Command::Step { name: "now".into() };
             let identity = self.identity(site, &cmd.to_json(), "");
             let v = self
-                .recorded_or_run(identity, &cmd, EntryKind::Step, || async {
+                .recorded_or_run(identity, cmd, EntryKind::Step, || async {
                     Ok(crate::clock::now_ms())
                 })
                 .await?;
@@ -390,11 +392,15 @@ impl Ctx {
         async move {
             let cmd = Command::Event { event };
             let identity = self.identity(site, &cmd.to_json(), "");
-            self.recorded_or_run(identity.clone(), &cmd, EntryKind::Event, || async {
+            let observed = crate::gate::semantic_events_observed(self)?.then(|| cmd.clone());
+            self.recorded_or_run(identity.clone(), cmd, EntryKind::Event, || async {
                 Ok(Value::Null)
             })
             .await?;
-            crate::gate::semantic_event(self, &identity, &cmd).await
+            match observed {
+                Some(cmd) => crate::gate::semantic_event(self, &identity, &cmd).await,
+                None => Ok(()),
+            }
         }
     }
 
@@ -410,11 +416,16 @@ impl Ctx {
         async move {
             let identity = self.identity(site, &json!({ "command": "publish" }), "");
             let cmd = Command::Publish { view };
-            self.recorded_or_run(identity.clone(), &cmd, EntryKind::View, || async {
+            // The view moves into its record; a copy is kept only for hooks that observe it.
+            let observed = crate::gate::semantic_events_observed(self)?.then(|| cmd.clone());
+            self.recorded_or_run(identity.clone(), cmd, EntryKind::View, || async {
                 Ok(Value::Null)
             })
             .await?;
-            crate::gate::semantic_event(self, &identity, &cmd).await
+            match observed {
+                Some(cmd) => crate::gate::semantic_event(self, &identity, &cmd).await,
+                None => Ok(()),
+            }
         }
     }
 
@@ -535,7 +546,7 @@ impl Ctx {
             let identity = self.identity(site, &cmd.to_json(), &key);
             let journal = self.run.rt.journal.clone();
             let run = self.run.run;
-            self.recorded_or_run(identity, &cmd, EntryKind::PermissionReceipt, || async move {
+            self.recorded_or_run(identity, cmd, EntryKind::PermissionReceipt, || async move {
                 let entries = blocking(move || journal.entries(run)).await?;
                 let receipts: Vec<Value> = entries
                     .into_iter()

@@ -357,6 +357,13 @@ pub(crate) async fn after(
 ///
 /// Hook invocations are recorded by `record`, never through `ctx.record_event`, so they
 /// fire no `SemanticEvent` of their own.
+/// Returns whether any hook observes `SemanticEvent`s, so a caller copies an event for
+/// them only when one does.
+pub(crate) fn semantic_events_observed(ctx: &Ctx) -> Result<bool, FlowError> {
+    let kind = event_kind("SemanticEvent")?;
+    Ok(!ctx.run.rt.registry.hooks_for(kind, "").is_empty())
+}
+
 pub(crate) async fn semantic_event(
     ctx: &Ctx,
     identity: &str,

@@ -350,7 +350,10 @@ impl Runtime {
         if !differs.is_empty() {
             return Err(FlowError::FlowReplayMismatch { differs });
         }
-        if !replay_only {
+        // A run this process just created is already running under this owner: its record
+        // (which holds the whole input) need not be written again.
+        let unchanged = rec.status == RunStatus::Running && rec.owner == self.inner.config.owner;
+        if !replay_only && !unchanged {
             let update = RunUpdate {
                 status: Some(RunStatus::Running),
                 owner: Some(self.inner.config.owner.clone()),

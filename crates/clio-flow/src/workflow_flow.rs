@@ -15,8 +15,8 @@ use std::pin::Pin;
 
 use clio_journal::Pending;
 use clio_workflow::{
-    Action, Bounds, EditorCall, Event, Outcome, Proposal, RunConfig, Scheduler, TargetKind,
-    Workflow,
+    Action, Bounds, EditorCall, Event, Outcome, Proposal, RunConfig, RunResult, Scheduler,
+    TargetKind, Workflow,
 };
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
@@ -131,7 +131,7 @@ async fn run(input: Value, ctx: Ctx) -> Result<FlowOutput, FlowError> {
     let mut batch: u64 = 0;
     // A small workflow publishes its view at every event; a large one (whose view costs a
     // few milliseconds to build and record) about every quarter of its events, and at the end.
-    let n_steps = sched.snapshot().len() as u64;
+    let n_steps = sched.len() as u64;
     let publish_every = if n_steps <= 50 { 1 } else { (n_steps * 2 / 4).max(1) };
     // The last batch of events sent to the journal and not yet confirmed. The scheduler
     // applies events before their commit: the journal commits in order, so the calls it
@@ -222,14 +222,18 @@ async fn run(input: Value, ctx: Ctx) -> Result<FlowOutput, FlowError> {
         }
         Outcome::Cancelled { .. } => return Err(FlowError::CallCancelled { handle: ctx.handle() }),
     }
+    // The result moves into the output; `workflow_state` stays out of it when no step
+    // returned one.
+    let RunResult { answer, results, workflow, workflow_state, edits, limits, outcome: _ } = result;
+    let json = |v: Result<Value, serde_json::Error>| v.unwrap_or(Value::Null);
     let mut map = Map::new();
-    map.insert("answer".into(), Value::String(result.answer.clone()));
-    map.insert("results".into(), Value::Object(result.results.clone()));
-    let full = result.to_json();
-    for key in ["workflow", "edits", "limits", "workflow_state"] {
-        if let Some(v) = full.get(key) {
-            map.insert(key.into(), v.clone());
-        }
+    map.insert("answer".into(), Value::String(answer));
+    map.insert("results".into(), Value::Object(results));
+    map.insert("workflow".into(), json(serde_json::to_value(workflow)));
+    map.insert("edits".into(), json(serde_json::to_value(edits)));
+    map.insert("limits".into(), json(serde_json::to_value(limits)));
+    if let Some(state) = workflow_state {
+        map.insert("workflow_state".into(), state);
     }
     Ok(FlowOutput::mapping(map))
 }
@@ -266,12 +270,19 @@ fn nondeterminism(at: &str, message: String) -> FlowError {
     }
 }
 
+/// Returns the run's live view: every step with its target, status and task handle.
 fn view(sched: &Scheduler) -> Value {
     Value::Array(
         sched
-            .snapshot()
-            .iter()
-            .map(|s| json!({ "id": s.id, "target": s.target, "status": s.status.name(), "handle": s.handle }))
+            .statuses()
+            .map(|s| {
+                object([
+                    ("id", s.id.into()),
+                    ("target", s.target.into()),
+                    ("status", s.status.name().into()),
+                    ("handle", s.handle.map_or(Value::Null, Value::from)),
+                ])
+            })
             .collect(),
     )
 }

@@ -41,6 +41,6 @@ pub use crate::render::{render_dot, render_mermaid, render_text};
 pub use crate::report::{
     EditRecord, EditStatus, EventError, Outcome, RunResult, StepReport, StepStatus,
 };
-pub use crate::scheduler::Scheduler;
+pub use crate::scheduler::{Scheduler, StepStatusView};
 pub use crate::step::Step;
 pub use crate::workflow::{TargetKind, Workflow};

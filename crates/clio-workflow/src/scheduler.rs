@@ -50,6 +50,19 @@ pub struct Scheduler {
     seq: u64,
 }
 
+/// One step as [`Scheduler::statuses`] shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StepStatusView<'a> {
+    /// The step id.
+    pub id: &'a str,
+    /// Who runs it.
+    pub target: &'a str,
+    /// Its status.
+    pub status: StepStatus,
+    /// Its task handle, once started.
+    pub handle: Option<&'a str>,
+}
+
 #[derive(Debug, Clone)]
 struct Node {
     step: Step,
@@ -248,6 +261,28 @@ impl Scheduler {
     /// Returns every proposal so far and what became of it.
     pub fn edits(&self) -> &[EditRecord] {
         &self.edits
+    }
+
+    /// Returns how many steps the run has, added steps included.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Returns whether the run has no steps.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// Returns each step's id, target, status and task handle, in step order (added steps
+    /// last), borrowed: a live view of a large run, built often, need not copy the
+    /// steps the way [`Scheduler::snapshot`] does.
+    pub fn statuses(&self) -> impl Iterator<Item = StepStatusView<'_>> {
+        self.nodes.iter().map(|node| StepStatusView {
+            id: &node.step.id,
+            target: &node.step.target,
+            status: node.status,
+            handle: node.handle.as_deref(),
+        })
     }
 
     /// Returns every step as it stands, in step order (added steps last).

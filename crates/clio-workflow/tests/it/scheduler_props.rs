@@ -119,6 +119,15 @@ fn run(case: &Case, fail_rate: u8) -> Result<Outcome, TestCaseError> {
             }
         };
         sched.apply(event.clone()).unwrap();
+        // The borrowed live view shows what a snapshot shows.
+        let shown: Vec<_> = sched
+            .statuses()
+            .map(|v| (v.id.to_owned(), v.target.to_owned(), v.status, v.handle.map(str::to_owned)))
+            .collect();
+        let snapped: Vec<_> =
+            sched.snapshot().into_iter().map(|s| (s.id, s.target, s.status, s.handle)).collect();
+        prop_assert_eq!(shown, snapped);
+        prop_assert_eq!(sched.len(), case.n);
         events.push(event);
     }
     prop_assert!(sched.is_done(), "nothing runs and the run is not done");
