@@ -222,14 +222,17 @@ impl RawEntry {
 }
 
 /// A run, as stored and as exported.
+///
+/// `P` is the form of its input and answer: decoded (the default), or their JSON text
+/// (the writer's form, which a status change leaves undecoded).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RunRecord {
+pub struct RunRecord<P = Value> {
     /// Its id.
     pub id: RunId,
     /// The flow selection it runs.
     pub flow: String,
     /// The input it was started with.
-    pub input: Value,
+    pub input: P,
     /// A digest of the input.
     pub input_digest: String,
     /// The flow version and plugin set it started with.
@@ -245,9 +248,38 @@ pub struct RunRecord {
     /// When it finished, if it has.
     pub finished_at_ms: Option<u64>,
     /// Its final answer, if it succeeded.
-    pub answer: Option<Value>,
+    pub answer: Option<P>,
     /// Its error, if it failed.
     pub error: Option<String>,
+}
+
+/// A run record with its input and answer kept as JSON text: what the writer changes, so
+/// that a status update does not decode and encode again a run's whole input and answer.
+pub(crate) type RawRunRecord = RunRecord<Box<serde_json::value::RawValue>>;
+
+impl RawRunRecord {
+    /// Decodes the input and the answer.
+    pub(crate) fn decoded(self) -> serde_json::Result<RunRecord> {
+        Ok(RunRecord {
+            id: self.id,
+            flow: self.flow,
+            input: serde_json::from_str(self.input.get())?,
+            input_digest: self.input_digest,
+            fingerprint: self.fingerprint,
+            owner: self.owner,
+            status: self.status,
+            started_at_ms: self.started_at_ms,
+            updated_at_ms: self.updated_at_ms,
+            finished_at_ms: self.finished_at_ms,
+            // As a stored record reads back: an answer of `null` is no answer.
+            answer: self
+                .answer
+                .filter(|a| a.get() != "null")
+                .map(|a| serde_json::from_str(a.get()))
+                .transpose()?,
+            error: self.error,
+        })
+    }
 }
 
 /// A task, as stored and as exported.

@@ -2,6 +2,7 @@
 //! a record, and the small reports some operations return. None of these is stored as is.
 
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::format::{
     EntryKind, RunId, RunStatus, SessionId, SessionStatus, TaskId, TaskKind, TaskStatus,
@@ -83,6 +84,33 @@ pub struct RunUpdate {
     pub error: Option<String>,
     /// A new owner (a process that resumes the run).
     pub owner: Option<String>,
+}
+
+/// A [`RunUpdate`] whose answer is already JSON text: encoded on the caller's thread, so
+/// that the writer, which every caller waits on, only copies it.
+pub(crate) struct RawRunUpdate {
+    pub(crate) status: Option<RunStatus>,
+    pub(crate) answer: Option<Box<RawValue>>,
+    pub(crate) error: Option<String>,
+    pub(crate) owner: Option<String>,
+}
+
+impl RunUpdate {
+    /// Returns the update with its answer encoded.
+    pub(crate) fn encoded(self) -> RawRunUpdate {
+        RawRunUpdate {
+            status: self.status,
+            answer: self.answer.as_ref().map(raw_json),
+            error: self.error,
+            owner: self.owner,
+        }
+    }
+}
+
+/// Returns `value` as JSON text.
+pub(crate) fn raw_json(value: &Value) -> Box<RawValue> {
+    // A `Value` always serialises: its keys are strings and its numbers finite.
+    serde_json::value::to_raw_value(value).unwrap_or_else(|_| RawValue::NULL.to_owned())
 }
 
 /// Which runs [`crate::Journal::runs`] lists. The default lists all of them.

@@ -224,7 +224,11 @@ impl Journal {
 
     /// Changes a run and returns the record as it now stands.
     pub fn update_run(&self, run: RunId, update: RunUpdate) -> Result<RunRecord> {
-        self.nonblocking().update_run(run, update).wait()
+        let update = update.encoded();
+        let rec = self.submit(move |tx| tx.update_run(run, update)).wait()?;
+        // Decoded here, on the caller's thread, not by the writer.
+        let path = &self.inner.path;
+        rec.decoded().map_err(|err| JournalError::bad_record(path, "a run record", err))
     }
 
     /// Appends one entry to `run` and returns its sequence number, once durable.
@@ -536,9 +540,11 @@ impl NonBlocking<'_> {
         self.journal.submit(move |tx| tx.update_task(task, update))
     }
 
-    /// As [`Journal::update_run`].
-    pub fn update_run(self, run: RunId, update: RunUpdate) -> Pending<RunRecord> {
-        self.journal.submit(move |tx| tx.update_run(run, update))
+    /// As [`Journal::update_run`], without the record back: a run's record holds its
+    /// whole input and answer, which the writer need not decode for a status change.
+    pub fn update_run(self, run: RunId, update: RunUpdate) -> Pending<()> {
+        let update = update.encoded();
+        self.journal.submit(move |tx| tx.update_run(run, update).map(drop))
     }
 }
 

@@ -14,11 +14,12 @@ use serde::de::DeserializeOwned;
 
 use crate::error::{JournalError, Result};
 use crate::format::{
-    FORMAT_VERSION, JournalEntry, RunId, RunRecord, RunStatus, SessionId, SessionRecord,
-    SessionStatus, TaskId, TaskRecord, TaskStatus,
+    FORMAT_VERSION, JournalEntry, RawRunRecord, RunId, RunRecord, RunStatus, SessionId,
+    SessionRecord, SessionStatus, TaskId, TaskRecord, TaskStatus,
 };
 use crate::input::{
-    NewEntry, NewRun, NewSession, NewTask, Pruned, Reconciled, RunUpdate, SessionUpdate, TaskUpdate,
+    NewEntry, NewRun, NewSession, NewTask, Pruned, RawRunUpdate, Reconciled, SessionUpdate,
+    TaskUpdate,
 };
 use crate::redo::{self, RedoLog, Write};
 
@@ -234,13 +235,15 @@ impl<'a> Tx<'a> {
         Ok(())
     }
 
-    fn load_run(&self, run: RunId) -> Result<RunRecord> {
+    /// Loads run `run` with its input and answer undecoded: nothing the writer changes in
+    /// a run needs them.
+    fn load_run(&self, run: RunId) -> Result<RawRunRecord> {
         let runs = &self.runs;
         let bytes = runs.get(run.0).at(self.path)?.ok_or(JournalError::RunNotFound { run })?;
         decode(self.path, "a run record", bytes.value())
     }
 
-    fn store_run(&mut self, rec: &RunRecord) -> Result<()> {
+    fn store_run<P: Serialize>(&mut self, rec: &RunRecord<P>) -> Result<()> {
         self.put(Write::Run { run: rec.id.0, record: &encode(rec) })
     }
 
@@ -265,7 +268,8 @@ impl<'a> Tx<'a> {
         Ok(id)
     }
 
-    pub(crate) fn update_run(&mut self, run: RunId, update: RunUpdate) -> Result<RunRecord> {
+    /// Changes run `run`; returns its record as it now stands, input and answer undecoded.
+    pub(crate) fn update_run(&mut self, run: RunId, update: RawRunUpdate) -> Result<RawRunRecord> {
         let mut rec = self.load_run(run)?;
         if let Some(status) = update.status {
             rec.status = status;
@@ -591,12 +595,12 @@ impl<'a> Tx<'a> {
             }
         }
 
-        let stale: Vec<RunRecord> = {
+        let stale: Vec<RawRunRecord> = {
             let table = &self.runs;
             let mut stale = Vec::new();
             for item in table.iter().at(self.path)? {
                 let (_, bytes) = item.at(self.path)?;
-                let rec: RunRecord = decode(self.path, "a run record", bytes.value())?;
+                let rec: RawRunRecord = decode(self.path, "a run record", bytes.value())?;
                 if rec.status == RunStatus::Running && !is_live(&rec.owner) {
                     stale.push(rec);
                 }
@@ -622,7 +626,7 @@ impl<'a> Tx<'a> {
             let mut doomed = Vec::new();
             for item in table.iter().at(self.path)? {
                 let (key, bytes) = item.at(self.path)?;
-                let rec: RunRecord = decode(self.path, "a run record", bytes.value())?;
+                let rec: RawRunRecord = decode(self.path, "a run record", bytes.value())?;
                 if rec.status.is_finished() && rec.finished_at_ms.is_some_and(|t| t < before_ms) {
                     doomed.push(key.value());
                 }

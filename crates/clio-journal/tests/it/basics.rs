@@ -403,3 +403,63 @@ fn raw_entries_are_the_entries_with_their_payloads_undecoded() -> TestResult {
     ));
     Ok(())
 }
+
+/// Returns a strategy of JSON values, nested a few levels, with text that needs escaping.
+fn json_value() -> impl proptest::strategy::Strategy<Value = serde_json::Value> {
+    use proptest::prelude::*;
+    let leaf = prop_oneof![
+        Just(serde_json::Value::Null),
+        any::<bool>().prop_map(serde_json::Value::from),
+        any::<i64>().prop_map(serde_json::Value::from),
+        (-1e9f64..1e9).prop_map(serde_json::Value::from),
+        "[a-z\"\\\\\n é]{0,8}".prop_map(serde_json::Value::from),
+    ];
+    leaf.prop_recursive(3, 32, 4, |inner| {
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..4).prop_map(serde_json::Value::from),
+            proptest::collection::btree_map("[a-z]{1,4}", inner, 0..4)
+                .prop_map(|m| serde_json::Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// A run's updates change its status, answer and owner, and leave its input exactly as
+    /// it was given (the writer keeps input and answer as JSON text and never re-encodes
+    /// them), whether the caller waits for the record or not.
+    #[test]
+    fn run_updates_keep_the_input_and_answer_exactly(
+        input in json_value(),
+        answer in json_value(),
+        nonblocking in proptest::bool::ANY,
+    ) {
+        let journal = Journal::open_in_memory().expect("journal");
+        let run = journal
+            .create_run(clio_journal::NewRun { input: input.clone(), ..new_run("count", "proc-a") })
+            .expect("run");
+        let owner = RunUpdate { owner: Some("proc-b".into()), ..RunUpdate::default() };
+        let done = RunUpdate {
+            status: Some(RunStatus::Succeeded),
+            answer: Some(answer.clone()),
+            ..RunUpdate::default()
+        };
+        if nonblocking {
+            journal.nonblocking().update_run(run, owner).wait().expect("owner");
+            journal.nonblocking().update_run(run, done).wait().expect("done");
+        } else {
+            let rec = journal.update_run(run, owner).expect("owner");
+            proptest::prop_assert_eq!(&rec.input, &input);
+            let rec = journal.update_run(run, done).expect("done");
+            proptest::prop_assert_eq!(rec, journal.run(run).expect("read").expect("found"));
+        }
+        let rec = journal.run(run).expect("read").expect("found");
+        proptest::prop_assert_eq!(rec.input, input);
+        // An answer of null is no answer.
+        proptest::prop_assert_eq!(rec.answer, (!answer.is_null()).then_some(answer));
+        proptest::prop_assert_eq!(rec.owner, "proc-b");
+        proptest::prop_assert_eq!(rec.status, RunStatus::Succeeded);
+        proptest::prop_assert!(rec.finished_at_ms.is_some());
+    }
+}
