@@ -86,6 +86,28 @@ pub struct RunUpdate {
     pub owner: Option<String>,
 }
 
+/// A [`NewEntry`] whose payload is already JSON text: encoded on the caller's thread, so
+/// that the writer, which every caller waits on, only copies it.
+pub(crate) struct EncodedEntry {
+    pub(crate) kind: EntryKind,
+    pub(crate) identity: Option<String>,
+    pub(crate) task: Option<TaskId>,
+    pub(crate) payload: Box<RawValue>,
+}
+
+/// Returns `entries` with their payloads encoded.
+pub(crate) fn encoded(entries: Vec<NewEntry>) -> Vec<EncodedEntry> {
+    entries
+        .into_iter()
+        .map(|e| EncodedEntry {
+            kind: e.kind,
+            identity: e.identity,
+            task: e.task,
+            payload: raw_json(&e.payload),
+        })
+        .collect()
+}
+
 /// A [`RunUpdate`] whose answer is already JSON text: encoded on the caller's thread, so
 /// that the writer, which every caller waits on, only copies it.
 pub(crate) struct RawRunUpdate {

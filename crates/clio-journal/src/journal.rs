@@ -20,7 +20,7 @@ use crate::format::{
 };
 use crate::input::{
     JournalConfig, NewEntry, NewRun, NewSession, NewTask, Pruned, Reconciled, RunFilter, RunUpdate,
-    SessionUpdate, TaskUpdate,
+    SessionUpdate, TaskUpdate, encoded,
 };
 use crate::pending::{self, Pending};
 use crate::store::{
@@ -503,12 +503,14 @@ pub struct NonBlocking<'a> {
 impl NonBlocking<'_> {
     /// As [`Journal::append`].
     pub fn append(self, run: RunId, entry: NewEntry) -> Pending<u64> {
+        let entries = encoded(vec![entry]);
         self.journal
-            .submit(move |tx| Ok(tx.append(run, vec![entry])?.first().copied().unwrap_or_default()))
+            .submit(move |tx| Ok(tx.append(run, entries)?.first().copied().unwrap_or_default()))
     }
 
     /// As [`Journal::append_batch`].
     pub fn append_batch(self, run: RunId, entries: Vec<NewEntry>) -> Pending<Vec<u64>> {
+        let entries = encoded(entries);
         self.journal.submit(move |tx| tx.append(run, entries))
     }
 
@@ -520,6 +522,7 @@ impl NonBlocking<'_> {
         task: NewTask,
         after: Vec<NewEntry>,
     ) -> Pending<(TaskId, Vec<u64>)> {
+        let (before, after) = (encoded(before), encoded(after));
         self.journal.submit(move |tx| tx.create_task_with_entries(run, before, task, after))
     }
 
@@ -532,6 +535,7 @@ impl NonBlocking<'_> {
         after: Vec<NewEntry>,
         update: impl FnOnce(TaskId) -> TaskUpdate + Send + 'static,
     ) -> Pending<(TaskRecord, Vec<u64>)> {
+        let (before, after) = (encoded(before), encoded(after));
         self.journal.submit(move |tx| tx.record_ended_task(run, before, task, after, update))
     }
 

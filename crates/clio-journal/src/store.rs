@@ -18,7 +18,7 @@ use crate::format::{
     SessionRecord, SessionStatus, TaskId, TaskRecord, TaskStatus,
 };
 use crate::input::{
-    NewEntry, NewRun, NewSession, NewTask, Pruned, RawRunUpdate, Reconciled, SessionUpdate,
+    EncodedEntry, NewRun, NewSession, NewTask, Pruned, RawRunUpdate, Reconciled, SessionUpdate,
     TaskUpdate,
 };
 use crate::redo::{self, RedoLog, Write};
@@ -295,9 +295,9 @@ impl<'a> Tx<'a> {
     pub(crate) fn create_task_with_entries(
         &mut self,
         run: RunId,
-        before: Vec<NewEntry>,
+        before: Vec<EncodedEntry>,
         task: NewTask,
-        mut after: Vec<NewEntry>,
+        mut after: Vec<EncodedEntry>,
     ) -> Result<(TaskId, Vec<u64>)> {
         if task.run != run {
             return Err(JournalError::RunNotFound { run: task.run });
@@ -323,9 +323,9 @@ impl<'a> Tx<'a> {
     pub(crate) fn record_ended_task(
         &mut self,
         run: RunId,
-        before: Vec<NewEntry>,
+        before: Vec<EncodedEntry>,
         task: NewTask,
-        mut after: Vec<NewEntry>,
+        mut after: Vec<EncodedEntry>,
         update: impl FnOnce(TaskId) -> TaskUpdate,
     ) -> Result<(TaskRecord, Vec<u64>)> {
         if task.run != run {
@@ -354,7 +354,7 @@ impl<'a> Tx<'a> {
 
     /// Checks that `run` exists and that no identity of `entries` is taken (in the run or
     /// twice among them); returns the sequence number the first would get.
-    fn check_entries(&self, run: RunId, entries: &[NewEntry]) -> Result<u64> {
+    fn check_entries(&self, run: RunId, entries: &[EncodedEntry]) -> Result<u64> {
         let first = self
             .run_heads
             .get(run.0)
@@ -378,7 +378,7 @@ impl<'a> Tx<'a> {
         Ok(first)
     }
 
-    pub(crate) fn append(&mut self, run: RunId, entries: Vec<NewEntry>) -> Result<Vec<u64>> {
+    pub(crate) fn append(&mut self, run: RunId, entries: Vec<EncodedEntry>) -> Result<Vec<u64>> {
         // Everything is checked before anything is written (see `check_entries`).
         let first = self.check_entries(run, &entries)?;
         self.write_entries(run, first, entries)
@@ -390,7 +390,7 @@ impl<'a> Tx<'a> {
         &mut self,
         run: RunId,
         first: u64,
-        entries: Vec<NewEntry>,
+        entries: Vec<EncodedEntry>,
     ) -> Result<Vec<u64>> {
         let mut seqs = Vec::with_capacity(entries.len());
         for (idx, entry) in entries.into_iter().enumerate() {
