@@ -381,9 +381,12 @@ impl Runtime {
         self.live().remove(&run);
         let (submitted, steps_run) = (state.submitted(), state.steps_run());
         let cancelled = state.is_cancelled();
-        // The records loaded for replay (every entry of the run) take a while to
-        // free; the caller need not wait for that.
-        drop(tokio::task::spawn_blocking(move || drop(state)));
+        // The records loaded for replay (every entry of the run) take a while to free; the
+        // caller need not wait for that. The journal is let go of here, though: a caller
+        // may open its file again as soon as the run returns.
+        if let Some(loaded) = state.into_loaded() {
+            drop(tokio::task::spawn_blocking(move || drop(loaded)));
+        }
         if replay_only {
             return Ok(RunReport { run, submitted, steps_run, outcome });
         }

@@ -311,6 +311,10 @@ pub struct TaskRecord {
     pub error: Option<String>,
     /// The process that runs it; reconcile spares live owners.
     pub owner: String,
+    /// The replay identity of the call that made it, if a call did (absent in records
+    /// written before tasks named their calls).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call: Option<String>,
     /// When it was created.
     pub created_at_ms: u64,
     /// When it last changed.

@@ -201,6 +201,9 @@ pub struct NewTask {
     pub model: Option<String>,
     /// The process that runs it.
     pub owner: String,
+    /// The replay identity of the call that made it, if a call did: how a replay finds a
+    /// task recorded together with its call's intent.
+    pub call: Option<String>,
 }
 
 /// A change to a task; `None` fields stay as they are.

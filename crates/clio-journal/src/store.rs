@@ -455,6 +455,7 @@ impl<'a> Tx<'a> {
             result: None,
             error: None,
             owner: new.owner,
+            call: new.call,
             created_at_ms: self.now,
             updated_at_ms: self.now,
         })

@@ -29,6 +29,7 @@ fn task(
         result: None,
         error: None,
         owner: "test".to_owned(),
+        call: None,
         created_at_ms: 1_000,
         updated_at_ms: 1_000,
     }

@@ -32,6 +32,7 @@ fn populate(home: &std::path::Path) {
         status: TaskStatus::Running,
         model: Some("scripted/demo".into()),
         owner: "test".into(),
+        call: None,
     };
     let root = journal.create_task(task(None, TaskKind::Flow, "workflow")).unwrap();
     let survey = journal.create_task(task(Some(root), TaskKind::Subagent, "survey")).unwrap();

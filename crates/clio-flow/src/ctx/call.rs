@@ -2,8 +2,9 @@
 //! is awaitable, and the durable protocol every call follows.
 //!
 //! Protocol of a fresh call, each write durable before the next: (1) a `call` entry with the
-//! call's identity records the intent; (2) the child's task is created with its parent;
-//! (3) an `<identity>@accepted` entry links the identity to the task; (4) the child runs;
+//! call's identity records the intent; (2) the child's task is created with its parent and
+//! the call's identity; (3) an `<identity>@accepted` entry links the identity to the task
+//! (an indexed link, which cancellation and re-attachment look up); (4) the child runs;
 //! (5) its result or error is recorded on the task. On replay: a task that finished returns
 //! its record; an intent without acceptance raises `TaskStateUncertain` and is never
 //! submitted again; a side-effecting tool left running raises `CallInterrupted` (a tool
@@ -12,8 +13,9 @@
 //! loop resumes from its own entries).
 //!
 //! One exception: a read-only tool a flow calls (no agent, no script) runs first and is
-//! recorded once it has ended, intent, task, result and acceptance in one write
-//! ([`Call::run_then_record`]): a crash before the write leaves no trace and a resume calls
+//! recorded once it has ended, intent and task with its result in one write, with no
+//! acceptance entry: a replay finds the task by the call identity it names
+//! ([`Call::run_then_record`]). A crash before the write leaves no trace and a resume calls
 //! it again, which a read-only tool allows. Such a call is in the tree once it has ended.
 
 use std::future::{Future, IntoFuture};
@@ -72,7 +74,6 @@ struct Unwritten {
     input: Value,
     intent: NewEntry,
     task: NewTask,
-    accepted: NewEntry,
 }
 
 fn kind_of_task(kind: CallKind) -> TaskKind {
@@ -313,8 +314,10 @@ impl Call {
             if kind != CallKind::Tool {
                 run.count_model_call();
             }
-            let Some(task) = run.recorded(&format!("{identity}@accepted")).and_then(|e| e.task)
-            else {
+            // A call accepted before it ran has an acceptance entry naming its task; a call
+            // recorded once it had ended is found through its task, which names the call.
+            let accepted = run.recorded(&format!("{identity}@accepted")).and_then(|e| e.task);
+            let Some(task) = accepted.or_else(|| run.task_of_call(&identity)) else {
                 return Ok(Accepted::Done(Err(FlowError::TaskStateUncertain {
                     handle: None,
                     target: self.target.name().to_owned(),
@@ -373,13 +376,11 @@ impl Call {
             status: TaskStatus::Running,
             model: None,
             owner: run.rt.config.owner.clone(),
+            call: Some(identity.clone()),
         };
-        // The intent, the task and the acceptance are one atomic write, so a crash never
-        // leaves a call recorded as asked for but not known to be accepted.
-        let accepted = NewEntry::new(EntryKind::Call, json!({ "accepted": true }))
-            .with_identity(format!("{identity}@accepted"));
         // A read-only tool a flow calls may run again after a crash, so it runs first and
-        // is recorded once it has ended: one durable write instead of two.
+        // is recorded once it has ended: one durable write instead of two, and no
+        // acceptance entry (its task names the call).
         if let Resolved::Tool(tool) = &resolved
             && wait
             && tool.read_only
@@ -391,9 +392,12 @@ impl Call {
                 input,
                 intent,
                 task: new_task,
-                accepted,
             })));
         }
+        // The intent, the task and the acceptance are one atomic write, so a crash never
+        // leaves a call recorded as asked for but not known to be accepted.
+        let accepted = NewEntry::new(EntryKind::Call, json!({ "accepted": true }))
+            .with_identity(format!("{identity}@accepted"));
         let _busy = run.activity.busy();
         let (task, _) = journal
             .nonblocking()
@@ -404,12 +408,12 @@ impl Call {
     }
 
     /// Runs read-only tool `tool` on `input`, then records the call as ended: the
-    /// `intent`, the `task` with its result and the `accepted` entry in one atomic write.
+    /// `intent` and the `task` (naming the call) with its result, in one atomic write.
     /// A crash before that write leaves no trace, so a resumed run calls the tool again,
     /// as it may a read-only tool left running. The task is in the journal (and the tree)
     /// once it has ended; cancelling the flow cancels it while it runs.
     async fn run_then_record(&self, unwritten: Unwritten) -> Result<CallResult, FlowError> {
-        let Unwritten { tool, input, intent, task, accepted } = unwritten;
+        let Unwritten { tool, input, intent, task } = unwritten;
         let run = std::sync::Arc::clone(&self.ctx.run);
         let token = self.ctx.scope.cancel.child_token();
         let _permit = match (&run.concurrency, self.ctx.scope.prefix.starts_with('w')) {
@@ -455,7 +459,7 @@ impl Call {
         let journal = run.rt.journal.clone();
         let (rec, _) = journal
             .nonblocking()
-            .record_ended_task(run.run, vec![intent], task, vec![accepted], finish)
+            .record_ended_task(run.run, vec![intent], task, Vec::new(), finish)
             .await?;
         run.count_submitted();
         let handle = rec.id;

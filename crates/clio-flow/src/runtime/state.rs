@@ -118,6 +118,9 @@ pub(crate) struct RunState {
     pub(crate) replay_only: bool,
     pub(crate) limits: Limits,
     recorded: HashMap<String, RawEntry>,
+    /// The loaded tasks by the identity of the call that made them (a call recorded once it
+    /// had ended has no acceptance entry: its task names it).
+    calls: HashMap<String, TaskId>,
     tasks: Mutex<HashMap<TaskId, TaskRecord>>,
     entries: AtomicU64,
     model_calls: AtomicU64,
@@ -138,7 +141,26 @@ pub(crate) struct RunState {
     pub(crate) team: std::sync::OnceLock<crate::team::Team>,
 }
 
+/// What a run loaded for replay: every entry and task of the run, which take a while to
+/// free.
+pub(crate) struct Loaded {
+    _recorded: HashMap<String, RawEntry>,
+    _calls: HashMap<String, TaskId>,
+    _tasks: HashMap<TaskId, TaskRecord>,
+}
+
 impl RunState {
+    /// Returns what the run loaded for replay and drops the rest of its state, which holds
+    /// the journal, here; `None` (and nothing dropped yet) while the state is shared.
+    pub(crate) fn into_loaded(self: Arc<Self>) -> Option<Loaded> {
+        let state = Arc::try_unwrap(self).ok()?;
+        Some(Loaded {
+            _recorded: state.recorded,
+            _calls: state.calls,
+            _tasks: state.tasks.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner),
+        })
+    }
+
     pub(crate) async fn load(
         rt: Arc<RuntimeInner>,
         run: RunId,
@@ -169,6 +191,7 @@ impl RunState {
             replay_only,
             limits,
             recorded,
+            calls: tasks.iter().filter_map(|t| Some((t.call.clone()?, t.id))).collect(),
             tasks: Mutex::new(tasks.into_iter().map(|t| (t.id, t)).collect()),
             entries: AtomicU64::new(counted),
             model_calls: AtomicU64::new(0),
@@ -277,6 +300,12 @@ impl RunState {
 
     pub(crate) fn task(&self, task: TaskId) -> Option<TaskRecord> {
         lock(&self.tasks).get(&task).cloned()
+    }
+
+    /// Returns the loaded task that the call with `identity` made, by the identity the task
+    /// names.
+    pub(crate) fn task_of_call(&self, identity: &str) -> Option<TaskId> {
+        self.calls.get(identity).copied()
     }
 
     pub(crate) fn remember_task(&self, rec: TaskRecord) {

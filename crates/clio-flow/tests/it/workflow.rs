@@ -168,6 +168,7 @@ fn with_one_entry_per_event(
                 status: clio_journal::TaskStatus::Running,
                 model: task.model.clone(),
                 owner: task.owner.clone(),
+                call: task.call.clone(),
             })
             .unwrap();
         assert_eq!(id, task.id, "tasks are copied with their ids");

@@ -28,6 +28,7 @@ pub(crate) fn new_task(run: RunId, owner: &str) -> NewTask {
         status: TaskStatus::Running,
         model: None,
         owner: owner.to_owned(),
+        call: None,
     }
 }
 
