@@ -326,14 +326,6 @@ impl Ctx {
         self.run.recorded(&id).map(|e| crate::runtime::outcome(e).result.unwrap_or(Value::Null))
     }
 
-    /// Records `value` under `key` in this scope, once.
-    pub(crate) async fn log(&self, key: &str, value: Value) -> Result<(), FlowError> {
-        let id = format!("{}key:{key}", self.scope.prefix);
-        let cmd = Command::Event { event: value.clone() };
-        self.recorded_or_run(id, cmd, EntryKind::Event, || async move { Ok(value) }).await?;
-        Ok(())
-    }
-
     /// Sends `value` to the journal under `key` of this scope, unless the journal holds
     /// the key already, as one write whose commit it does not wait for; `None` when there
     /// was nothing new to record. The entry's command holds `summary`, not a second copy of

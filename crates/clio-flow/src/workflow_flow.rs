@@ -20,7 +20,7 @@ use clio_workflow::{
 };
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use crate::command::object;
 use crate::ctx::{Call, Ctx};
@@ -118,11 +118,12 @@ async fn run(input: Value, ctx: Ctx) -> Result<FlowOutput, FlowError> {
     };
     let model = input.get("model").and_then(Value::as_str).unwrap_or("").to_owned();
     let mut sched = Scheduler::new(workflow, config);
-    ctx.log(
-        "wf-limits",
-        json!({ "limits": serde_json::to_value(sched.limits()).unwrap_or(Value::Null) }),
-    )
-    .await?;
+    // The last write of the log sent to the journal and not yet confirmed, first the limits.
+    // The scheduler applies events before their commit: the journal commits in order, so
+    // the calls it launches next become durable only after the events that led to them.
+    let limits = serde_json::to_value(sched.limits()).unwrap_or(Value::Null);
+    let mut unconfirmed: Option<Pending<Vec<u64>>> =
+        ctx.submit_log("wf-limits", "workflow limits".into(), object([("limits", limits)]))?;
     let mut live: FuturesUnordered<Live> = FuturesUnordered::new();
     // How many events of each piece of work were applied from the log.
     let mut consumed: HashMap<String, usize> = HashMap::new();
@@ -133,10 +134,6 @@ async fn run(input: Value, ctx: Ctx) -> Result<FlowOutput, FlowError> {
     // few milliseconds to build and record) about every quarter of its events, and at the end.
     let n_steps = sched.len() as u64;
     let publish_every = if n_steps <= 50 { 1 } else { (n_steps * 2 / 4).max(1) };
-    // The last batch of events sent to the journal and not yet confirmed. The scheduler
-    // applies events before their commit: the journal commits in order, so the calls it
-    // launches next become durable only after the events that led to them.
-    let mut unconfirmed: Option<Pending<Vec<u64>>> = None;
     loop {
         for action in sched.take_actions() {
             live.push(launch(&ctx, action, &model));
@@ -235,6 +232,9 @@ async fn run(input: Value, ctx: Ctx) -> Result<FlowOutput, FlowError> {
     if let Some(state) = workflow_state {
         map.insert("workflow_state".into(), state);
     }
+    // A large workflow's scheduler and input take milliseconds to free: not on the way to
+    // the run's answer.
+    drop(tokio::task::spawn_blocking(move || drop((sched, input))));
     Ok(FlowOutput::mapping(map))
 }
 
