@@ -105,6 +105,7 @@ impl CallResult {
 
     /// Returns the record form of the result, as the journal stores it.
     pub fn to_json(&self) -> Value {
+        // Every field, `outputs` too: tools hand this form to agents as it is.
         object([
             ("answer", self.answer.as_str().into()),
             ("value", self.value.clone()),
@@ -125,7 +126,7 @@ impl CallResult {
         Some(CallResult {
             answer: s("answer"),
             value: v.get("value").cloned().unwrap_or(Value::Null),
-            outputs: v.get("outputs").and_then(Value::as_object).cloned().unwrap_or_default(),
+            outputs: recorded_outputs(v),
             response_text: s("response_text"),
             handle: TaskId(v.get("handle")?.as_u64()?),
             target: s("target"),
@@ -223,6 +224,34 @@ pub fn input_text(input: &Value) -> String {
     }
 }
 
+/// Returns what [`FlowOutput::mapping`] makes the outputs of mapping `value`: its keys
+/// other than `answer`, in the order that removing `answer` leaves.
+fn mapping_outputs(value: &Value) -> Map<String, Value> {
+    let mut outputs = value.as_object().cloned().unwrap_or_default();
+    outputs.remove("answer");
+    outputs
+}
+
+/// Returns whether `outputs` are exactly the outputs of mapping `value`, keys in the same
+/// order, found without copying either.
+fn are_mapping_outputs(outputs: &Map<String, Value>, value: &Value) -> bool {
+    let Value::Object(map) = value else { return false };
+    // The key order `Map::remove` leaves, from a copy of the keys alone.
+    let mut keys: Map<String, Value> = map.keys().map(|k| (k.clone(), Value::Null)).collect();
+    keys.remove("answer");
+    keys.len() == outputs.len()
+        && keys.keys().zip(outputs).all(|(key, (name, v))| key == name && map.get(key) == Some(v))
+}
+
+/// Returns the outputs a record holds: its `outputs`, or those of its mapping `value` when
+/// it leaves them out (see [`FlowOutput::to_json`]).
+fn recorded_outputs(record: &Value) -> Map<String, Value> {
+    match record.get("outputs") {
+        Some(outputs) => outputs.as_object().cloned().unwrap_or_default(),
+        None => record.get("value").map(mapping_outputs).unwrap_or_default(),
+    }
+}
+
 /// What a flow returns: an answer with outputs that travel with it.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct FlowOutput {
@@ -249,27 +278,27 @@ impl FlowOutput {
     /// the other keys travel as outputs.
     pub fn mapping(map: Map<String, Value>) -> FlowOutput {
         let answer = map.get("answer").map(crate::result::input_text).unwrap_or_default();
-        let mut outputs = map.clone();
-        outputs.remove("answer");
+        let map = Value::Object(map);
+        let outputs = mapping_outputs(&map);
         let workflow_state = outputs.get("workflow_state").cloned().unwrap_or(Value::Null);
-        FlowOutput {
-            answer,
-            value: Value::Object(map),
-            outputs,
-            workflow_state,
-            model: String::new(),
-        }
+        FlowOutput { answer, value: map, outputs, workflow_state, model: String::new() }
     }
 
-    /// Returns the record form stored as a run's answer.
+    /// Returns the record form stored as a run's answer. The outputs of a mapping are the
+    /// mapping's other keys: the record holds them once, in `value`.
     pub fn to_json(&self) -> Value {
-        object([
+        let mut record = object([
             ("answer", self.answer.as_str().into()),
             ("value", self.value.clone()),
-            ("outputs", Value::Object(self.outputs.clone())),
             ("workflow_state", self.workflow_state.clone()),
             ("model", self.model.as_str().into()),
-        ])
+        ]);
+        if !are_mapping_outputs(&self.outputs, &self.value)
+            && let Value::Object(fields) = &mut record
+        {
+            fields.insert("outputs".into(), Value::Object(self.outputs.clone()));
+        }
+        record
     }
 
     /// Reads an output back from its record form.
@@ -278,7 +307,7 @@ impl FlowOutput {
         FlowOutput {
             answer: s("answer"),
             value: v.get("value").cloned().unwrap_or(Value::Null),
-            outputs: v.get("outputs").and_then(Value::as_object).cloned().unwrap_or_default(),
+            outputs: recorded_outputs(v),
             workflow_state: v.get("workflow_state").cloned().unwrap_or(Value::Null),
             model: s("model"),
         }
@@ -341,11 +370,60 @@ mod tests {
         assert_eq!(result.to_json().to_string(), expected.to_string());
         assert_eq!(CallResult::from_json(&result.to_json()), Some(result));
 
+        // A mapping's outputs are its other keys: the record holds them once, in `value`.
         let output = FlowOutput::mapping(outputs);
         let expected = json!({
-            "answer": "", "value": {"results": {"a": [1, 2]}},
-            "outputs": {"results": {"a": [1, 2]}}, "workflow_state": null, "model": "",
+            "answer": "", "value": {"results": {"a": [1, 2]}}, "workflow_state": null,
+            "model": "",
         });
         assert_eq!(output.to_json().to_string(), expected.to_string());
+        let back = FlowOutput::from_json(&output.to_json());
+        assert_eq!(format!("{back:?}"), format!("{output:?}"));
+        // Outputs that are not the mapping's are kept.
+        let mut other = output.clone();
+        other.outputs.insert("extra".into(), json!(1));
+        assert_eq!(other.to_json()["outputs"], json!({"results": {"a": [1, 2]}, "extra": 1}));
+        assert_eq!(FlowOutput::from_json(&other.to_json()), other);
+        // A flow's result called from another flow keeps its outputs: tools hand a task's
+        // recorded result to agents as it is.
+        let call = flow_call(output);
+        assert_eq!(call.to_json()["outputs"], json!({"results": {"a": [1, 2]}}));
+        assert_eq!(CallResult::from_json(&call.to_json()), Some(call));
+    }
+
+    /// Returns the result of a call of a flow that returned `output`.
+    fn flow_call(output: FlowOutput) -> CallResult {
+        CallResult {
+            answer: output.answer,
+            value: output.value,
+            outputs: output.outputs,
+            response_text: String::new(),
+            handle: TaskId(3),
+            target: "wf".into(),
+            kind: CallKind::Flow,
+            model: output.model,
+            index: None,
+            workflow_state: output.workflow_state,
+        }
+    }
+
+    /// A mapping's output, whatever its keys (an `answer` among them or not, anywhere),
+    /// reads back from its record exactly: values, and keys in the same order.
+    #[test]
+    fn a_mapping_output_reads_back_from_its_record() {
+        use proptest::prelude::*;
+        let keys = proptest::collection::vec(
+            (prop_oneof!["[a-c]{1,2}", Just("answer".to_owned())], any::<i8>()),
+            0..6,
+        );
+        proptest!(|(pairs in keys)| {
+            let map: Map<String, Value> = pairs.into_iter().map(|(k, v)| (k, json!(v))).collect();
+            let output = FlowOutput::mapping(map);
+            let back = FlowOutput::from_json(&output.to_json());
+            prop_assert_eq!(format!("{back:?}"), format!("{output:?}"));
+            let call = flow_call(output);
+            let back = CallResult::from_json(&call.to_json()).expect("reads back");
+            prop_assert_eq!(format!("{back:?}"), format!("{call:?}"));
+        });
     }
 }

@@ -26,7 +26,7 @@ use crate::command::object;
 use crate::ctx::{Call, Ctx};
 use crate::error::FlowError;
 use crate::flow::{Flow, FlowFuture, selection};
-use crate::registry::Tool;
+use crate::registry::{Target, Tool};
 use crate::result::{CallKind, CallResult, FlowOutput};
 
 /// The built-in `workflow` flow.
@@ -296,11 +296,11 @@ fn call_of(
     editor: bool,
     model: &str,
 ) -> Call {
-    let mut call = match options {
-        Some(opts) => ctx.call(selection(target, Value::Object(opts)), input),
-        None => ctx.call(target, input),
-    }
-    .key(key);
+    let target = match options {
+        Some(opts) => selection(target, Value::Object(opts)).into(),
+        None => Target::from(target),
+    };
+    let mut call = Call::keyed(ctx.clone(), target, input.into(), key);
     if !model.is_empty() {
         call = call.model(model);
     }

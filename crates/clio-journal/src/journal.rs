@@ -132,7 +132,10 @@ impl Journal {
         check_or_initialise(&db, &path)?;
         let wal = match wal {
             Some(wal_path) => {
-                let wal = recover(&db, &path, &config, wal_path)?;
+                let mut wal = recover(&db, &path, &config, wal_path)?;
+                if config.write_ahead_log {
+                    wal.preallocate()?;
+                }
                 config.write_ahead_log.then_some(wal)
             }
             None => None,

@@ -138,6 +138,16 @@ impl Wal {
         Ok(lsn)
     }
 
+    /// Gives a new, empty log file its first stretch of zeros now, as the journal opens,
+    /// rather than in the first durable commit.
+    pub(crate) fn preallocate(&mut self) -> Result<()> {
+        if self.allocated == 0 {
+            self.grow_to(GROW_BY)
+                .map_err(|source| JournalError::Io { path: self.path.clone(), source })?;
+        }
+        Ok(())
+    }
+
     /// Extends the file to `len` bytes of zeros (which read as the end of the log) and
     /// flushes it with its new length.
     fn grow_to(&mut self, len: u64) -> io::Result<()> {

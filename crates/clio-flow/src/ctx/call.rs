@@ -90,12 +90,30 @@ impl Call {
         let resolved_input = input.resolve(&ctx.scope.task);
         let what = object([("target", target.to_json()), ("input", resolved_input)]);
         let site_identity = ctx.identity(site, &what, "");
+        Call::with_identity(ctx, target, input, site_identity, String::new())
+    }
+
+    /// Returns a call named by `key` from the start, for the runtime's own keyed calls:
+    /// unlike `ctx.call(..).key(..)` it digests nothing and takes no occurrence at a call
+    /// site (every call made from that site is keyed).
+    pub(crate) fn keyed(ctx: Ctx, target: Target, input: CallInput, key: String) -> Call {
+        debug_assert!(!key.is_empty(), "a keyed call needs its key");
+        Call::with_identity(ctx, target, input, String::new(), key)
+    }
+
+    fn with_identity(
+        ctx: Ctx,
+        target: Target,
+        input: CallInput,
+        site_identity: String,
+        key: String,
+    ) -> Call {
         Call {
             ctx,
             target,
             input,
             evidence: Vec::new(),
-            key: String::new(),
+            key,
             model: String::new(),
             label: String::new(),
             site_identity,
