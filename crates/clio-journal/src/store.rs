@@ -4,7 +4,7 @@
 //! Every write operation validates everything first and only then writes, so that a failed
 //! operation leaves nothing behind in the batch it shares a transaction with.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -117,6 +117,10 @@ pub(crate) struct Tx<'a> {
     live_sessions: Table<'a, &'static str, ()>,
     /// The batch's writes, kept when the batch goes through the write-ahead log.
     redo: Option<RedoLog>,
+    /// Id counters and run heads as the batch has moved them, written once by
+    /// [`Tx::finish`] rather than by every operation (most operations move both).
+    counters: BTreeMap<&'static str, u64>,
+    heads: BTreeMap<u64, u64>,
 }
 
 impl<'a> Tx<'a> {
@@ -136,7 +140,29 @@ impl<'a> Tx<'a> {
             sessions: txn.open_table(SESSIONS).at(path)?,
             live_sessions: txn.open_table(LIVE_SESSIONS).at(path)?,
             redo: None,
+            counters: BTreeMap::new(),
+            heads: BTreeMap::new(),
         })
+    }
+
+    /// Writes the id counters and run heads the batch moved; the writer calls it once, after
+    /// the batch's operations and before the commit.
+    pub(crate) fn finish(&mut self) -> Result<()> {
+        for (key, value) in std::mem::take(&mut self.counters) {
+            self.put(Write::Meta { key, value })?;
+        }
+        for (run, next) in std::mem::take(&mut self.heads) {
+            self.put(Write::RunHead { run, next })?;
+        }
+        Ok(())
+    }
+
+    /// Returns the next sequence number of `run` (its entry count), `None` for no such run.
+    fn run_head(&self, run: RunId) -> Result<Option<u64>> {
+        if let Some(next) = self.heads.get(&run.0) {
+            return Ok(Some(*next));
+        }
+        Ok(self.run_heads.get(run.0).at(self.path)?.map(|v| v.value()))
     }
 
     /// Keeps a redo record of every write from now on, for the write-ahead log.
@@ -219,14 +245,17 @@ impl<'a> Tx<'a> {
         Ok(())
     }
 
-    fn next_id(&mut self, key: &str) -> Result<u64> {
-        let id = self.meta.get(key).at(self.path)?.map_or(1, |v| v.value());
-        self.put(Write::Meta { key, value: id + 1 })?;
+    fn next_id(&mut self, key: &'static str) -> Result<u64> {
+        let id = match self.counters.get(key) {
+            Some(id) => *id,
+            None => self.meta.get(key).at(self.path)?.map_or(1, |v| v.value()),
+        };
+        self.counters.insert(key, id + 1);
         Ok(id)
     }
 
     fn check_run(&self, run: RunId) -> Result<()> {
-        self.run_heads.get(run.0).at(self.path)?.ok_or(JournalError::RunNotFound { run })?;
+        self.run_head(run)?.ok_or(JournalError::RunNotFound { run })?;
         Ok(())
     }
 
@@ -264,7 +293,7 @@ impl<'a> Tx<'a> {
             error: None,
         };
         self.store_run(&rec)?;
-        self.put(Write::RunHead { run: id.0, next: 0 })?;
+        self.heads.insert(id.0, 0);
         Ok(id)
     }
 
@@ -355,12 +384,7 @@ impl<'a> Tx<'a> {
     /// Checks that `run` exists and that no identity of `entries` is taken (in the run or
     /// twice among them); returns the sequence number the first would get.
     fn check_entries(&self, run: RunId, entries: &[EncodedEntry]) -> Result<u64> {
-        let first = self
-            .run_heads
-            .get(run.0)
-            .at(self.path)?
-            .ok_or(JournalError::RunNotFound { run })?
-            .value();
+        let first = self.run_head(run)?.ok_or(JournalError::RunNotFound { run })?;
         let mut seen = HashMap::new();
         for (idx, entry) in entries.iter().enumerate() {
             let Some(identity) = entry.identity.as_deref() else { continue };
@@ -410,7 +434,7 @@ impl<'a> Tx<'a> {
             self.put(Write::Entry { run: run.0, seq, entry: &encode(&stored) })?;
             seqs.push(seq);
         }
-        self.put(Write::RunHead { run: run.0, next: first + seqs.len() as u64 })?;
+        self.heads.insert(run.0, first + seqs.len() as u64);
         Ok(seqs)
     }
 
@@ -622,6 +646,9 @@ impl<'a> Tx<'a> {
         if let Some(redo) = &mut self.redo {
             redo.unlogged = true;
         }
+        // What the batch moved so far goes to the tables first, so that removing a run's
+        // head removes it for good.
+        self.finish()?;
         let doomed: Vec<u64> = {
             let table = &self.runs;
             let mut doomed = Vec::new();

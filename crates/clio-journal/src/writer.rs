@@ -135,6 +135,7 @@ fn commit_batch(
             txn.abort().at(path)?;
             return Err(batch_aborted(path));
         }
+        tx.finish()?;
         let redo = tx.take_redo();
         match (redo, log) {
             (Some(redo), Some(_)) if redo.bytes().is_empty() && !redo.unlogged => {

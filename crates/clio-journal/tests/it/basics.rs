@@ -463,3 +463,23 @@ proptest::proptest! {
         proptest::prop_assert!(rec.finished_at_ms.is_some());
     }
 }
+
+/// A prune in the same batch as appends to the run it removes removes the run for good:
+/// the batch's run heads reach the table before the prune, not after it.
+#[test]
+fn a_prune_batched_with_appends_to_its_run_removes_the_run_for_good() -> TestResult {
+    let (journal, run) = journal_with_run()?;
+    journal
+        .update_run(run, RunUpdate { status: Some(RunStatus::Failed), ..RunUpdate::default() })?;
+    // Sent without waiting, so the writer takes them and the prune in one batch.
+    let appends: Vec<_> = (0..50).map(|i| journal.nonblocking().append(run, step(i))).collect();
+    let pruned = journal.prune(u64::MAX)?;
+    assert_eq!(pruned.runs, 1);
+    for append in appends {
+        append.wait()?;
+    }
+    assert!(journal.run(run)?.is_none());
+    let err = journal.append(run, step(99)).err().ok_or("the pruned run took an entry")?;
+    assert!(matches!(err, JournalError::RunNotFound { .. }), "{err}");
+    Ok(())
+}
