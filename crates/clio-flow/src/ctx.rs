@@ -339,7 +339,7 @@ impl Ctx {
         &self,
         key: &str,
         summary: Value,
-        value: Value,
+        value: &impl Serialize,
     ) -> Result<Option<Pending<Vec<u64>>>, FlowError> {
         let id = format!("{}key:{key}", self.scope.prefix);
         if self.run.recorded(&id).is_some() {
@@ -352,11 +352,17 @@ impl Ctx {
                 requested: "event".into(),
             });
         }
-        self.run.reserve_entry()?;
+        // Encoded straight from `value`: a large log need not be built as a `Value` first.
+        #[derive(Serialize)]
+        struct Logged<'a, T> {
+            command: Value,
+            result: &'a T,
+        }
         let command = Command::Event { event: summary }.into_json();
-        let mut entry =
-            NewEntry::new(EntryKind::Event, object([("command", command), ("result", value)]))
-                .with_identity(id);
+        let text = serde_json::value::to_raw_value(&Logged { command, result: value })
+            .map_err(|e| FlowError::StepFailed { identity: id.clone(), message: e.to_string() })?;
+        self.run.reserve_entry()?;
+        let mut entry = NewEntry::from_text(EntryKind::Event, text).with_identity(id);
         entry.task = self.scope.parent;
         Ok(Some(self.run.rt.journal.nonblocking().append_batch(self.run.run, vec![entry])))
     }
@@ -418,6 +424,69 @@ impl Ctx {
                 Some(cmd) => crate::gate::semantic_event(self, &identity, &cmd).await,
                 None => Ok(()),
             }
+        }
+    }
+
+    /// As [`Ctx::publish`], with the view given as JSON text, so that a large view need
+    /// not be built as a `Value`: `view` builds it as one only for hooks that observe it.
+    /// The record is the one `publish` writes.
+    #[track_caller]
+    pub(crate) fn publish_text(
+        &self,
+        text: Box<serde_json::value::RawValue>,
+        view: impl FnOnce() -> Value,
+    ) -> impl Future<Output = Result<(), FlowError>> {
+        let site = Location::caller();
+        async move {
+            let identity = self.identity(site, &json!({ "command": "publish" }), "");
+            match self.run.recorded(&identity) {
+                Some(entry) if entry.kind != EntryKind::View => {
+                    return Err(FlowError::Nondeterminism {
+                        identity,
+                        journaled: format!("{:?}", entry.kind),
+                        requested: "publish".into(),
+                    });
+                }
+                Some(_) => {}
+                None if self.run.replay_only => {
+                    return Err(FlowError::Nondeterminism {
+                        identity,
+                        journaled: "nothing".into(),
+                        requested: "publish".into(),
+                    });
+                }
+                None => {
+                    #[derive(Serialize)]
+                    struct Published<'a> {
+                        command: &'static str,
+                        view: &'a serde_json::value::RawValue,
+                    }
+                    #[derive(Serialize)]
+                    struct Record<'a> {
+                        command: Published<'a>,
+                        result: (),
+                    }
+                    let record = Record {
+                        command: Published { command: "publish", view: &text },
+                        result: (),
+                    };
+                    let payload = serde_json::value::to_raw_value(&record).map_err(|e| {
+                        FlowError::StepFailed { identity: identity.clone(), message: e.to_string() }
+                    })?;
+                    self.run.reserve_entry()?;
+                    let _busy = self.run.activity.busy();
+                    self.run.count_step();
+                    let mut entry = NewEntry::from_text(EntryKind::View, payload)
+                        .with_identity(identity.clone());
+                    entry.task = self.scope.parent;
+                    self.run.rt.journal.nonblocking().append(self.run.run, entry).await?;
+                }
+            }
+            if crate::gate::semantic_events_observed(self)? {
+                let cmd = Command::Publish { view: view() };
+                crate::gate::semantic_event(self, &identity, &cmd).await?;
+            }
+            Ok(())
         }
     }
 

@@ -71,6 +71,27 @@ type Live = Pin<Box<dyn Future<Output = Done> + Send>>;
 /// An event told to the scheduler, with the id of the piece of work it came from.
 type Applied = (String, Event);
 
+/// A batch of events as the log holds it: `{"events": [{"done": .., "event": ..}, ..]}`,
+/// encoded straight from the events.
+#[derive(serde::Serialize)]
+struct LoggedEvents<'a> {
+    events: Vec<LoggedEvent<'a>>,
+}
+
+#[derive(serde::Serialize)]
+struct LoggedEvent<'a> {
+    done: &'a str,
+    event: &'a Event,
+}
+
+impl<'a> LoggedEvents<'a> {
+    fn of(applied: &'a [Applied]) -> Self {
+        LoggedEvents {
+            events: applied.iter().map(|(done, event)| LoggedEvent { done, event }).collect(),
+        }
+    }
+}
+
 fn invalid(message: String) -> FlowError {
     FlowError::stall("workflow_invalid", message)
 }
@@ -123,7 +144,7 @@ async fn run(input: Value, ctx: Ctx) -> Result<FlowOutput, FlowError> {
     // the calls it launches next become durable only after the events that led to them.
     let limits = serde_json::to_value(sched.limits()).unwrap_or(Value::Null);
     let mut unconfirmed: Option<Pending<Vec<u64>>> =
-        ctx.submit_log("wf-limits", "workflow limits".into(), object([("limits", limits)]))?;
+        ctx.submit_log("wf-limits", "workflow limits".into(), &object([("limits", limits)]))?;
     let mut live: FuturesUnordered<Live> = FuturesUnordered::new();
     // How many events of each piece of work were applied from the log.
     let mut consumed: HashMap<String, usize> = HashMap::new();
@@ -169,18 +190,10 @@ async fn run(input: Value, ctx: Ctx) -> Result<FlowOutput, FlowError> {
                     events.extend(fresh.map(|e| (id.clone(), e)));
                 }
                 if !events.is_empty() {
-                    let logged = events
-                        .iter()
-                        .map(|(done, event)| {
-                            let event = serde_json::to_value(event).unwrap_or(Value::Null);
-                            object([("done", done.as_str().into()), ("event", event)])
-                        })
-                        .collect();
                     let summary = object([("workflow_events", events.len().into())]);
                     let key = format!("wf-events-{batch}");
                     batch += 1;
-                    let value = object([("events", Value::Array(logged))]);
-                    let sent = ctx.submit_log(&key, summary, value)?;
+                    let sent = ctx.submit_log(&key, summary, &LoggedEvents::of(&events))?;
                     if let Some(earlier) = std::mem::replace(&mut unconfirmed, sent) {
                         earlier.await?;
                     }
@@ -192,7 +205,8 @@ async fn run(input: Value, ctx: Ctx) -> Result<FlowOutput, FlowError> {
             n += 1;
             sched.apply(event).map_err(|e| nondeterminism(&format!("event {n}"), e.to_string()))?;
             if n.is_multiple_of(publish_every) {
-                ctx.publish(object([("workflow", view(&sched))])).await?;
+                ctx.publish_text(view_text(&sched)?, || object([("workflow", view(&sched))]))
+                    .await?;
             }
         }
     }
@@ -201,7 +215,7 @@ async fn run(input: Value, ctx: Ctx) -> Result<FlowOutput, FlowError> {
     }
     // Work the scheduler no longer waits for (a started step whose result it has) settles here.
     while live.next().await.is_some() {}
-    ctx.publish(object([("workflow", view(&sched))])).await?;
+    ctx.publish_text(view_text(&sched)?, || object([("workflow", view(&sched))])).await?;
     let result = sched
         .result()
         .ok_or_else(|| FlowError::stall("workflow_stuck", "the workflow ended without a result"))?;
@@ -268,6 +282,28 @@ fn nondeterminism(at: &str, message: String) -> FlowError {
         journaled: message,
         requested: "the next event".into(),
     }
+}
+
+/// Returns the run's live view as JSON text, `{"workflow": [..]}` as [`view`] builds it,
+/// encoded straight from the scheduler (a large view is published several times).
+fn view_text(sched: &Scheduler) -> Result<Box<serde_json::value::RawValue>, FlowError> {
+    #[derive(serde::Serialize)]
+    struct Step<'a> {
+        id: &'a str,
+        target: &'a str,
+        status: &'static str,
+        handle: Option<&'a str>,
+    }
+    #[derive(serde::Serialize)]
+    struct View<'a> {
+        workflow: Vec<Step<'a>>,
+    }
+    let workflow = sched
+        .statuses()
+        .map(|s| Step { id: s.id, target: s.target, status: s.status.name(), handle: s.handle })
+        .collect();
+    serde_json::value::to_raw_value(&View { workflow })
+        .map_err(|e| FlowError::stall("workflow_invalid", format!("the view does not encode: {e}")))
 }
 
 /// Returns the run's live view: every step with its target, status and task handle.
@@ -464,4 +500,33 @@ fn events_of(done: Done, registry: &crate::registry::Registry) -> Result<Vec<Eve
             Err(err) => vec![Event::RepairEnded { step, editor, error: Some(err.to_string()) }],
         },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The view published as text is the view built as a value, as steps start and end.
+    #[test]
+    fn the_view_as_text_is_the_view_as_a_value() {
+        let workflow = Workflow::from_value(json!({ "steps": [
+            { "id": "a", "target": "t", "input": "x" },
+            { "id": "b", "target": "u\"v", "after": ["a"] }
+        ] }))
+        .expect("workflow");
+        let mut sched = Scheduler::new(workflow, RunConfig::default());
+        let same = |sched: &Scheduler| {
+            let text: Value = serde_json::from_str(view_text(sched).expect("text").get()).unwrap();
+            assert_eq!(text, object([("workflow", view(sched))]));
+        };
+        same(&sched);
+        let _ = sched.take_actions();
+        sched.apply(Event::Started { step: "a".into(), handle: "7".into() }).expect("started");
+        same(&sched);
+        let finished =
+            Event::Finished { step: "a".into(), answer: json!("ok"), model: None, state: None };
+        sched.apply(finished).expect("finished");
+        same(&sched);
+    }
 }

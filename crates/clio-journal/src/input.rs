@@ -103,7 +103,10 @@ pub(crate) fn encoded(entries: Vec<NewEntry>) -> Vec<EncodedEntry> {
             kind: e.kind,
             identity: e.identity,
             task: e.task,
-            payload: raw_json(&e.payload),
+            payload: match e.text {
+                Some(PayloadText(text)) => text,
+                None => raw_json(&e.payload),
+            },
         })
         .collect()
 }
@@ -159,14 +162,38 @@ pub struct NewEntry {
     pub identity: Option<String>,
     /// The task it concerns.
     pub task: Option<TaskId>,
-    /// The kind-specific content.
+    /// The kind-specific content (`Null` for an entry made with [`NewEntry::from_text`]).
     pub payload: Value,
+    /// The content as JSON text, for an entry made with [`NewEntry::from_text`].
+    text: Option<PayloadText>,
+}
+
+/// A payload already encoded; entries compare by its text.
+#[derive(Debug, Clone)]
+struct PayloadText(Box<RawValue>);
+
+impl PartialEq for PayloadText {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.get() == other.0.get()
+    }
 }
 
 impl NewEntry {
     /// Returns an entry of `kind` with `payload` and no identity or task.
     pub fn new(kind: EntryKind, payload: Value) -> Self {
-        Self { kind, identity: None, task: None, payload }
+        Self { kind, identity: None, task: None, payload, text: None }
+    }
+
+    /// Returns an entry of `kind` whose content is `text`, JSON the caller encoded (from a
+    /// typed value, say, without building a `Value` first); it is stored as it is.
+    pub fn from_text(kind: EntryKind, text: Box<RawValue>) -> Self {
+        Self {
+            kind,
+            identity: None,
+            task: None,
+            payload: Value::Null,
+            text: Some(PayloadText(text)),
+        }
     }
 
     /// Returns the entry with its replay identity set to `identity`.

@@ -483,3 +483,18 @@ fn a_prune_batched_with_appends_to_its_run_removes_the_run_for_good() -> TestRes
     assert!(matches!(err, JournalError::RunNotFound { .. }), "{err}");
     Ok(())
 }
+
+/// An entry given as JSON text is stored as it is: it reads back as the same entry given as
+/// a value would.
+#[test]
+fn an_entry_given_as_text_reads_back_as_its_value() -> TestResult {
+    let (journal, run) = journal_with_run()?;
+    let value = json!({ "command": { "command": "event" }, "result": { "events": [1, "é\n"] } });
+    let text = serde_json::value::to_raw_value(&value)?;
+    journal.append(run, NewEntry::new(EntryKind::Event, value.clone()).with_identity("a"))?;
+    journal.append(run, NewEntry::from_text(EntryKind::Event, text).with_identity("b"))?;
+    let entries = journal.entries(run)?;
+    assert_eq!((entries[0].payload.clone(), entries[1].payload.clone()), (value.clone(), value));
+    assert_eq!(entries[1].identity.as_deref(), Some("b"));
+    Ok(())
+}
