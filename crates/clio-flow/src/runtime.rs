@@ -243,12 +243,22 @@ impl Runtime {
         selection: FlowSelection,
         input: Value,
     ) -> Result<RunReport, FlowError> {
-        let run = self.create(selection, input).await?;
-        self.drive(run, false).await
+        let rec = self.create_record(selection, input).await?;
+        // Driven from the record as created: nothing to read back or check again.
+        self.drive_record(rec, false, true).await
     }
 
     /// Creates a run of `selection` on `input` without driving it, and returns its id.
     pub async fn create(&self, selection: FlowSelection, input: Value) -> Result<RunId, FlowError> {
+        Ok(self.create_record(selection, input).await?.id)
+    }
+
+    /// Creates a run and returns its record as created.
+    async fn create_record(
+        &self,
+        selection: FlowSelection,
+        input: Value,
+    ) -> Result<RunRecord, FlowError> {
         let flow = self.flow_of(&selection)?;
         flow.checked_options(&selection.options)?;
         let fp = fingerprint(flow.as_ref(), &self.inner.registry);
@@ -260,7 +270,29 @@ impl Runtime {
             owner: self.inner.config.owner.clone(),
         };
         let journal = self.inner.journal.clone();
-        blocking(move || journal.create_run(new)).await
+        let (flow, input_digest, fingerprint, owner, input) = (
+            new.flow.clone(),
+            new.input_digest.clone(),
+            new.fingerprint.clone(),
+            new.owner.clone(),
+            new.input.clone(),
+        );
+        let id = blocking(move || journal.create_run(new)).await?;
+        let now = crate::clock::now_ms();
+        Ok(RunRecord {
+            id,
+            flow,
+            input,
+            input_digest,
+            fingerprint,
+            owner,
+            status: RunStatus::Running,
+            started_at_ms: now,
+            updated_at_ms: now,
+            finished_at_ms: None,
+            answer: None,
+            error: None,
+        })
     }
 
     /// Drives run `run` again from the top of its flow: finished calls return their
@@ -320,6 +352,18 @@ impl Runtime {
 
     async fn drive(&self, run: RunId, replay_only: bool) -> Result<RunReport, FlowError> {
         let rec = self.record(run)?;
+        self.drive_record(rec, replay_only, false).await
+    }
+
+    /// Drives the run of record `rec`; `just_created` skips checking the record against
+    /// the flow and input it was created from moments ago.
+    async fn drive_record(
+        &self,
+        rec: RunRecord,
+        replay_only: bool,
+        just_created: bool,
+    ) -> Result<RunReport, FlowError> {
+        let run = rec.id;
         if rec.status.is_finished() && !replay_only {
             return Ok(Self::finished_report(&rec));
         }
@@ -340,7 +384,7 @@ impl Runtime {
                 differs.push(Mismatch { what: what.into(), recorded: text(a), now: text(b) });
             }
         }
-        if digest(&rec.input) != rec.input_digest {
+        if !just_created && digest(&rec.input) != rec.input_digest {
             differs.push(Mismatch {
                 what: "input".into(),
                 recorded: rec.input_digest.clone(),
