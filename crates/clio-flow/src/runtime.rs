@@ -421,7 +421,7 @@ impl Runtime {
         if !replay_only {
             crate::orchestration::reattach_cut_off(&ctx).await;
         }
-        let outcome = state.drive(flow.forward(rec.input.clone(), ctx)).await;
+        let outcome = state.drive(flow.forward(rec.input, ctx)).await;
         self.live().remove(&run);
         let (submitted, steps_run) = (state.submitted(), state.steps_run());
         let cancelled = state.is_cancelled();

@@ -118,7 +118,9 @@ async fn run(input: Value, ctx: Ctx) -> Result<FlowOutput, FlowError> {
         Some(_) => TargetKind::Other,
         None => TargetKind::Unknown,
     };
-    let wf_value = input.get("workflow").cloned().unwrap_or(Value::Null);
+    // The workflow is taken out of the task, not copied: nothing else reads it there.
+    let mut input = input;
+    let wf_value = input.as_object_mut().and_then(|m| m.remove("workflow")).unwrap_or(Value::Null);
     let workflow = Workflow::from_value(wf_value).map_err(|e| invalid(e.to_string()))?;
     workflow.check_targets(kind_of).map_err(|e| invalid(e.to_string()))?;
     let strings = |key: &str| {
