@@ -378,7 +378,7 @@ impl Call {
         }
         let journal = run.rt.journal.clone();
         let run_id = run.run;
-        let mut intent = NewEntry::new(EntryKind::Call, self.command(&input, wait).to_json())
+        let mut intent = NewEntry::new(EntryKind::Call, self.command(&input, wait).into_json())
             .with_identity(identity.clone());
         intent.task = self.ctx.scope.parent;
         let new_task = NewTask {
@@ -399,19 +399,18 @@ impl Call {
         // A read-only tool a flow calls may run again after a crash, so it runs first and
         // is recorded once it has ended: one durable write instead of two, and no
         // acceptance entry (its task names the call).
-        if let Resolved::Tool(tool) = &resolved
-            && wait
-            && tool.read_only
-            && tool.contextual.is_none()
-            && self.caller() == crate::gate::Caller::Flow
-        {
-            return Ok(Accepted::RunThenRecord(Box::new(Unwritten {
-                tool: tool.clone(),
-                input,
-                intent,
-                task: new_task,
-            })));
-        }
+        let resolved = match resolved {
+            Resolved::Tool(tool)
+                if wait
+                    && tool.read_only
+                    && tool.contextual.is_none()
+                    && self.caller() == crate::gate::Caller::Flow =>
+            {
+                let unwritten = Unwritten { tool, input, intent, task: new_task };
+                return Ok(Accepted::RunThenRecord(Box::new(unwritten)));
+            }
+            other => other,
+        };
         // The intent, the task and the acceptance are one atomic write, so a crash never
         // leaves a call recorded as asked for but not known to be accepted.
         let accepted = NewEntry::new(EntryKind::Call, json!({ "accepted": true }))
