@@ -218,9 +218,10 @@ async fn run(input: Value, ctx: Ctx) -> Result<FlowOutput, FlowError> {
     // Work the scheduler no longer waits for (a started step whose result it has) settles here.
     while live.next().await.is_some() {}
     ctx.publish_text(view_text(&sched)?, || object([("workflow", view(&sched))])).await?;
+    // The result is taken out of the scheduler: its steps and answers are not copied.
     let result = sched
-        .result()
-        .ok_or_else(|| FlowError::stall("workflow_stuck", "the workflow ended without a result"))?;
+        .into_result()
+        .map_err(|_| FlowError::stall("workflow_stuck", "the workflow ended without a result"))?;
     match &result.outcome {
         Outcome::Completed => {}
         Outcome::StepFailed { step, error } => {
@@ -248,9 +249,8 @@ async fn run(input: Value, ctx: Ctx) -> Result<FlowOutput, FlowError> {
     if let Some(state) = workflow_state {
         map.insert("workflow_state".into(), state);
     }
-    // A large workflow's scheduler and input take milliseconds to free: not on the way to
-    // the run's answer.
-    drop(tokio::task::spawn_blocking(move || drop((sched, input))));
+    // A large workflow's input takes milliseconds to free: not on the way to the answer.
+    drop(tokio::task::spawn_blocking(move || drop(input)));
     Ok(FlowOutput::mapping(map))
 }
 

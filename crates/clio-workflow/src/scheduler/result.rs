@@ -6,7 +6,7 @@ use serde_json::{Map, Value};
 use super::Scheduler;
 use crate::graph;
 use crate::reference::text_of;
-use crate::report::{Outcome, RunResult, StepStatus};
+use crate::report::{Outcome, RunResult, StepReport, StepStatus};
 
 impl Scheduler {
     /// Returns what the workflow returns, once the run has ended.
@@ -46,6 +46,65 @@ impl Scheduler {
             workflow_state: self.merged_state(),
             edits: self.edits.clone(),
             limits: self.limits.clone(),
+        })
+    }
+
+    /// Returns what the workflow returns, as [`Scheduler::result`] does, taking the steps
+    /// and their answers out of the scheduler instead of copying them (a large workflow's
+    /// result is most of what it holds); gives the scheduler back while the run goes on.
+    pub fn into_result(mut self) -> Result<RunResult, Box<Scheduler>> {
+        if !self.is_done() {
+            return Err(Box::new(self));
+        }
+        let outcome = match (&self.problem, self.run_cancelled) {
+            (_, true) => Outcome::Cancelled { step: None },
+            (Some(problem), false) => problem.clone(),
+            (None, false) => Outcome::Completed,
+        };
+        let finished = |idx: &usize| self.nodes[*idx].status == StepStatus::Finished;
+        let (finals, earlier): (Vec<usize>, Vec<usize>) = (0..self.nodes.len())
+            .filter(finished)
+            .partition(|&idx| self.nodes[idx].dependents.is_empty());
+        let answer = finals
+            .iter()
+            .chain(&earlier)
+            .map(|&idx| self.section(idx))
+            .collect::<Vec<_>>()
+            .join("\n\n");
+        let workflow_state = self.merged_state();
+        // The ids a repair and its failed step name each other by, before the steps move.
+        let id_of = |idx: Option<usize>| idx.map(|idx| self.nodes[idx].step.id.clone());
+        let links: Vec<(Option<String>, Option<String>)> =
+            self.nodes.iter().map(|node| (id_of(node.repairs), id_of(node.repaired_by))).collect();
+        let mut results = Map::new();
+        let mut workflow = Vec::with_capacity(self.nodes.len());
+        for (node, (repairs, repaired_by)) in std::mem::take(&mut self.nodes).into_iter().zip(links)
+        {
+            if node.status == StepStatus::Finished {
+                results.insert(node.step.id.clone(), node.answer.unwrap_or(Value::Null));
+            }
+            workflow.push(StepReport {
+                id: node.step.id,
+                target: node.step.target,
+                status: node.status,
+                after: node.step.after,
+                handle: node.handle,
+                model: node.model.or(node.step.model),
+                note: node.note,
+                editor: node.editor,
+                added_by: node.added_by,
+                repairs,
+                repaired_by,
+            });
+        }
+        Ok(RunResult {
+            outcome,
+            answer,
+            results,
+            workflow,
+            workflow_state,
+            edits: std::mem::take(&mut self.edits),
+            limits: self.limits,
         })
     }
 

@@ -131,6 +131,8 @@ fn run(case: &Case, fail_rate: u8) -> Result<Outcome, TestCaseError> {
         events.push(event);
     }
     prop_assert!(sched.is_done(), "nothing runs and the run is not done");
+    // Taking the result out of the scheduler gives what copying it gives.
+    prop_assert_eq!(sched.clone().into_result().ok(), sched.result());
     let snapshot = sched.snapshot();
     for (i, step) in snapshot.iter().enumerate() {
         prop_assert!(step.status.is_settled(), "{} ended {:?}", step.id, step.status);

@@ -160,6 +160,11 @@ pub(crate) fn summary(sched: &Scheduler) -> String {
         };
         let _ = writeln!(out, "edit {} from {from}: {what} → {status}", edit.id);
     }
+    // Taking the result out of the scheduler gives what copying it gives, or nothing (and
+    // the scheduler back) while the run goes on.
+    let taken = sched.clone().into_result();
+    assert_eq!(taken.as_ref().ok(), sched.result().as_ref(), "into_result differs from result");
+    assert_eq!(taken.is_err(), !sched.is_done());
     if let Some(result) = sched.result() {
         let _ = writeln!(
             out,
