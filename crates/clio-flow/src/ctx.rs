@@ -427,18 +427,18 @@ impl Ctx {
         }
     }
 
-    /// As [`Ctx::publish`], with the view given as JSON text, so that a large view need
-    /// not be built as a `Value`: `view` builds it as one only for hooks that observe it.
-    /// The record is the one `publish` writes.
-    #[track_caller]
+    /// As [`Ctx::publish`], named by `key` instead of its call site (so that editing the
+    /// code around it does not rename it), with the view given as JSON text, so that a
+    /// large view need not be built as a `Value`: `view` builds it as one only for hooks
+    /// that observe it. The record is the one `publish` writes.
     pub(crate) fn publish_text(
         &self,
+        key: &str,
         text: Box<serde_json::value::RawValue>,
         view: impl FnOnce() -> Value,
     ) -> impl Future<Output = Result<(), FlowError>> {
-        let site = Location::caller();
+        let identity = format!("{}key:{key}", self.scope.prefix);
         async move {
-            let identity = self.identity(site, &json!({ "command": "publish" }), "");
             match self.run.recorded(&identity) {
                 Some(entry) if entry.kind != EntryKind::View => {
                     return Err(FlowError::Nondeterminism {

@@ -153,6 +153,8 @@ async fn run(input: Value, ctx: Ctx) -> Result<FlowOutput, FlowError> {
     // Events applied so far, and batches of them read from or written to the log.
     let mut n: u64 = 0;
     let mut batch: u64 = 0;
+    // Views published so far: each is keyed `wf-view-<n>`.
+    let mut views: u64 = 0;
     // A small workflow publishes its view at every event; a large one (whose view costs a
     // few milliseconds to build and record) about every quarter of its events, and at the end.
     let n_steps = sched.len() as u64;
@@ -207,8 +209,10 @@ async fn run(input: Value, ctx: Ctx) -> Result<FlowOutput, FlowError> {
             n += 1;
             sched.apply(event).map_err(|e| nondeterminism(&format!("event {n}"), e.to_string()))?;
             if n.is_multiple_of(publish_every) {
-                ctx.publish_text(view_text(&sched)?, || object([("workflow", view(&sched))]))
-                    .await?;
+                let key = format!("wf-view-{views}");
+                views += 1;
+                let text = view_text(&sched)?;
+                ctx.publish_text(&key, text, || object([("workflow", view(&sched))])).await?;
             }
         }
     }
@@ -217,7 +221,8 @@ async fn run(input: Value, ctx: Ctx) -> Result<FlowOutput, FlowError> {
     }
     // Work the scheduler no longer waits for (a started step whose result it has) settles here.
     while live.next().await.is_some() {}
-    ctx.publish_text(view_text(&sched)?, || object([("workflow", view(&sched))])).await?;
+    let key = format!("wf-view-{views}");
+    ctx.publish_text(&key, view_text(&sched)?, || object([("workflow", view(&sched))])).await?;
     // The result is taken out of the scheduler: its steps and answers are not copied.
     let result = sched
         .into_result()

@@ -137,6 +137,16 @@ async fn the_events_that_settle_together_are_logged_as_one_entry() {
     }
     // The three steps that start together finish in fewer batches than events.
     assert!(batches.len() < 10, "{batches:?}");
+    // The live views are named by key, in order, not by where the code publishes them.
+    let views: Vec<String> = journal
+        .entries(fresh.run)
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.kind == clio_journal::EntryKind::View)
+        .map(|e| e.identity.unwrap_or_default())
+        .collect();
+    let keyed: Vec<String> = (0..views.len()).map(|i| format!("key:wf-view-{i}")).collect();
+    assert_eq!(views, keyed);
 }
 
 /// Copies run `run` of `from` into a new journal, each batch of workflow events written as
