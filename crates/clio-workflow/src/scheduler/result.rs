@@ -14,29 +14,12 @@ impl Scheduler {
         if !self.is_done() {
             return None;
         }
-        let outcome = match (&self.problem, self.run_cancelled) {
-            (_, true) => Outcome::Cancelled { step: None },
-            (Some(problem), false) => problem.clone(),
-            (None, false) => Outcome::Completed,
-        };
-        let finished = |idx: &usize| self.nodes[*idx].status == StepStatus::Finished;
-        let (finals, earlier): (Vec<usize>, Vec<usize>) = (0..self.nodes.len())
-            .filter(finished)
-            .partition(|&idx| self.nodes[idx].dependents.is_empty());
-        let answer = finals
+        let (outcome, answer) = (self.outcome(), self.answer());
+        let results: Map<String, Value> = self
+            .nodes
             .iter()
-            .chain(&earlier)
-            .map(|&idx| self.section(idx))
-            .collect::<Vec<_>>()
-            .join("\n\n");
-        let results: Map<String, Value> = (0..self.nodes.len())
-            .filter(finished)
-            .map(|idx| {
-                (
-                    self.nodes[idx].step.id.clone(),
-                    self.nodes[idx].answer.clone().unwrap_or(Value::Null),
-                )
-            })
+            .filter(|node| node.status == StepStatus::Finished)
+            .map(|node| (node.step.id.clone(), node.answer.clone().unwrap_or(Value::Null)))
             .collect();
         Some(RunResult {
             outcome,
@@ -56,21 +39,7 @@ impl Scheduler {
         if !self.is_done() {
             return Err(Box::new(self));
         }
-        let outcome = match (&self.problem, self.run_cancelled) {
-            (_, true) => Outcome::Cancelled { step: None },
-            (Some(problem), false) => problem.clone(),
-            (None, false) => Outcome::Completed,
-        };
-        let finished = |idx: &usize| self.nodes[*idx].status == StepStatus::Finished;
-        let (finals, earlier): (Vec<usize>, Vec<usize>) = (0..self.nodes.len())
-            .filter(finished)
-            .partition(|&idx| self.nodes[idx].dependents.is_empty());
-        let answer = finals
-            .iter()
-            .chain(&earlier)
-            .map(|&idx| self.section(idx))
-            .collect::<Vec<_>>()
-            .join("\n\n");
+        let (outcome, answer) = (self.outcome(), self.answer());
         let workflow_state = self.merged_state();
         // The ids a repair and its failed step name each other by, before the steps move.
         let id_of = |idx: Option<usize>| idx.map(|idx| self.nodes[idx].step.id.clone());
@@ -106,6 +75,25 @@ impl Scheduler {
             edits: std::mem::take(&mut self.edits),
             limits: self.limits,
         })
+    }
+
+    /// Returns how the ended run came out.
+    fn outcome(&self) -> Outcome {
+        match (&self.problem, self.run_cancelled) {
+            (_, true) => Outcome::Cancelled { step: None },
+            (Some(problem), false) => problem.clone(),
+            (None, false) => Outcome::Completed,
+        }
+    }
+
+    /// Returns the answer: the final steps' parts (nothing waits on them), then every
+    /// earlier finished step's.
+    fn answer(&self) -> String {
+        let finished = |idx: &usize| self.nodes[*idx].status == StepStatus::Finished;
+        let (finals, earlier): (Vec<usize>, Vec<usize>) = (0..self.nodes.len())
+            .filter(finished)
+            .partition(|&idx| self.nodes[idx].dependents.is_empty());
+        finals.iter().chain(&earlier).map(|&idx| self.section(idx)).collect::<Vec<_>>().join("\n\n")
     }
 
     /// Returns one step's part of the answer: a heading with its id and model, then its answer.
