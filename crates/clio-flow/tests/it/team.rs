@@ -333,7 +333,9 @@ async fn ask_returns_none_at_once_when_the_parent_is_not_running() -> TestResult
     Ok(())
 }
 
-#[tokio::test(start_paused = true)]
+// Real time: nothing here waits for a timer, and on paused time a wait's timeout could
+// fire while the runtime idles on the journal's writer thread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_parent_reply_reaches_ask_or_wakes_an_idle_child() -> TestResult {
     let (_team, _seen, env) = setup(LeaderSettings::default()).await?;
     let recs = env
