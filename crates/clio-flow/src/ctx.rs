@@ -15,7 +15,7 @@ use std::future::Future;
 use std::panic::Location;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use clio_journal::{EntryKind, NewEntry, Pending, RunId, TaskId, TaskKind, TaskStatus};
+use clio_journal::{EntryKind, NewEntry, Pending, RawEntry, RunId, TaskId, TaskKind, TaskStatus};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
@@ -262,6 +262,28 @@ impl Ctx {
         }
     }
 
+    /// Returns the entry recorded under `identity`, which must be of `kind`; `None` when
+    /// nothing is recorded there and the run may record it. A different kind, or nothing
+    /// in a replay, is `Nondeterminism` naming `requested`.
+    fn recorded_as(
+        &self,
+        identity: &str,
+        kind: EntryKind,
+        requested: &str,
+    ) -> Result<Option<&RawEntry>, FlowError> {
+        let journaled = match self.run.recorded(identity) {
+            Some(entry) if entry.kind == kind => return Ok(Some(entry)),
+            Some(entry) => format!("{:?}", entry.kind),
+            None if self.run.replay_only => "nothing".to_owned(),
+            None => return Ok(None),
+        };
+        Err(FlowError::Nondeterminism {
+            identity: identity.to_owned(),
+            journaled,
+            requested: requested.into(),
+        })
+    }
+
     async fn recorded_or_run<T, F, Fut>(
         &self,
         identity: String,
@@ -274,26 +296,12 @@ impl Ctx {
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, FlowError>>,
     {
-        if let Some(entry) = self.run.recorded(&identity) {
-            if entry.kind != kind {
-                return Err(FlowError::Nondeterminism {
-                    identity,
-                    journaled: format!("{:?}", entry.kind),
-                    requested: cmd.name().into(),
-                });
-            }
+        if let Some(entry) = self.recorded_as(&identity, kind, cmd.name())? {
             let outcome = crate::runtime::outcome(entry);
             return match outcome.error {
                 Some(err) => Err(FlowError::from_json(&err)),
                 None => Ok(outcome.result.unwrap_or(Value::Null)),
             };
-        }
-        if self.run.replay_only {
-            return Err(FlowError::Nondeterminism {
-                identity,
-                journaled: "nothing".into(),
-                requested: cmd.name().into(),
-            });
         }
         self.run.reserve_entry()?;
         let busy = self.run.activity.busy();
@@ -439,48 +447,29 @@ impl Ctx {
     ) -> impl Future<Output = Result<(), FlowError>> {
         let identity = format!("{}key:{key}", self.scope.prefix);
         async move {
-            match self.run.recorded(&identity) {
-                Some(entry) if entry.kind != EntryKind::View => {
-                    return Err(FlowError::Nondeterminism {
-                        identity,
-                        journaled: format!("{:?}", entry.kind),
-                        requested: "publish".into(),
-                    });
+            if self.recorded_as(&identity, EntryKind::View, "publish")?.is_none() {
+                #[derive(Serialize)]
+                struct Published<'a> {
+                    command: &'static str,
+                    view: &'a serde_json::value::RawValue,
                 }
-                Some(_) => {}
-                None if self.run.replay_only => {
-                    return Err(FlowError::Nondeterminism {
-                        identity,
-                        journaled: "nothing".into(),
-                        requested: "publish".into(),
-                    });
+                #[derive(Serialize)]
+                struct Record<'a> {
+                    command: Published<'a>,
+                    result: (),
                 }
-                None => {
-                    #[derive(Serialize)]
-                    struct Published<'a> {
-                        command: &'static str,
-                        view: &'a serde_json::value::RawValue,
-                    }
-                    #[derive(Serialize)]
-                    struct Record<'a> {
-                        command: Published<'a>,
-                        result: (),
-                    }
-                    let record = Record {
-                        command: Published { command: "publish", view: &text },
-                        result: (),
-                    };
-                    let payload = serde_json::value::to_raw_value(&record).map_err(|e| {
-                        FlowError::StepFailed { identity: identity.clone(), message: e.to_string() }
-                    })?;
-                    self.run.reserve_entry()?;
-                    let _busy = self.run.activity.busy();
-                    self.run.count_step();
-                    let mut entry = NewEntry::from_text(EntryKind::View, payload)
-                        .with_identity(identity.clone());
-                    entry.task = self.scope.parent;
-                    self.run.rt.journal.nonblocking().append(self.run.run, entry).await?;
-                }
+                let record =
+                    Record { command: Published { command: "publish", view: &text }, result: () };
+                let payload = serde_json::value::to_raw_value(&record).map_err(|e| {
+                    FlowError::StepFailed { identity: identity.clone(), message: e.to_string() }
+                })?;
+                self.run.reserve_entry()?;
+                let _busy = self.run.activity.busy();
+                self.run.count_step();
+                let mut entry =
+                    NewEntry::from_text(EntryKind::View, payload).with_identity(identity.clone());
+                entry.task = self.scope.parent;
+                self.run.rt.journal.nonblocking().append(self.run.run, entry).await?;
             }
             if crate::gate::semantic_events_observed(self)? {
                 let cmd = Command::Publish { view: view() };
@@ -558,22 +547,8 @@ impl Ctx {
         };
         let payload = cmd.to_json();
         let identity = self.identity(site, &payload, key);
-        let seq = match self.run.recorded(&identity) {
-            Some(entry) if entry.kind == EntryKind::Question => entry.seq,
-            Some(entry) => {
-                return Err(FlowError::Nondeterminism {
-                    identity,
-                    journaled: format!("{:?}", entry.kind),
-                    requested: "ask".into(),
-                });
-            }
-            None if self.run.replay_only => {
-                return Err(FlowError::Nondeterminism {
-                    identity,
-                    journaled: "nothing".into(),
-                    requested: "ask".into(),
-                });
-            }
+        let seq = match self.recorded_as(&identity, EntryKind::Question, "ask")? {
+            Some(entry) => entry.seq,
             None => {
                 self.run.reserve_entry()?;
                 let _busy = self.run.activity.busy();

@@ -246,3 +246,38 @@ async fn a_limit_names_itself() {
     assert_eq!(err.reason(), "flow_limit_exceeded");
     assert_eq!(err.details()["limit"], "max_model_calls");
 }
+
+/// A replay that finds a record of another kind at an identity (a call where it now asks)
+/// is `Nondeterminism` naming both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replay_that_finds_another_kind_of_record_is_nondeterminism() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let c = Counter::default();
+    let flip = Arc::new(AtomicBool::new(false));
+    let f = Arc::clone(&flip);
+    let flow = FnFlow::new("fickle", move |_t: Value, ctx| {
+        let asks = f.load(Ordering::SeqCst);
+        async move {
+            if asks {
+                ctx.ask_full("which?", "text", &[], "", "k").await?;
+                return Ok(FlowOutput::text("asked"));
+            }
+            let r = ctx.call("writer", "x").key("k").await?;
+            Ok(FlowOutput::text(r.answer))
+        }
+    });
+    let journal = Journal::open_in_memory().unwrap();
+    let reg = registry(&c).flow(flow);
+    let report = runtime(&journal, reg.clone()).run(sel("fickle"), json!(null)).await.unwrap();
+    flip.store(true, Ordering::SeqCst);
+    let replay = runtime(&journal, reg).replay(report.run).await.unwrap();
+    match error(&replay) {
+        FlowError::Nondeterminism { identity, journaled, requested } => {
+            assert_eq!((identity.as_str(), journaled.as_str()), ("key:k", "Call"));
+            assert_eq!(requested, "ask");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(replay.submitted, 0);
+}
