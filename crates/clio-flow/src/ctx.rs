@@ -263,25 +263,24 @@ impl Ctx {
     }
 
     /// Returns the entry recorded under `identity`, which must be of `kind`; `None` when
-    /// nothing is recorded there and the run may record it. A different kind, or nothing
-    /// in a replay, is `Nondeterminism` naming `requested`.
+    /// nothing is recorded there. A different kind is `Nondeterminism` naming `requested`.
+    /// (A command with no record must then pass [`RunState::admit`] before it runs.)
     fn recorded_as(
         &self,
         identity: &str,
         kind: EntryKind,
         requested: &str,
     ) -> Result<Option<&RawEntry>, FlowError> {
-        let journaled = match self.run.recorded(identity) {
-            Some(entry) if entry.kind == kind => return Ok(Some(entry)),
-            Some(entry) => format!("{:?}", entry.kind),
-            None if self.run.replay_only => "nothing".to_owned(),
-            None => return Ok(None),
-        };
-        Err(FlowError::Nondeterminism {
-            identity: identity.to_owned(),
-            journaled,
-            requested: requested.into(),
-        })
+        match self.run.recorded(identity) {
+            Some(entry) if entry.kind == kind => Ok(Some(entry)),
+            Some(entry) => Err(FlowError::Nondeterminism {
+                identity: identity.to_owned(),
+                journaled: format!("{:?}", entry.kind),
+                requested: requested.into(),
+                unreached: Vec::new(),
+            }),
+            None => Ok(None),
+        }
     }
 
     async fn recorded_or_run<T, F, Fut>(
@@ -303,6 +302,14 @@ impl Ctx {
                 None => Ok(outcome.result.unwrap_or(Value::Null)),
             };
         }
+        self.run.check_entry_room()?;
+        // Steps run code; events and views only record what the flow says.
+        let runs_code = matches!(kind, EntryKind::Step | EntryKind::PermissionReceipt);
+        let requested = match &cmd {
+            Command::Step { name } => format!("step {name}"),
+            other => other.name().to_owned(),
+        };
+        self.run.admit(&identity, &requested, runs_code).await?;
         self.run.reserve_entry()?;
         let busy = self.run.activity.busy();
         let res = f().await;
@@ -353,11 +360,17 @@ impl Ctx {
         if self.run.recorded(&id).is_some() {
             return Ok(None);
         }
+        // A replay records nothing; past the end of an unfinished run's history there is
+        // nothing to compare a log with.
+        if self.run.replay_only && self.run.frontier {
+            return Ok(None);
+        }
         if self.run.replay_only {
             return Err(FlowError::Nondeterminism {
                 identity: id,
                 journaled: "nothing".into(),
                 requested: "event".into(),
+                unreached: Vec::new(),
             });
         }
         // Encoded straight from `value`: a large log need not be built as a `Value` first.
@@ -448,6 +461,7 @@ impl Ctx {
         let identity = format!("{}key:{key}", self.scope.prefix);
         async move {
             if self.recorded_as(&identity, EntryKind::View, "publish")?.is_none() {
+                self.run.admit(&identity, "publish", false).await?;
                 #[derive(Serialize)]
                 struct Published<'a> {
                     command: &'static str,
@@ -550,6 +564,8 @@ impl Ctx {
         let seq = match self.recorded_as(&identity, EntryKind::Question, "ask")? {
             Some(entry) => entry.seq,
             None => {
+                self.run.check_entry_room()?;
+                self.run.admit(&identity, &format!("ask {question:?}"), true).await?;
                 self.run.reserve_entry()?;
                 let _busy = self.run.activity.busy();
                 let journal = self.run.rt.journal.clone();
@@ -610,17 +626,68 @@ impl Ctx {
     }
 
     /// Runs several calls together; see [`Gather`] for `limit`, `return_when` and
-    /// `return_exceptions`.
+    /// `return_exceptions`. With `return_when = any`, which call won is recorded, and a
+    /// replay returns the same one.
+    #[track_caller]
     pub fn gather(&self, calls: Vec<Call>) -> Gather {
-        Gather::new(calls)
+        Gather::new(calls, self.order(Location::caller()))
     }
 
     /// Yields each call's result as it settles, in finishing order, each with its index.
+    /// The order is recorded: a resumed or replayed run gets the results it had already
+    /// seen in the same order, then the rest as they settle.
+    #[track_caller]
     pub fn as_completed(
         &self,
         calls: Vec<Call>,
         limit: usize,
     ) -> impl futures::Stream<Item = Settled> + Send + 'static {
-        gather::as_completed(calls, limit)
+        gather::as_completed(calls, limit, self.order(Location::caller()))
+    }
+
+    /// Returns where a gather or stream built at `site` records its delivery order.
+    fn order(&self, site: &Location<'_>) -> gather::Order {
+        let identity = self.identity(site, &Value::String("select".into()), "");
+        gather::Order { ctx: self.clone(), identity }
+    }
+
+    /// Returns whether this run takes the code path added by the patch named `id`: `true`
+    /// for a run that reaches this point past the end of its recorded history (a new run,
+    /// or a resumed one whose history stops before here), `false` for a run whose history
+    /// was recorded by code from before the patch. Use it to change a flow's code without
+    /// breaking the runs in progress:
+    ///
+    /// ```ignore
+    /// if ctx.patched("check-units").await? {
+    ///     ctx.call("unit_checker", &draft).await?;   // new code
+    /// }
+    /// ```
+    ///
+    /// The answer is recorded (`<scope>key:patch:<id>`) and stays the same for the run.
+    pub fn patched(&self, id: &str) -> impl Future<Output = Result<bool, FlowError>> {
+        let identity = format!("{}key:patch:{id}", self.scope.prefix);
+        async move {
+            if self.run.recorded(&identity).is_some() {
+                return Ok(true);
+            }
+            if let Some(known) = self.run.patch_decided(&identity) {
+                return Ok(known);
+            }
+            let past = self.run.past_history(&identity).await;
+            let past = self.run.decide_patch(&identity, past);
+            if past && !self.run.replay_only {
+                let payload = json!({
+                    "command": { "command": "event", "event": { "patched": id } },
+                    "result": true,
+                });
+                let mut entry =
+                    NewEntry::new(EntryKind::Event, payload).with_identity(identity.clone());
+                entry.task = self.scope.parent;
+                self.run.reserve_entry()?;
+                let _busy = self.run.activity.busy();
+                self.run.rt.journal.nonblocking().append(self.run.run, entry).await?;
+            }
+            Ok(past)
+        }
     }
 }

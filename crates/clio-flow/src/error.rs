@@ -25,6 +25,55 @@ pub struct OptionProblem {
     pub got: Value,
 }
 
+/// A command the history holds, as a replay mismatch names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordedCommand {
+    /// Its replay identity (call site or key, with the scope it ran in).
+    pub identity: String,
+    /// `call`, `step` or `ask`.
+    pub kind: String,
+    /// What it called (a call's target, a step's name, a question's text).
+    pub target: String,
+    /// Whether running it again could repeat an effect outside the run: a call of a tool
+    /// not declared read-only, a child flow or agent, or a step.
+    pub side_effecting: bool,
+}
+
+impl RecordedCommand {
+    fn to_json(&self) -> Value {
+        json!({
+            "identity": self.identity,
+            "kind": self.kind,
+            "target": self.target,
+            "side_effecting": self.side_effecting,
+        })
+    }
+
+    fn from_json(v: &Value) -> RecordedCommand {
+        let s = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+        RecordedCommand {
+            identity: s("identity"),
+            kind: s("kind"),
+            target: s("target"),
+            side_effecting: v.get("side_effecting").and_then(Value::as_bool).unwrap_or(true),
+        }
+    }
+}
+
+fn describe_unreached(unreached: &[RecordedCommand]) -> String {
+    if unreached.is_empty() {
+        return String::new();
+    }
+    let parts: Vec<String> = unreached
+        .iter()
+        .map(|c| {
+            let effect = if c.side_effecting { "side-effecting" } else { "read-only" };
+            format!("{} {} at {} ({effect})", c.kind, c.target, c.identity)
+        })
+        .collect();
+    format!("; the history still holds, not reached: {}", parts.join(", "))
+}
+
 /// One thing that differs between a run's record and the code resuming it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Mismatch {
@@ -133,15 +182,24 @@ pub enum FlowError {
         /// Each difference.
         differs: Vec<Mismatch>,
     },
-    /// A resumed run asked, at a recorded place, for something other than what it recorded.
-    #[error("nondeterminism at {identity}: recorded {journaled}, now {requested}")]
+    /// A resumed run asked, at a recorded place, for something other than what it recorded;
+    /// or asked for a new command while the history still held commands of the same scope
+    /// that the replay had not reached (`unreached`): the new command did not run.
+    #[error(
+        "nondeterminism at {identity}: recorded {journaled}, now {requested}{}",
+        describe_unreached(unreached)
+    )]
     Nondeterminism {
-        /// The replay identity.
+        /// The replay identity of the command the code asked for (call site, digest of
+        /// target and input, occurrence; or its key).
         identity: String,
         /// What the journal holds there.
         journaled: String,
         /// What the code asked for.
         requested: String,
+        /// The recorded commands the replay had not reached when the code asked for a new
+        /// one, in the order they were recorded (empty for a mismatch at a recorded place).
+        unreached: Vec<RecordedCommand>,
     },
     /// A flow stopped because work cannot proceed.
     #[error("flow stalled ({stall}): {message}")]
@@ -343,9 +401,10 @@ impl FlowError {
                     "what": m.what, "recorded": m.recorded, "now": m.now
                 })).collect::<Vec<_>>()
             }),
-            FlowError::Nondeterminism { identity, journaled, requested } => {
-                json!({ "identity": identity, "journaled": journaled, "requested": requested })
-            }
+            FlowError::Nondeterminism { identity, journaled, requested, unreached } => json!({
+                "identity": identity, "journaled": journaled, "requested": requested,
+                "unreached": unreached.iter().map(RecordedCommand::to_json).collect::<Vec<_>>(),
+            }),
             FlowError::FlowStall { stall, message, step, predicate, observed, .. } => json!({
                 "stall": stall, "message": message, "step": step,
                 "predicate": predicate, "observed": observed
@@ -456,6 +515,11 @@ impl FlowError {
                 identity: s("identity"),
                 journaled: s("journaled"),
                 requested: s("requested"),
+                unreached: d
+                    .get("unreached")
+                    .and_then(Value::as_array)
+                    .map(|items| items.iter().map(RecordedCommand::from_json).collect())
+                    .unwrap_or_default(),
             },
             "flow_replay_mismatch" => FlowError::FlowReplayMismatch {
                 differs: d

@@ -181,6 +181,7 @@ async fn record(ctx: &Ctx, entries: Vec<(String, EntryKind, Value)>) -> Result<(
                 identity,
                 journaled: "nothing".into(),
                 requested: format!("{kind:?}"),
+                unreached: Vec::new(),
             });
         }
         run.reserve_entry()?;
@@ -231,6 +232,23 @@ async fn receipt(
     record(ctx, vec![(format!("{identity}@receipt"), EntryKind::PermissionReceipt, payload)]).await
 }
 
+/// Refuses a call of `tool` by `caller` that the tool's callers rule does not allow. It
+/// runs nothing and records nothing: the same settings refuse the same call on replay.
+pub(crate) fn check_callers(ctx: &Ctx, tool: &Tool, caller: Caller) -> Result<(), FlowError> {
+    let settings = &ctx.run.rt.config.permissions;
+    match (caller, resolve_callers(settings, &facts(tool))) {
+        (Caller::Code, Callers::Direct) => Err(refused(
+            "callers",
+            format!("tool {} may be called by the agent only, not from code", tool.name),
+        )),
+        (Caller::Agent, Callers::Code) => Err(refused(
+            "callers",
+            format!("tool {} may be called from run_code scripts only", tool.name),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Passes the call `identity` of `tool` with `input` by `caller` through the gate before
 /// it is recorded: callers, permission, `PreToolUse` hooks, the person's answer.
 pub(crate) async fn before(
@@ -240,24 +258,9 @@ pub(crate) async fn before(
     input: Value,
     caller: Caller,
 ) -> Result<Passed, FlowError> {
+    check_callers(ctx, tool, caller)?;
     let settings = &ctx.run.rt.config.permissions;
     let facts = facts(tool);
-    let callers = resolve_callers(settings, &facts);
-    match (caller, callers) {
-        (Caller::Code, Callers::Direct) => {
-            return Err(refused(
-                "callers",
-                format!("tool {} may be called by the agent only, not from code", tool.name),
-            ));
-        }
-        (Caller::Agent, Callers::Code) => {
-            return Err(refused(
-                "callers",
-                format!("tool {} may be called from run_code scripts only", tool.name),
-            ));
-        }
-        _ => {}
-    }
     let permission = resolve_permission(settings, &facts);
     let layer = source_name(permission.source);
     if permission.hidden() {

@@ -49,7 +49,7 @@ pub use crate::clock::instant;
 pub use crate::command::Command;
 pub use crate::council::CouncilFlow;
 pub use crate::ctx::{Call, Ctx, Gather, ReturnWhen, Settled};
-pub use crate::error::{FlowError, Mismatch, OptionProblem};
+pub use crate::error::{FlowError, Mismatch, OptionProblem, RecordedCommand};
 pub use crate::flow::{Flow, FlowFuture, FnFlow, Limits, reference, selection};
 pub use crate::gate::{HOOK_TIMEOUT, HookRun, HostHook, HostHookFuture, RuntimeHook};
 pub use crate::mcp::{McpConfig, McpError, McpServers, McpTool};
@@ -75,7 +75,9 @@ pub use crate::registry::{
 };
 pub use crate::result::{CallInput, CallKind, CallResult, FlowOutput, input_text};
 pub use crate::run_code::{Binding, HostCallHandler, RunCodeConfig, register_run_code};
-pub use crate::runtime::{Question, RunOutcome, RunReport, Runtime, RuntimeConfig};
+pub use crate::runtime::{
+    Question, ReplayReport, ReplayVerdict, RunOutcome, RunReport, Runtime, RuntimeConfig,
+};
 pub use crate::team::{
     AgentContext, AgentEnv, AgentRecord, AskOptions, CancelSignal, EnabledConfig, LeaderSettings,
     ModelRunner, ReplyOutcome, RestrictedRouter, RouteCommand, RouteIssuer, RunOptions,

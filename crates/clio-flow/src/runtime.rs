@@ -8,6 +8,7 @@
 //! `awaiting_input` in the journal and the driver returns; `answer` then `resume` continue it
 //! later, in this process or another.
 
+mod history;
 mod state;
 
 use std::collections::HashMap;
@@ -28,7 +29,7 @@ use crate::model::Models;
 use crate::registry::Registry;
 use crate::result::FlowOutput;
 
-pub(crate) use state::{RunState, blocking, digest, outcome};
+pub(crate) use state::{RunState, Starting, blocking, digest, outcome};
 
 /// How a runtime runs flows.
 #[derive(Debug, Clone)]
@@ -128,6 +129,47 @@ impl Question {
             _ => Ok(Value::String(text.to_owned())),
         }
     }
+}
+
+/// How a drive runs a flow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// For real: new commands run and are recorded.
+    Live,
+    /// From the records only; `frontier`: the run had not ended, so a command with no
+    /// record marks the end of its history instead of a mismatch.
+    Replay { frontier: bool },
+}
+
+/// What [`Runtime::check_replay`] found.
+#[derive(Debug, Clone)]
+pub struct ReplayReport {
+    /// The run.
+    pub run: RunId,
+    /// Whether the run had ended (then its replay must reach the flow's end).
+    pub finished: bool,
+    /// How many commands (calls, steps, questions) the history holds.
+    pub commands: u64,
+    /// How many of them the current code reached.
+    pub reached: u64,
+    /// Clean, or the first mismatch.
+    pub verdict: ReplayVerdict,
+}
+
+/// The verdict of a replay check.
+#[derive(Debug, Clone)]
+pub enum ReplayVerdict {
+    /// The current code reproduces the history: `outcome` is how the replay ended (the
+    /// recorded answer or error, or `AwaitingInput` at the end of an unfinished run's
+    /// history).
+    Clean {
+        /// How the replay ended.
+        outcome: RunOutcome,
+    },
+    /// The current code departs from the history: a `Nondeterminism` naming the new
+    /// command and what the history holds unreached, or a `FlowReplayMismatch` naming a
+    /// changed flow version, plugin set or input.
+    Mismatch(FlowError),
 }
 
 /// How a drive of a run ended.
@@ -245,7 +287,7 @@ impl Runtime {
     ) -> Result<RunReport, FlowError> {
         let rec = self.create_record(selection, input).await?;
         // Driven from the record as created: nothing to read back or check again.
-        self.drive_record(rec, false, true).await
+        self.drive_record(rec, Mode::Live, true).await
     }
 
     /// Creates a run of `selection` on `input` without driving it, and returns its id.
@@ -299,14 +341,64 @@ impl Runtime {
     /// records, and work left unfinished continues. A finished run is not run again: its
     /// recorded outcome is returned.
     pub async fn resume(&self, run: RunId) -> Result<RunReport, FlowError> {
-        self.drive(run, false).await
+        self.drive(run, Mode::Live).await
     }
 
     /// Replays finished run `run` from its journal without submitting anything: every call,
     /// step and question must find its record, else the replay fails with
     /// [`FlowError::Nondeterminism`]. Returns what the flow returns on replay.
     pub async fn replay(&self, run: RunId) -> Result<RunReport, FlowError> {
-        self.drive(run, true).await
+        self.drive(run, Mode::Replay { frontier: false }).await
+    }
+
+    /// Checks recorded run `run` against the current code and plugins without executing
+    /// anything: no tool, model, hook or child runs, and nothing is written. The flow is
+    /// replayed from its records; a finished run must replay to its end, and a run that has
+    /// not ended must replay to the end of its history (the first command it has no record
+    /// of). Returns the verdict: clean, or the first mismatch.
+    pub async fn check_replay(&self, run: RunId) -> Result<ReplayReport, FlowError> {
+        let rec = self.record(run)?;
+        let finished = rec.status.is_finished();
+        let fingerprint = self.fingerprint_mismatch(&rec);
+        if let Err(err) = fingerprint {
+            return Ok(ReplayReport {
+                run,
+                finished,
+                commands: 0,
+                reached: 0,
+                verdict: ReplayVerdict::Mismatch(err),
+            });
+        }
+        let (report, state) =
+            self.drive_state(rec, Mode::Replay { frontier: !finished }, false).await?;
+        let state =
+            state.ok_or(FlowError::RunState { run, message: "replay kept no state".into() })?;
+        let commands = state.recorded_commands();
+        let unreached = state.unreached();
+        let reached = (commands - unreached.len()) as u64;
+        let verdict = match report.outcome {
+            RunOutcome::Failed(err @ FlowError::Nondeterminism { .. }) => {
+                ReplayVerdict::Mismatch(err)
+            }
+            // The flow ended (as it did, or with the error it recorded), or every piece of
+            // its work reached the end of the history: what the history holds beyond that
+            // was not reached by the current code.
+            outcome => match unreached.first() {
+                Some(first)
+                    if finished
+                        || matches!(outcome, RunOutcome::Succeeded(_) | RunOutcome::Failed(_)) =>
+                {
+                    ReplayVerdict::Mismatch(FlowError::Nondeterminism {
+                        identity: first.identity.clone(),
+                        journaled: format!("{} {}", first.kind, first.target),
+                        requested: "nothing: the current code ended without reaching it".into(),
+                        unreached,
+                    })
+                }
+                _ => ReplayVerdict::Clean { outcome },
+            },
+        };
+        Ok(ReplayReport { run, finished, commands: commands as u64, reached, verdict })
     }
 
     /// Resumes run `run` as if it had been started with `input`: a different input is
@@ -326,7 +418,7 @@ impl Runtime {
                 }],
             });
         }
-        self.drive(run, false).await
+        self.drive(run, Mode::Live).await
     }
 
     fn record(&self, run: RunId) -> Result<RunRecord, FlowError> {
@@ -350,28 +442,17 @@ impl Runtime {
         RunReport { run: rec.id, outcome, submitted: 0, steps_run: 0 }
     }
 
-    async fn drive(&self, run: RunId, replay_only: bool) -> Result<RunReport, FlowError> {
+    async fn drive(&self, run: RunId, mode: Mode) -> Result<RunReport, FlowError> {
         let rec = self.record(run)?;
-        self.drive_record(rec, replay_only, false).await
+        self.drive_record(rec, mode, false).await
     }
 
-    /// Drives the run of record `rec`; `just_created` skips checking the record against
-    /// the flow and input it was created from moments ago.
-    async fn drive_record(
-        &self,
-        rec: RunRecord,
-        replay_only: bool,
-        just_created: bool,
-    ) -> Result<RunReport, FlowError> {
-        let run = rec.id;
-        if rec.status.is_finished() && !replay_only {
-            return Ok(Self::finished_report(&rec));
-        }
+    /// Checks the record of a run against the flow, plugin set and input resuming it.
+    fn fingerprint_mismatch(&self, rec: &RunRecord) -> Result<(), FlowError> {
         let selection: FlowSelection = serde_json::from_str(&rec.flow).map_err(|e| {
-            FlowError::RunState { run, message: format!("bad flow selection: {e}") }
+            FlowError::RunState { run: rec.id, message: format!("bad flow selection: {e}") }
         })?;
         let flow = self.flow_of(&selection)?;
-        let options = flow.checked_options(&selection.options)?;
         let now = fingerprint(flow.as_ref(), &self.inner.registry);
         let recorded: Value = serde_json::from_str(&rec.fingerprint).unwrap_or(Value::Null);
         let mut differs = Vec::new();
@@ -384,16 +465,48 @@ impl Runtime {
                 differs.push(Mismatch { what: what.into(), recorded: text(a), now: text(b) });
             }
         }
-        if !just_created && digest(&rec.input) != rec.input_digest {
+        if digest(&rec.input) != rec.input_digest {
             differs.push(Mismatch {
                 what: "input".into(),
                 recorded: rec.input_digest.clone(),
                 now: digest(&rec.input),
             });
         }
-        if !differs.is_empty() {
-            return Err(FlowError::FlowReplayMismatch { differs });
+        if differs.is_empty() { Ok(()) } else { Err(FlowError::FlowReplayMismatch { differs }) }
+    }
+
+    /// Drives the run of record `rec`; `just_created` skips checking the record against
+    /// the flow and input it was created from moments ago.
+    async fn drive_record(
+        &self,
+        rec: RunRecord,
+        mode: Mode,
+        just_created: bool,
+    ) -> Result<RunReport, FlowError> {
+        if rec.status.is_finished() && mode == Mode::Live {
+            return Ok(Self::finished_report(&rec));
         }
+        Ok(self.drive_state(rec, mode, just_created).await?.0)
+    }
+
+    /// Drives the run of record `rec` and returns its report with the state it ran on.
+    async fn drive_state(
+        &self,
+        rec: RunRecord,
+        mode: Mode,
+        just_created: bool,
+    ) -> Result<(RunReport, Option<Arc<RunState>>), FlowError> {
+        let run = rec.id;
+        let replay_only = mode != Mode::Live;
+        let selection: FlowSelection = serde_json::from_str(&rec.flow).map_err(|e| {
+            FlowError::RunState { run, message: format!("bad flow selection: {e}") }
+        })?;
+        let flow = self.flow_of(&selection)?;
+        let options = flow.checked_options(&selection.options)?;
+        if !just_created {
+            self.fingerprint_mismatch(&rec)?;
+        }
+        let previous = rec.status;
         // A run this process just created is already running under this owner: its record
         // (which holds the whole input) need not be written again.
         let unchanged = rec.status == RunStatus::Running && rec.owner == self.inner.config.owner;
@@ -410,6 +523,7 @@ impl Runtime {
             run,
             flow.limits().with_options(&options),
             replay_only,
+            mode == Mode::Replay { frontier: true },
         )
         .await?;
         if !replay_only {
@@ -425,14 +539,14 @@ impl Runtime {
         self.live().remove(&run);
         let (submitted, steps_run) = (state.submitted(), state.steps_run());
         let cancelled = state.is_cancelled();
+        if replay_only {
+            return Ok((RunReport { run, submitted, steps_run, outcome }, Some(state)));
+        }
         // The records loaded for replay (every entry of the run) take a while to free; the
         // caller need not wait for that. The journal is let go of here, though: a caller
         // may open its file again as soon as the run returns.
         if let Some(loaded) = state.into_loaded() {
             drop(tokio::task::spawn_blocking(move || drop(loaded)));
-        }
-        if replay_only {
-            return Ok(RunReport { run, submitted, steps_run, outcome });
         }
         let update = match &outcome {
             RunOutcome::Succeeded(out) => RunUpdate {
@@ -442,6 +556,20 @@ impl Runtime {
             },
             RunOutcome::Failed(FlowError::CallCancelled { .. }) | RunOutcome::Cancelled => {
                 RunUpdate { status: Some(RunStatus::Cancelled), ..RunUpdate::default() }
+            }
+            // The code no longer matches the history: nothing new ran, and the run stays
+            // as resumable as it was, for code that matches again (a key, a patch marker).
+            RunOutcome::Failed(err @ FlowError::Nondeterminism { .. }) => {
+                let event = NewEntry::new(
+                    EntryKind::Event,
+                    json!({ "event": "replay_mismatch", "error": err.to_json() }),
+                );
+                self.inner.journal.nonblocking().append(run, event).await?;
+                let status = match previous {
+                    RunStatus::AwaitingInput => RunStatus::AwaitingInput,
+                    _ => RunStatus::Interrupted,
+                };
+                RunUpdate { status: Some(status), ..RunUpdate::default() }
             }
             RunOutcome::Failed(err) => RunUpdate {
                 status: Some(RunStatus::Failed),
@@ -460,7 +588,7 @@ impl Runtime {
         };
         journal.nonblocking().update_run(run, update).await?;
         let outcome = if cancelled { RunOutcome::Cancelled } else { outcome };
-        Ok(RunReport { run, submitted, steps_run, outcome })
+        Ok((RunReport { run, submitted, steps_run, outcome }, None))
     }
 
     fn live(&self) -> std::sync::MutexGuard<'_, HashMap<RunId, Arc<RunState>>> {

@@ -288,6 +288,7 @@ fn nondeterminism(at: &str, message: String) -> FlowError {
         identity: at.to_owned(),
         journaled: message,
         requested: "the next event".into(),
+        unreached: Vec::new(),
     }
 }
 
@@ -367,8 +368,13 @@ impl Drop for AbortOnDrop {
 
 /// Runs `work` as its own task, so that it progresses while the workflow logs and applies
 /// events, and returns a future of its outcome.
-fn spawned(work: Live, fallback: Done) -> Live {
-    let mut guard = AbortOnDrop(tokio::spawn(work));
+fn spawned(ctx: &Ctx, work: Live, fallback: Done) -> Live {
+    // Counted busy until it first runs, so the run never looks idle in between.
+    let starting = crate::runtime::Starting::new(&ctx.run);
+    let mut guard = AbortOnDrop(tokio::spawn(async move {
+        drop(starting);
+        work.await
+    }));
     Box::pin(async move {
         match (&mut guard.0).await {
             Ok(done) => done,
@@ -392,16 +398,17 @@ fn launch(ctx: &Ctx, action: Action, model: &str) -> Live {
                 call_of(ctx, &s.target, s.options, s.input, format!("wf:{}", s.step), s.editor, &m);
             let step = s.step;
             let fallback = Done::Step { step: step.clone(), res: Err(lost()) };
-            spawned(Box::pin(async move { Done::Step { step, res: call.await } }), fallback)
+            spawned(ctx, Box::pin(async move { Done::Step { step, res: call.await } }), fallback)
         }
         Action::AskDecision(d) => {
-            let ctx = ctx.clone();
+            let asker = ctx.clone();
             let proposal = d.proposal;
             let fallback = Done::Decision { proposal, res: Err(lost()) };
             spawned(
+                ctx,
                 Box::pin(async move {
                     let key = format!("wf-decision-{proposal}");
-                    let res = ctx.ask_full(&d.question, "bool", &[], &d.reason, &key).await;
+                    let res = asker.ask_full(&d.question, "bool", &[], &d.reason, &key).await;
                     Done::Decision { proposal, res }
                 }),
                 fallback,
@@ -414,6 +421,7 @@ fn launch(ctx: &Ctx, action: Action, model: &str) -> Live {
             let fallback =
                 Done::Repair { step: step.clone(), editor: editor.clone(), res: Err(lost()) };
             spawned(
+                ctx,
                 Box::pin(async move { Done::Repair { step, editor, res: call.await } }),
                 fallback,
             )

@@ -321,12 +321,17 @@ impl Call {
         }
         let input = self.input.resolve(&self.ctx.scope.task);
         let identity = self.identity();
+        // The permission question the gate asks before a call is recorded belongs to the
+        // call: reached with it (the gate does not run again for a recorded call, and a
+        // new call's gate finds its question).
+        let _ = run.recorded(&format!("{}key:permission:{identity}", self.ctx.scope.prefix));
         if let Some(intent) = run.recorded(&identity) {
             if intent.kind != EntryKind::Call {
                 return Err(FlowError::Nondeterminism {
                     identity,
                     journaled: format!("{:?}", intent.kind),
                     requested: "call".into(),
+                    unreached: Vec::new(),
                 });
             }
             if kind != CallKind::Tool {
@@ -344,6 +349,7 @@ impl Call {
             let rec = match run.task(task) {
                 Some(rec) => rec,
                 None => {
+                    let _busy = run.activity.busy();
                     let journal = run.rt.journal.clone();
                     blocking(move || journal.task(task)).await?.ok_or(
                         FlowError::TaskStateUncertain {
@@ -355,6 +361,23 @@ impl Call {
             };
             return Box::pin(self.replayed(rec, resolved, input)).await;
         }
+        // A new call. Limits first: a run refused by a limit replays to the same refusal.
+        self.check_limits(&resolved)?;
+        run.check_entry_room()?;
+        let requested = format!(
+            "call of {} (input digest {})",
+            self.target.name(),
+            crate::runtime::digest(&input)
+        );
+        // A call the gate refused before left a receipt, not a call: the history holds it,
+        // and it may be decided again at once. A callers rule refuses without running.
+        if let Resolved::Tool(tool) = &resolved {
+            crate::gate::check_callers(&self.ctx, tool, self.caller())?;
+        }
+        let refused_before = run.recorded(&format!("{identity}@receipt")).is_some();
+        run.admit(&identity, &requested, !refused_before).await?;
+        // Again: calls replayed while this one waited count toward the limits too.
+        self.check_limits(&resolved)?;
         let (resolved, input) = match resolved {
             Resolved::Tool(tool) => {
                 // Boxed, as the hooks' state is large and most calls run none.
@@ -364,14 +387,6 @@ impl Call {
             }
             other => (other, input),
         };
-        if run.replay_only {
-            return Err(FlowError::Nondeterminism {
-                identity,
-                journaled: "nothing".into(),
-                requested: "call".into(),
-            });
-        }
-        self.check_limits(&resolved)?;
         run.reserve_entry()?;
         if kind != CallKind::Tool {
             run.count_model_call();
@@ -524,11 +539,19 @@ impl Call {
                 Ok(Accepted::Done(Err(err.with_handle(rec.id))))
             }
             TaskStatus::Cancelled => Ok(Accepted::Done(Err(FlowError::CallCancelled { handle }))),
-            _ if run.replay_only => Err(FlowError::Nondeterminism {
-                identity: self.identity(),
-                journaled: format!("{:?}", rec.status),
-                requested: "a finished call".into(),
-            }),
+            // A tool left running would run again: past the end of the history, which a
+            // replay of an unfinished run stops at. A child flow or worker replays inside.
+            _ if run.replay_only && (!run.frontier || matches!(resolved, Resolved::Tool(_))) => {
+                if run.frontier {
+                    run.admit(&self.identity(), "a tool left running", false).await?;
+                }
+                Err(FlowError::Nondeterminism {
+                    identity: self.identity(),
+                    journaled: format!("{:?}", rec.status),
+                    requested: "a finished call".into(),
+                    unreached: Vec::new(),
+                })
+            }
             _ => {
                 if let Resolved::Tool(tool) = &resolved
                     && !tool.read_only
@@ -557,6 +580,9 @@ impl Call {
         input_tokens: u64,
         output_tokens: u64,
     ) -> Result<(), FlowError> {
+        if self.ctx.run.replay_only {
+            return Ok(());
+        }
         let update = ended_update(res, input_tokens, output_tokens);
         let journal = self.ctx.run.rt.journal.clone();
         match journal.nonblocking().update_task(task, update).await {

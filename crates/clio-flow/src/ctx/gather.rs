@@ -3,17 +3,34 @@
 //! index). Each call runs as its own task, so one failing never cancels the others, and with
 //! `return_when = any` the others keep running after the gather returns (the run waits for
 //! them before it ends).
+//!
+//! The order in which results reach the flow is part of the run's history: each result a
+//! stream or an `any` gather delivers is recorded (`<select>@delivered#<n>`: the call's
+//! index and identity) before the flow sees it, and a replay delivers recorded results in
+//! exactly that order, so a replayed flow takes the same branches. Results past the
+//! recorded ones are delivered in finishing order and recorded in turn.
 
+use std::collections::VecDeque;
 use std::future::{Future, IntoFuture};
 use std::pin::Pin;
 use std::sync::Arc;
 
+use clio_journal::{EntryKind, NewEntry};
 use futures::Stream;
+use serde_json::{Value, json};
 use tokio::sync::{Semaphore, mpsc};
 
+use super::Ctx;
 use super::call::Call;
 use crate::error::FlowError;
 use crate::result::CallResult;
+
+/// Where a gather or a stream records the order it delivers results in: its context and
+/// its identity, taken when it was built.
+pub(crate) struct Order {
+    pub(crate) ctx: Ctx,
+    pub(crate) identity: String,
+}
 
 /// When a gather returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -39,17 +56,25 @@ pub struct Gather {
     calls: Vec<Call>,
     limit: usize,
     return_when: ReturnWhen,
+    order: Option<Order>,
 }
 
-fn launch(calls: Vec<Call>, limit: usize) -> mpsc::UnboundedReceiver<Settled> {
+/// Starts every call as its own task and returns the channel their results settle on,
+/// with each call's identity.
+fn launch(calls: Vec<Call>, limit: usize) -> (mpsc::UnboundedReceiver<Settled>, Vec<String>) {
     let (tx, rx) = mpsc::unbounded_channel();
     let sem = (limit > 0).then(|| Arc::new(Semaphore::new(limit)));
+    let mut identities = Vec::with_capacity(calls.len());
     for (index, mut call) in calls.into_iter().enumerate() {
+        identities.push(call.identity());
         call.index = Some(index);
         let tx = tx.clone();
         let sem = sem.clone();
         let run = Arc::clone(call.ctx_run());
+        // Counted busy until the task first runs, so the run never looks idle in between.
+        let starting = crate::runtime::Starting::new(&run);
         let handle = tokio::spawn(async move {
+            drop(starting);
             let _permit = match sem {
                 Some(sem) => sem.acquire_owned().await.ok(),
                 None => None,
@@ -60,12 +85,89 @@ fn launch(calls: Vec<Call>, limit: usize) -> mpsc::UnboundedReceiver<Settled> {
         });
         run.spawn_background(handle);
     }
-    rx
+    (rx, identities)
+}
+
+/// Delivers settled results in the recorded order, then in finishing order, recording each.
+struct Delivery {
+    rx: mpsc::UnboundedReceiver<Settled>,
+    /// Settled and not delivered yet, in the order they settled.
+    arrived: VecDeque<Settled>,
+    identities: Vec<String>,
+    order: Option<Order>,
+    delivered: u64,
+}
+
+impl Delivery {
+    fn new(calls: Vec<Call>, limit: usize, order: Option<Order>) -> Delivery {
+        let (rx, identities) = launch(calls, limit);
+        Delivery { rx, arrived: VecDeque::new(), identities, order, delivered: 0 }
+    }
+
+    /// Returns the next result to deliver; `None` once every call's has been.
+    async fn next(&mut self) -> Option<Settled> {
+        if self.delivered as usize >= self.identities.len() {
+            return None;
+        }
+        let Some(order) = &self.order else {
+            self.delivered += 1;
+            return match self.arrived.pop_front() {
+                Some(s) => Some(s),
+                None => self.rx.recv().await,
+            };
+        };
+        let ctx = order.ctx.clone();
+        let key = format!("{}@delivered#{}", order.identity, self.delivered);
+        self.delivered += 1;
+        let recorded = ctx.run.recorded(&key).map(|e| crate::runtime::outcome(e).result);
+        if let Some(recorded) = recorded {
+            let recorded = recorded.unwrap_or(Value::Null);
+            let index = recorded.get("index").and_then(Value::as_u64).map(|i| i as usize);
+            let call = recorded.get("call").and_then(Value::as_str).unwrap_or("");
+            let index = match index {
+                Some(i) if self.identities.get(i).is_some_and(|id| id == call) => i,
+                _ => {
+                    let now = index.and_then(|i| self.identities.get(i)).map_or("no call", |s| s);
+                    let err = ctx.run.diverge(FlowError::Nondeterminism {
+                        identity: key,
+                        journaled: format!("the result of {call} delivered next"),
+                        requested: format!("a delivery among other calls ({now})"),
+                        unreached: Vec::new(),
+                    });
+                    return Some(Settled { index: index.unwrap_or(0), result: Err(err) });
+                }
+            };
+            loop {
+                if let Some(at) = self.arrived.iter().position(|s| s.index == index) {
+                    return self.arrived.remove(at);
+                }
+                let settled = self.rx.recv().await?;
+                self.arrived.push_back(settled);
+            }
+        }
+        let settled = match self.arrived.pop_front() {
+            Some(s) => s,
+            None => self.rx.recv().await?,
+        };
+        if !ctx.run.replay_only {
+            let payload = json!({
+                "command": { "command": "event", "event": { "delivered": self.delivered - 1 } },
+                "result": { "index": settled.index, "call": self.identities[settled.index] },
+            });
+            let mut entry = NewEntry::new(EntryKind::Event, payload).with_identity(key);
+            entry.task = ctx.scope.parent;
+            // Sent before the flow sees the result: the journal commits in the order writes
+            // are sent, so anything the flow records because of this result is durable
+            // only once the order is.
+            drop(ctx.run.rt.journal.nonblocking().append(ctx.run.run, entry));
+        }
+        Some(settled)
+    }
 }
 
 impl Gather {
-    pub(crate) fn new(calls: Vec<Call>) -> Gather {
-        Gather { calls, limit: 0, return_when: ReturnWhen::All }
+    pub(crate) fn new(calls: Vec<Call>, order: Order) -> Gather {
+        Gather { calls, limit: 0, return_when: ReturnWhen::All, order: Some(order) }
     }
 
     /// Returns the gather running at most `n` calls at a time (0: no limit).
@@ -85,11 +187,18 @@ impl Gather {
     pub async fn settled(self) -> Vec<Option<Result<CallResult, FlowError>>> {
         let n = self.calls.len();
         let mut out: Vec<Option<Result<CallResult, FlowError>>> = vec![None; n];
-        let mut rx = launch(self.calls, self.limit);
+        // Results in call order need no recorded order; the winner of `any` does.
+        let order = match self.return_when {
+            ReturnWhen::All => None,
+            ReturnWhen::Any => self.order,
+        };
+        let mut delivery = Delivery::new(self.calls, self.limit, order);
         let mut got = 0;
         while got < n {
-            let Some(s) = rx.recv().await else { break };
-            out[s.index] = Some(s.result);
+            let Some(s) = delivery.next().await else { break };
+            if let Some(slot) = out.get_mut(s.index) {
+                *slot = Some(s.result);
+            }
             got += 1;
             if self.return_when == ReturnWhen::Any {
                 break;
@@ -143,11 +252,13 @@ impl IntoFuture for Gather {
     }
 }
 
-/// Yields each call's result as it settles, in finishing order, at most `limit` at a time.
+/// Yields each call's result as it settles, in finishing order (on replay, in the order
+/// recorded), at most `limit` at a time.
 pub(crate) fn as_completed(
     calls: Vec<Call>,
     limit: usize,
+    order: Order,
 ) -> impl Stream<Item = Settled> + Send + 'static {
-    let rx = launch(calls, limit);
-    futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|s| (s, rx)) })
+    let delivery = Delivery::new(calls, limit, Some(order));
+    futures::stream::unfold(delivery, |mut d| async move { d.next().await.map(|s| (s, d)) })
 }

@@ -14,8 +14,9 @@ use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use super::history::{self, Admission, History};
 use super::{Question, RunOutcome, RuntimeInner};
-use crate::error::FlowError;
+use crate::error::{FlowError, RecordedCommand};
 use crate::flow::Limits;
 use crate::result::FlowOutput;
 
@@ -104,6 +105,23 @@ impl Activity {
     }
 }
 
+/// One unit of live work owned by a task that has been spawned and not yet run: the run
+/// does not look idle between a spawn and the task's first step.
+pub(crate) struct Starting(Arc<RunState>);
+
+impl Starting {
+    pub(crate) fn new(run: &Arc<RunState>) -> Starting {
+        run.activity.busy.fetch_add(1, Ordering::SeqCst);
+        Starting(Arc::clone(run))
+    }
+}
+
+impl Drop for Starting {
+    fn drop(&mut self) {
+        drop(Busy(&self.0.activity));
+    }
+}
+
 /// The run's background work, and whether the run still admits more.
 #[derive(Default)]
 struct Background {
@@ -116,8 +134,15 @@ pub(crate) struct RunState {
     pub(crate) rt: Arc<RuntimeInner>,
     pub(crate) run: RunId,
     pub(crate) replay_only: bool,
+    /// In a replay: the run had not ended, so a command with no record is the end of its
+    /// history (the work there waits for good) rather than a mismatch.
+    pub(crate) frontier: bool,
     pub(crate) limits: Limits,
     recorded: HashMap<String, RawEntry>,
+    /// The recorded commands the code has not reached yet, and the barrier new ones wait at.
+    history: History,
+    /// Set once the entry-cap warning is recorded (or found recorded).
+    entries_warned: AtomicBool,
     /// The loaded tasks by the identity of the call that made them (a call recorded once it
     /// had ended has no acceptance entry: its task names it).
     calls: HashMap<String, TaskId>,
@@ -134,6 +159,8 @@ pub(crate) struct RunState {
     task_tokens: Mutex<HashMap<TaskId, CancellationToken>>,
     stop_tokens: Mutex<HashMap<TaskId, CancellationToken>>,
     answers: Mutex<HashMap<String, Value>>,
+    /// The answers `ctx.patched` gave in this drive, by marker identity.
+    patches: Mutex<HashMap<String, bool>>,
     answer_added: Notify,
     pending: Mutex<Vec<Question>>,
     background: Mutex<Background>,
@@ -166,6 +193,7 @@ impl RunState {
         run: RunId,
         limits: Limits,
         replay_only: bool,
+        frontier: bool,
     ) -> Result<Arc<RunState>, FlowError> {
         let journal = rt.journal.clone();
         let (entries, tasks) =
@@ -183,14 +211,19 @@ impl RunState {
             .filter(|(_, e)| e.kind == EntryKind::Answer)
             .map(|(id, e)| (id.clone(), e.payload_as::<Answer>().map_or(Value::Null, |a| a.value)))
             .collect();
+        let history = History::new(&recorded);
+        let entries_warned = recorded.contains_key(ENTRIES_WARNING);
         let concurrency = (limits.max_concurrency > 0)
             .then(|| Arc::new(Semaphore::new(limits.max_concurrency as usize)));
         Ok(Arc::new(RunState {
             rt,
             run,
             replay_only,
+            frontier,
             limits,
             recorded,
+            history,
+            entries_warned: AtomicBool::new(entries_warned),
             calls: tasks.iter().filter_map(|t| Some((t.call.clone()?, t.id))).collect(),
             tasks: Mutex::new(tasks.into_iter().map(|t| (t.id, t)).collect()),
             entries: AtomicU64::new(counted),
@@ -205,6 +238,7 @@ impl RunState {
             task_tokens: Mutex::new(HashMap::new()),
             stop_tokens: Mutex::new(HashMap::new()),
             answers: Mutex::new(answers),
+            patches: Mutex::new(HashMap::new()),
             answer_added: Notify::new(),
             pending: Mutex::new(Vec::new()),
             background: Mutex::new(Background::default()),
@@ -230,7 +264,9 @@ impl RunState {
                         for _ in 0..4 {
                             tokio::task::yield_now().await;
                         }
-                        if self.activity.suspended() {
+                        // Held commands and patch questions are settled before the run
+                        // counts as waiting on people.
+                        if self.activity.suspended() && !self.history.stall() {
                             self.abort_background();
                             return RunOutcome::AwaitingInput(lock(&self.pending).clone());
                         }
@@ -252,6 +288,9 @@ impl RunState {
             for handle in handles {
                 let _ = handle.await;
             }
+        }
+        if let Some(err) = self.history.first_divergence() {
+            return RunOutcome::Failed(err);
         }
         match res {
             Ok(out) => RunOutcome::Succeeded(out),
@@ -288,9 +327,118 @@ impl RunState {
         true
     }
 
-    /// (The entry's own `identity` field is left empty: the key holds it.)
+    /// Returns the entry recorded under `identity`, and counts the command as reached by
+    /// the code. (The entry's own `identity` field is left empty: the key holds it.)
     pub(crate) fn recorded(&self, identity: &str) -> Option<&RawEntry> {
-        self.recorded.get(identity)
+        let entry = self.recorded.get(identity)?;
+        self.history.reach(identity, entry);
+        Some(entry)
+    }
+
+    /// Lets a command with no record (`identity`, described as `requested`) be issued: at
+    /// once when its scope has reached every recorded command; else once it has, or
+    /// `Nondeterminism` naming what the history still holds if the run can make no other
+    /// progress first. `hold` is false for commands that run nothing (events, views): they
+    /// never wait. In a replay nothing new is issued: a strict replay fails, and a replay of
+    /// a run that had not ended waits here for good (the end of its history).
+    pub(crate) async fn admit(
+        &self,
+        identity: &str,
+        requested: &str,
+        hold: bool,
+    ) -> Result<(), FlowError> {
+        let scope = history::scope_of(identity);
+        if self.history.diverged() && hold {
+            return Err(self.divergence(scope, identity, requested));
+        }
+        if hold && self.history.behind(scope) {
+            let waiting = |d: isize| self.activity.waiting(d);
+            if self.history.hold(scope, false, waiting).await == Admission::Stalled {
+                let err = self.divergence(scope, identity, requested);
+                return Err(self.history.diverge(err));
+            }
+        }
+        if self.replay_only {
+            if self.frontier {
+                self.activity.waiting(1);
+                std::future::pending::<()>().await;
+            }
+            return Err(FlowError::Nondeterminism {
+                identity: identity.to_owned(),
+                journaled: "nothing".into(),
+                requested: requested.into(),
+                unreached: Vec::new(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Answers `ctx.patched`: whether the code at `identity` (a patch marker's place) runs
+    /// past the end of the recorded history (`true`), or replays history recorded by code
+    /// from before the patch (`false`). Waits like [`admit`](Self::admit) for its scope to
+    /// catch up.
+    pub(crate) async fn past_history(&self, identity: &str) -> bool {
+        let scope = history::scope_of(identity);
+        if !self.history.behind(scope) {
+            return !self.replay_only || self.frontier;
+        }
+        let waiting = |d: isize| self.activity.waiting(d);
+        match self.history.hold(scope, true, waiting).await {
+            Admission::CaughtUp => !self.replay_only || self.frontier,
+            Admission::Stalled => false,
+        }
+    }
+
+    /// Returns the answer `ctx.patched` already gave for marker `identity` in this drive.
+    pub(crate) fn patch_decided(&self, identity: &str) -> Option<bool> {
+        lock(&self.patches).get(identity).copied()
+    }
+
+    /// Keeps the first answer for marker `identity` (`past` unless another branch decided
+    /// first) and returns it.
+    pub(crate) fn decide_patch(&self, identity: &str, past: bool) -> bool {
+        *lock(&self.patches).entry(identity.to_owned()).or_insert(past)
+    }
+
+    /// Records divergence `err` of the run (its first one is what the drive ends with), so
+    /// that nothing new runs after it; returns it.
+    pub(crate) fn diverge(&self, err: FlowError) -> FlowError {
+        self.history.diverge(err)
+    }
+
+    /// Returns the `Nondeterminism` of new command `identity` in `scope`, naming the
+    /// recorded commands of the scope not reached.
+    fn divergence(&self, scope: &str, identity: &str, requested: &str) -> FlowError {
+        let registry = &self.rt.registry;
+        let side_effecting =
+            |target: &str| registry.get_tool(target).is_none_or(|tool| !tool.read_only);
+        let describe = |id: &str, e: &RawEntry| history::describe(id, e, side_effecting);
+        let unreached = self.history.unreached_in(scope, &self.recorded, describe, 8);
+        FlowError::Nondeterminism {
+            identity: identity.to_owned(),
+            journaled: "nothing".into(),
+            requested: requested.into(),
+            unreached,
+        }
+    }
+
+    /// Returns the recorded commands no code reached, in recorded order, described.
+    pub(crate) fn unreached(&self) -> Vec<RecordedCommand> {
+        let registry = &self.rt.registry;
+        let side_effecting =
+            |target: &str| registry.get_tool(target).is_none_or(|tool| !tool.read_only);
+        self.history
+            .all_unreached()
+            .into_iter()
+            .filter_map(|(id, _)| {
+                self.recorded.get(&id).map(|e| history::describe(&id, e, side_effecting))
+            })
+            .collect()
+    }
+
+    /// Returns how many commands the history holds that the code must reach.
+    pub(crate) fn recorded_commands(&self) -> usize {
+        self.recorded.iter().filter(|(id, e)| history::is_tracked(id, e)).count()
     }
 
     /// Returns the run's tasks as loaded (and remembered since) that match `keep`.
@@ -312,13 +460,43 @@ impl RunState {
         lock(&self.tasks).insert(rec.id, rec);
     }
 
-    /// Reserves one counted entry, or fails with `FlowCheckpointLimit`.
+    /// Fails with `FlowCheckpointLimit` when the run has no room for one more entry.
+    pub(crate) fn check_entry_room(&self) -> Result<(), FlowError> {
+        let max = self.rt.config.max_entries;
+        if self.entries.load(Ordering::SeqCst) >= max {
+            return Err(FlowError::FlowCheckpointLimit { max });
+        }
+        Ok(())
+    }
+
+    /// Reserves one counted entry, or fails with `FlowCheckpointLimit`. The first time the
+    /// run passes 80 % of the cap, an `entries_warning` event is recorded (once per run).
     pub(crate) fn reserve_entry(&self) -> Result<(), FlowError> {
         let max = self.rt.config.max_entries;
         let n = self.entries.fetch_add(1, Ordering::SeqCst);
         if n >= max {
             self.entries.fetch_sub(1, Ordering::SeqCst);
             return Err(FlowError::FlowCheckpointLimit { max });
+        }
+        let used = n + 1;
+        if used.saturating_mul(5) >= max.saturating_mul(4)
+            && !self.replay_only
+            && !self.entries_warned.swap(true, Ordering::SeqCst)
+        {
+            let payload = serde_json::json!({
+                "event": "entries_warning",
+                "entries": used,
+                "max": max,
+                "message": format!(
+                    "run {} has used {used} of its {max} journal entries; at {max} it fails with flow_checkpoint_limit",
+                    self.run.0
+                ),
+            });
+            let entry = clio_journal::NewEntry::new(EntryKind::Event, payload)
+                .with_identity(ENTRIES_WARNING);
+            // Sent now and committed in order with the writes that follow; nothing waits
+            // for it, and a failure to record a warning does not fail the run.
+            drop(self.rt.journal.nonblocking().append(self.run, entry));
         }
         Ok(())
     }
@@ -404,11 +582,12 @@ impl RunState {
         if let Some(v) = lock(&self.answers).get(identity).cloned() {
             return Ok(v);
         }
-        if self.replay_only {
+        if self.replay_only && !self.frontier {
             return Err(FlowError::Nondeterminism {
                 identity: identity.to_owned(),
                 journaled: "nothing".into(),
                 requested: "an answer".into(),
+                unreached: Vec::new(),
             });
         }
         lock(&self.pending).push(question.clone());
@@ -449,10 +628,17 @@ pub(crate) fn outcome(entry: &RawEntry) -> Outcome {
     entry.payload_as().unwrap_or_default()
 }
 
+/// The identity of the event recorded once a run has used 80 % of its entries.
+pub(crate) const ENTRIES_WARNING: &str = "key:entries-warning";
+
 /// Returns whether an entry counts toward the run's entry limit: acceptances and answers
-/// belong to their call and question.
+/// belong to their call and question, the delivery order of results to its gather, and
+/// the entry-cap warning to the cap.
 fn counts(e: &RawEntry) -> bool {
-    e.kind != EntryKind::Answer && !e.identity.as_deref().is_some_and(|i| i.ends_with("@accepted"))
+    e.kind != EntryKind::Answer
+        && !e.identity.as_deref().is_some_and(|i| {
+            i.ends_with("@accepted") || i.contains("@delivered#") || i == ENTRIES_WARNING
+        })
 }
 
 #[cfg(test)]

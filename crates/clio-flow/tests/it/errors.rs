@@ -174,7 +174,13 @@ async fn the_checkpoint_limit_ends_the_run() {
     let report = rt.run(sel("many"), json!(null)).await.unwrap();
     let err = error(&report);
     assert_eq!(err.reason(), "flow_checkpoint_limit");
-    assert_eq!(journal.entries(report.run).unwrap().len(), 5);
+    let entries = journal.entries(report.run).unwrap();
+    let (warnings, counted): (Vec<_>, Vec<_>) =
+        entries.iter().partition(|e| e.identity.as_deref() == Some("key:entries-warning"));
+    assert_eq!(counted.len(), 5);
+    assert_eq!(warnings.len(), 1, "the warning at 80 % of the cap is recorded once");
+    assert_eq!(warnings[0].payload["event"], "entries_warning");
+    assert_eq!(warnings[0].payload["entries"], 4);
     assert_eq!(RuntimeConfig::default().max_entries, 10_000);
 }
 
@@ -273,7 +279,7 @@ async fn a_replay_that_finds_another_kind_of_record_is_nondeterminism() {
     flip.store(true, Ordering::SeqCst);
     let replay = runtime(&journal, reg).replay(report.run).await.unwrap();
     match error(&replay) {
-        FlowError::Nondeterminism { identity, journaled, requested } => {
+        FlowError::Nondeterminism { identity, journaled, requested, .. } => {
             assert_eq!((identity.as_str(), journaled.as_str()), ("key:k", "Call"));
             assert_eq!(requested, "ask");
         }
