@@ -310,6 +310,10 @@ impl Ctx {
             other => other.name().to_owned(),
         };
         self.run.admit(&identity, &requested, runs_code).await?;
+        if self.run.replay_only {
+            // Past the end of an unfinished run's history: an event or view is not recorded.
+            return Ok(Value::Null);
+        }
         self.run.reserve_entry()?;
         let busy = self.run.activity.busy();
         let res = f().await;
@@ -460,8 +464,12 @@ impl Ctx {
     ) -> impl Future<Output = Result<(), FlowError>> {
         let identity = format!("{}key:{key}", self.scope.prefix);
         async move {
-            if self.recorded_as(&identity, EntryKind::View, "publish")?.is_none() {
+            let recorded = self.recorded_as(&identity, EntryKind::View, "publish")?.is_some();
+            if !recorded {
                 self.run.admit(&identity, "publish", false).await?;
+            }
+            // A replay past the end of an unfinished run's history records nothing.
+            if !recorded && !self.run.replay_only {
                 #[derive(Serialize)]
                 struct Published<'a> {
                     command: &'static str,

@@ -513,6 +513,9 @@ impl Call {
     ) -> Result<Accepted, FlowError> {
         let run = &self.ctx.run;
         let handle = Some(rec.id);
+        if rec.status.is_terminal() {
+            run.settle_subtree(rec.id);
+        }
         match rec.status {
             TaskStatus::Succeeded => {
                 if matches!(resolved, Resolved::Worker { .. }) {
@@ -543,7 +546,7 @@ impl Call {
             // replay of an unfinished run stops at. A child flow or worker replays inside.
             _ if run.replay_only && (!run.frontier || matches!(resolved, Resolved::Tool(_))) => {
                 if run.frontier {
-                    run.admit(&self.identity(), "a tool left running", false).await?;
+                    run.wait_at_frontier().await;
                 }
                 Err(FlowError::Nondeterminism {
                     identity: self.identity(),

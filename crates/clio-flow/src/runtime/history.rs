@@ -123,6 +123,20 @@ impl History {
         }
     }
 
+    /// Counts every recorded command of scope `scope` as reached: the work of a call that
+    /// replays from its finished task's record does not run again.
+    pub(crate) fn settle(&self, scope: &str) {
+        if self.remaining.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let mut unreached = lock(&self.unreached);
+        if let Some(left) = unreached.remove(scope) {
+            self.remaining.fetch_sub(left.len(), Ordering::AcqRel);
+            drop(unreached);
+            self.changed.notify_waiters();
+        }
+    }
+
     /// Returns whether scope `scope` has recorded commands not reached yet.
     pub(crate) fn behind(&self, scope: &str) -> bool {
         self.remaining.load(Ordering::Acquire) > 0 && lock(&self.unreached).contains_key(scope)
@@ -234,16 +248,17 @@ pub(crate) fn describe(
     side_effecting: impl Fn(&str) -> bool,
 ) -> RecordedCommand {
     let payload = entry.payload_value().unwrap_or(Value::Null);
-    let command = payload.get("command").cloned().unwrap_or(Value::Null);
     let text = |v: Option<&Value>| match v {
         Some(Value::String(s)) => s.clone(),
         Some(Value::Object(o)) => o.get("id").and_then(Value::as_str).unwrap_or("").to_owned(),
         Some(v) => v.to_string(),
         None => String::new(),
     };
+    // A call's entry is its command; a step's holds its command and result; a question's
+    // is its command.
     match entry.kind {
         EntryKind::Call => {
-            let target = text(command.get("target"));
+            let target = text(payload.get("target"));
             RecordedCommand {
                 identity: identity.to_owned(),
                 kind: "call".into(),
@@ -254,7 +269,7 @@ pub(crate) fn describe(
         EntryKind::Step => RecordedCommand {
             identity: identity.to_owned(),
             kind: "step".into(),
-            target: text(command.get("name")),
+            target: text(payload.pointer("/command/name")),
             side_effecting: true,
         },
         _ => RecordedCommand {

@@ -360,8 +360,12 @@ impl RunState {
         }
         if self.replay_only {
             if self.frontier {
-                self.activity.waiting(1);
-                std::future::pending::<()>().await;
+                // An event or view runs nothing: a replay goes past it without recording
+                // it, to the first command that would run something.
+                if !hold {
+                    return Ok(());
+                }
+                self.wait_at_frontier().await;
             }
             return Err(FlowError::Nondeterminism {
                 identity: identity.to_owned(),
@@ -371,6 +375,25 @@ impl RunState {
             });
         }
         Ok(())
+    }
+
+    /// Waits for good: in a replay of a run that had not ended, the work here has reached
+    /// the end of the history (the drive ends once nothing else can move).
+    pub(crate) async fn wait_at_frontier(&self) {
+        self.activity.waiting(1);
+        std::future::pending::<()>().await;
+    }
+
+    /// Counts the recorded work of finished task `task` and of every task under it as
+    /// reached: a call that replays from its record does not run that work again.
+    pub(crate) fn settle_subtree(&self, task: TaskId) {
+        let tasks = lock(&self.tasks);
+        let mut stack = vec![task];
+        while let Some(t) = stack.pop() {
+            self.history.settle(&format!("t{}/", t.0));
+            self.history.settle(&format!("w{}/", t.0));
+            stack.extend(tasks.values().filter(|c| c.parent == Some(t)).map(|c| c.id));
+        }
     }
 
     /// Answers `ctx.patched`: whether the code at `identity` (a patch marker's place) runs

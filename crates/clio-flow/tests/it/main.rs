@@ -6,6 +6,7 @@ mod cancel;
 mod council;
 mod crash;
 mod errors;
+mod exact_replay;
 mod gate;
 mod gather;
 mod hook_events;
@@ -32,6 +33,7 @@ fn no_forgotten_test_files() {
         "council",
         "crash",
         "errors",
+        "exact_replay",
         "gate",
         "gather",
         "hook_events",
