@@ -140,6 +140,9 @@ pub(crate) enum RunsCommand {
     /// Continue a run from its journal: finished work is not done again
     #[command(after_help = "Example:\n  clio runs resume 3")]
     Resume(RunResumeArgs),
+    /// Check that the current code still reproduces a run's history, running nothing
+    #[command(after_help = REPLAY_HELP)]
+    Replay(RunReplayArgs),
     /// Cancel a run and everything it started
     #[command(after_help = "Example:\n  clio runs cancel 3")]
     Cancel(RunArgs),
@@ -162,6 +165,31 @@ pub(crate) struct RunsListArgs {
     #[arg(long)]
     pub(crate) json: bool,
 }
+
+/// The long help of `clio runs replay`: what it checks, and what to do about a mismatch.
+const REPLAY_HELP: &str = "\
+A run is resumed by running its flow again from the top: every call, step and question
+finds its record in the journal instead of running again. That only works while the code
+asks for the same things in the same places. `runs replay` checks it without executing
+anything: no tool, model or child runs, and nothing is written to the journal.
+
+It prints either that the run replays cleanly (every recorded command reached; for an
+unfinished run, up to the end of its history), or the first mismatch: the place of the
+new call (its identity: `file:line:col:digest#occurrence` of the call site, or `key:...`
+for a keyed call), what it asked for, and each recorded command the code no longer
+reaches, side-effecting or read-only. Exit 0 when clean, 1 on a mismatch.
+
+To fix a mismatch: give a call that moved a `key` so that its identity survives edits;
+guard new code with `ctx.patched(\"id\")` so that runs recorded before the change take
+the old path; or give up on the run with `clio runs cancel N`.
+
+An agent's run is pinned to the spec its agent file froze to at launch: if the file has
+changed since, the check is refused (exit 1, naming the changed fields) unless
+--accept-changed-agent is given.
+
+Examples:
+  clio runs replay 3
+  clio runs replay 3 --json";
 
 #[derive(Debug, Args)]
 pub(crate) struct RunArgs {
@@ -329,6 +357,9 @@ pub(crate) struct RunAnswerArgs {
     pub(crate) question: u64,
     /// The answer: text, yes/no, or one of the offered options
     pub(crate) text: String,
+    /// Go on although the agent file changed since the run was launched (recorded in the run)
+    #[arg(long)]
+    pub(crate) accept_changed_agent: bool,
 }
 
 #[derive(Debug, Args)]
@@ -341,6 +372,23 @@ pub(crate) struct RunResumeArgs {
     /// Print no progress
     #[arg(long, short)]
     pub(crate) quiet: bool,
+    /// Continue under the agent file as it is now, although it changed since the run was
+    /// launched (recorded in the run)
+    #[arg(long)]
+    pub(crate) accept_changed_agent: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RunReplayArgs {
+    /// The run's id
+    pub(crate) run: u64,
+    /// Print the verdict as JSON
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Check against the agent file as it is now, although it changed since the run was
+    /// launched (nothing is recorded)
+    #[arg(long)]
+    pub(crate) accept_changed_agent: bool,
 }
 
 #[derive(Debug, Subcommand)]

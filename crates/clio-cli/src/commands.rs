@@ -2,6 +2,7 @@
 
 mod agent;
 mod plugin;
+mod replay;
 mod run;
 mod runs;
 mod workflow;
@@ -33,8 +34,9 @@ pub(crate) fn dispatch(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Re
         Command::Workflow(WorkflowCommand::Run(args)) => run::workflow_run(&home, &args, out, err),
         Command::Run(args) => run::run(&home, &args, out, err),
         Command::Models(ModelsCommand::List(args)) => run::models_list(&home, &args, out, err),
-        Command::Runs(RunsCommand::Answer(args)) => run::answer(&home, &args, out),
+        Command::Runs(RunsCommand::Answer(args)) => run::answer(&home, &args, out, err),
         Command::Runs(RunsCommand::Resume(args)) => run::resume(&home, &args, out, err),
+        Command::Runs(RunsCommand::Replay(args)) => replay::replay(&home, &args, out, err),
         Command::Runs(RunsCommand::Cancel(args)) => run::cancel(&home, &args, out),
         Command::Runs(RunsCommand::List(args)) => runs::list(&home, &args, out),
         Command::Runs(RunsCommand::Show(args)) => runs::show(&home, &args, out),

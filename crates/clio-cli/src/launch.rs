@@ -41,6 +41,14 @@ pub(crate) struct Launch {
     pub(crate) models: Option<PathBuf>,
     /// The run's model (empty: config.toml's `default_model`, else the catalog's only model).
     pub(crate) model: String,
+    /// The checksum of the agent's frozen spec when the run was launched (or when a change
+    /// was last accepted): a resume refuses an agent file that freezes to another one.
+    /// Absent for flow runs and in records written before runs were pinned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) agent_checksum: Option<String>,
+    /// That frozen spec (its JSON form), kept so that a change can be named field by field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) agent_spec: Option<serde_json::Value>,
 }
 
 impl Launch {
@@ -76,17 +84,40 @@ impl Launch {
             .map_err(CliError::internal)
     }
 
+    /// Pins the launch to `spec`, the agent's frozen spec: its checksum and content are
+    /// recorded, so that a later resume notices an edited agent file.
+    pub(crate) fn pin(&mut self, spec: &AgentSpec) {
+        self.agent_checksum = Some(spec.checksum().to_owned());
+        self.agent_spec = Some(spec.to_json());
+    }
+
     /// Reads the launch of `run`.
     pub(crate) fn load(home: &Home, run: RunId) -> Result<Launch, CliError> {
-        let path = Launch::path(home, run);
-        let text = std::fs::read_to_string(&path).map_err(|_| {
+        Launch::find(home, run)?.ok_or_else(|| {
             CliError::user(anyhow!(
                 "run {} has no launch record at {}: it was not started by `clio run` or `clio workflow run`",
                 run.0,
-                path.display()
+                Launch::path(home, run).display()
             ))
-        })?;
+        })
+    }
+
+    /// Reads the launch of `run`, if it has one: a run written by another program (or by
+    /// the journal library directly) has none, and that is no error for a command that
+    /// only shows the run.
+    pub(crate) fn find(home: &Home, run: RunId) -> Result<Option<Launch>, CliError> {
+        let path = Launch::path(home, run);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(error) => {
+                return Err(CliError::user(
+                    anyhow!(error).context(format!("cannot read {}", path.display())),
+                ));
+            }
+        };
         serde_json::from_str(&text)
+            .map(Some)
             .with_context(|| format!("{} is not a launch record", path.display()))
             .map_err(CliError::user)
     }

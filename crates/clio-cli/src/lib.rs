@@ -13,6 +13,7 @@ mod config;
 mod error;
 mod home;
 mod launch;
+mod pin;
 mod progress;
 
 use std::ffi::OsString;

@@ -5,6 +5,10 @@
 //! in tree order, indented by depth; a task's bar shows a spinner and its elapsed time
 //! while it is active, and is finished with its final line (✓, ✗, ⊘) when it ends.
 //! Otherwise each change is one plain line, which logs and pipes can keep.
+//!
+//! Once the run records that it has used 80 % of its journal entries (the runtime's
+//! `entries_warning` event), one warning line is printed, above the tree or among the
+//! lines, so that a person sees the run nearing its cap before it fails there.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -19,6 +23,20 @@ pub(crate) struct Progress {
     run: RunId,
     started: Instant,
     how: Drawing,
+    // Whether the entry-cap warning was printed.
+    warned: bool,
+}
+
+/// The identity under which the runtime records, once per run, that the run has used 80 %
+/// of its journal entries (`clio_flow`'s `entries_warning` event).
+pub(crate) const ENTRIES_WARNING: &str = "key:entries-warning";
+
+/// Returns the message of run `run`'s entry-cap warning, if it recorded one. A failed read
+/// is no warning: the warning is advice, and the run's outcome is reported anyway.
+pub(crate) fn entries_warning(journal: &Journal, run: RunId) -> Option<String> {
+    let entry = journal.entry_by_identity(run, ENTRIES_WARNING).ok()??;
+    let message = entry.payload.get("message").and_then(serde_json::Value::as_str);
+    Some(message.map_or_else(|| entry.payload.to_string(), str::to_owned))
 }
 
 /// How progress is shown: plain lines on the given stream, or a tree of bars on stderr.
@@ -41,7 +59,28 @@ impl Progress {
             Some(tree) => Drawing::Tree(Box::new(tree)),
             None => Drawing::Lines { shown: BTreeMap::new() },
         };
-        Progress { journal, run, started: Instant::now(), how }
+        Progress { journal, run, started: Instant::now(), how, warned: false }
+    }
+
+    /// Returns whether the entry-cap warning was printed.
+    pub(crate) fn warned(&self) -> bool {
+        self.warned
+    }
+
+    /// Prints the entry-cap warning the first time the run has recorded it.
+    fn warn_entries(&mut self, out: &mut dyn Write) {
+        if self.warned {
+            return;
+        }
+        let Some(message) = entries_warning(&self.journal, self.run) else { return };
+        self.warned = true;
+        let line = format!("warning: {message}");
+        match &self.how {
+            Drawing::Lines { .. } => {
+                let _ = writeln!(out, "{line}");
+            }
+            Drawing::Tree(tree) => tree.println(&line),
+        }
     }
 
     /// Shows what changed since the last call: plain lines go to `out`, the tree to stderr.
@@ -55,6 +94,7 @@ impl Progress {
             }
             Drawing::Tree(tree) => tree.update(&header(self.run, elapsed, tasks.len()), &tasks),
         }
+        self.warn_entries(out);
     }
 
     /// Ends the drawing before anything else is printed: after a run, the tree stays on the
@@ -175,6 +215,12 @@ impl Tree {
             }
             previous = b.bar.clone();
         }
+    }
+
+    /// Prints `line` above the tree, which is drawn again below it.
+    fn println(&self, line: &str) {
+        // Best effort, as all progress: a failed write must not stop the run.
+        let _ = self.multi.println(line);
     }
 
     /// Leaves the tree on the screen in its last state, the cursor below it.

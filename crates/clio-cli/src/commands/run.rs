@@ -9,7 +9,7 @@ use clio_flow::{FlowError, FlowSelection, RunOutcome, RunReport, Runtime};
 use clio_journal::{Journal, RunId, TaskKind, TaskRecord, TaskStatus};
 use serde_json::{Map, Value, json};
 
-use super::{read_text, write_json};
+use super::{read_text, replay, write_json};
 use crate::args::{
     DriveArgs, ModelsListArgs, RunAnswerArgs, RunArgs, RunCommandArgs, RunResumeArgs,
     WorkflowRunArgs,
@@ -18,9 +18,11 @@ use crate::config::{HomeConfig, ModelsChoice};
 use crate::error::CliError;
 use crate::home::Home;
 use crate::launch::{Launch, agent_flow, agent_spec, open_journal, runtime};
-use crate::progress::Progress;
+use crate::pin::{self, AgentChange, OnAgentChange};
+use crate::progress::{Progress, entries_warning};
 
-fn flow_error(error: FlowError) -> CliError {
+/// Turns a runtime error into a CLI error, with a hint for the errors a person can fix.
+pub(super) fn flow_error(error: FlowError) -> CliError {
     let hint = match &error {
         FlowError::FlowNotTrusted { .. } => Some(
             "install the plugin and trust it: `clio plugin install MARKETPLACE ID`, then `clio plugin trust MARKETPLACE/ID VERSION`",
@@ -37,7 +39,7 @@ fn flow_error(error: FlowError) -> CliError {
     }
 }
 
-fn tokio_runtime() -> Result<tokio::runtime::Runtime, CliError> {
+pub(super) fn tokio_runtime() -> Result<tokio::runtime::Runtime, CliError> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -52,6 +54,7 @@ fn launch_of(drive: &DriveArgs, agent: Option<std::path::PathBuf>) -> Result<Lau
         workspace: drive.workspace.clone(),
         models: drive.models.clone(),
         model: drive.model.clone().unwrap_or_default(),
+        ..Launch::default()
     }
     .absolute()
 }
@@ -98,14 +101,17 @@ pub(super) fn run(
     err: &mut dyn Write,
 ) -> Result<(), CliError> {
     let path = std::path::Path::new(&args.target);
-    let is_file = path.is_file();
-    let (agent, mut selection) = if is_file {
-        let spec = agent_spec(path)?;
-        (Some(path.to_path_buf()), agent_flow(&spec))
+    // An agent run is pinned to the spec its file freezes to now (`crate::pin`).
+    let spec = if path.is_file() {
+        Some(agent_spec(path)?)
     } else if args.target.ends_with(".toml") || args.target.ends_with(".json") {
         return Err(CliError::user(anyhow!("cannot read {}: no such file", args.target)));
     } else {
-        (None, FlowSelection::new(args.target.clone()))
+        None
+    };
+    let mut selection = match &spec {
+        Some(spec) => agent_flow(spec),
+        None => FlowSelection::new(args.target.clone()),
     };
     for option in &args.options {
         let (key, value) = option
@@ -114,7 +120,10 @@ pub(super) fn run(
         let value = serde_json::from_str(value).unwrap_or_else(|_| Value::String(value.into()));
         selection.options.insert(key.to_owned(), value);
     }
-    let launch = launch_of(&args.drive, agent)?;
+    let mut launch = launch_of(&args.drive, spec.as_ref().map(|_| path.to_path_buf()))?;
+    if let Some(spec) = &spec {
+        launch.pin(spec);
+    }
     start(home, launch, selection, Value::String(args.input.clone()), &args.drive, out, err)
 }
 
@@ -170,6 +179,7 @@ fn drive_run(
     });
     // The tree must be done drawing before the outcome, the warnings or the resume hint
     // are printed under it.
+    let warned = progress.as_ref().is_some_and(Progress::warned);
     if let Some(progress) = progress {
         progress.finish(report.is_none());
     }
@@ -180,10 +190,26 @@ fn drive_run(
         return Err(CliError::user(anyhow!("interrupted: run {} stopped", run.0))
             .hint(format!("continue it with `clio runs resume {}`", run.0)));
     };
-    let report = report.map_err(flow_error)?;
+    let report = report.map_err(|error| match error {
+        FlowError::Nondeterminism { .. } => replay::stopped(journal, run, &error, json, out),
+        error => flow_error(error),
+    })?;
     let cut = cut_short(journal, run)?;
     warn_cut_short(run, &cut, err)?;
-    finish(&report, &cut, json, out)
+    if !warned {
+        warn_entries(journal, run, err)?;
+    }
+    finish(journal, &report, &cut, json, out)
+}
+
+/// Warns, whatever the outcome and even with `--quiet`, when the run has used 80 % of its
+/// journal entries and progress did not say so already: the run (or its next resume) may
+/// fail at the cap, and a person told in time can act before it does.
+fn warn_entries(journal: &Journal, run: RunId, err: &mut dyn Write) -> Result<(), CliError> {
+    if let Some(message) = entries_warning(journal, run) {
+        writeln!(err, "warning: {message}")?;
+    }
+    Ok(())
 }
 
 /// A call to a side-effecting tool that was running when a process stopped: the runtime
@@ -261,8 +287,10 @@ fn with_cut_short(mut value: Value, cut: &[CutShort]) -> Value {
     value
 }
 
-/// Prints a run's outcome; a failed or cancelled run is an error (exit 1).
+/// Prints a run's outcome; a failed or cancelled run is an error (exit 1), and so is a run
+/// stopped because its code no longer matches its history.
 fn finish(
+    journal: &Journal,
     report: &RunReport,
     cut: &[CutShort],
     json: bool,
@@ -310,6 +338,9 @@ fn finish(
             writeln!(out, "then continue with: clio runs resume {run}")?;
             Ok(())
         }
+        RunOutcome::Failed(error @ FlowError::Nondeterminism { .. }) => {
+            Err(replay::stopped(journal, report.run, error, json, out))
+        }
         RunOutcome::Failed(error) => {
             if json {
                 write_json(
@@ -329,8 +360,22 @@ fn finish(
     }
 }
 
-/// Rebuilds the runtime a run was launched with.
-fn relaunch(home: &Home, run: u64) -> Result<(Runtime, Journal), CliError> {
+/// The runtime a run was launched with, rebuilt by [`relaunch`].
+pub(super) struct Relaunched {
+    pub(super) runtime: Runtime,
+    pub(super) journal: Journal,
+    /// How the run's agent file changed since the run was pinned, when the command went
+    /// on anyway.
+    pub(super) agent_change: Option<AgentChange>,
+}
+
+/// Rebuilds the runtime a run was launched with, after checking its agent file as
+/// `on_change` says (`crate::pin`).
+pub(super) fn relaunch(
+    home: &Home,
+    run: u64,
+    on_change: OnAgentChange,
+) -> Result<Relaunched, CliError> {
     let run_id = RunId(run);
     let journal = open_journal(home)?;
     if journal.run(run_id).map_err(crate::home::journal_error)?.is_none() {
@@ -340,9 +385,10 @@ fn relaunch(home: &Home, run: u64) -> Result<(Runtime, Journal), CliError> {
         ))
         .hint("`clio runs list` shows the runs there are"));
     }
-    let launch = Launch::load(home, run_id)?;
+    let mut launch = Launch::load(home, run_id)?;
+    let agent_change = pin::enforce(home, &journal, run_id, &mut launch, on_change)?;
     let runtime = runtime(home, &launch, journal.clone())?;
-    Ok((runtime, journal))
+    Ok(Relaunched { runtime, journal, agent_change })
 }
 
 /// Records an answer to a pending question.
@@ -350,9 +396,14 @@ pub(super) fn answer(
     home: &Home,
     args: &RunAnswerArgs,
     out: &mut dyn Write,
+    err: &mut dyn Write,
 ) -> Result<(), CliError> {
     let rt = tokio_runtime()?;
-    let (runtime, _journal) = relaunch(home, args.run)?;
+    let on_change = OnAgentChange::from_flag(args.accept_changed_agent, true);
+    let Relaunched { runtime, agent_change, .. } = relaunch(home, args.run, on_change)?;
+    if let Some(change) = &agent_change {
+        pin::note(RunId(args.run), change, true, err)?;
+    }
     let value =
         rt.block_on(runtime.answer(RunId(args.run), args.question, &args.text)).map_err(|e| {
             let hint = format!("`clio runs show {}` lists the run's questions", args.run);
@@ -371,7 +422,11 @@ pub(super) fn resume(
     err: &mut dyn Write,
 ) -> Result<(), CliError> {
     let rt = tokio_runtime()?;
-    let (runtime, journal) = relaunch(home, args.run)?;
+    let on_change = OnAgentChange::from_flag(args.accept_changed_agent, true);
+    let Relaunched { runtime, journal, agent_change } = relaunch(home, args.run, on_change)?;
+    if let Some(change) = &agent_change {
+        pin::note(RunId(args.run), change, true, err)?;
+    }
     let show = !(args.json || args.quiet);
     drive_run(&rt, &runtime, &journal, RunId(args.run), show, args.json, out, err)
 }
@@ -379,7 +434,8 @@ pub(super) fn resume(
 /// Cancels a run and its whole task tree.
 pub(super) fn cancel(home: &Home, args: &RunArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let rt = tokio_runtime()?;
-    let (runtime, _journal) = relaunch(home, args.run)?;
+    // A run can always be given up on, whatever its agent file holds now.
+    let Relaunched { runtime, .. } = relaunch(home, args.run, OnAgentChange::Ignore)?;
     let n = rt.block_on(runtime.cancel(RunId(args.run))).map_err(flow_error)?;
     if args.json {
         return write_json(out, &json!({"run": args.run, "cancelled_tasks": n}));

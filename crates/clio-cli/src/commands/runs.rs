@@ -17,6 +17,7 @@ use super::write_json;
 use crate::args::{RunArgs, RunExportArgs, RunsListArgs, RunsPruneArgs};
 use crate::error::CliError;
 use crate::home::{Home, journal_error};
+use crate::launch::Launch;
 
 const STATUSES: [(&str, RunStatus); 6] = [
     ("running", RunStatus::Running),
@@ -37,7 +38,8 @@ fn flow_label(flow: &str) -> String {
     }
 }
 
-fn status_name(status: RunStatus) -> &'static str {
+/// Returns a run status's name, as `--status` takes it and JSON shows it.
+pub(super) fn status_name(status: RunStatus) -> &'static str {
     STATUSES.iter().find(|(_, s)| *s == status).map_or("unknown", |(name, _)| name)
 }
 
@@ -106,15 +108,25 @@ pub(super) fn show(home: &Home, args: &RunArgs, out: &mut dyn Write) -> Result<(
     let tasks = journal.tasks(run.id).map_err(journal_error)?;
     let team = clio_flow::run_team(&journal, run.id).map_err(journal_error)?;
     let entries = journal.entries(run.id).map_err(journal_error)?;
+    // Only the launch's agent is shown: a launch record that cannot be read is reported
+    // by the commands that need it (resume, answer, replay), not here.
+    let launch = Launch::find(home, run.id).ok().flatten();
     if args.json {
         let team: Vec<Value> = team.iter().map(SessionSummary::to_json).collect();
-        let value =
+        let mut value =
             serde_json::json!({ "run": run, "tasks": tasks, "team": team, "entries": entries });
+        if let Some(agent) = launch.as_ref().and_then(|l| l.agent.as_ref()) {
+            let checksum = launch.as_ref().and_then(|l| l.agent_checksum.clone());
+            value["agent"] = serde_json::json!({ "file": agent, "checksum": checksum });
+        }
         return write_json(out, &value);
     }
     writeln!(out, "run {}  {}  {}", run.id.0, flow_label(&run.flow), status_name(run.status))?;
     writeln!(out, "  input:  {}", shorten(&answer_text(Some(&run.input)), 100))?;
     writeln!(out, "  took:   {}", took(&run))?;
+    if let Some(launch) = &launch {
+        write_agent(launch, out)?;
+    }
     if let Some(answer) = &run.answer {
         writeln!(out, "  answer:")?;
         for line in answer_text(Some(answer)).lines() {
@@ -295,17 +307,58 @@ fn write_team(team: &[SessionSummary], out: &mut dyn Write) -> Result<(), CliErr
     Ok(())
 }
 
+/// Writes the agent an agent run was launched with, and the checksum of the spec it is
+/// pinned to (`crate::pin`); nothing for a flow run.
+fn write_agent(launch: &Launch, out: &mut dyn Write) -> Result<(), CliError> {
+    let Some(agent) = &launch.agent else { return Ok(()) };
+    match &launch.agent_checksum {
+        Some(checksum) => {
+            writeln!(out, "  agent:  {} (spec checksum {checksum})", agent.display())?
+        }
+        None => writeln!(out, "  agent:  {} (not pinned to a spec checksum)", agent.display())?,
+    }
+    Ok(())
+}
+
 fn write_entry(entry: &JournalEntry, out: &mut dyn Write) -> Result<(), CliError> {
     let task = entry.task.map(|t| format!(" task #{}", t.0)).unwrap_or_default();
-    let payload = serde_json::to_string(&entry.payload).map_err(CliError::internal)?;
-    writeln!(
-        out,
-        "  {:>5}  {:<18}{task}  {}",
-        entry.seq,
-        format!("{:?}", entry.kind),
-        shorten(&payload, 90)
-    )?;
+    let text = match event_text(&entry.payload) {
+        Some(text) => text,
+        None => {
+            let payload = serde_json::to_string(&entry.payload).map_err(CliError::internal)?;
+            shorten(&payload, 90)
+        }
+    };
+    writeln!(out, "  {:>5}  {:<18}{task}  {text}", entry.seq, format!("{:?}", entry.kind))?;
     Ok(())
+}
+
+/// Returns the events a person must be able to read in full, in words: the entry-cap
+/// warning (its whole message), a replay mismatch, an accepted agent change. Other
+/// entries are shown as their JSON, cut short.
+fn event_text(payload: &Value) -> Option<String> {
+    let text = |key: &str| payload.get(key).and_then(Value::as_str).unwrap_or("");
+    match payload.get("event").and_then(Value::as_str)? {
+        "entries_warning" => Some(format!("warning: {}", text("message"))),
+        "replay_mismatch" => {
+            let error = clio_flow::FlowError::from_json(payload.get("error")?);
+            Some(shorten(&format!("replay mismatch, nothing ran: {error}"), 200))
+        }
+        "agent_changed_accepted" => {
+            let fields: Vec<&str> = payload
+                .get("fields")
+                .and_then(Value::as_array)
+                .map(|list| list.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            Some(format!(
+                "agent change accepted ({}): spec checksum {} -> {}",
+                fields.join(", "),
+                text("recorded"),
+                text("now")
+            ))
+        }
+        _ => None,
+    }
 }
 
 /// Returns an answer as text: a string as is, an object's `answer` if it has one, else JSON.

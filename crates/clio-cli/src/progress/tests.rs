@@ -270,3 +270,63 @@ fn an_interrupt_leaves_the_last_drawing_and_draws_nothing_more() {
     tree.stop();
     assert_eq!(screen.text(), before);
 }
+
+/// Returns an in-memory journal with run 1, and that run's id.
+fn journal_with_a_run() -> (Journal, RunId) {
+    let journal = Journal::open_in_memory().unwrap();
+    let run = journal
+        .create_run(clio_journal::NewRun {
+            flow: "workflow".into(),
+            input: serde_json::json!("x"),
+            input_digest: "d".into(),
+            fingerprint: "f".into(),
+            owner: "test".into(),
+        })
+        .unwrap();
+    (journal, run)
+}
+
+/// Records the runtime's entry-cap warning in `run`.
+fn record_entries_warning(journal: &Journal, run: RunId) {
+    let payload = serde_json::json!({
+        "event": "entries_warning", "entries": 8, "max": 10,
+        "message": "run 1 has used 8 of its 10 journal entries",
+    });
+    let entry = clio_journal::NewEntry::new(clio_journal::EntryKind::Event, payload)
+        .with_identity(ENTRIES_WARNING);
+    journal.append(run, entry).unwrap();
+}
+
+#[test]
+fn the_entry_cap_warning_is_one_line_among_the_plain_lines() {
+    let (journal, run) = journal_with_a_run();
+    let mut progress = Progress::new(journal.clone(), run, false);
+    let mut out = Vec::new();
+    progress.tick(&mut out);
+    assert!(!progress.warned());
+    record_entries_warning(&journal, run);
+    progress.tick(&mut out);
+    progress.tick(&mut out);
+    assert!(progress.warned());
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        "warning: run 1 has used 8 of its 10 journal entries\n"
+    );
+}
+
+#[test]
+fn the_entry_cap_warning_is_printed_once_above_the_tree() {
+    let (journal, run) = journal_with_a_run();
+    let screen = Screen::default();
+    let how = Drawing::Tree(Box::new(tree_on(&screen)));
+    let mut progress =
+        Progress { journal: journal.clone(), run, started: Instant::now(), how, warned: false };
+    record_entries_warning(&journal, run);
+    progress.tick(&mut std::io::sink());
+    progress.tick(&mut std::io::sink());
+    progress.finish(false);
+    let text = screen.text();
+    assert_eq!(text.len(), 2, "{text:#?}");
+    assert_eq!(text[0], "warning: run 1 has used 8 of its 10 journal entries");
+    assert!(text[1].starts_with("run 1 — "), "{text:#?}");
+}

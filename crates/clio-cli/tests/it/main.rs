@@ -5,8 +5,10 @@ mod agent;
 mod config;
 mod native_tools;
 mod orchestration;
+mod pinning;
 mod plugin;
 mod readme;
+mod replay;
 mod run;
 mod runs;
 mod side_effects;
@@ -21,8 +23,10 @@ fn no_forgotten_test_files() {
         "config",
         "native_tools",
         "orchestration",
+        "pinning",
         "plugin",
         "readme",
+        "replay",
         "run",
         "runs",
         "side_effects",

@@ -397,7 +397,10 @@ fn tree_shows_the_team_a_run_started() {
     let entries = show_text.find("entries (").unwrap();
     let header = &show_text[entries..show_text[entries..].find('\n').unwrap() + entries];
     assert_eq!(header, "entries (12):");
-    assert_snapshot!("show_shows_the_team_a_run_started", redact_times(&show_text[..entries]));
+    assert_snapshot!(
+        "show_shows_the_team_a_run_started",
+        redact_times(&show_text[..entries]).replace(h, "[home]")
+    );
 
     let show_json = clio(&["--home", h, "runs", "show", "1", "--json"]);
     assert_eq!(show_json.code, 0, "{}", show_json.render());
