@@ -92,7 +92,8 @@ impl Case {
     /// Records in run `run` a call of `tally` at `OLD_PLACE`, which the code never reaches.
     fn plant_old_call(&self, run: u64) {
         let journal = self.journal();
-        let payload = json!({"command": {"command": "call", "target": "tally", "input": {}}});
+        // A call entry as the runtime writes it: the command itself.
+        let payload = json!({"command": "call", "target": "tally", "input": {}});
         let entry = NewEntry::new(EntryKind::Call, payload).with_identity(OLD_PLACE);
         journal.append(RunId(run), entry).unwrap();
         journal.close().unwrap();

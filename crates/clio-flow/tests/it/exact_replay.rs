@@ -463,3 +463,210 @@ async fn the_entry_cap_warning_is_recorded_once_at_80_percent() {
     assert_eq!(answer(&rt.resume(report.run).await.unwrap()), "done");
     assert_eq!(warnings(&journal).len(), 1, "once per run, also across a resume");
 }
+
+/// One operation of a generated flow.
+#[derive(Clone, Debug)]
+enum Op {
+    /// A side-effecting call, made from one of two places in the code.
+    Tally { n: u64, lower: bool },
+    /// A read-only call.
+    Look { n: u64 },
+    /// A step whose closure has an effect.
+    Step { n: u64 },
+    /// Side-effecting calls streamed as they finish (each sleeping `ms`).
+    Fan { ns: Vec<u64>, ms: Vec<u64> },
+    /// A question: where the run stops and waits, as after a crash.
+    Ask,
+}
+
+/// An edit of a flow's code between the run and its resume.
+#[derive(Clone, Debug)]
+enum Edit {
+    None,
+    /// The call at this position moves to the other place in the code.
+    Move(usize),
+    /// A new call is inserted at this position.
+    Insert(usize),
+    /// The operation at this position is removed.
+    Remove(usize),
+    /// The call at this position gets another input.
+    Change(usize),
+}
+
+async fn interpret(ops: Arc<Vec<Op>>, tally: Tally, ctx: clio_flow::Ctx) -> Result<FlowOutput, FlowError> {
+    let mut out = Vec::new();
+    for op in ops.iter() {
+        let value = match op {
+            Op::Tally { n, lower: false } => ctx.call("tally", json!({ "n": n })).await?.value,
+            Op::Tally { n, lower: true } => {
+                ctx.call("tally", json!({ "n": n })).await?.value
+            }
+            Op::Look { n } => ctx.call("echo", json!({ "n": n })).await?.value["n"].clone(),
+            Op::Step { n } => {
+                let (tally, n) = (tally.clone(), *n);
+                let v: u64 = ctx
+                    // Named by its effect, as distinct steps of real code sit at distinct places.
+                    .step(&format!("effect-{n}"), || async move {
+                        *tally.0.lock().unwrap().entry(n).or_insert(0) += 1;
+                        Ok(n)
+                    })
+                    .await?;
+                json!(v)
+            }
+            Op::Fan { ns, ms } => {
+                let calls = ns
+                    .iter()
+                    .zip(ms)
+                    .map(|(n, ms)| ctx.call("tally", json!({ "n": n, "ms": ms })))
+                    .collect();
+                let mut stream = Box::pin(ctx.as_completed(calls, 0));
+                let mut got = Vec::new();
+                while let Some(settled) = stream.next().await {
+                    got.push(settled.result?.value.as_u64().unwrap_or(0));
+                }
+                got.sort_unstable();
+                json!(got)
+            }
+            Op::Ask => json!(ctx.ask("go on?").await?),
+        };
+        out.push(value.to_string());
+    }
+    Ok(FlowOutput::text(out.join(",")))
+}
+
+fn program_flow(ops: Vec<Op>, tally: &Tally) -> FnFlow {
+    let (ops, tally) = (Arc::new(ops), tally.clone());
+    FnFlow::new("model", move |_t: Value, ctx| interpret(Arc::clone(&ops), tally.clone(), ctx))
+}
+
+/// Runs `ops` until its question, answers it and returns the runtime's journal and run.
+async fn until_answered(ops: Vec<Op>, tally: &Tally) -> (Journal, clio_journal::RunId) {
+    let journal = Journal::open_in_memory().unwrap();
+    let rt = runtime(&journal, registry_with(tally, program_flow(ops, tally)));
+    let report = rt.run(sel("model"), json!(null)).await.unwrap();
+    // (An edited flow may have lost its question: then it has run to its end.)
+    if let RunOutcome::AwaitingInput(qs) = &report.outcome {
+        rt.answer(report.run, qs[0].id, "yes").await.unwrap();
+    }
+    (journal, report.run)
+}
+
+/// Returns `ops` with `edit` applied, and the position the edit is at (if any).
+fn edited(ops: &[Op], edit: &Edit, fresh_n: u64) -> (Vec<Op>, Option<usize>) {
+    let mut ops = ops.to_vec();
+    let at = match *edit {
+        Edit::None => None,
+        Edit::Move(i) => match ops.get_mut(i) {
+            Some(Op::Tally { lower, .. }) => {
+                *lower = !*lower;
+                Some(i)
+            }
+            _ => None,
+        },
+        Edit::Insert(i) => {
+            let i = i.min(ops.len());
+            ops.insert(i, Op::Tally { n: fresh_n, lower: false });
+            Some(i)
+        }
+        Edit::Remove(i) if i < ops.len() => {
+            ops.remove(i);
+            Some(i)
+        }
+        Edit::Remove(_) => None,
+        Edit::Change(i) => match ops.get_mut(i) {
+            Some(Op::Tally { n, .. }) => {
+                *n = fresh_n;
+                Some(i)
+            }
+            _ => None,
+        },
+    };
+    (ops, at)
+}
+
+fn op_strategy() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        any::<bool>().prop_map(|lower| Op::Tally { n: 0, lower }),
+        Just(Op::Look { n: 0 }),
+        Just(Op::Step { n: 0 }),
+        proptest::collection::vec(0..6u64, 1..4).prop_map(|ms| Op::Fan { ns: Vec::new(), ms }),
+    ]
+}
+
+/// Numbers every effect of `ops` uniquely (from 1) and puts the question at `ask`.
+fn numbered(mut ops: Vec<Op>, ask: usize) -> Vec<Op> {
+    let mut next = 1;
+    let mut take = || {
+        next += 1;
+        next - 1
+    };
+    for op in &mut ops {
+        match op {
+            Op::Tally { n, .. } | Op::Look { n } | Op::Step { n } => *n = take(),
+            Op::Fan { ns, ms } => *ns = ms.iter().map(|_| take()).collect(),
+            Op::Ask => {}
+        }
+    }
+    let ask = ask.min(ops.len());
+    ops.insert(ask, Op::Ask);
+    ops
+}
+
+fn edit_strategy() -> impl Strategy<Value = Edit> {
+    prop_oneof![
+        Just(Edit::None),
+        (0..7usize).prop_map(Edit::Move),
+        (0..7usize).prop_map(Edit::Insert),
+        (0..7usize).prop_map(Edit::Remove),
+        (0..7usize).prop_map(Edit::Change),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
+
+    /// Random flows stopped at a question, edited, and resumed: every effect happens at most
+    /// once; the resume either ends with the answer an uninterrupted run of the edited code
+    /// gives, or fails with `Nondeterminism` before any new effect. An edit past the stop
+    /// never trips it; a moved, inserted or changed call before the stop always does.
+    #[test]
+    fn edited_flows_resume_exactly_or_stop_before_any_new_effect(
+        ops in proptest::collection::vec(op_strategy(), 1..6),
+        ask in 0..6usize,
+        edit in edit_strategy(),
+    ) {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        let ops = numbered(ops, ask);
+        let ask_at = ops.iter().position(|o| matches!(o, Op::Ask)).unwrap();
+        let (changed, at) = edited(&ops, &edit, 100);
+        rt.block_on(async {
+            let tally = Tally::default();
+            let (journal, run) = until_answered(ops.clone(), &tally).await;
+            let before = tally.snapshot();
+            let edited_rt = runtime(&journal, registry_with(&tally, program_flow(changed.clone(), &tally)));
+            let report = edited_rt.resume(run).await.unwrap();
+            prop_assert!(tally.snapshot().values().all(|n| *n <= 1), "an effect ran twice: {:?}", tally.snapshot());
+            // What an uninterrupted run of the edited code answers.
+            let reference = {
+                let other = Tally::default();
+                let (journal, run) = until_answered(changed.clone(), &other).await;
+                let rt = runtime(&journal, registry_with(&other, program_flow(changed.clone(), &other)));
+                answer(&rt.resume(run).await.unwrap())
+            };
+            let past_the_stop = at.is_none_or(|at| at > ask_at);
+            match &report.outcome {
+                RunOutcome::Failed(FlowError::Nondeterminism { .. }) => {
+                    prop_assert!(!past_the_stop, "an edit past the stop tripped the check: {edit:?} on {ops:?}");
+                    prop_assert_eq!(tally.snapshot(), before, "an effect ran before the mismatch");
+                }
+                RunOutcome::Succeeded(out) => {
+                    let must_fail = !past_the_stop && !matches!(edit, Edit::Remove(_));
+                    prop_assert!(!must_fail, "{edit:?} on {ops:?} was not refused");
+                    prop_assert_eq!(&out.answer, &reference);
+                }
+                other => prop_assert!(false, "{other:?} after {edit:?} on {ops:?}"),
+            }
+            Ok(())
+        })?;
+    }
+}
