@@ -493,14 +493,16 @@ enum Edit {
     Change(usize),
 }
 
-async fn interpret(ops: Arc<Vec<Op>>, tally: Tally, ctx: clio_flow::Ctx) -> Result<FlowOutput, FlowError> {
+async fn interpret(
+    ops: Arc<Vec<Op>>,
+    tally: Tally,
+    ctx: clio_flow::Ctx,
+) -> Result<FlowOutput, FlowError> {
     let mut out = Vec::new();
     for op in ops.iter() {
         let value = match op {
             Op::Tally { n, lower: false } => ctx.call("tally", json!({ "n": n })).await?.value,
-            Op::Tally { n, lower: true } => {
-                ctx.call("tally", json!({ "n": n })).await?.value
-            }
+            Op::Tally { n, lower: true } => ctx.call("tally", json!({ "n": n })).await?.value,
             Op::Look { n } => ctx.call("echo", json!({ "n": n })).await?.value["n"].clone(),
             Op::Step { n } => {
                 let (tally, n) = (tally.clone(), *n);
