@@ -56,6 +56,41 @@ impl Home {
     }
 }
 
+impl Home {
+    /// Opens the journal for reading only, modifying neither it nor its log (`runs list`,
+    /// `show`, `tree`, `events`, `export`); `None` when no run was ever recorded. A journal
+    /// a crash left with work to recover is recovered first (that is a write, of records
+    /// already acknowledged). Nothing is reconciled: with the journal open here, work left
+    /// running belongs to a process that is gone, and readers show it as interrupted
+    /// ([`as_seen`]).
+    pub(crate) fn reading_journal(&self) -> Result<Option<Journal>, CliError> {
+        let path = self.journal_path();
+        if !path.exists() {
+            return Ok(None);
+        }
+        let journal =
+            Journal::open_read_only(&path, JournalConfig::default()).map_err(journal_error)?;
+        Ok(Some(journal))
+    }
+}
+
+/// Returns a run as a reader sees it: a run recorded running, whose process is gone (the
+/// journal could be opened, so no process holds it), is interrupted.
+pub(crate) fn as_seen(mut run: clio_journal::RunRecord) -> clio_journal::RunRecord {
+    if run.status == clio_journal::RunStatus::Running {
+        run.status = clio_journal::RunStatus::Interrupted;
+    }
+    run
+}
+
+/// Returns a task as a reader sees it (see [`as_seen`]): active work is interrupted.
+pub(crate) fn task_as_seen(mut task: clio_journal::TaskRecord) -> clio_journal::TaskRecord {
+    if task.status.is_active() {
+        task.status = clio_journal::TaskStatus::Interrupted;
+    }
+    task
+}
+
 /// Classifies a journal error: a file in use, not a journal, of a newer format or damaged
 /// is the user's to deal with (exit 1); storage failures are internal.
 pub(crate) fn journal_error(error: clio_journal::JournalError) -> CliError {

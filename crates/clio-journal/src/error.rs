@@ -39,6 +39,13 @@ pub enum JournalError {
         /// What was found wrong.
         detail: String,
     },
+    /// The journal was opened read-only ([`crate::Journal::open_read_only`]) and cannot
+    /// be written through this handle.
+    #[error("journal {path} was opened read-only")]
+    ReadOnly {
+        /// The journal file.
+        path: PathBuf,
+    },
     /// Another process has the journal open.
     #[error("journal {path} is already open in another process")]
     AlreadyOpen {

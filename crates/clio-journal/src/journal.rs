@@ -45,7 +45,8 @@ pub struct Journal {
 }
 
 struct Inner {
-    db: Arc<Database>,
+    /// The database reads run on: the writer's, or a read-only one.
+    db: Arc<dyn ReadableDatabase + Send + Sync>,
     path: PathBuf,
     // Invariant: `Some` until drop, which takes it to stop the writer.
     sender: Option<Sender<Request>>,
@@ -77,6 +78,7 @@ impl Journal {
     pub fn open(path: impl AsRef<Path>, config: JournalConfig) -> Result<Self> {
         let path = path.as_ref().to_path_buf();
         let io_err = |source| JournalError::Io { path: path.clone(), source };
+        let wal = wal::path_for(&path);
         match fs::File::open(&path) {
             Ok(mut file) => {
                 let len = file.metadata().map_err(io_err)?.len();
@@ -86,16 +88,67 @@ impl Journal {
                     if head.is_err() || magic != REDB_MAGIC {
                         return Err(JournalError::NotAJournal { path });
                     }
-                    preflight(&path)?;
+                    preflight(&path, &wal)?;
+                } else {
+                    refuse_orphan_log(&path, &wal, "is empty")?;
                 }
             }
-            Err(err) if err.kind() == io::ErrorKind::NotFound => create_atomically(&path)?,
+            Err(err) if err.kind() == io::ErrorKind::NotFound => {
+                refuse_orphan_log(&path, &wal, "is missing")?;
+                create_atomically(&path)?;
+            }
             Err(err) => return Err(io_err(err)),
         }
         let db = Builder::new().set_cache_size(config.cache_size).create(&path).at(&path)?;
-        let wal = wal::path_for(&path);
         let wal = (config.write_ahead_log || wal.exists()).then_some(wal);
         Self::start(db, path, config, wal)
+    }
+
+    /// Opens the journal at `path` for reading only, modifying neither it nor its log: the
+    /// way to list and show runs. A journal that a crash left with work to recover (its log
+    /// holds records the file lacks, or redb must repair the file) is opened for writing
+    /// instead, as [`Journal::open`] does, since reading it means recovering it first; its
+    /// records are then unchanged but the files are not. Writes to a journal opened
+    /// read-only fail with [`JournalError::ReadOnly`]. A missing file is an `Io` error of kind
+    /// `NotFound`: nothing is created.
+    pub fn open_read_only(path: impl AsRef<Path>, config: JournalConfig) -> Result<Self> {
+        let path = path.as_ref().to_path_buf();
+        let io_err = |source| JournalError::Io { path: path.clone(), source };
+        let wal = wal::path_for(&path);
+        let mut file = match fs::File::open(&path) {
+            Ok(file) => file,
+            Err(err) if err.kind() == io::ErrorKind::NotFound => {
+                refuse_orphan_log(&path, &wal, "is missing")?;
+                return Err(io_err(err));
+            }
+            Err(err) => return Err(io_err(err)),
+        };
+        let mut magic = [0u8; REDB_MAGIC.len()];
+        if file.read_exact(&mut magic).is_err() || magic != REDB_MAGIC {
+            let empty = file.metadata().map_err(io_err)?.len() == 0;
+            refuse_orphan_log(&path, &wal, if empty { "is empty" } else { "is not a journal" })?;
+            return Err(JournalError::NotAJournal { path });
+        }
+        let db = match Builder::new().set_cache_size(config.cache_size).open_read_only(&path) {
+            Ok(db) => db,
+            Err(redb::DatabaseError::RepairAborted) => return Self::open(&path, config),
+            Err(err) => return Err(JournalError::from_redb(&path, err)),
+        };
+        let txn = db.begin_read().at(&path)?;
+        if check_version(&txn, &path)?.is_none() {
+            return Err(JournalError::NotAJournal { path });
+        }
+        let expected = expected_log(&txn, &path)?;
+        drop(txn);
+        let pending = match expected {
+            Some(expected) => !wal::read(&wal::path_for(&path), &expected)?.is_empty(),
+            None => false,
+        };
+        if pending {
+            drop(db);
+            return Self::open(&path, config);
+        }
+        Ok(Self { inner: Arc::new(Inner { db: Arc::new(db), path, sender: None, writer: None }) })
     }
 
     /// Opens a fresh journal held in memory, for tests of the crates above.
@@ -131,13 +184,7 @@ impl Journal {
     ) -> Result<Self> {
         check_or_initialise(&db, &path)?;
         let wal = match wal {
-            Some(wal_path) => {
-                let mut wal = recover(&db, &path, &config, wal_path)?;
-                if config.write_ahead_log {
-                    wal.preallocate()?;
-                }
-                config.write_ahead_log.then_some(wal)
-            }
+            Some(wal_path) => recover(&db, &path, &config, wal_path)?,
             None => None,
         };
         let db = Arc::new(db);
@@ -149,6 +196,7 @@ impl Journal {
                 .spawn(move || writer::run(db, writer_path, config, rx, wal))
                 .map_err(|source| JournalError::Io { path: path.clone(), source })?
         };
+        let db: Arc<dyn ReadableDatabase + Send + Sync> = db;
         Ok(Self { inner: Arc::new(Inner { db, path, sender: Some(sender), writer: Some(writer) }) })
     }
 
@@ -169,6 +217,9 @@ impl Journal {
     }
 
     fn send(&self, req: Request) -> Result<()> {
+        if self.inner.writer.is_none() {
+            return Err(JournalError::ReadOnly { path: self.inner.path.clone() });
+        }
         let sender = self.inner.sender.as_ref().ok_or_else(|| self.stopped())?;
         sender.send(req).map_err(|_| self.stopped())
     }
@@ -586,19 +637,79 @@ fn create_atomically(path: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Checks a file's format version read-only, so that a newer file is never written to.
+/// Checks a file's format version and its log read-only, so that a newer file is never
+/// written to and a damaged journal is refused before anything is modified.
 ///
 /// A file that needs crash recovery cannot be opened read-only; it is checked after the
 /// writable open has recovered it.
-fn preflight(path: &Path) -> Result<()> {
+fn preflight(path: &Path, wal_path: &Path) -> Result<()> {
     match Builder::new().open_read_only(path) {
         Ok(db) => {
             let txn = db.begin_read().at(path)?;
-            check_version(&txn, path).map(|_| ())
+            check_version(&txn, path)?;
+            if let Some(expected) = expected_log(&txn, path)? {
+                wal::read(wal_path, &expected)?;
+            }
+            Ok(())
         }
-        Err(redb::DatabaseError::RepairAborted) => Ok(()),
+        // A file a crash left open: redb repairs it, in memory, to read what it says of
+        // its log before anything is written.
+        Err(redb::DatabaseError::RepairAborted) => {
+            let io_err = |source| JournalError::Io { path: path.to_path_buf(), source };
+            let file = fs::File::open(path).map_err(io_err)?;
+            let locking =
+                fs::OpenOptions::new().read(true).write(true).open(path).map_err(io_err)?;
+            let overlay = crate::overlay::Overlay::new(file, locking).map_err(io_err)?;
+            let db = Builder::new().create_with_backend(overlay).at(path)?;
+            let txn = db.begin_read().at(path)?;
+            check_version(&txn, path)?;
+            if let Some(expected) = expected_log(&txn, path)? {
+                wal::read(wal_path, &expected)?;
+            }
+            Ok(())
+        }
         Err(err) => Err(JournalError::from_redb(path, err)),
     }
+}
+
+/// Returns what the file says of its log (`None` for a file with no journal id yet, which
+/// has never had one).
+fn expected_log(txn: &redb::ReadTransaction, path: &Path) -> Result<Option<wal::Expected>> {
+    let meta = match txn.open_table(META) {
+        Ok(meta) => meta,
+        Err(TableError::TableDoesNotExist(_)) => return Ok(None),
+        Err(err) => return Err(JournalError::from_redb(path, err)),
+    };
+    let get = |key: &str| -> Result<Option<u64>> { Ok(meta.get(key).at(path)?.map(|v| v.value())) };
+    let Some(journal_id) = get(store::KEY_JOURNAL_ID)? else { return Ok(None) };
+    Ok(Some(wal::Expected {
+        journal_id,
+        held: get(store::KEY_WAL_LSN)?.unwrap_or(0),
+        generation: get(store::KEY_WAL_GEN)?,
+        live: get(store::KEY_WAL_LIVE)? == Some(1),
+    }))
+}
+
+/// Refuses to make a new journal at `path` (which `state`: is missing, is empty, ...) while
+/// a log of one lies beside it: that log may hold the only copy of acknowledged writes.
+fn refuse_orphan_log(path: &Path, wal_path: &Path, state: &str) -> Result<()> {
+    let len = fs::metadata(wal_path).map(|m| m.len()).unwrap_or(0);
+    let mut head = [0u8; 4];
+    let written = len > 0
+        && fs::File::open(wal_path).and_then(|mut f| f.read_exact(&mut head)).is_ok()
+        && head != [0u8; 4];
+    if written {
+        return Err(JournalError::Corrupted {
+            path: path.to_path_buf(),
+            detail: format!(
+                "the journal file {state}, but its write-ahead log {} is there and may hold \
+                 the only copy of recorded work; nothing was changed. Restore the journal file \
+                 from a copy taken with its log, or move the log away to start a new journal",
+                wal_path.display()
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// Reads the format version: `Ok(None)` for a fresh redb file with no table at all.
@@ -651,18 +762,24 @@ fn check_or_initialise(db: &Database, path: &Path) -> Result<()> {
 }
 
 /// Applies the records of the write-ahead log at `wal_path` that the redb file does not
-/// hold yet (those a crash kept out), checkpoints them, and returns the log ready for the
-/// writer.
-fn recover(db: &Database, path: &Path, config: &JournalConfig, wal_path: PathBuf) -> Result<Wal> {
+/// hold yet (those a crash kept out), refusing a damaged log before anything is written,
+/// and commits them durably with the next log generation, live when the journal keeps a
+/// log (`config.write_ahead_log`). Returns that log, ready for the writer.
+fn recover(
+    db: &Database,
+    path: &Path,
+    config: &JournalConfig,
+    wal_path: PathBuf,
+) -> Result<Option<Wal>> {
     let mut txn = db.begin_write().at(path)?;
     let mut tx = Tx::open(&txn, path, store::now_ms())?;
     let held = tx.wal_lsn()?;
-    let (journal_id, new_id) = tx.journal_id_or(random_id())?;
-    let (mut wal, records) = Wal::open(wal_path, journal_id)?;
-    let damaged =
-        |detail: String| JournalError::Corrupted { path: wal.path().to_path_buf(), detail };
-    let fresh: Vec<&wal::Record> = records.iter().filter(|r| r.lsn > held).collect();
-    if let Some(first) = fresh.first()
+    let (journal_id, _) = tx.journal_id_or(random_id())?;
+    let (generation, live) = tx.wal_generation()?;
+    let expected = wal::Expected { journal_id, held, generation, live };
+    let records = wal::read(&wal_path, &expected)?;
+    let damaged = |detail: String| JournalError::Corrupted { path: wal_path.clone(), detail };
+    if let Some(first) = records.first()
         && Some(first.lsn) != held.checked_add(1)
     {
         return Err(damaged(format!(
@@ -672,23 +789,28 @@ fn recover(db: &Database, path: &Path, config: &JournalConfig, wal_path: PathBuf
             path.display()
         )));
     }
-    let last = fresh.last().map_or(held, |r| r.lsn);
-    for record in &fresh {
-        tx.apply_redo(&record.payload, wal.path(), record.lsn)?;
+    let last = records.last().map_or(held, |r| r.lsn);
+    for record in &records {
+        tx.apply_redo(&record.payload, &wal_path, record.lsn)?;
     }
     let next = last
         .checked_add(1)
         .ok_or_else(|| damaged(format!("record number {last} leaves no room for another")))?;
-    wal.set_next_lsn(next);
-    if fresh.is_empty() && !new_id {
-        drop(tx);
-        txn.abort().at(path)?;
+    let generation = generation.map_or(1, |g| g + 1);
+    // The log exists, grown, before the file says it is live: a crash in between must not
+    // leave a live log missing or empty, which reads as damage.
+    let wal = if config.write_ahead_log {
+        let mut wal = Wal::create(wal_path, journal_id, generation, next)?;
+        wal.preallocate()?;
+        Some(wal)
     } else {
-        tx.set_wal_lsn(last)?;
-        drop(tx);
-        txn.set_quick_repair(config.quick_repair);
-        txn.commit().at(path)?;
-    }
+        None
+    };
+    tx.set_wal_lsn(last)?;
+    tx.set_wal_generation(generation, config.write_ahead_log)?;
+    drop(tx);
+    txn.set_quick_repair(config.quick_repair);
+    txn.commit().at(path)?;
     Ok(wal)
 }
 

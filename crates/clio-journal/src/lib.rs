@@ -29,6 +29,7 @@ mod error;
 mod format;
 mod input;
 mod journal;
+mod overlay;
 mod pending;
 mod redo;
 mod store;

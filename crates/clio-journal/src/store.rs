@@ -52,6 +52,12 @@ const KEY_NEXT_RUN: &str = "next_run";
 const KEY_NEXT_TASK: &str = "next_task";
 /// The lsn of the last write-ahead record the file holds (see `wal`).
 pub(crate) const KEY_WAL_LSN: &str = "wal_lsn";
+/// The generation of the log that may hold records after `wal_lsn` (absent: a file from
+/// before generations, whose log has format 1).
+pub(crate) const KEY_WAL_GEN: &str = "wal_gen";
+/// 1 when that log is live (it may hold acknowledged records the file lacks), 0 or absent
+/// when the file holds everything.
+pub(crate) const KEY_WAL_LIVE: &str = "wal_live";
 /// A random id of the journal, which ties its write-ahead log to it.
 pub(crate) const KEY_JOURNAL_ID: &str = "journal_id";
 
@@ -87,6 +93,9 @@ pub(crate) fn initialise(txn: &WriteTransaction, path: &Path) -> Result<()> {
     meta.insert(KEY_FORMAT_VERSION, FORMAT_VERSION).at(path)?;
     meta.insert(KEY_NEXT_RUN, 1).at(path)?;
     meta.insert(KEY_NEXT_TASK, 1).at(path)?;
+    // A new journal's log starts at generation 0, not live: it has never held a record.
+    meta.insert(KEY_WAL_GEN, 0).at(path)?;
+    meta.insert(KEY_WAL_LIVE, 0).at(path)?;
     drop(meta);
     txn.open_table(RUNS).at(path)?;
     txn.open_table(RUN_HEADS).at(path)?;
@@ -184,6 +193,21 @@ impl<'a> Tx<'a> {
     /// Returns the lsn of the last write-ahead record the file holds (0 for none).
     pub(crate) fn wal_lsn(&self) -> Result<u64> {
         Ok(self.meta.get(KEY_WAL_LSN).at(self.path)?.map_or(0, |v| v.value()))
+    }
+
+    /// Records the log generation the file expects and whether it is live (not logged).
+    pub(crate) fn set_wal_generation(&mut self, generation: u64, live: bool) -> Result<()> {
+        self.meta.insert(KEY_WAL_GEN, generation).at(self.path)?;
+        self.meta.insert(KEY_WAL_LIVE, u64::from(live)).at(self.path)?;
+        Ok(())
+    }
+
+    /// Returns the log generation the file expects (`None` before generations) and whether
+    /// it is live.
+    pub(crate) fn wal_generation(&self) -> Result<(Option<u64>, bool)> {
+        let generation = self.meta.get(KEY_WAL_GEN).at(self.path)?.map(|v| v.value());
+        let live = self.meta.get(KEY_WAL_LIVE).at(self.path)?.is_some_and(|v| v.value() == 1);
+        Ok((generation, live))
     }
 
     /// Returns the journal's id, giving it `fresh` first if it has none (not logged: the

@@ -3,18 +3,30 @@
 //!
 //! Each durable batch is written here as one record and flushed; the batch is then
 //! committed to redb without a flush. Every so often (a checkpoint) the writer commits to
-//! redb durably, with quick repair, and starts the log over from its first byte. Opening a
-//! journal applies again the records a crash kept out of redb.
+//! redb durably and starts a new *generation* of the log, overwriting it from its first
+//! byte. Opening a journal applies again the records a crash kept out of redb.
 //!
-//! A record is `magic, payload length, lsn, crc32(journal id, lsn, payload), payload`: the
-//! journal id (random, in `clio_meta`) ties a log to its file, so that a log left by another
-//! journal at the same path fails its checksums and is never applied. Log sequence
-//! numbers (lsn) grow by one per record for the life of the journal, and the redb file
-//! holds the last one it contains (`wal_lsn` in `clio_meta`), committed with it. The log is
-//! overwritten in place from the start after each checkpoint, so it reads as: the records
-//! of the current cycle, then leftovers of earlier ones. Reading stops at the first record
-//! that is torn, fails its checksum or does not follow its predecessor's lsn; leftovers
-//! always carry smaller lsns than the current cycle, so they are never taken for new ones.
+//! A log knows its own end. It starts with a header `CLWG, journal id, generation, first
+//! lsn, crc32` naming the journal and generation it belongs to; then records `CLW2, payload
+//! length, lsn, crc, chain, payload`, where `crc` covers the journal id, the generation, the
+//! lsn and the payload (so a record can be recognised on its own), and `chain` covers the
+//! previous record's chain (the header's crc for the first), so a record is whole only if
+//! every record before it is. The redb file holds the last lsn it contains (`wal_lsn`), the
+//! generation of the log that may hold records after it (`wal_gen`) and whether that log is
+//! live (`wal_live`: it may hold acknowledged records the file lacks), all committed
+//! durably at each checkpoint and at open.
+//!
+//! Reading (see [`read`]) follows the chain from the header and stops at the first record
+//! that does not continue it. That record is a *torn tail* — the one write a crash cut
+//! short, dropped — only if no valid record of the same generation with a later lsn
+//! follows it and it does not run past the end of the file (the file is grown with zeros
+//! before any record is written into it). Anything else is damage: a bad record followed by
+//! a valid one, a record cut by the end of the file, a missing, emptied or foreign log
+//! while the redb file says a live one is due, a log of another generation. Damage is
+//! refused, naming the file, the offset and what was expected, and nothing is modified.
+//!
+//! Logs written before generations (format 1 records, `CLWR`, no header) are read by
+//! [`read_legacy`] once, when a journal that has no `wal_gen` yet opens.
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -23,10 +35,19 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{JournalError, Result};
 
-/// Marks the start of every record.
+/// Marks the start of every record of format 1 (no header, no chain).
 const MAGIC: [u8; 4] = *b"CLWR";
-/// Magic, payload length (u32), lsn (u64), crc32 (u32).
+/// Magic, payload length (u32), lsn (u64), crc32 (u32): a record of format 1.
 const HEADER: usize = 4 + 4 + 8 + 4;
+
+/// Marks the header of a log generation.
+const GEN_MAGIC: [u8; 4] = *b"CLWG";
+/// Magic, journal id (u64), generation (u64), first lsn (u64), crc32 (u32).
+pub(crate) const GEN_HEADER: usize = 4 + 8 + 8 + 8 + 4;
+/// Marks the start of every chained record.
+const REC_MAGIC: [u8; 4] = *b"CLW2";
+/// Magic, payload length (u32), lsn (u64), crc32 (u32), chain (u32).
+const REC_HEADER: usize = 4 + 4 + 8 + 4 + 4;
 
 /// One record read back from the log.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,13 +58,32 @@ pub(crate) struct Record {
 
 /// How much the log file grows at a time, written as zeros ahead of the records.
 const GROW_BY: u64 = 1 << 20;
+/// The zeros are written in chunks of this size, so a log's length is always a multiple
+/// of it, even when a crash cuts a growth short.
+const GROW_CHUNK: u64 = 64 << 10;
+
+/// What the redb file says about its log, read at open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Expected {
+    /// The journal's id (every checksum of its log is salted with it).
+    pub(crate) journal_id: u64,
+    /// The last lsn the file holds.
+    pub(crate) held: u64,
+    /// The generation of the log that may hold records after `held`; `None` for a file
+    /// from before generations, whose log has format 1.
+    pub(crate) generation: Option<u64>,
+    /// Whether that log is live: it may hold acknowledged records the file lacks, so it
+    /// must be there, whole.
+    pub(crate) live: bool,
+}
 
 /// The log of an open journal; only its writer thread touches it.
 #[derive(Debug)]
 pub(crate) struct Wal {
     file: File,
     path: PathBuf,
-    /// Where the next record goes: the bytes written since the last checkpoint.
+    /// Where the next record goes: the bytes written since the last checkpoint (0: the
+    /// generation's header has not been written yet).
     offset: u64,
     /// The file's length: written (zeros past the records) and flushed, so that flushing a
     /// record inside it changes no file metadata, which would cost a second write per flush.
@@ -52,6 +92,10 @@ pub(crate) struct Wal {
     next_lsn: u64,
     /// The id of the journal the log belongs to, which seeds every checksum.
     journal_id: u64,
+    /// The generation being written.
+    generation: u64,
+    /// The chain value of the last record written (the header's crc before the first).
+    chain: u32,
     /// Reusable buffer for one record.
     buf: Vec<u8>,
 }
@@ -63,10 +107,353 @@ pub(crate) fn path_for(journal: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
+fn damaged(path: &Path, detail: String) -> JournalError {
+    JournalError::Corrupted {
+        path: path.to_path_buf(),
+        detail: format!(
+            "{detail}; nothing was changed. Restore the journal and its log from a copy taken \
+             together, or run `clio journal check` to see what still reads"
+        ),
+    }
+}
+
+/// Reads the log at `path` as the redb file `expected` describes it, without writing
+/// anything, and returns the records it holds past `expected.held`, in order. Refuses
+/// damage (see the module's documentation).
+pub(crate) fn read(path: &Path, expected: &Expected) -> Result<Vec<Record>> {
+    let io_err = |source| JournalError::Io { path: path.to_path_buf(), source };
+    let file = match File::open(path) {
+        Ok(file) => Some(file),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => None,
+        Err(err) => return Err(io_err(err)),
+    };
+    let Some(file) = file else {
+        if expected.live {
+            return Err(damaged(
+                path,
+                format!(
+                    "the log is missing, but the journal expects its generation {} to hold \
+                     any records written after record {}",
+                    expected.generation.unwrap_or(0),
+                    expected.held
+                ),
+            ));
+        }
+        return Ok(Vec::new());
+    };
+    let len = file.metadata().map_err(io_err)?.len();
+    let read_at = |at: u64, buf: &mut [u8]| match file.read_exact_at(buf, at) {
+        Ok(()) => Ok(true),
+        Err(err) if err.kind() == io::ErrorKind::UnexpectedEof => Ok(false),
+        Err(err) => Err(err),
+    };
+    let Some(generation) = expected.generation else {
+        // A log of format 1: its records as they read, past what the file holds.
+        let records = read_legacy(len, read_at, expected.journal_id).map_err(io_err)?;
+        return Ok(records.into_iter().filter(|r| r.lsn > expected.held).collect());
+    };
+    read_generation(path, len, read_at, expected, generation)
+}
+
+/// Reads a log of generation `generation` (see [`read`]).
+fn read_generation(
+    path: &Path,
+    len: u64,
+    read_at: impl Fn(u64, &mut [u8]) -> io::Result<bool>,
+    expected: &Expected,
+    generation: u64,
+) -> Result<Vec<Record>> {
+    let io_err = |source| JournalError::Io { path: path.to_path_buf(), source };
+    let id = expected.journal_id;
+    let mut header = [0u8; GEN_HEADER];
+    let mut whole_header = read_at(0, &mut header).map_err(io_err)?;
+    if !whole_header {
+        // A file shorter than a header: what it holds, to tell zeros from written bytes.
+        let n = usize::try_from(len).unwrap_or(GEN_HEADER).min(GEN_HEADER);
+        whole_header = read_at(0, &mut header[..n]).map_err(io_err)? && n == GEN_HEADER;
+    }
+    let parsed = whole_header.then(|| parse_gen_header(&header)).flatten();
+    let (log_id, log_gen, first_lsn, chain) = match parsed {
+        Some(h) => h,
+        None => {
+            // No header: a log never written in this generation (zeros, a cleared log, an
+            // empty file), or a first write the crash cut short. Records of this
+            // generation after it would mean damage.
+            if let Some((at, lsn)) =
+                later_record(len, &read_at, id, generation, 0, expected.held).map_err(io_err)?
+            {
+                return Err(damaged(
+                    path,
+                    format!(
+                        "the log's header is unreadable, but a valid record {lsn} of generation \
+                         {generation} follows at offset {at}"
+                    ),
+                ));
+            }
+            let written = header.iter().any(|b| *b != 0);
+            if expected.live && written && !len.is_multiple_of(GROW_CHUNK) {
+                return Err(short(path, 0, len));
+            }
+            if expected.live && len == 0 {
+                return Err(damaged(
+                    path,
+                    format!(
+                        "the log is empty, but the journal expects its generation {generation} \
+                         to hold any records written after record {}",
+                        expected.held
+                    ),
+                ));
+            }
+            return Ok(Vec::new());
+        }
+    };
+    if log_id != id {
+        return Err(damaged(
+            path,
+            format!("the log belongs to another journal (id {log_id:016x}, expected {id:016x})"),
+        ));
+    }
+    if log_gen + 1 == generation || (log_gen < generation && !expected.live) {
+        // The log of the generation just before: every record it holds is in the file
+        // already (a crash came between the checkpoint and the new generation's first
+        // record; a checkpoint with nothing written keeps its generation, so an older log
+        // than that is one that lost records).
+        return Ok(Vec::new());
+    }
+    if log_gen != generation {
+        return Err(damaged(
+            path,
+            format!(
+                "the log is of generation {log_gen}, but the journal expects generation \
+                 {generation}: was one of the two files replaced without the other?"
+            ),
+        ));
+    }
+    // A log grows by whole chunks of zeros, flushed before records are written into them:
+    // a live log of another length was cut.
+    if expected.live && !len.is_multiple_of(GROW_CHUNK) {
+        return Err(short(path, GEN_HEADER as u64, len));
+    }
+    if first_lsn > expected.held + 1 {
+        return Err(damaged(
+            path,
+            format!(
+                "the log starts at record {first_lsn}, but the journal holds records up to {} \
+                 only: records {}..{first_lsn} are missing",
+                expected.held,
+                expected.held + 1
+            ),
+        ));
+    }
+    let mut records = Vec::new();
+    let mut at = GEN_HEADER as u64;
+    let mut chain = chain;
+    let mut next = first_lsn;
+    loop {
+        let mut head = [0u8; REC_HEADER];
+        if !read_at(at, &mut head).map_err(io_err)? {
+            // The file ends inside a record header: only damage cuts a log there, as the
+            // file is grown with zeros before records are written into it.
+            if read_magic(&read_at, at).map_err(io_err)? == Some(REC_MAGIC) {
+                return Err(short(path, at, len));
+            }
+            break;
+        }
+        if head[..4] != REC_MAGIC {
+            break;
+        }
+        let size = u64::from(u32::from_le_bytes([head[4], head[5], head[6], head[7]]));
+        let lsn = u64::from_le_bytes(head[8..16].try_into().unwrap_or_default());
+        let crc = u32::from_le_bytes([head[16], head[17], head[18], head[19]]);
+        let link = u32::from_le_bytes([head[20], head[21], head[22], head[23]]);
+        let start = at + REC_HEADER as u64;
+        if size > len.saturating_sub(start) {
+            return Err(short(path, at, len));
+        }
+        let mut payload = vec![0u8; size as usize];
+        let whole = read_at(start, &mut payload).map_err(io_err)?
+            && lsn == next
+            && record_crc(id, generation, lsn, &payload) == crc
+            && chained(chain, crc) == link;
+        if !whole {
+            break;
+        }
+        chain = link;
+        next += 1;
+        if lsn > expected.held {
+            records.push(Record { lsn, payload });
+        }
+        at = start + size;
+    }
+    // `at` is where the chain stops: a torn tail, unless a later record of this generation
+    // follows.
+    let last = next.saturating_sub(1).max(expected.held);
+    if let Some((found, lsn)) =
+        later_record(len, &read_at, id, generation, at, last).map_err(io_err)?
+    {
+        return Err(damaged(
+            path,
+            format!(
+                "the record at offset {at} (record {next}) is damaged, but a valid record {lsn} \
+                 follows at offset {found}: the log is not whole"
+            ),
+        ));
+    }
+    Ok(records)
+}
+
+fn short(path: &Path, at: u64, len: u64) -> JournalError {
+    damaged(
+        path,
+        format!(
+            "the log is cut short at {len} bytes (near offset {at}): a log is grown by whole \
+             chunks of zeros before records are written into it, so its records never reach \
+             past its end"
+        ),
+    )
+}
+
+fn read_magic(
+    read_at: &impl Fn(u64, &mut [u8]) -> io::Result<bool>,
+    at: u64,
+) -> io::Result<Option<[u8; 4]>> {
+    let mut magic = [0u8; 4];
+    Ok(read_at(at, &mut magic)?.then_some(magic))
+}
+
+/// Returns the offset and lsn of the first valid record of `generation` at or after byte
+/// `from` whose lsn is above `after`: a record that a torn tail could not precede.
+fn later_record(
+    len: u64,
+    read_at: &impl Fn(u64, &mut [u8]) -> io::Result<bool>,
+    journal_id: u64,
+    generation: u64,
+    from: u64,
+    after: u64,
+) -> io::Result<Option<(u64, u64)>> {
+    const CHUNK: usize = 1 << 16;
+    let mut buf = vec![0u8; CHUNK + REC_HEADER];
+    let mut base = from;
+    while base < len {
+        let n = ((len - base) as usize).min(buf.len());
+        if !read_at(base, &mut buf[..n])? {
+            break;
+        }
+        for i in 0..n.min(CHUNK) {
+            if buf[i..].starts_with(&REC_MAGIC) {
+                let at = base + i as u64;
+                if let Some(lsn) = valid_record_at(len, read_at, journal_id, generation, at)?
+                    && lsn > after
+                {
+                    return Ok(Some((at, lsn)));
+                }
+            }
+        }
+        base += CHUNK as u64;
+    }
+    Ok(None)
+}
+
+/// Returns the lsn of the record at `at` if it is a whole record of `generation` on its own.
+fn valid_record_at(
+    len: u64,
+    read_at: &impl Fn(u64, &mut [u8]) -> io::Result<bool>,
+    journal_id: u64,
+    generation: u64,
+    at: u64,
+) -> io::Result<Option<u64>> {
+    let mut head = [0u8; REC_HEADER];
+    if !read_at(at, &mut head)? || head[..4] != REC_MAGIC {
+        return Ok(None);
+    }
+    let size = u64::from(u32::from_le_bytes([head[4], head[5], head[6], head[7]]));
+    let lsn = u64::from_le_bytes(head[8..16].try_into().unwrap_or_default());
+    let crc = u32::from_le_bytes([head[16], head[17], head[18], head[19]]);
+    let start = at + REC_HEADER as u64;
+    if size > len.saturating_sub(start) {
+        return Ok(None);
+    }
+    let mut payload = vec![0u8; size as usize];
+    Ok((read_at(start, &mut payload)? && record_crc(journal_id, generation, lsn, &payload) == crc)
+        .then_some(lsn))
+}
+
+/// Parses a generation header: journal id, generation, first lsn and its crc (the chain's
+/// start); `None` when it is not one.
+fn parse_gen_header(h: &[u8; GEN_HEADER]) -> Option<(u64, u64, u64, u32)> {
+    if h[..4] != GEN_MAGIC {
+        return None;
+    }
+    let word = |at: usize| u64::from_le_bytes(h[at..at + 8].try_into().unwrap_or_default());
+    let crc = u32::from_le_bytes([h[28], h[29], h[30], h[31]]);
+    (crc32(&h[..28]) == crc).then(|| (word(4), word(12), word(20), crc))
+}
+
+fn crc32(bytes: &[u8]) -> u32 {
+    let mut hasher = crc32fast::Hasher::new();
+    hasher.update(bytes);
+    hasher.finalize()
+}
+
+fn record_crc(journal_id: u64, generation: u64, lsn: u64, payload: &[u8]) -> u32 {
+    let mut hasher = crc32fast::Hasher::new();
+    hasher.update(&journal_id.to_le_bytes());
+    hasher.update(&generation.to_le_bytes());
+    hasher.update(&lsn.to_le_bytes());
+    hasher.update(payload);
+    hasher.finalize()
+}
+
+fn chained(previous: u32, crc: u32) -> u32 {
+    let mut hasher = crc32fast::Hasher::new();
+    hasher.update(&previous.to_le_bytes());
+    hasher.update(&crc.to_le_bytes());
+    hasher.finalize()
+}
+
+/// Appends the header of generation `generation` of journal `journal_id`, whose first record
+/// is `first_lsn`, to `out`; returns its crc (the chain's start).
+fn encode_gen_header(out: &mut Vec<u8>, journal_id: u64, generation: u64, first_lsn: u64) -> u32 {
+    let start = out.len();
+    out.extend_from_slice(&GEN_MAGIC);
+    out.extend_from_slice(&journal_id.to_le_bytes());
+    out.extend_from_slice(&generation.to_le_bytes());
+    out.extend_from_slice(&first_lsn.to_le_bytes());
+    let crc = crc32(&out[start..]);
+    out.extend_from_slice(&crc.to_le_bytes());
+    crc
+}
+
+/// Appends a chained record to `out` and returns its chain value.
+fn encode_chained(
+    out: &mut Vec<u8>,
+    journal_id: u64,
+    generation: u64,
+    lsn: u64,
+    previous: u32,
+    payload: &[u8],
+) -> u32 {
+    let crc = record_crc(journal_id, generation, lsn, payload);
+    let link = chained(previous, crc);
+    out.extend_from_slice(&REC_MAGIC);
+    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    out.extend_from_slice(&lsn.to_le_bytes());
+    out.extend_from_slice(&crc.to_le_bytes());
+    out.extend_from_slice(&link.to_le_bytes());
+    out.extend_from_slice(payload);
+    link
+}
+
 impl Wal {
-    /// Opens (or creates) the log at `path` of the journal `journal_id` and returns it with
-    /// the records it holds, in order: the contiguous run of valid records from its start.
-    pub(crate) fn open(path: PathBuf, journal_id: u64) -> Result<(Self, Vec<Record>)> {
+    /// Opens (or creates) the log at `path` for writing generation `generation` of journal
+    /// `journal_id` from record `next_lsn`. Its old content (read and applied before) is
+    /// overwritten from the first byte by the generation's first record.
+    pub(crate) fn create(
+        path: PathBuf,
+        journal_id: u64,
+        generation: u64,
+        next_lsn: u64,
+    ) -> Result<Self> {
         let io_err = |source| JournalError::Io { path: path.clone(), source };
         let existed = path.exists();
         let file = OpenOptions::new()
@@ -81,17 +468,17 @@ impl Wal {
             sync_parent(&path).map_err(io_err)?;
         }
         let allocated = file.metadata().map_err(io_err)?.len();
-        // Read record by record: the file is mostly zeros and leftovers, up to the
-        // checkpoint size, which a journal opened for one command need not read.
-        let read_at = |at: u64, buf: &mut [u8]| match file.read_exact_at(buf, at) {
-            Ok(()) => Ok(true),
-            Err(err) if err.kind() == io::ErrorKind::UnexpectedEof => Ok(false),
-            Err(err) => Err(err),
-        };
-        let records = read_records(allocated, read_at, journal_id).map_err(io_err)?;
-        let wal =
-            Self { file, path, offset: 0, allocated, next_lsn: 1, journal_id, buf: Vec::new() };
-        Ok((wal, records))
+        Ok(Self {
+            file,
+            path,
+            offset: 0,
+            allocated,
+            next_lsn,
+            journal_id,
+            generation,
+            chain: 0,
+            buf: Vec::new(),
+        })
     }
 
     /// Returns the log's file.
@@ -99,14 +486,14 @@ impl Wal {
         &self.path
     }
 
-    /// Sets the lsn the next record gets.
-    pub(crate) fn set_next_lsn(&mut self, lsn: u64) {
-        self.next_lsn = lsn;
-    }
-
     /// The lsn the next record gets.
     pub(crate) fn next_lsn(&self) -> u64 {
         self.next_lsn
+    }
+
+    /// The generation being written.
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// Whether nothing was written to the log since it was opened or last started over.
@@ -119,11 +506,22 @@ impl Wal {
         self.offset >= limit
     }
 
-    /// Writes `payload` as the next record and flushes it to disk; returns its lsn.
+    /// Writes `payload` as the next record (after the generation's header, for its first)
+    /// and flushes it to disk; returns its lsn.
     pub(crate) fn append(&mut self, payload: &[u8]) -> Result<u64> {
         let lsn = self.next_lsn;
         self.buf.clear();
-        encode_record(&mut self.buf, self.journal_id, lsn, payload);
+        if self.offset == 0 {
+            self.chain = encode_gen_header(&mut self.buf, self.journal_id, self.generation, lsn);
+        }
+        let chain = encode_chained(
+            &mut self.buf,
+            self.journal_id,
+            self.generation,
+            lsn,
+            self.chain,
+            payload,
+        );
         let end = self.offset + self.buf.len() as u64;
         if end > self.allocated {
             let len = end.next_multiple_of(GROW_BY);
@@ -134,6 +532,7 @@ impl Wal {
         self.file.write_all_at(&self.buf, self.offset).map_err(io_err)?;
         self.file.sync_data().map_err(io_err)?;
         self.offset += self.buf.len() as u64;
+        self.chain = chain;
         self.next_lsn += 1;
         Ok(lsn)
     }
@@ -151,7 +550,7 @@ impl Wal {
     /// Extends the file to `len` bytes of zeros (which read as the end of the log) and
     /// flushes it with its new length.
     fn grow_to(&mut self, len: u64) -> io::Result<()> {
-        let zeros = vec![0u8; 64 << 10];
+        let zeros = vec![0u8; GROW_CHUNK as usize];
         let mut at = self.allocated;
         while at < len {
             let n = (len - at).min(zeros.len() as u64) as usize;
@@ -164,26 +563,29 @@ impl Wal {
     }
 
     /// Marks the log empty after the last checkpoint of a clean close, so that the next open
-    /// reads one header instead of every leftover; the redb file holds every record, so a
-    /// crash that loses this write loses nothing.
+    /// reads one header instead of every leftover; the redb file holds every record and
+    /// says the log is not live, so a crash that loses this write loses nothing.
     pub(crate) fn clear(&mut self) -> io::Result<()> {
-        self.restart();
-        if self.allocated >= HEADER as u64 {
-            self.file.write_all_at(&[0u8; HEADER], 0)?;
+        self.offset = 0;
+        if self.allocated >= GEN_HEADER as u64 {
+            self.file.write_all_at(&[0u8; GEN_HEADER], 0)?;
         }
         Ok(())
     }
 
-    /// Starts the log over after a checkpoint: the redb file now holds every record.
-    pub(crate) fn restart(&mut self) {
+    /// Starts generation `generation` after a checkpoint: the redb file now holds every
+    /// record, and says so durably with the new generation.
+    pub(crate) fn restart(&mut self, generation: u64) {
         self.offset = 0;
+        self.generation = generation;
     }
 }
 
 /// The largest payload a record holds; the writer checkpoints a larger batch instead.
-pub(crate) const MAX_PAYLOAD: usize = u32::MAX as usize;
+pub(crate) const MAX_PAYLOAD: usize = u32::MAX as usize - REC_HEADER - GEN_HEADER;
 
-/// Appends the encoding of one record to `out`; `payload` is at most [`MAX_PAYLOAD`] bytes.
+/// Appends the encoding of one record of format 1 to `out` (tests build old logs with it).
+#[cfg(test)]
 pub(crate) fn encode_record(out: &mut Vec<u8>, journal_id: u64, lsn: u64, payload: &[u8]) {
     out.extend_from_slice(&MAGIC);
     out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
@@ -200,11 +602,12 @@ fn checksum(journal_id: u64, lsn: u64, payload: &[u8]) -> u32 {
     hasher.finalize()
 }
 
-/// Returns the contiguous run of valid records of journal `journal_id` at the start of a
-/// log of `len` bytes, which `read_at(offset, buf)` reads (`Ok(false)` past its end).
-fn read_records(
+/// Returns the contiguous run of valid records of format 1 of journal `journal_id` at the
+/// start of a log of `len` bytes, which `read_at(offset, buf)` reads (`Ok(false)` past its
+/// end). Format 1 stops at the first bad record, whatever follows.
+fn read_legacy(
     len: u64,
-    mut read_at: impl FnMut(u64, &mut [u8]) -> io::Result<bool>,
+    read_at: impl Fn(u64, &mut [u8]) -> io::Result<bool>,
     journal_id: u64,
 ) -> io::Result<Vec<Record>> {
     let mut records: Vec<Record> = Vec::new();
@@ -234,10 +637,16 @@ fn read_records(
     Ok(records)
 }
 
-/// Reads the records of a log held in memory, as [`read_records`] does a file.
+/// Reads the records of a format-1 log held in memory, as [`read_legacy`] does a file.
 #[cfg(test)]
 fn read_bytes(bytes: &[u8], journal_id: u64) -> Vec<Record> {
-    let read_at = |at: u64, buf: &mut [u8]| {
+    read_legacy(bytes.len() as u64, memory(bytes), journal_id).unwrap_or_default()
+}
+
+/// Reads a log held in memory.
+#[cfg(test)]
+fn memory(bytes: &[u8]) -> impl Fn(u64, &mut [u8]) -> io::Result<bool> + '_ {
+    |at: u64, buf: &mut [u8]| {
         let start = at as usize;
         Ok(match bytes.get(start..start + buf.len()) {
             Some(part) => {
@@ -246,8 +655,7 @@ fn read_bytes(bytes: &[u8], journal_id: u64) -> Vec<Record> {
             }
             None => false,
         })
-    };
-    read_records(bytes.len() as u64, read_at, journal_id).unwrap_or_default()
+    }
 }
 
 fn sync_parent(path: &Path) -> io::Result<()> {
@@ -331,6 +739,129 @@ mod tests {
             if !cut.is_empty() {
                 cut.pop();
                 prop_assert_eq!(fresh(&cut).len(), expected.len() - 1);
+            }
+        }
+    }
+
+    const GEN: u64 = 7;
+
+    /// A log of generation `GEN` holding `payloads` from lsn `first`.
+    fn generation_log(first: u64, payloads: &[Vec<u8>]) -> (Vec<u8>, Vec<usize>) {
+        let mut bytes = Vec::new();
+        let mut chain = encode_gen_header(&mut bytes, ID, GEN, first);
+        let mut starts = Vec::new();
+        for (i, p) in payloads.iter().enumerate() {
+            starts.push(bytes.len());
+            chain = encode_chained(&mut bytes, ID, GEN, first + i as u64, chain, p);
+        }
+        (bytes, starts)
+    }
+
+    /// Pads a log with zeros to a whole chunk, as the writer grows it.
+    fn padded(mut bytes: Vec<u8>) -> Vec<u8> {
+        let len = (bytes.len() as u64).next_multiple_of(GROW_CHUNK);
+        bytes.resize(len as usize, 0);
+        bytes
+    }
+
+    fn expect(held: u64, live: bool) -> Expected {
+        Expected { journal_id: ID, held, generation: Some(GEN), live }
+    }
+
+    fn read_mem(bytes: &[u8], expected: &Expected) -> Result<Vec<Record>> {
+        let generation = expected.generation.unwrap_or(0);
+        read_generation(Path::new("log"), bytes.len() as u64, memory(bytes), expected, generation)
+    }
+
+    fn payloads() -> Vec<Vec<u8>> {
+        (0..6u8).map(|i| vec![i; 40 + usize::from(i)]).collect()
+    }
+
+    #[test]
+    fn a_whole_generation_reads_back_past_what_the_file_holds() {
+        let (bytes, _) = generation_log(11, &payloads());
+        let bytes = padded(bytes);
+        let read = read_mem(&bytes, &expect(12, true)).unwrap();
+        assert_eq!(read.iter().map(|r| r.lsn).collect::<Vec<_>>(), vec![13, 14, 15, 16]);
+        assert_eq!(read[0].payload, payloads()[2]);
+    }
+
+    #[test]
+    fn a_torn_last_record_is_dropped() {
+        let (mut bytes, starts) = generation_log(1, &payloads());
+        let last = *starts.last().unwrap();
+        bytes.truncate(last + REC_HEADER + 5);
+        let bytes = padded(bytes);
+        let read = read_mem(&bytes, &expect(0, true)).unwrap();
+        assert_eq!(read.len(), payloads().len() - 1);
+    }
+
+    #[test]
+    fn a_bad_record_followed_by_a_valid_one_is_damage() {
+        let (bytes, starts) = generation_log(1, &payloads());
+        let mut bytes = padded(bytes);
+        bytes[starts[2] + REC_HEADER + 3] ^= 0x10;
+        let err = read_mem(&bytes, &expect(0, true)).unwrap_err().to_string();
+        assert!(err.contains(&format!("offset {}", starts[2])), "{err}");
+        assert!(err.contains("follows"), "{err}");
+    }
+
+    #[test]
+    fn a_log_cut_short_is_damage_not_a_torn_tail() {
+        let (bytes, starts) = generation_log(1, &payloads());
+        for cut in [starts[3] + 2, starts[3] + REC_HEADER + 1, bytes.len() - 1] {
+            let err = read_mem(&bytes[..cut], &expect(0, true)).unwrap_err().to_string();
+            assert!(err.contains("cut short"), "{cut}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_foreign_or_stale_or_missing_log_is_refused_when_one_is_due() {
+        let (bytes, _) = generation_log(1, &payloads());
+        let bytes = padded(bytes);
+        let foreign = Expected { journal_id: ID + 1, ..expect(0, true) };
+        assert!(read_mem(&bytes, &foreign).unwrap_err().to_string().contains("another journal"));
+        let later = Expected { generation: Some(GEN + 2), ..expect(0, true) };
+        assert!(read_mem(&bytes, &later).unwrap_err().to_string().contains("generation"));
+        // The generation just before the expected one: everything it holds is in the file.
+        let next = Expected { generation: Some(GEN + 1), ..expect(6, true) };
+        assert!(read_mem(&bytes, &next).unwrap().is_empty());
+        // Records missing between the file and the log.
+        assert!(read_mem(&bytes, &Expected { held: 0, ..expect(0, true) }).is_ok());
+        let (gap, _) = generation_log(5, &payloads());
+        let gap = padded(gap);
+        assert!(read_mem(&gap, &expect(2, true)).unwrap_err().to_string().contains("missing"));
+        // An emptied log while one is due; a zeroed one after a clean close.
+        assert!(read_mem(&[], &expect(0, true)).is_err());
+        assert!(read_mem(&[], &expect(0, false)).unwrap().is_empty());
+        assert!(read_mem(&padded(Vec::new()), &expect(0, false)).unwrap().is_empty());
+        assert!(read_mem(&padded(vec![0]), &expect(0, true)).unwrap().is_empty());
+    }
+
+    proptest! {
+        /// Flipped bytes and truncations anywhere in a generation: the read is refused, or it
+        /// returns a prefix of the records that lacks at most the last one (a torn tail),
+        /// never a changed record and never a shorter history with a valid record after it.
+        #[test]
+        fn damage_is_refused_or_reads_a_prefix(
+            flip in any::<prop::sample::Index>(),
+            bit in 0u8..8,
+            cut in any::<Option<prop::sample::Index>>(),
+        ) {
+            let all = payloads();
+            let (bytes, _) = generation_log(1, &all);
+            let records = bytes.len();
+            let mut bytes = padded(bytes);
+            let at = flip.index(records);
+            bytes[at] ^= 1 << bit;
+            if let Some(cut) = cut {
+                bytes.truncate(cut.index(bytes.len()));
+            }
+            if let Ok(read) = read_mem(&bytes, &expect(0, true)) {
+                prop_assert!(read.len() + 1 >= all.len(), "{} of {} records", read.len(), all.len());
+                for (i, r) in read.iter().enumerate() {
+                    prop_assert_eq!(&r.payload, &all[i]);
+                }
             }
         }
     }

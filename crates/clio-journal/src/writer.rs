@@ -76,10 +76,11 @@ pub(crate) fn run(
         return;
     }
     let logged = log.as_ref().is_some_and(|l| !l.wal.is_empty());
-    if dirty || logged {
+    if dirty || logged || log.is_some() {
         // Nobody is left to hear about a failure here; the next open recovers the last
-        // durable commit, which is a prefix, and applies the log again.
-        let lsn = log.as_ref().map(|l| l.wal.next_lsn() - 1);
+        // durable commit, which is a prefix, and applies the log again. The file then holds
+        // every record: its log is no longer live, and may be cleared or lost.
+        let lsn = log.as_ref().map(|l| (l.wal.next_lsn() - 1, l.wal.generation()));
         if flush(&db, &path, config.quick_repair, lsn).is_err() {
             return;
         }
@@ -172,6 +173,12 @@ fn commit_batch(
             (_, log) => {
                 if let Some(log) = &log {
                     tx.set_wal_lsn(log.wal.next_lsn() - 1)?;
+                    if durable {
+                        // A checkpoint starts the log's next generation, unless nothing was
+                        // written in this one: then the log on disk is still the one before
+                        // it, which the file's generation must stay right after.
+                        tx.set_wal_generation(next_generation(&log.wal), true)?;
+                    }
                 }
                 drop(tx);
                 if let Some(log) = log
@@ -181,7 +188,8 @@ fn commit_batch(
                     txn.set_durability(redb::Durability::Immediate).at(path)?;
                     txn.set_quick_repair(config.quick_repair);
                     txn.commit().at(path)?;
-                    log.wal.restart();
+                    let generation = next_generation(&log.wal);
+                    log.wal.restart(generation);
                     return Ok(());
                 }
                 txn.commit().at(path)
@@ -204,19 +212,27 @@ fn commit_batch(
     committed
 }
 
-/// Commits a durable transaction, which makes every earlier commit durable; `wal_lsn`, when
-/// given, records that the file now holds the write-ahead log up to it.
+/// Returns the generation a checkpoint of `wal` starts: the next one, or the same when
+/// nothing was written in this one.
+fn next_generation(wal: &Wal) -> u64 {
+    if wal.is_empty() { wal.generation() } else { wal.generation() + 1 }
+}
+
+/// Commits a durable transaction, which makes every earlier commit durable; `wal`, when
+/// given (the last lsn and the generation of the log), records that the file now holds the
+/// write-ahead log up to it and that the log is no longer live.
 pub(crate) fn flush(
     db: &Database,
     path: &Path,
     quick_repair: bool,
-    wal_lsn: Option<u64>,
+    wal: Option<(u64, u64)>,
 ) -> Result<()> {
     let mut txn = db.begin_write().at(path)?;
     txn.set_quick_repair(quick_repair);
-    if let Some(lsn) = wal_lsn {
+    if let Some((lsn, generation)) = wal {
         let mut tx = Tx::open(&txn, path, now_ms())?;
         tx.set_wal_lsn(lsn)?;
+        tx.set_wal_generation(generation, false)?;
     }
     txn.commit().at(path)
 }

@@ -16,7 +16,7 @@ use serde_json::Value;
 use super::write_json;
 use crate::args::{RunArgs, RunExportArgs, RunsListArgs, RunsPruneArgs};
 use crate::error::CliError;
-use crate::home::{Home, journal_error};
+use crate::home::{Home, as_seen, journal_error, task_as_seen};
 use crate::launch::Launch;
 
 const STATUSES: [(&str, RunStatus); 6] = [
@@ -52,8 +52,8 @@ fn parse_status(text: &str) -> Result<RunStatus, CliError> {
 
 /// Opens the journal and the run `id`, or explains why not.
 fn open_run(home: &Home, id: u64) -> Result<(Journal, RunRecord), CliError> {
-    let journal = home.existing_journal()?.ok_or_else(|| no_journal(home))?;
-    let run = journal.run(RunId(id)).map_err(journal_error)?.ok_or_else(|| {
+    let journal = home.reading_journal()?.ok_or_else(|| no_journal(home))?;
+    let run = journal.run(RunId(id)).map_err(journal_error)?.map(as_seen).ok_or_else(|| {
         CliError::user(anyhow!("run {id} not found in {}", home.journal_path().display()))
             .hint("`clio runs list` shows the runs there are")
     })?;
@@ -71,10 +71,17 @@ fn no_journal(home: &Home) -> CliError {
 /// Lists runs, newest first.
 pub(super) fn list(home: &Home, args: &RunsListArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let statuses = args.status.iter().map(|s| parse_status(s)).collect::<Result<Vec<_>, _>>()?;
-    let runs = match home.existing_journal()? {
+    let runs = match home.reading_journal()? {
         Some(journal) => {
-            let filter = RunFilter { statuses, limit: args.limit, ..RunFilter::default() };
-            journal.runs(&filter).map_err(journal_error)?
+            // A run recorded running is seen as interrupted (see `as_seen`): asking for
+            // interrupted runs asks for those too.
+            let mut asked = statuses.clone();
+            if asked.contains(&RunStatus::Interrupted) {
+                asked.push(RunStatus::Running);
+            }
+            let filter = RunFilter { statuses: asked, limit: args.limit, ..RunFilter::default() };
+            let runs = journal.runs(&filter).map_err(journal_error)?.into_iter().map(as_seen);
+            runs.filter(|r| statuses.is_empty() || statuses.contains(&r.status)).collect()
         }
         None => Vec::new(),
     };
@@ -105,7 +112,8 @@ pub(super) fn list(home: &Home, args: &RunsListArgs, out: &mut dyn Write) -> Res
 /// `--json` gives `{"run": ..., "tasks": [...], "team": [...], "entries": [...]}`.
 pub(super) fn show(home: &Home, args: &RunArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let (journal, run) = open_run(home, args.run)?;
-    let tasks = journal.tasks(run.id).map_err(journal_error)?;
+    let tasks: Vec<TaskRecord> =
+        journal.tasks(run.id).map_err(journal_error)?.into_iter().map(task_as_seen).collect();
     let team = clio_flow::run_team(&journal, run.id).map_err(journal_error)?;
     let entries = journal.entries(run.id).map_err(journal_error)?;
     // Only the launch's agent is shown: a launch record that cannot be read is reported
@@ -161,7 +169,8 @@ pub(super) fn show(home: &Home, args: &RunArgs, out: &mut dyn Write) -> Result<(
 /// the orchestration plugin's team tools. `--json` gives `{"tasks": [...], "team": [...]}`.
 pub(super) fn tree(home: &Home, args: &RunArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let (journal, run) = open_run(home, args.run)?;
-    let tasks = journal.tasks(run.id).map_err(journal_error)?;
+    let tasks: Vec<TaskRecord> =
+        journal.tasks(run.id).map_err(journal_error)?.into_iter().map(task_as_seen).collect();
     let team = clio_flow::run_team(&journal, run.id).map_err(journal_error)?;
     if args.json {
         let tasks = serde_json::to_value(&tasks).map_err(CliError::internal)?;

@@ -3,13 +3,14 @@
 
 mod basics;
 mod crash;
+mod damage;
 mod files;
 mod support;
 mod wal;
 
 #[test]
 fn no_forgotten_test_files() {
-    let listed: &[&str] = &["basics", "crash", "files", "support", "wal"];
+    let listed: &[&str] = &["basics", "crash", "damage", "files", "support", "wal"];
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it");
     for entry in std::fs::read_dir(&dir).unwrap() {
         let name = entry.unwrap().file_name().into_string().unwrap();

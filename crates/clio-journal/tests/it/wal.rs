@@ -387,16 +387,20 @@ fn journal_with_entries(path: &Path, n: u64) -> Result<(Journal, RunId), Journal
     Ok((journal, run))
 }
 
-/// Returns where the records at the start of `log` end and the lsn of the last one (read
-/// from their headers alone).
+/// Returns where the records of the log's generation end and the lsn of the last one (read
+/// from their headers alone): a 32-byte generation header, then records of a 24-byte header
+/// and their payload.
 fn records_end(log: &[u8]) -> (usize, u64) {
-    let (mut at, mut lsn) = (0, 0);
-    while log.get(at..at + 4) == Some(b"CLWR".as_slice()) {
+    if log.get(..4) != Some(b"CLWG".as_slice()) {
+        return (0, 0);
+    }
+    let (mut at, mut lsn) = (32, 0);
+    while log.get(at..at + 4) == Some(b"CLW2".as_slice()) {
         let len = u32::from_le_bytes([log[at + 4], log[at + 5], log[at + 6], log[at + 7]]);
         let mut number = [0u8; 8];
         number.copy_from_slice(&log[at + 8..at + 16]);
         lsn = u64::from_le_bytes(number);
-        at += 20 + len as usize;
+        at += 24 + len as usize;
     }
     (at, lsn)
 }
@@ -412,10 +416,11 @@ fn a_torn_record_at_the_end_of_the_log_is_ignored() -> TestResult {
     // half its payload.
     let mut wal = fs::read(wal_of(&copy))?;
     let (whole, last) = records_end(&wal);
-    // The next record's header (64-byte payload, the next lsn, some checksum), then 10 bytes.
-    let mut torn = b"CLWR\x40\x00\x00\x00".to_vec();
+    // The next record's header (64-byte payload, the next lsn, some checksum and chain),
+    // then 10 bytes.
+    let mut torn = b"CLW2\x40\x00\x00\x00".to_vec();
     torn.extend_from_slice(&(last + 1).to_le_bytes());
-    torn.extend_from_slice(b"\x01\x02\x03\x04half a pay");
+    torn.extend_from_slice(b"\x01\x02\x03\x04\x05\x06\x07\x08half a pay");
     let end = (whole + torn.len()).min(wal.len());
     wal.splice(whole..end, torn);
     fs::write(wal_of(&copy), &wal)?;
@@ -442,7 +447,7 @@ fn a_log_that_does_not_follow_its_file_is_refused_naming_the_log() -> TestResult
     match &err {
         JournalError::Corrupted { path, detail } => {
             assert_eq!(path, &wal_of(&early), "{err}");
-            assert!(detail.contains("holds records up to"), "{detail}");
+            assert!(detail.contains("generation"), "{detail}");
         }
         other => return Err(format!("expected Corrupted, got {other:?}").into()),
     }
@@ -481,21 +486,29 @@ fn a_log_left_by_another_journal_at_the_same_path_is_never_applied() -> TestResu
     // Its log as a crash left it (nothing checkpointed), and as a clean close left it.
     let crashed = fs::read(wal_of(&path))?;
     journal.close()?;
-    for (name, log) in [("crashed", crashed), ("closed", fs::read(wal_of(&path))?)] {
-        // The journal file is deleted and its log kept: a new journal is created there.
-        fs::remove_file(&path)?;
-        fs::write(wal_of(&path), &log)?;
-        let fresh = Journal::open(&path, JournalConfig::default())?;
-        assert!(fresh.runs(&RunFilter::default())?.is_empty(), "{name}: old runs came back");
-        let run = fresh.create_run(new_run("new", "proc-n"))?;
-        assert_eq!(run, RunId(1), "{name}");
-        fresh.append(run, NewEntry::new(EntryKind::Step, json!("new")).with_identity("n"))?;
-        let copy = crash_copy(&path, &dir.path().join(format!("copy-{name}")))?;
-        drop(fresh);
-        let reopened = Journal::open(&copy, JournalConfig::default())?;
-        assert_eq!(reopened.entries(run)?.len(), 1, "{name}");
-        assert_eq!(reopened.runs(&RunFilter::default())?.len(), 1, "{name}");
-    }
+    let closed = fs::read(wal_of(&path))?;
+    // The journal file is deleted and the log a crash left is kept: that log may hold the
+    // only copy of acknowledged work, so no new journal is made over it, and nothing changes.
+    fs::remove_file(&path)?;
+    fs::write(wal_of(&path), &crashed)?;
+    let err = Journal::open(&path, JournalConfig::default()).err().ok_or("opened")?;
+    assert!(matches!(err, JournalError::Corrupted { .. }), "{err:?}");
+    assert!(err.to_string().contains("is missing"), "{err}");
+    assert!(!path.exists(), "no journal was created");
+    assert_eq!(fs::read(wal_of(&path))?, crashed, "the log is unchanged");
+    // The log a clean close left holds nothing the file lacked: a new journal is made, and
+    // the old records in it are never applied.
+    fs::write(wal_of(&path), &closed)?;
+    let fresh = Journal::open(&path, JournalConfig::default())?;
+    assert!(fresh.runs(&RunFilter::default())?.is_empty(), "old runs came back");
+    let run = fresh.create_run(new_run("new", "proc-n"))?;
+    assert_eq!(run, RunId(1));
+    fresh.append(run, NewEntry::new(EntryKind::Step, json!("new")).with_identity("n"))?;
+    let copy = crash_copy(&path, &dir.path().join("copy"))?;
+    drop(fresh);
+    let reopened = Journal::open(&copy, JournalConfig::default())?;
+    assert_eq!(reopened.entries(run)?.len(), 1);
+    assert_eq!(reopened.runs(&RunFilter::default())?.len(), 1);
     Ok(())
 }
 

@@ -1,0 +1,190 @@
+//! The journal refuses damage to its write-ahead log: never a shorter history, never a
+//! silent change, and nothing modified by an open that fails. Each case starts from a crash
+//! copy (the two files as a killed process leaves them, with acknowledged writes held only
+//! in the log) and damages it as the issue found: a flipped bit in the middle of the log, a
+//! log truncated mid-way, a missing, emptied or foreign log, a 0-byte journal file beside
+//! its log. Reading a journal leaves both files byte for byte as they were.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use clio_journal::{EntryKind, Journal, JournalConfig, JournalError, NewEntry, RunFilter, RunId};
+use serde_json::json;
+
+use crate::support::{TestResult, new_run};
+
+fn wal_of(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_os_string();
+    name.push("-wal");
+    PathBuf::from(name)
+}
+
+/// A journal with one run of `n` entries, written through the log and copied as a crash
+/// leaves it: returns the copy's path.
+fn crashed_journal(
+    dir: &Path,
+    n: u64,
+) -> Result<PathBuf, Box<dyn std::error::Error + Send + Sync>> {
+    let live = dir.join("live.redb");
+    let journal = Journal::open(&live, JournalConfig::default())?;
+    let run = journal.create_run(new_run("damage", "proc-d"))?;
+    for i in 0..n {
+        let entry = NewEntry::new(EntryKind::Step, json!({ "i": i, "text": "explains" }));
+        journal.append(run, entry.with_identity(format!("s{i}")))?;
+    }
+    let copy = dir.join("journal.redb");
+    fs::copy(&live, &copy)?;
+    fs::copy(wal_of(&live), wal_of(&copy))?;
+    drop(journal);
+    Ok(copy)
+}
+
+/// Both files' bytes (`None` for a missing one).
+fn bytes_of(path: &Path) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
+    (fs::read(path).ok(), fs::read(wal_of(path)).ok())
+}
+
+/// Where the records of the log's generation lie: (offset, length) of each.
+fn records(log: &[u8]) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut at = 32;
+    while log.get(at..at + 4) == Some(b"CLW2".as_slice()) {
+        let len = u32::from_le_bytes([log[at + 4], log[at + 5], log[at + 6], log[at + 7]]);
+        out.push((at, 24 + len as usize));
+        at += 24 + len as usize;
+    }
+    out
+}
+
+/// Opens `path`, which must be refused as damaged naming `file`, with both files unchanged.
+fn refused(path: &Path, file: &Path, says: &str) -> TestResult {
+    let before = bytes_of(path);
+    for open in [Journal::open, Journal::open_read_only] {
+        let err = match open(path, JournalConfig::default()) {
+            Ok(_) => return Err(format!("a damaged journal opened ({says})").into()),
+            Err(err) => err,
+        };
+        let JournalError::Corrupted { path: named, detail } = &err else {
+            return Err(format!("expected Corrupted, got {err:?}").into());
+        };
+        assert_eq!(named, file, "{err}");
+        assert!(detail.contains(says), "{detail}");
+        assert!(detail.contains("nothing was changed"), "{detail}");
+        assert_eq!(bytes_of(path), before, "a failed open changed the files: {err}");
+    }
+    Ok(())
+}
+
+#[test]
+fn a_flipped_bit_in_the_middle_of_the_log_is_refused_not_rolled_back() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = crashed_journal(dir.path(), 20)?;
+    let mut log = fs::read(wal_of(&path))?;
+    let recs = records(&log);
+    assert!(recs.len() >= 20, "the writes went through the log: {}", recs.len());
+    let (at, len) = recs[recs.len() / 2];
+    log[at + len / 2] ^= 0x08;
+    fs::write(wal_of(&path), &log)?;
+    refused(&path, &wal_of(&path), &format!("offset {at}"))
+}
+
+#[test]
+fn a_log_truncated_mid_way_is_refused() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = crashed_journal(dir.path(), 20)?;
+    let log = fs::read(wal_of(&path))?;
+    let recs = records(&log);
+    let (at, len) = recs[recs.len() / 2];
+    for cut in [at + len / 2, at, at + len] {
+        fs::write(wal_of(&path), &log[..cut])?;
+        refused(&path, &wal_of(&path), "cut short")?;
+    }
+    // Half the file, as `truncate -s` would: the records may all lie before the cut, and
+    // then nothing is lost and the journal opens whole.
+    fs::write(wal_of(&path), &log[..log.len() / 2])?;
+    let last = recs.last().map_or(0, |(at, len)| at + len);
+    if last <= log.len() / 2 {
+        assert_eq!(Journal::open(&path, JournalConfig::default())?.entry_count(RunId(1))?, 20);
+    } else {
+        refused(&path, &wal_of(&path), "cut short")?;
+    }
+    Ok(())
+}
+
+#[test]
+fn a_missing_emptied_or_foreign_log_is_refused_while_the_file_expects_one() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = crashed_journal(dir.path(), 5)?;
+    let log = fs::read(wal_of(&path))?;
+    fs::remove_file(wal_of(&path))?;
+    refused(&path, &wal_of(&path), "missing")?;
+    assert!(!wal_of(&path).exists(), "no log was made");
+    fs::write(wal_of(&path), b"")?;
+    refused(&path, &wal_of(&path), "empty")?;
+    // The log of another journal's crash.
+    let other = tempfile::tempdir()?;
+    let foreign = crashed_journal(other.path(), 5)?;
+    fs::copy(wal_of(&foreign), wal_of(&path))?;
+    refused(&path, &wal_of(&path), "another journal")?;
+    // With its own log back, every acknowledged write is there.
+    fs::write(wal_of(&path), &log)?;
+    assert_eq!(Journal::open(&path, JournalConfig::default())?.entry_count(RunId(1))?, 5);
+    Ok(())
+}
+
+#[test]
+fn a_zero_byte_journal_beside_its_log_is_refused_not_made_new() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = crashed_journal(dir.path(), 5)?;
+    fs::write(&path, b"")?;
+    refused(&path, &path, "is empty")?;
+    fs::remove_file(&path)?;
+    refused(&path, &path, "is missing")?;
+    assert!(!path.exists(), "no journal was made");
+    Ok(())
+}
+
+#[test]
+fn only_a_torn_tail_is_dropped() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = crashed_journal(dir.path(), 6)?;
+    let mut log = fs::read(wal_of(&path))?;
+    let recs = records(&log);
+    // The last record's write cut short: its second half never reached the disk.
+    let (at, len) = *recs.last().ok_or("no record")?;
+    for b in &mut log[at + len / 2..at + len] {
+        *b = 0;
+    }
+    fs::write(wal_of(&path), &log)?;
+    let journal = Journal::open(&path, JournalConfig::default())?;
+    assert_eq!(journal.entry_count(RunId(1))?, 5, "the torn last append is dropped, no more");
+    Ok(())
+}
+
+#[test]
+fn reading_a_journal_writes_nothing() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("journal.redb");
+    {
+        let journal = Journal::open(&path, JournalConfig::default())?;
+        let run = journal.create_run(new_run("read", "proc-r"))?;
+        journal.append(run, NewEntry::new(EntryKind::Step, json!(1)).with_identity("a"))?;
+        journal.close()?;
+    }
+    let before = bytes_of(&path);
+    for _ in 0..3 {
+        let journal = Journal::open_read_only(&path, JournalConfig::default())?;
+        assert_eq!(journal.runs(&RunFilter::default())?.len(), 1);
+        assert_eq!(journal.entries(RunId(1))?.len(), 1);
+        let refused = journal.append(RunId(1), NewEntry::new(EntryKind::Step, json!(2)));
+        assert!(matches!(refused, Err(JournalError::ReadOnly { .. })), "{refused:?}");
+        drop(journal);
+        assert_eq!(bytes_of(&path), before, "a read-only open changed the files");
+    }
+    // A journal a crash left with records in its log is recovered first: the records read.
+    fs::create_dir_all(dir.path().join("c"))?;
+    let crashed = crashed_journal(&dir.path().join("c"), 4)?;
+    let journal = Journal::open_read_only(&crashed, JournalConfig::default())?;
+    assert_eq!(journal.entry_count(RunId(1))?, 4);
+    Ok(())
+}
