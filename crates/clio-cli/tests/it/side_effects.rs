@@ -149,3 +149,65 @@ fn the_json_outcome_lists_the_calls_cut_short() {
         serde_json::json!([{"task": 6, "tool": "tally", "parent": 3}])
     );
 }
+
+/// Where the chained records of a write-ahead log lie: (offset, length) of each.
+fn log_records(log: &[u8]) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut at = 32;
+    while log.get(at..at + 4) == Some(b"CLW2".as_slice()) {
+        let len = u32::from_le_bytes([log[at + 4], log[at + 5], log[at + 6], log[at + 7]]);
+        out.push((at, 24 + len as usize));
+        at += 24 + len as usize;
+    }
+    out
+}
+
+#[test]
+fn a_damaged_log_is_refused_and_no_side_effect_runs_twice() {
+    let case = case("damaged-log");
+    let killed = case.run(Some("kill-at-agent-mid"));
+    assert_eq!(killed.code, -1, "the process is killed: {}", killed.render());
+    let before = case.tallies();
+    assert_eq!(before, ["first", "agent-1"]);
+    let journal = std::path::Path::new(case.h()).join("journal.redb");
+    let wal = std::path::Path::new(case.h()).join("journal.redb-wal");
+    let log = std::fs::read(&wal).unwrap();
+    let records = log_records(&log);
+    assert!(records.len() > 2, "the run's writes are in the log: {}", records.len());
+    let (at, len) = records[records.len() / 2];
+    let damages: [(&str, Option<Vec<u8>>); 3] = [
+        ("a flipped bit", {
+            let mut flipped = log.clone();
+            flipped[at + len / 2] ^= 0x04;
+            Some(flipped)
+        }),
+        ("a log cut mid-way", Some(log[..at + len / 2].to_vec())),
+        ("a missing log", None),
+    ];
+    for (what, damaged) in damages {
+        match &damaged {
+            Some(bytes) => std::fs::write(&wal, bytes).unwrap(),
+            None => std::fs::remove_file(&wal).unwrap(),
+        }
+        let files = (std::fs::read(&journal).unwrap(), std::fs::read(&wal).ok());
+        for args in [&["runs", "list"][..], &["runs", "resume", "1"], &["runs", "show", "1"]] {
+            let mut full = vec!["--home", case.h()];
+            full.extend_from_slice(args);
+            let out = clio(&full);
+            assert_eq!(out.code, 1, "{what}: {args:?}: {}", out.render());
+            assert!(
+                out.stderr.contains("journal.redb-wal"),
+                "{what}: names the log: {}",
+                out.render()
+            );
+            assert_eq!(case.tallies(), before, "{what}: {args:?}: nothing ran again");
+            let now = (std::fs::read(&journal).unwrap(), std::fs::read(&wal).ok());
+            assert!(now == files, "{what}: {args:?}: a refused open changed the files");
+        }
+    }
+    // With its log back, the run resumes to the uninterrupted answer, each effect once.
+    std::fs::write(&wal, &log).unwrap();
+    let resumed = case.resume();
+    assert_eq!(resumed.code, 0, "{}", resumed.render());
+    assert_eq!(case.tallies(), ALL_TALLIES);
+}
