@@ -249,6 +249,7 @@ fn the_committed_format_1_file_opens() -> TestResult {
     let journal = open(&path)?;
     let run = journal.run(RunId(1))?.ok_or("run 1 missing")?;
     assert_eq!((run.status, run.answer), (RunStatus::Succeeded, Some(json!("hi"))));
+    assert_eq!(run.launch, None, "a record written before runs kept their launch has none");
     let entries = journal.entries(RunId(1))?;
     let kinds: Vec<_> = entries.iter().map(|e| e.kind).collect();
     assert_eq!(kinds, vec![EntryKind::Call, EntryKind::Question, EntryKind::Answer]);
