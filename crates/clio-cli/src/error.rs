@@ -1,7 +1,15 @@
 //! [`CliError`]: one error type for every command, classified so that the exit code and
 //! the hints follow from what went wrong.
+//!
+//! Journal errors are classified in one place, [`JournalTrouble::of`]: what a person can
+//! deal with (a damaged or foreign file, permissions, a full disk, a journal in use) exits
+//! 1 with a message naming the file and hints saying what to do; only faults inside CLIO
+//! or a failing machine exit 255.
 
-use std::io::Write;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use clio_journal::JournalError;
 
 /// Who is at fault, which decides the exit code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,5 +89,232 @@ impl CliError {
 impl From<std::io::Error> for CliError {
     fn from(error: std::io::Error) -> CliError {
         CliError::internal(error)
+    }
+}
+
+/// What kind of trouble a journal error is, which decides its exit code and its advice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum JournalTrouble {
+    /// Another process has the journal open.
+    InUse,
+    /// The journal was written by a newer build.
+    Newer,
+    /// The journal or its log is damaged (crash recovery cannot repair it).
+    Damaged,
+    /// What is at the journal's place is not a journal: a foreign file, a file cut short
+    /// before a journal's first bytes, a folder.
+    NotAJournal,
+    /// The system refused access: permissions or owner, or a read-only file system.
+    Access,
+    /// The disk, or the user's quota, is full.
+    Full,
+    /// The run asked for does not exist.
+    NoSuchRun,
+    /// A fault inside CLIO or the machine (a failing device, a broken invariant).
+    Internal,
+}
+
+impl JournalTrouble {
+    /// Classifies `error`: the one place where a journal error is sorted into what a
+    /// person can deal with and what is an internal fault.
+    pub(crate) fn of(error: &JournalError) -> JournalTrouble {
+        match error {
+            JournalError::AlreadyOpen { .. } => JournalTrouble::InUse,
+            JournalError::UpgradeRequired { .. } => JournalTrouble::Newer,
+            JournalError::Corrupted { .. } => JournalTrouble::Damaged,
+            JournalError::NotAJournal { .. } => JournalTrouble::NotAJournal,
+            JournalError::RunNotFound { .. } => JournalTrouble::NoSuchRun,
+            JournalError::Io { source, .. } => match source.kind() {
+                io::ErrorKind::PermissionDenied | io::ErrorKind::ReadOnlyFilesystem => {
+                    JournalTrouble::Access
+                }
+                io::ErrorKind::StorageFull
+                | io::ErrorKind::QuotaExceeded
+                | io::ErrorKind::FileTooLarge => JournalTrouble::Full,
+                // A folder where the journal file should be.
+                io::ErrorKind::IsADirectory => JournalTrouble::NotAJournal,
+                _ => JournalTrouble::Internal,
+            },
+            _ => JournalTrouble::Internal,
+        }
+    }
+
+    /// Returns the exit-code class of the trouble.
+    pub(crate) fn kind(self) -> ErrorKind {
+        match self {
+            JournalTrouble::Internal => ErrorKind::Internal,
+            _ => ErrorKind::User,
+        }
+    }
+}
+
+/// Turns a journal error into a CLI error: its class decides the exit code, and the hints
+/// name the file and say what to do.
+pub(crate) fn journal_error(error: JournalError) -> CliError {
+    let (kind, hints) = journal_advice(&error);
+    CliError { kind, error: error.into(), hints }
+}
+
+/// Returns the exit-code class of `error` and the hints for it.
+pub(crate) fn journal_advice(error: &JournalError) -> (ErrorKind, Vec<String>) {
+    let trouble = JournalTrouble::of(error);
+    let hints = match (trouble, error_path(error)) {
+        (JournalTrouble::InUse, _) => vec![
+            "another clio process is using this journal; wait for it, or use --home to pick another"
+                .to_owned(),
+        ],
+        (JournalTrouble::Damaged, Some(path)) => {
+            let (journal, wal) = journal_files(path);
+            vec![
+                "`clio journal check` says what is damaged and what can still be read".to_owned(),
+                format!(
+                    "restore {} and {} together from a copy, or move both away (keep them) and clio starts a new, empty journal",
+                    journal.display(),
+                    wal.display()
+                ),
+            ]
+        }
+        (JournalTrouble::NotAJournal, Some(path)) if path.is_dir() => vec![format!(
+            "{} is a folder where the journal file should be: move it away and clio starts a new journal there, or use --home to pick another home",
+            path.display()
+        )],
+        (JournalTrouble::NotAJournal, Some(path)) => {
+            let (journal, wal) = journal_files(path);
+            let size = std::fs::metadata(path).map(|m| format!(" ({} bytes)", m.len()));
+            vec![
+                format!(
+                    "if {}{} should be your journal, it was overwritten or cut short: restore it and {} together from a copy (`clio journal check` says what can still be read)",
+                    journal.display(),
+                    size.unwrap_or_default(),
+                    wal.display()
+                ),
+                "if it is something else, move it away and clio starts a new journal there, or use --home to pick another home"
+                    .to_owned(),
+            ]
+        }
+        (JournalTrouble::Access, Some(path)) => {
+            let folder = folder_of(path);
+            vec![format!(
+                "check the owner and permissions of {} and of its folder {}: this user must be able to read and write both (`ls -ld {} {}`); a journal made by another user, or with sudo, is theirs: `chown` it back, or use --home to pick a home of your own",
+                path.display(),
+                folder.display(),
+                folder.display(),
+                path.display()
+            )]
+        }
+        (JournalTrouble::Full, Some(path)) => vec![format!(
+            "the disk or quota holding {} is full: free some space and run the command again; what the journal acknowledged is kept",
+            folder_of(path).display()
+        )],
+        _ => Vec::new(),
+    };
+    (trouble.kind(), hints)
+}
+
+/// Returns the file a journal error names, if it names one.
+fn error_path(error: &JournalError) -> Option<&Path> {
+    match error {
+        JournalError::UpgradeRequired { path, .. }
+        | JournalError::NotAJournal { path }
+        | JournalError::Corrupted { path, .. }
+        | JournalError::AlreadyOpen { path }
+        | JournalError::Io { path, .. }
+        | JournalError::Storage { path, .. }
+        | JournalError::WriterStopped { path } => Some(path),
+        _ => None,
+    }
+}
+
+/// Returns the journal file and its write-ahead log for `path`, which names either: they
+/// are one journal, restored or moved together.
+fn journal_files(path: &Path) -> (PathBuf, PathBuf) {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    match name.strip_suffix("-wal") {
+        Some(journal) => (path.with_file_name(journal), path.to_path_buf()),
+        None => (path.to_path_buf(), path.with_file_name(format!("{name}-wal"))),
+    }
+}
+
+/// Returns the folder `path` is in (`.` for a bare file name).
+fn folder_of(path: &Path) -> &Path {
+    path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn io(kind: io::ErrorKind) -> JournalError {
+        JournalError::Io { path: PathBuf::from("/h/journal.redb"), source: io::Error::from(kind) }
+    }
+
+    #[test]
+    fn each_journal_error_falls_in_its_class() {
+        let path = || PathBuf::from("/h/journal.redb");
+        let cases = [
+            (JournalError::AlreadyOpen { path: path() }, JournalTrouble::InUse),
+            (
+                JournalError::UpgradeRequired { path: path(), found: 9, supported: 2 },
+                JournalTrouble::Newer,
+            ),
+            (JournalError::Corrupted { path: path(), detail: "x".into() }, JournalTrouble::Damaged),
+            (JournalError::NotAJournal { path: path() }, JournalTrouble::NotAJournal),
+            (io(io::ErrorKind::IsADirectory), JournalTrouble::NotAJournal),
+            (io(io::ErrorKind::PermissionDenied), JournalTrouble::Access),
+            (io(io::ErrorKind::ReadOnlyFilesystem), JournalTrouble::Access),
+            (io(io::ErrorKind::StorageFull), JournalTrouble::Full),
+            (io(io::ErrorKind::QuotaExceeded), JournalTrouble::Full),
+            (JournalError::RunNotFound { run: clio_journal::RunId(3) }, JournalTrouble::NoSuchRun),
+            (io(io::ErrorKind::Other), JournalTrouble::Internal),
+            (io(io::ErrorKind::NotFound), JournalTrouble::Internal),
+            (JournalError::WriterStopped { path: path() }, JournalTrouble::Internal),
+            (
+                JournalError::TaskNotFound { task: clio_journal::TaskId(1) },
+                JournalTrouble::Internal,
+            ),
+        ];
+        for (error, trouble) in cases {
+            assert_eq!(JournalTrouble::of(&error), trouble, "{error:?}");
+            let cli = journal_error(error);
+            let code = if trouble == JournalTrouble::Internal { 255 } else { 1 };
+            assert_eq!(cli.exit_code(), code, "{trouble:?}");
+        }
+    }
+
+    #[test]
+    fn what_a_person_can_fix_names_the_file_and_what_to_do() {
+        let damaged = JournalError::Corrupted {
+            path: PathBuf::from("/h/journal.redb-wal"),
+            detail: "the log continues from record 9".into(),
+        };
+        let (_, hints) = journal_advice(&damaged);
+        assert!(hints[0].contains("clio journal check"), "{hints:?}");
+        assert!(hints[1].contains("/h/journal.redb and /h/journal.redb-wal"), "{hints:?}");
+
+        let (_, hints) = journal_advice(&io(io::ErrorKind::PermissionDenied));
+        assert!(hints[0].contains("ls -ld /h /h/journal.redb"), "{hints:?}");
+
+        let (_, hints) = journal_advice(&io(io::ErrorKind::StorageFull));
+        assert!(hints[0].contains("holding /h is full"), "{hints:?}");
+
+        let missing = JournalError::NotAJournal { path: PathBuf::from("/nowhere/journal.redb") };
+        let (kind, hints) = journal_advice(&missing);
+        assert_eq!(kind, ErrorKind::User);
+        assert!(hints[0].starts_with("if /nowhere/journal.redb should be your"), "{hints:?}");
+        assert!(hints[1].contains("move it away"), "{hints:?}");
+    }
+
+    #[test]
+    fn a_log_path_names_its_journal_and_a_journal_path_its_log() {
+        let (journal, wal) = journal_files(Path::new("/h/journal.redb"));
+        assert_eq!(
+            (journal.to_str(), wal.to_str()),
+            (Some("/h/journal.redb"), Some("/h/journal.redb-wal"))
+        );
+        let (journal, wal) = journal_files(Path::new("/h/journal.redb-wal"));
+        assert_eq!(
+            (journal.to_str(), wal.to_str()),
+            (Some("/h/journal.redb"), Some("/h/journal.redb-wal"))
+        );
     }
 }

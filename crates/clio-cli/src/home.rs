@@ -4,9 +4,9 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::anyhow;
-use clio_journal::{Journal, JournalConfig};
+use clio_journal::{Journal, JournalConfig, JournalError};
 
-use crate::error::CliError;
+use crate::error::{CliError, journal_error};
 
 /// The CLIO home folder of this invocation.
 #[derive(Debug, Clone)]
@@ -47,7 +47,11 @@ impl Home {
     /// process, so whoever left it running is gone.
     pub(crate) fn existing_journal(&self) -> Result<Option<Journal>, CliError> {
         let path = self.journal_path();
-        if !path.exists() {
+        // A home this user may not look into is an error to report, not "no runs".
+        let exists = path
+            .try_exists()
+            .map_err(|source| journal_error(JournalError::Io { path: path.clone(), source }))?;
+        if !exists {
             return Ok(None);
         }
         let journal = Journal::open(&path, JournalConfig::default()).map_err(journal_error)?;
@@ -65,7 +69,11 @@ impl Home {
     /// ([`as_seen`]).
     pub(crate) fn reading_journal(&self) -> Result<Option<Journal>, CliError> {
         let path = self.journal_path();
-        if !path.exists() {
+        // A home this user may not look into is an error to report, not "no runs".
+        let exists = path
+            .try_exists()
+            .map_err(|source| journal_error(JournalError::Io { path: path.clone(), source }))?;
+        if !exists {
             return Ok(None);
         }
         let journal =
@@ -89,26 +97,4 @@ pub(crate) fn task_as_seen(mut task: clio_journal::TaskRecord) -> clio_journal::
         task.status = clio_journal::TaskStatus::Interrupted;
     }
     task
-}
-
-/// Classifies a journal error: a file in use, not a journal, of a newer format or damaged
-/// is the user's to deal with (exit 1); storage failures are internal.
-pub(crate) fn journal_error(error: clio_journal::JournalError) -> CliError {
-    use clio_journal::JournalError as E;
-    match &error {
-        E::AlreadyOpen { .. } => CliError::user(error)
-            .hint("another clio process is using this journal; wait for it, or use --home to pick another"),
-        E::NotAJournal { .. } | E::UpgradeRequired { .. } | E::RunNotFound { .. } => {
-            CliError::user(error)
-        }
-        // A damaged file is the user's to deal with, and nothing can be read from it.
-        E::Corrupted { path, .. } => {
-            let hint = format!(
-                "the journal at {} is damaged; move it aside to start a new one (keep the damaged copy: its runs cannot be read by this build)",
-                path.display()
-            );
-            CliError::user(error).hint(hint)
-        }
-        _ => CliError::internal(error),
-    }
 }

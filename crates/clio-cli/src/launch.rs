@@ -1,10 +1,14 @@
 //! How a run was launched — its agent or flow, plugin folders, workspace and models — kept
-//! beside the journal in `$CLIO_HOME/runs/<run>.launch.json`, so that `clio runs resume`,
-//! `answer` and `cancel` rebuild the same runtime in another process.
+//! in the run's own journal record (`RunRecord::launch`), so that `clio runs resume`,
+//! `answer` and `replay` rebuild the same runtime in another process.
 //!
-//! The journal records what the flow did; the launch file records what the CLI put
-//! around it. A resume with a different plugin set is still refused by the runtime
-//! (`FlowReplayMismatch`), so a launch file edited by hand cannot change a run silently.
+//! The journal records what the flow did; the launch records what the CLI put around it.
+//! It is written in the same transaction as the run (`Runtime::create_with_launch`): a
+//! process killed at any moment leaves no run or a run that can be resumed, never a run
+//! whose launch is lost. Builds before that kept it in `$CLIO_HOME/runs/<run>.launch.json`;
+//! such files are still read for the runs they made, and no longer written. A resume with
+//! a different plugin set is still refused by the runtime (`FlowReplayMismatch`), so a
+//! launch edited by hand cannot change a run silently.
 
 use std::path::{Path, PathBuf};
 
@@ -13,14 +17,14 @@ use clio_flow::{
     FlowSelection, Models, Registry, Runtime, RuntimeConfig, Worker, register_basic_tools,
     register_plugin,
 };
-use clio_journal::{Journal, JournalConfig, RunId};
+use clio_journal::{Journal, JournalConfig, RunId, RunRecord, RunUpdate};
 use clio_plugins::{Plugin, Store, digest_folder, load_plugin};
 use clio_spec::{AgentDef, AgentDefinitionError, AgentSpec};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{HomeConfig, ModelsChoice};
-use crate::error::CliError;
-use crate::home::{Home, journal_error};
+use crate::error::{CliError, journal_error};
+use crate::home::Home;
 
 /// The names of the basic tools every runtime has.
 const BASIC_TOOLS: [&str; 5] =
@@ -66,22 +70,26 @@ impl Launch {
         Ok(self)
     }
 
-    fn path(home: &Home, run: RunId) -> PathBuf {
+    /// Returns the file where builds before launches lived in the journal kept the launch
+    /// of `run`; still read for the runs they made.
+    fn legacy_path(home: &Home, run: RunId) -> PathBuf {
         home.root().join("runs").join(format!("{}.launch.json", run.0))
     }
 
-    /// Records the launch of `run`.
-    pub(crate) fn save(&self, home: &Home, run: RunId) -> Result<(), CliError> {
-        let path = Launch::path(home, run);
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("cannot create {}", dir.display()))
-                .map_err(CliError::internal)?;
-        }
-        let text = serde_json::to_string_pretty(self).map_err(CliError::internal)?;
-        std::fs::write(&path, text)
-            .with_context(|| format!("cannot write {}", path.display()))
+    /// Returns the launch as stored in a run's record.
+    pub(crate) fn to_json(&self) -> Result<serde_json::Value, CliError> {
+        serde_json::to_value(self)
+            .context("cannot encode the launch record")
             .map_err(CliError::internal)
+    }
+
+    /// Records the launch of `run` in its journal record, replacing the one there: used
+    /// when a run goes on under a changed agent (`crate::pin`). The run's own record is
+    /// updated in one write, so a crash leaves the old launch or the new one.
+    pub(crate) fn save(&self, journal: &Journal, run: RunId) -> Result<(), CliError> {
+        let update = RunUpdate { launch: Some(self.to_json()?), ..RunUpdate::default() };
+        journal.update_run(run, update).map_err(journal_error)?;
+        Ok(())
     }
 
     /// Pins the launch to `spec`, the agent's frozen spec: its checksum and content are
@@ -91,22 +99,39 @@ impl Launch {
         self.agent_spec = Some(spec.to_json());
     }
 
-    /// Reads the launch of `run`.
-    pub(crate) fn load(home: &Home, run: RunId) -> Result<Launch, CliError> {
-        Launch::find(home, run)?.ok_or_else(|| {
+    /// Reads the launch of the run `record` holds; without one, the run cannot be rebuilt,
+    /// and the error says where the launch was looked for and what is left to do.
+    pub(crate) fn load(home: &Home, record: &RunRecord) -> Result<Launch, CliError> {
+        let run = record.id.0;
+        Launch::find(home, record)?.ok_or_else(|| {
             CliError::user(anyhow!(
-                "run {} has no launch record at {}: it was not started by `clio run` or `clio workflow run`",
-                run.0,
-                Launch::path(home, run).display()
+                "run {run} cannot go on: its launch record (the agent, plugins, workspace and models it ran with) is neither in its journal record nor in {}, where earlier builds kept it",
+                Launch::legacy_path(home, record.id).display()
             ))
+            .hint(format!(
+                "if that file was moved or deleted, put it back to continue the run; otherwise `clio runs cancel {run}` gives the run up"
+            ))
+            .hint(format!("`clio runs show {run}` shows what it did"))
         })
     }
 
-    /// Reads the launch of `run`, if it has one: a run written by another program (or by
-    /// the journal library directly) has none, and that is no error for a command that
-    /// only shows the run.
-    pub(crate) fn find(home: &Home, run: RunId) -> Result<Option<Launch>, CliError> {
-        let path = Launch::path(home, run);
+    /// Reads the launch of the run `record` holds, if it has one: from the record itself,
+    /// else from the file of an earlier build. A run written by another program (or by the
+    /// journal library directly) has none, and that is no error for a command that only
+    /// shows the run.
+    pub(crate) fn find(home: &Home, record: &RunRecord) -> Result<Option<Launch>, CliError> {
+        if let Some(value) = &record.launch {
+            let run = record.id.0;
+            return Launch::deserialize(value)
+                .map(Some)
+                .with_context(|| format!("the launch record of run {run} does not decode"))
+                .map_err(|e| {
+                    CliError::user(e).hint(format!(
+                        "a newer build of clio wrote it and can resume the run; `clio runs cancel {run}` gives it up without it"
+                    ))
+                });
+        }
+        let path = Launch::legacy_path(home, record.id);
         let text = match std::fs::read_to_string(&path) {
             Ok(text) => text,
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -126,9 +151,17 @@ impl Launch {
 /// Opens (creating if needed) the journal under `home`, marking work left running by a
 /// dead process as interrupted.
 pub(crate) fn open_journal(home: &Home) -> Result<Journal, CliError> {
-    std::fs::create_dir_all(home.root())
-        .with_context(|| format!("cannot create {}", home.root().display()))
-        .map_err(CliError::user)?;
+    if let Err(error) = std::fs::create_dir_all(home.root()) {
+        let denied = error.kind() == std::io::ErrorKind::PermissionDenied;
+        let cli = CliError::user(
+            anyhow!(error).context(format!("cannot create {}", home.root().display())),
+        );
+        return Err(if denied {
+            cli.hint("check the owner and permissions of its parent folder, or use --home to pick a home of your own")
+        } else {
+            cli
+        });
+    }
     let journal =
         Journal::open(home.journal_path(), JournalConfig::default()).map_err(journal_error)?;
     // The journal is locked by this process, so whatever another owner left running
@@ -271,4 +304,59 @@ pub(crate) fn runtime(home: &Home, launch: &Launch, journal: Journal) -> Result<
 /// Returns the flow an agent runs.
 pub(crate) fn agent_flow(spec: &AgentSpec) -> FlowSelection {
     spec.flow().clone()
+}
+
+#[cfg(test)]
+mod tests {
+    use clio_journal::RunStatus;
+    use serde_json::json;
+
+    use super::*;
+
+    fn record(launch: Option<serde_json::Value>) -> RunRecord {
+        RunRecord {
+            id: RunId(4),
+            flow: "f".into(),
+            input: json!(null),
+            input_digest: String::new(),
+            fingerprint: String::new(),
+            owner: String::new(),
+            status: RunStatus::Interrupted,
+            started_at_ms: 0,
+            updated_at_ms: 0,
+            finished_at_ms: None,
+            answer: None,
+            error: None,
+            launch,
+        }
+    }
+
+    /// The launch in the run's record wins over a file an earlier build left; the file is
+    /// read only for a record without one; a record's launch that does not decode is an
+    /// error that says how to give the run up.
+    #[test]
+    fn the_records_launch_comes_first_then_an_earlier_builds_file() {
+        let root = std::env::temp_dir().join(format!("clio-launch-unit-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("runs")).unwrap();
+        let home = Home::locate(Some(&root)).unwrap();
+        let file = json!({"agent": "/old.toml", "plugins": [], "model": ""});
+        std::fs::write(root.join("runs/4.launch.json"), file.to_string()).unwrap();
+
+        let stored = json!({"agent": "/new.toml", "plugins": [], "model": "m"});
+        let found = Launch::find(&home, &record(Some(stored))).unwrap().unwrap();
+        assert_eq!((found.agent, found.model), (Some(PathBuf::from("/new.toml")), "m".into()));
+        let found = Launch::find(&home, &record(None)).unwrap().unwrap();
+        assert_eq!(found.agent, Some(PathBuf::from("/old.toml")));
+
+        let foreign = record(Some(json!({"agent": "/a.toml", "sandbox": true})));
+        let error = Launch::find(&home, &foreign).unwrap_err();
+        assert!(error.hints[0].contains("`clio runs cancel 4`"), "{:?}", error.hints);
+
+        std::fs::remove_file(root.join("runs/4.launch.json")).unwrap();
+        assert!(Launch::find(&home, &record(None)).unwrap().is_none());
+        let error = Launch::load(&home, &record(None)).unwrap_err();
+        assert!(error.error.to_string().contains("runs/4.launch.json"), "{}", error.error);
+        let _ = std::fs::remove_dir_all(&root);
+    }
 }

@@ -17,8 +17,7 @@ use clio_journal::{EntryKind, Journal, NewEntry, RunId};
 use clio_spec::AgentSpec;
 use serde_json::{Value, json};
 
-use crate::error::CliError;
-use crate::home::{Home, journal_error};
+use crate::error::{CliError, journal_error};
 use crate::launch::{Launch, agent_spec};
 
 /// The spec fields that say where the spec came from and what it hashes to, not what the
@@ -144,7 +143,6 @@ fn changed_fields(recorded: &Value, now: &Value) -> Vec<FieldChange> {
 /// Checks the agent of run `run` as `on_change` says, before its runtime is rebuilt.
 /// Returns the change it went on with (to be reported), `None` when nothing changed.
 pub(crate) fn enforce(
-    home: &Home,
     journal: &Journal,
     run: RunId,
     launch: &mut Launch,
@@ -157,7 +155,7 @@ pub(crate) fn enforce(
     match on_change {
         OnAgentChange::Refuse => Err(refusal(run, &change)),
         OnAgentChange::Accept => {
-            accept(home, journal, run, launch, &change)?;
+            accept(journal, run, launch, &change)?;
             Ok(Some(change))
         }
         OnAgentChange::Ignore | OnAgentChange::CheckOnly => Ok(Some(change)),
@@ -180,10 +178,9 @@ fn refusal(run: RunId, change: &AgentChange) -> CliError {
 }
 
 /// Records that run `run` goes on under the changed agent: an `agent_changed_accepted`
-/// event in the run (so that its history says when and what), then the launch record
-/// pinned to the new spec (so that the next resume does not ask again).
+/// event in the run (so that its history says when and what), then the launch in the run's
+/// record pinned to the new spec (so that the next resume does not ask again).
 fn accept(
-    home: &Home,
     journal: &Journal,
     run: RunId,
     launch: &mut Launch,
@@ -197,7 +194,7 @@ fn accept(
     });
     journal.append(run, NewEntry::new(EntryKind::Event, payload)).map_err(journal_error)?;
     launch.pin(&change.now);
-    launch.save(home, run)
+    launch.save(journal, run)
 }
 
 /// Tells the person that run `run` goes on under a changed agent (`recorded`: whether the

@@ -147,6 +147,7 @@ fn baseline(dir: &Path) -> f64 {
             input_digest: String::new(),
             fingerprint: String::new(),
             owner: "bench".into(),
+            launch: None,
         })
         .expect("run");
     let t = instant();

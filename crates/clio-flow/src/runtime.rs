@@ -285,14 +285,27 @@ impl Runtime {
         selection: FlowSelection,
         input: Value,
     ) -> Result<RunReport, FlowError> {
-        let rec = self.create_record(selection, input).await?;
+        let rec = self.create_record(selection, input, None).await?;
         // Driven from the record as created: nothing to read back or check again.
         self.drive_record(rec, Mode::Live, true).await
     }
 
     /// Creates a run of `selection` on `input` without driving it, and returns its id.
     pub async fn create(&self, selection: FlowSelection, input: Value) -> Result<RunId, FlowError> {
-        Ok(self.create_record(selection, input).await?.id)
+        Ok(self.create_record(selection, input, None).await?.id)
+    }
+
+    /// Creates a run as [`Runtime::create`] does, with `launch` (what the caller put around
+    /// the run, such as the CLI's agent file, plugins and models) recorded in the run's
+    /// record in the same transaction: a process killed at any moment leaves either no run
+    /// or a run that says how to rebuild its runtime, never a run without it.
+    pub async fn create_with_launch(
+        &self,
+        selection: FlowSelection,
+        input: Value,
+        launch: Value,
+    ) -> Result<RunId, FlowError> {
+        Ok(self.create_record(selection, input, Some(launch)).await?.id)
     }
 
     /// Creates a run and returns its record as created.
@@ -300,6 +313,7 @@ impl Runtime {
         &self,
         selection: FlowSelection,
         input: Value,
+        launch: Option<Value>,
     ) -> Result<RunRecord, FlowError> {
         let flow = self.flow_of(&selection)?;
         flow.checked_options(&selection.options)?;
@@ -310,14 +324,16 @@ impl Runtime {
             input,
             fingerprint: fp.to_string(),
             owner: self.inner.config.owner.clone(),
+            launch,
         };
         let journal = self.inner.journal.clone();
-        let (flow, input_digest, fingerprint, owner, input) = (
+        let (flow, input_digest, fingerprint, owner, input, launch) = (
             new.flow.clone(),
             new.input_digest.clone(),
             new.fingerprint.clone(),
             new.owner.clone(),
             new.input.clone(),
+            new.launch.clone(),
         );
         let id = blocking(move || journal.create_run(new)).await?;
         let now = crate::clock::now_ms();
@@ -334,6 +350,7 @@ impl Runtime {
             finished_at_ms: None,
             answer: None,
             error: None,
+            launch,
         })
     }
 

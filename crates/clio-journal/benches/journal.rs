@@ -59,6 +59,7 @@ fn new_run(journal: &Journal, flow: &str) -> BenchResult<RunId> {
         input_digest: "sha256:00".into(),
         fingerprint: "bench@1".into(),
         owner: "bench".into(),
+        launch: None,
     })?)
 }
 

@@ -218,6 +218,7 @@ fn run_program(disk: &FaultDisk, config: JournalConfig, batches: &[usize]) -> Mo
         input_digest: String::new(),
         fingerprint: String::new(),
         owner: "test".into(),
+        launch: None,
     }) else {
         return model;
     };

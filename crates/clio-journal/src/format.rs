@@ -223,8 +223,8 @@ impl RawEntry {
 
 /// A run, as stored and as exported.
 ///
-/// `P` is the form of its input and answer: decoded (the default), or their JSON text
-/// (the writer's form, which a status change leaves undecoded).
+/// `P` is the form of its input, answer and launch: decoded (the default), or their JSON
+/// text (the writer's form, which a status change leaves undecoded).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunRecord<P = Value> {
     /// Its id.
@@ -251,14 +251,22 @@ pub struct RunRecord<P = Value> {
     pub answer: Option<P>,
     /// Its error, if it failed.
     pub error: Option<String>,
+    /// What the program that started the run put around it (for the CLI: the agent file,
+    /// plugin folders, workspace and models it was launched with), so that another process
+    /// can rebuild the same runtime. Written with the run in one transaction, so that no
+    /// crash leaves a run without it; its shape belongs to that program. Absent when none
+    /// was given, and in records written before runs kept it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launch: Option<P>,
 }
 
-/// A run record with its input and answer kept as JSON text: what the writer changes, so
-/// that a status update does not decode and encode again a run's whole input and answer.
+/// A run record with its input, answer and launch kept as JSON text: what the writer
+/// changes, so that a status update does not decode and encode again a run's whole input
+/// and answer.
 pub(crate) type RawRunRecord = RunRecord<Box<serde_json::value::RawValue>>;
 
 impl RawRunRecord {
-    /// Decodes the input and the answer.
+    /// Decodes the input, the answer and the launch.
     pub(crate) fn decoded(self) -> serde_json::Result<RunRecord> {
         Ok(RunRecord {
             id: self.id,
@@ -278,6 +286,11 @@ impl RawRunRecord {
                 .map(|a| serde_json::from_str(a.get()))
                 .transpose()?,
             error: self.error,
+            launch: self
+                .launch
+                .filter(|l| l.get() != "null")
+                .map(|l| serde_json::from_str(l.get()))
+                .transpose()?,
         })
     }
 }

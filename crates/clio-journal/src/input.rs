@@ -71,6 +71,9 @@ pub struct NewRun {
     pub fingerprint: String,
     /// The process that runs it.
     pub owner: String,
+    /// What the starting program put around the run (see [`crate::RunRecord::launch`]),
+    /// stored with it in the same transaction.
+    pub launch: Option<Value>,
 }
 
 /// A change to a run; `None` fields stay as they are.
@@ -84,6 +87,8 @@ pub struct RunUpdate {
     pub error: Option<String>,
     /// A new owner (a process that resumes the run).
     pub owner: Option<String>,
+    /// A new launch record, replacing the one stored (see [`crate::RunRecord::launch`]).
+    pub launch: Option<Value>,
 }
 
 /// A [`NewEntry`] whose payload is already JSON text: encoded on the caller's thread, so
@@ -111,23 +116,25 @@ pub(crate) fn encoded(entries: Vec<NewEntry>) -> Vec<EncodedEntry> {
         .collect()
 }
 
-/// A [`RunUpdate`] whose answer is already JSON text: encoded on the caller's thread, so
+/// A [`RunUpdate`] whose answer and launch are already JSON text: encoded on the caller's thread, so
 /// that the writer, which every caller waits on, only copies it.
 pub(crate) struct RawRunUpdate {
     pub(crate) status: Option<RunStatus>,
     pub(crate) answer: Option<Box<RawValue>>,
     pub(crate) error: Option<String>,
     pub(crate) owner: Option<String>,
+    pub(crate) launch: Option<Box<RawValue>>,
 }
 
 impl RunUpdate {
-    /// Returns the update with its answer encoded.
+    /// Returns the update with its answer and launch encoded.
     pub(crate) fn encoded(self) -> RawRunUpdate {
         RawRunUpdate {
             status: self.status,
             answer: self.answer.as_ref().map(raw_json),
             error: self.error,
             owner: self.owner,
+            launch: self.launch.as_ref().map(raw_json),
         }
     }
 }

@@ -614,23 +614,42 @@ fn is_fatal(err: &JournalError) -> bool {
     )
 }
 
-/// Creates and initialises a new journal under a temporary name, then renames it into
+/// Creates and initialises a new journal under a temporary name, then links it into
 /// place, so that a crash during creation never leaves a half-written file at `path`.
+///
+/// Processes started at once in an empty home all get here. Each builds its own file
+/// (named by its pid and a random number, so that no creator removes or renames another's)
+/// and links it to `path` with a hard link, which fails rather than replace: the first
+/// creator wins, and the others drop their file and open the winner's (a clear
+/// `AlreadyOpen` if the winner still holds it). A file system without hard links falls back
+/// to a rename, which replaces: there two racing first starts may each create a journal,
+/// and the later one is kept.
 fn create_atomically(path: &Path) -> Result<()> {
     let io_err = |source| JournalError::Io { path: path.to_path_buf(), source };
     let mut name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
-    name.push(".creating");
+    name.push(format!(".creating.{}.{:016x}", std::process::id(), random_id()));
     let tmp = path.with_file_name(name);
-    match fs::remove_file(&tmp) {
-        Err(err) if err.kind() != io::ErrorKind::NotFound => return Err(io_err(err)),
-        _ => {}
+    let built = (|| {
+        {
+            let db = Builder::new().create(&tmp).at(path)?;
+            check_or_initialise(&db, path)?;
+        }
+        fs::File::open(&tmp).and_then(|f| f.sync_all()).map_err(io_err)?;
+        match fs::hard_link(&tmp, path) {
+            // Linked, or another creator linked theirs first: either way `path` is whole.
+            Ok(()) => {}
+            Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(_) if path.exists() => {}
+            // No hard links here (some network or FAT file systems): rename instead.
+            Err(_) => return fs::rename(&tmp, path).map_err(io_err),
+        }
+        fs::remove_file(&tmp).map_err(io_err)
+    })();
+    if built.is_err() {
+        // The file is this creator's own; nobody else names it.
+        let _ = fs::remove_file(&tmp);
     }
-    {
-        let db = Builder::new().create(&tmp).at(path)?;
-        check_or_initialise(&db, path)?;
-    }
-    fs::File::open(&tmp).and_then(|f| f.sync_all()).map_err(io_err)?;
-    fs::rename(&tmp, path).map_err(io_err)?;
+    built?;
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         fs::File::open(dir).and_then(|d| d.sync_all()).map_err(io_err)?;
     }

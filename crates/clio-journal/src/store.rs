@@ -315,6 +315,7 @@ impl<'a> Tx<'a> {
             finished_at_ms: None,
             answer: None,
             error: None,
+            launch: new.launch,
         };
         self.store_run(&rec)?;
         self.heads.insert(id.0, 0);
@@ -336,6 +337,9 @@ impl<'a> Tx<'a> {
         }
         if let Some(owner) = update.owner {
             rec.owner = owner;
+        }
+        if let Some(launch) = update.launch {
+            rec.launch = Some(launch);
         }
         rec.updated_at_ms = self.now;
         self.store_run(&rec)?;

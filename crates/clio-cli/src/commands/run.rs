@@ -5,8 +5,10 @@ use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
 use anyhow::{Context, anyhow};
-use clio_flow::{FlowError, FlowSelection, RunOutcome, RunReport, Runtime};
-use clio_journal::{Journal, RunId, TaskKind, TaskRecord, TaskStatus};
+use clio_flow::{
+    FlowError, FlowSelection, Registry, RunOutcome, RunReport, Runtime, RuntimeConfig,
+};
+use clio_journal::{Journal, RunId, RunRecord, TaskKind, TaskRecord, TaskStatus};
 use serde_json::{Map, Value, json};
 
 use super::{read_text, replay, write_json};
@@ -15,14 +17,19 @@ use crate::args::{
     WorkflowRunArgs,
 };
 use crate::config::{HomeConfig, ModelsChoice};
-use crate::error::CliError;
+use crate::error::{CliError, journal_advice, journal_error};
 use crate::home::Home;
-use crate::launch::{Launch, agent_flow, agent_spec, open_journal, runtime};
+use crate::launch::{Launch, agent_flow, agent_spec, open_journal, owner, runtime};
 use crate::pin::{self, AgentChange, OnAgentChange};
 use crate::progress::{Progress, entries_warning};
 
 /// Turns a runtime error into a CLI error, with a hint for the errors a person can fix.
 pub(super) fn flow_error(error: FlowError) -> CliError {
+    // The journal's errors are classified as the CLI's own journal errors are.
+    if let FlowError::Journal(journal) = &error {
+        let (kind, hints) = journal_advice(journal);
+        return CliError { kind, error: anyhow::Error::new(error), hints };
+    }
     let hint = match &error {
         FlowError::FlowNotTrusted { .. } => Some(
             "install the plugin and trust it: `clio plugin install MARKETPLACE ID`, then `clio plugin trust MARKETPLACE/ID VERSION`",
@@ -139,8 +146,10 @@ fn start(
     let rt = tokio_runtime()?;
     let journal = open_journal(home)?;
     let runtime = runtime(home, &launch, journal.clone())?;
-    let run = rt.block_on(runtime.create(selection, input)).map_err(flow_error)?;
-    launch.save(home, run)?;
+    // The launch goes into the run's record in the run's own transaction: there is no
+    // moment at which the run exists without it.
+    let create = runtime.create_with_launch(selection, input, launch.to_json()?);
+    let run = rt.block_on(create).map_err(flow_error)?;
     let show = !(drive.json || drive.quiet);
     drive_run(&rt, &runtime, &journal, run, show, drive.json, out, err)
 }
@@ -222,7 +231,7 @@ struct CutShort {
 
 /// Returns the run's calls that were cut short, in task order.
 fn cut_short(journal: &Journal, run: RunId) -> Result<Vec<CutShort>, CliError> {
-    let tasks = journal.tasks(run).map_err(crate::home::journal_error)?;
+    let tasks = journal.tasks(run).map_err(journal_error)?;
     let interrupted = |t: &TaskRecord| {
         t.kind == TaskKind::Tool
             && t.status == TaskStatus::Failed
@@ -378,17 +387,19 @@ pub(super) fn relaunch(
 ) -> Result<Relaunched, CliError> {
     let run_id = RunId(run);
     let journal = open_journal(home)?;
-    if journal.run(run_id).map_err(crate::home::journal_error)?.is_none() {
-        return Err(CliError::user(anyhow!(
-            "run {run} not found in {}",
-            home.journal_path().display()
-        ))
-        .hint("`clio runs list` shows the runs there are"));
-    }
-    let mut launch = Launch::load(home, run_id)?;
-    let agent_change = pin::enforce(home, &journal, run_id, &mut launch, on_change)?;
+    let record = existing_run(home, &journal, run_id)?;
+    let mut launch = Launch::load(home, &record)?;
+    let agent_change = pin::enforce(&journal, run_id, &mut launch, on_change)?;
     let runtime = runtime(home, &launch, journal.clone())?;
     Ok(Relaunched { runtime, journal, agent_change })
+}
+
+/// Returns the record of run `run`, or the error that names the journal it is not in.
+fn existing_run(home: &Home, journal: &Journal, run: RunId) -> Result<RunRecord, CliError> {
+    journal.run(run).map_err(journal_error)?.ok_or_else(|| {
+        CliError::user(anyhow!("run {} not found in {}", run.0, home.journal_path().display()))
+            .hint("`clio runs list` shows the runs there are")
+    })
 }
 
 /// Records an answer to a pending question.
@@ -434,8 +445,14 @@ pub(super) fn resume(
 /// Cancels a run and its whole task tree.
 pub(super) fn cancel(home: &Home, args: &RunArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let rt = tokio_runtime()?;
-    // A run can always be given up on, whatever its agent file holds now.
-    let Relaunched { runtime, .. } = relaunch(home, args.run, OnAgentChange::Ignore)?;
+    // A run can always be given up on. Cancelling runs no flow code, only marks the run
+    // and its unfinished tasks in the journal, so it needs nothing the run was launched
+    // with: not its launch record (which a run of an earlier build may have lost), nor its
+    // agent file, plugins or models as they are now.
+    let journal = open_journal(home)?;
+    existing_run(home, &journal, RunId(args.run))?;
+    let config = RuntimeConfig { owner: owner(), ..RuntimeConfig::default() };
+    let runtime = Runtime::new(journal, Registry::new(), config);
     let n = rt.block_on(runtime.cancel(RunId(args.run))).map_err(flow_error)?;
     if args.json {
         return write_json(out, &json!({"run": args.run, "cancelled_tasks": n}));

@@ -15,8 +15,8 @@ use serde_json::Value;
 
 use super::write_json;
 use crate::args::{RunArgs, RunExportArgs, RunsListArgs, RunsPruneArgs};
-use crate::error::CliError;
-use crate::home::{Home, as_seen, journal_error, task_as_seen};
+use crate::error::{CliError, journal_error};
+use crate::home::{Home, as_seen, task_as_seen};
 use crate::launch::Launch;
 
 const STATUSES: [(&str, RunStatus); 6] = [
@@ -118,7 +118,7 @@ pub(super) fn show(home: &Home, args: &RunArgs, out: &mut dyn Write) -> Result<(
     let entries = journal.entries(run.id).map_err(journal_error)?;
     // Only the launch's agent is shown: a launch record that cannot be read is reported
     // by the commands that need it (resume, answer, replay), not here.
-    let launch = Launch::find(home, run.id).ok().flatten();
+    let launch = Launch::find(home, &run).ok().flatten();
     if args.json {
         let team: Vec<Value> = team.iter().map(SessionSummary::to_json).collect();
         let mut value =

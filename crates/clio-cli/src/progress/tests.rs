@@ -281,6 +281,7 @@ fn journal_with_a_run() -> (Journal, RunId) {
             input_digest: "d".into(),
             fingerprint: "f".into(),
             owner: "test".into(),
+            launch: None,
         })
         .unwrap();
     (journal, run)

@@ -3,6 +3,8 @@
 
 mod agent;
 mod config;
+mod journal_trouble;
+mod launch;
 mod native_tools;
 mod orchestration;
 mod pinning;
@@ -21,6 +23,8 @@ fn no_forgotten_test_files() {
     let listed: &[&str] = &[
         "agent",
         "config",
+        "journal_trouble",
+        "launch",
         "native_tools",
         "orchestration",
         "pinning",

@@ -8,6 +8,7 @@
 
 use std::path::PathBuf;
 
+use clio_journal::{Journal, JournalConfig, RunId, RunUpdate};
 use insta::assert_snapshot;
 use serde_json::Value;
 
@@ -95,6 +96,15 @@ impl Case {
         value["checksum"].as_str().unwrap().to_owned()
     }
 
+    /// Returns run 1's launch as its journal record keeps it.
+    fn launch(&self) -> Value {
+        let journal =
+            Journal::open(self.home.join("journal.redb"), JournalConfig::default()).unwrap();
+        let record = journal.run(RunId(1)).unwrap().unwrap();
+        journal.close().unwrap();
+        record.launch.expect("run 1 has a launch")
+    }
+
     /// Returns run 1's events with `event` = `name`.
     fn events(&self, name: &str) -> Vec<Value> {
         let events = self.clio(&["runs", "events", "1", "--json"]);
@@ -149,7 +159,9 @@ fn a_changed_agent_is_refused_until_the_change_is_accepted() {
             "fields": ["version", "role"],
         })]
     );
-    // The run is pinned to the changed spec now: it goes on without the flag.
+    // The run is pinned to the changed spec now, in its journal record: it goes on without
+    // the flag.
+    assert_eq!(case.launch()["agent_checksum"], now.as_str());
     let show = case.clio(&["runs", "show", "1"]);
     assert!(show.stdout.contains(&format!("(spec checksum {now})")), "{}", show.render());
     assert!(
@@ -165,16 +177,29 @@ fn a_changed_agent_is_refused_until_the_change_is_accepted() {
     assert_eq!(case.events("agent_changed_accepted").len(), 1);
 }
 
+/// The launch lives in the run's journal record, pinned there; no launch file is written.
+#[test]
+fn the_launch_is_kept_in_the_runs_journal_record() {
+    let case = Case::new("in-journal");
+    case.start();
+    let launch = case.launch();
+    assert_eq!(launch["agent"], case.path("agent.toml"), "{launch}");
+    assert_eq!(launch["agent_checksum"], case.checksum(), "{launch}");
+    assert!(!case.home.join("runs").exists(), "a launch file was written");
+}
+
 /// A launch record written before runs were pinned (no checksum) resumes as it did.
 #[test]
 fn a_launch_record_without_a_checksum_still_resumes() {
     let case = Case::new("old-record");
     let question = case.start();
-    let path = case.home.join("runs/1.launch.json");
-    let mut launch: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let mut launch = case.launch();
     let map = launch.as_object_mut().unwrap();
     assert!(map.remove("agent_checksum").is_some() && map.remove("agent_spec").is_some());
-    std::fs::write(&path, launch.to_string()).unwrap();
+    let journal = Journal::open(case.home.join("journal.redb"), JournalConfig::default()).unwrap();
+    let update = RunUpdate { launch: Some(launch), ..RunUpdate::default() };
+    journal.update_run(RunId(1), update).unwrap();
+    journal.close().unwrap();
     std::fs::write(case.home.join("agent.toml"), CHANGED).unwrap();
 
     let show = case.clio(&["runs", "show", "1"]);

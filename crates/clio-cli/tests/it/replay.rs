@@ -114,6 +114,7 @@ impl Case {
                 input_digest: record.input_digest,
                 fingerprint: record.fingerprint,
                 owner: "test".into(),
+                launch: record.launch,
             })
             .unwrap();
         let update =
@@ -123,12 +124,6 @@ impl Case {
         let entry = NewEntry::new(limits.kind, limits.payload).with_identity("key:wf-limits");
         journal.append(copy, entry).unwrap();
         journal.close().unwrap();
-        let runs = self.home.join("runs");
-        std::fs::copy(
-            runs.join(format!("{from}.launch.json")),
-            runs.join(format!("{}.launch.json", copy.0)),
-        )
-        .unwrap();
         self.plant_old_call(copy.0);
         copy.0
     }

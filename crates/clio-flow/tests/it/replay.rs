@@ -156,6 +156,25 @@ fn keyed(target: &'static str) -> FnFlow {
     })
 }
 
+/// A run created with a launch holds it in its record from the start, and keeps it through
+/// a resume to the end; a run created without one has none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_launch_is_recorded_with_the_run_and_kept_to_its_end() {
+    let counter = Counter::default();
+    let reg = registry(&counter).flow(keyed("echo"));
+    let journal = Journal::open_in_memory().unwrap();
+    let rt = runtime(&journal, reg);
+    let launch = json!({"agent": "/agents/a.toml", "plugins": ["/plugins/p"], "model": ""});
+    let run = rt.create_with_launch(sel("keyed"), json!(null), launch.clone()).await.unwrap();
+    assert_eq!(journal.run(run).unwrap().unwrap().launch, Some(launch.clone()));
+    let report = rt.resume(run).await.unwrap();
+    assert_eq!(answer(&report), "ok {\"n\":1}");
+    let done = journal.run(run).unwrap().unwrap();
+    assert_eq!((done.status, done.launch), (clio_journal::RunStatus::Succeeded, Some(launch)));
+    let plain = rt.create(sel("keyed"), json!(null)).await.unwrap();
+    assert_eq!(journal.run(plain).unwrap().unwrap().launch, None);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unconfirmed_acceptance_is_uncertain_and_never_resubmitted() {
     let counter = Counter::default();

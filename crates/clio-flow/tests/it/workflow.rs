@@ -165,6 +165,7 @@ fn with_one_entry_per_event(
             input_digest: rec.input_digest.clone(),
             fingerprint: rec.fingerprint.clone(),
             owner: rec.owner.clone(),
+            launch: rec.launch.clone(),
         })
         .unwrap();
     for task in from.tasks(run).unwrap() {

@@ -102,6 +102,46 @@ fn runs_change_status_and_are_listed_by_filter() -> TestResult {
     Ok(())
 }
 
+/// A run's launch is written with the run and kept by every change that does not replace
+/// it: a status change on the writer's undecoded path, an owner change, reconcile, a
+/// reopen through the write-ahead log. A run without one stores no `launch` field.
+#[test]
+fn a_runs_launch_is_written_with_it_and_kept_until_replaced() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("journal.redb");
+    let launch = json!({"agent": "/agents/a.toml", "plugins": [], "model": ""});
+    let journal = Journal::open(&path, JournalConfig::default())?;
+    let run = journal
+        .create_run(clio_journal::NewRun { launch: Some(launch.clone()), ..new_run("a", "p") })?;
+    let plain = journal.create_run(new_run("b", "p"))?;
+    assert_eq!(journal.run(run)?.ok_or("no run")?.launch, Some(launch.clone()));
+    assert_eq!(journal.run(plain)?.ok_or("no run")?.launch, None);
+
+    let status = RunUpdate { status: Some(RunStatus::AwaitingInput), ..RunUpdate::default() };
+    journal.nonblocking().update_run(run, status).wait()?;
+    let owner = RunUpdate { owner: Some("q".into()), ..RunUpdate::default() };
+    assert_eq!(journal.update_run(run, owner)?.launch, Some(launch.clone()));
+    journal
+        .update_run(run, RunUpdate { status: Some(RunStatus::Running), ..Default::default() })?;
+    assert_eq!(journal.reconcile::<&str>(&[])?.runs, 2);
+    assert_eq!(journal.run(run)?.ok_or("no run")?.launch, Some(launch.clone()));
+
+    let pinned = json!({"agent": "/agents/a.toml", "agent_checksum": "sha256:1"});
+    let replaced = RunUpdate { launch: Some(pinned.clone()), ..RunUpdate::default() };
+    let rec = journal.update_run(run, replaced)?;
+    assert_eq!((rec.launch, rec.status), (Some(pinned.clone()), RunStatus::Interrupted));
+    drop(journal);
+
+    let journal = Journal::open(&path, JournalConfig::default())?;
+    assert_eq!(journal.run(run)?.ok_or("no run")?.launch, Some(pinned));
+    let mut out = Vec::new();
+    journal.export(plain, &mut out)?;
+    let first: serde_json::Value =
+        serde_json::from_str(String::from_utf8(out)?.lines().next().unwrap_or_default())?;
+    assert!(first.get("launch").is_none(), "a run without a launch stores none: {first}");
+    Ok(())
+}
+
 #[test]
 fn tasks_record_progress_and_refuse_change_once_final() -> TestResult {
     let (journal, run) = journal_with_run()?;

@@ -142,6 +142,46 @@ fn a_second_open_of_the_same_file_is_refused_while_the_first_is_open() -> TestRe
     Ok(())
 }
 
+/// Several openers racing on a fresh path (processes started at once in an empty home) each
+/// get the journal or a clear `AlreadyOpen`, never an i/o error from another's creation;
+/// one journal results, and no temporary file is left behind.
+#[test]
+fn openers_racing_to_create_a_journal_all_get_it_or_already_open() -> TestResult {
+    for round in 0..20 {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("journal.redb");
+        let start = std::sync::Arc::new(std::sync::Barrier::new(4));
+        let openers: Vec<_> = (0..4)
+            .map(|_| {
+                let (path, start) = (path.clone(), std::sync::Arc::clone(&start));
+                std::thread::spawn(move || {
+                    start.wait();
+                    open(&path)
+                })
+            })
+            .collect();
+        let mut opened = Vec::new();
+        for opener in openers {
+            match opener.join().map_err(|_| "an opener panicked")? {
+                Ok(journal) => opened.push(journal),
+                Err(JournalError::AlreadyOpen { .. }) => {}
+                Err(err) => return Err(format!("round {round}: {err:?}").into()),
+            }
+        }
+        assert!(!opened.is_empty(), "round {round}: nobody opened the journal");
+        drop(opened);
+        let journal = open(&path)?;
+        assert_eq!(journal.create_run(new_run("count", "proc-a"))?, RunId(1));
+        drop(journal);
+        let mut names: Vec<String> = fs::read_dir(dir.path())?
+            .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
+            .collect::<Result<_, _>>()?;
+        names.sort();
+        assert_eq!(names, ["journal.redb", "journal.redb-wal"], "round {round}");
+    }
+    Ok(())
+}
+
 fn v1_fixture() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v1/journal.redb")
 }
@@ -209,6 +249,7 @@ fn the_committed_format_1_file_opens() -> TestResult {
     let journal = open(&path)?;
     let run = journal.run(RunId(1))?.ok_or("run 1 missing")?;
     assert_eq!((run.status, run.answer), (RunStatus::Succeeded, Some(json!("hi"))));
+    assert_eq!(run.launch, None, "a record written before runs kept their launch has none");
     let entries = journal.entries(RunId(1))?;
     let kinds: Vec<_> = entries.iter().map(|e| e.kind).collect();
     assert_eq!(kinds, vec![EntryKind::Call, EntryKind::Question, EntryKind::Answer]);

@@ -14,6 +14,7 @@ pub(crate) fn new_run(flow: &str, owner: &str) -> NewRun {
         input_digest: "sha256:00".to_owned(),
         fingerprint: "flow@1+plugins:none".to_owned(),
         owner: owner.to_owned(),
+        launch: None,
     }
 }
 
