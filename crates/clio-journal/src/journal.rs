@@ -100,7 +100,7 @@ impl Journal {
             Err(err) => return Err(io_err(err)),
         }
         let db = Builder::new().set_cache_size(config.cache_size).create(&path).at(&path)?;
-        let wal = (config.write_ahead_log || wal.exists()).then_some(wal);
+        let wal = (config.write_ahead_log || wal.exists()).then_some(LogSource::Path(wal));
         Self::start(db, path, config, wal)
     }
 
@@ -174,17 +174,33 @@ impl Journal {
         Self::start(db, label, config, None)
     }
 
+    /// Opens a journal on a redb storage backend with its write-ahead log in `log`: the
+    /// shipped configuration on simulated disks, for the fault tests.
+    #[cfg(test)]
+    pub(crate) fn open_backend_with_log(
+        backend: impl StorageBackend,
+        log: Box<dyn wal::LogFile>,
+        label: PathBuf,
+        config: JournalConfig,
+    ) -> Result<Self> {
+        let db = Builder::new()
+            .set_cache_size(config.cache_size)
+            .create_with_backend(backend)
+            .at(&label)?;
+        Self::start(db, label, config, Some(LogSource::File(log)))
+    }
+
     /// Starts the writer on `db`, after applying the write-ahead log at `wal` (if any) that
     /// a crash left unapplied.
     fn start(
         db: Database,
         path: PathBuf,
         config: JournalConfig,
-        wal: Option<PathBuf>,
+        wal: Option<LogSource>,
     ) -> Result<Self> {
         check_or_initialise(&db, &path)?;
         let wal = match wal {
-            Some(wal_path) => recover(&db, &path, &config, wal_path)?,
+            Some(source) => recover(&db, &path, &config, source)?,
             None => None,
         };
         let db = Arc::new(db);
@@ -784,19 +800,37 @@ fn check_or_initialise(db: &Database, path: &Path) -> Result<()> {
 /// hold yet (those a crash kept out), refusing a damaged log before anything is written,
 /// and commits them durably with the next log generation, live when the journal keeps a
 /// log (`config.write_ahead_log`). Returns that log, ready for the writer.
+/// Where a journal's write-ahead log lives.
+enum LogSource {
+    /// The file at this path (created if missing).
+    Path(PathBuf),
+    /// A file already open: a simulated disk in the fault tests.
+    #[cfg(test)]
+    File(Box<dyn wal::LogFile>),
+}
+
 fn recover(
     db: &Database,
     path: &Path,
     config: &JournalConfig,
-    wal_path: PathBuf,
+    source: LogSource,
 ) -> Result<Option<Wal>> {
+    let wal_path = match &source {
+        LogSource::Path(wal_path) => wal_path.clone(),
+        #[cfg(test)]
+        LogSource::File(_) => wal::path_for(path),
+    };
     let mut txn = db.begin_write().at(path)?;
     let mut tx = Tx::open(&txn, path, store::now_ms())?;
     let held = tx.wal_lsn()?;
     let (journal_id, _) = tx.journal_id_or(random_id())?;
     let (generation, live) = tx.wal_generation()?;
     let expected = wal::Expected { journal_id, held, generation, live };
-    let records = wal::read(&wal_path, &expected)?;
+    let records = match &source {
+        LogSource::Path(wal_path) => wal::read(wal_path, &expected)?,
+        #[cfg(test)]
+        LogSource::File(file) => wal::read_from(file.as_ref(), &wal_path, &expected)?,
+    };
     let damaged = |detail: String| JournalError::Corrupted { path: wal_path.clone(), detail };
     if let Some(first) = records.first()
         && Some(first.lsn) != held.checked_add(1)
@@ -819,7 +853,11 @@ fn recover(
     // The log exists, grown, before the file says it is live: a crash in between must not
     // leave a live log missing or empty, which reads as damage.
     let wal = if config.write_ahead_log {
-        let mut wal = Wal::create(wal_path, journal_id, generation, next)?;
+        let mut wal = match source {
+            LogSource::Path(wal_path) => Wal::create(wal_path, journal_id, generation, next)?,
+            #[cfg(test)]
+            LogSource::File(file) => Wal::with_file(file, wal_path, journal_id, generation, next)?,
+        };
         wal.preallocate()?;
         Some(wal)
     } else {

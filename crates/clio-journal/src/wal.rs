@@ -62,6 +62,47 @@ const GROW_BY: u64 = 1 << 20;
 /// of it, even when a crash cuts a growth short.
 const GROW_CHUNK: u64 = 64 << 10;
 
+/// The file a log lives in, as the log uses it: the real file, or (in tests) a simulated
+/// disk that loses unsynced writes in a power cut.
+pub(crate) trait LogFile: Send + std::fmt::Debug {
+    /// Its length in bytes.
+    fn len(&self) -> io::Result<u64>;
+    /// Fills `buf` from `at`; `Ok(false)` when the file ends first.
+    fn read_at(&self, buf: &mut [u8], at: u64) -> io::Result<bool>;
+    /// Writes `data` at `at`.
+    fn write_at(&mut self, data: &[u8], at: u64) -> io::Result<()>;
+    /// Makes the data written so far durable.
+    fn sync_data(&mut self) -> io::Result<()>;
+    /// Makes the data and the length durable.
+    fn sync_all(&mut self) -> io::Result<()>;
+}
+
+impl LogFile for File {
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.metadata()?.len())
+    }
+
+    fn read_at(&self, buf: &mut [u8], at: u64) -> io::Result<bool> {
+        match self.read_exact_at(buf, at) {
+            Ok(()) => Ok(true),
+            Err(err) if err.kind() == io::ErrorKind::UnexpectedEof => Ok(false),
+            Err(err) => Err(err),
+        }
+    }
+
+    fn write_at(&mut self, data: &[u8], at: u64) -> io::Result<()> {
+        self.write_all_at(data, at)
+    }
+
+    fn sync_data(&mut self) -> io::Result<()> {
+        File::sync_data(self)
+    }
+
+    fn sync_all(&mut self) -> io::Result<()> {
+        File::sync_all(self)
+    }
+}
+
 /// What the redb file says about its log, read at open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Expected {
@@ -80,7 +121,7 @@ pub(crate) struct Expected {
 /// The log of an open journal; only its writer thread touches it.
 #[derive(Debug)]
 pub(crate) struct Wal {
-    file: File,
+    file: Box<dyn LogFile>,
     path: PathBuf,
     /// Where the next record goes: the bytes written since the last checkpoint (0: the
     /// generation's header has not been written yet).
@@ -141,12 +182,18 @@ pub(crate) fn read(path: &Path, expected: &Expected) -> Result<Vec<Record>> {
         }
         return Ok(Vec::new());
     };
-    let len = file.metadata().map_err(io_err)?.len();
-    let read_at = |at: u64, buf: &mut [u8]| match file.read_exact_at(buf, at) {
-        Ok(()) => Ok(true),
-        Err(err) if err.kind() == io::ErrorKind::UnexpectedEof => Ok(false),
-        Err(err) => Err(err),
-    };
+    read_from(&file, path, expected)
+}
+
+/// Reads the log held in `file` (named `path` in errors), as [`read`] does.
+pub(crate) fn read_from(
+    file: &dyn LogFile,
+    path: &Path,
+    expected: &Expected,
+) -> Result<Vec<Record>> {
+    let io_err = |source| JournalError::Io { path: path.to_path_buf(), source };
+    let len = file.len().map_err(io_err)?;
+    let read_at = |at: u64, buf: &mut [u8]| file.read_at(buf, at);
     let Some(generation) = expected.generation else {
         // A log of format 1: its records as they read, past what the file holds.
         let records = read_legacy(len, read_at, expected.journal_id).map_err(io_err)?;
@@ -467,7 +514,19 @@ impl Wal {
             // The log's name must survive a crash before any record relies on it.
             sync_parent(&path).map_err(io_err)?;
         }
-        let allocated = file.metadata().map_err(io_err)?.len();
+        Self::with_file(Box::new(file), path, journal_id, generation, next_lsn)
+    }
+
+    /// As [`Wal::create`], on `file` (named `path` in errors).
+    pub(crate) fn with_file(
+        file: Box<dyn LogFile>,
+        path: PathBuf,
+        journal_id: u64,
+        generation: u64,
+        next_lsn: u64,
+    ) -> Result<Self> {
+        let allocated =
+            file.len().map_err(|source| JournalError::Io { path: path.clone(), source })?;
         Ok(Self {
             file,
             path,
@@ -529,7 +588,7 @@ impl Wal {
                 .map_err(|source| JournalError::Io { path: self.path.clone(), source })?;
         }
         let io_err = |source| JournalError::Io { path: self.path.clone(), source };
-        self.file.write_all_at(&self.buf, self.offset).map_err(io_err)?;
+        self.file.write_at(&self.buf, self.offset).map_err(io_err)?;
         self.file.sync_data().map_err(io_err)?;
         self.offset += self.buf.len() as u64;
         self.chain = chain;
@@ -554,7 +613,7 @@ impl Wal {
         let mut at = self.allocated;
         while at < len {
             let n = (len - at).min(zeros.len() as u64) as usize;
-            self.file.write_all_at(&zeros[..n], at)?;
+            self.file.write_at(&zeros[..n], at)?;
             at += n as u64;
         }
         self.file.sync_all()?;
@@ -568,7 +627,7 @@ impl Wal {
     pub(crate) fn clear(&mut self) -> io::Result<()> {
         self.offset = 0;
         if self.allocated >= GEN_HEADER as u64 {
-            self.file.write_all_at(&[0u8; GEN_HEADER], 0)?;
+            self.file.write_at(&[0u8; GEN_HEADER], 0)?;
         }
         Ok(())
     }

@@ -46,6 +46,11 @@ pub struct Call {
     site_identity: String,
     pub(crate) extra_tools: Vec<Tool>,
     pub(crate) index: Option<usize>,
+    /// The slots of a gather's `limit`: one is held while the call runs (not while it
+    /// replays from its record, nor while it waits to be admitted).
+    pub(crate) slots: Option<std::sync::Arc<tokio::sync::Semaphore>>,
+    /// The slot taken once a new call was admitted, before it is written.
+    slot: std::sync::Mutex<Option<tokio::sync::OwnedSemaphorePermit>>,
     pub(crate) from_code: bool,
     pub(crate) from_agent: bool,
     // A worker's conversation before its task (a team subagent's inherited context).
@@ -119,6 +124,8 @@ impl Call {
             site_identity,
             extra_tools: Vec::new(),
             index: None,
+            slots: None,
+            slot: std::sync::Mutex::new(None),
             from_code: false,
             from_agent: false,
             history: Vec::new(),
@@ -252,7 +259,18 @@ impl Call {
 
     pub(crate) async fn run(self) -> Result<CallResult, FlowError> {
         let index = self.index;
-        let res = match self.accept(true).await? {
+        let accepted = self.accept(true).await?;
+        // A call that runs holds a slot of its gather's limit: taken when it was admitted
+        // (a new call), or now (work a restart left running).
+        let taken = self.slot.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+        let _slot = match (&self.slots, &accepted, taken) {
+            (_, _, Some(slot)) => Some(slot),
+            (Some(slots), Accepted::Run { .. } | Accepted::RunThenRecord(_), None) => {
+                std::sync::Arc::clone(slots).acquire_owned().await.ok()
+            }
+            _ => None,
+        };
+        let res = match accepted {
             Accepted::Done(res) => res,
             Accepted::Run { task, resolved, input } => self.body(task, resolved, input).await,
             Accepted::RunThenRecord(unwritten) => self.run_then_record(*unwritten).await,
@@ -376,6 +394,13 @@ impl Call {
         }
         let refused_before = run.recorded(&format!("{identity}@receipt")).is_some();
         run.admit(&identity, &requested, !refused_before).await?;
+        // Its gather's limit is taken once it is admitted, before it is written: a call
+        // waiting for the history holds no slot a recorded one needs, and a call waiting
+        // for a slot has no task a crash would leave running.
+        if let Some(slots) = &self.slots {
+            let slot = std::sync::Arc::clone(slots).acquire_owned().await.ok();
+            *self.slot.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = slot;
+        }
         // Again: calls replayed while this one waited count toward the limits too.
         self.check_limits(&resolved)?;
         let (resolved, input) = match resolved {

@@ -188,3 +188,51 @@ fn reading_a_journal_writes_nothing() -> TestResult {
     assert_eq!(journal.entry_count(RunId(1))?, 4);
     Ok(())
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 48, ..Default::default() })]
+
+    /// Flipped bits and truncations at random offsets of a crash copy's log: opening gives a
+    /// clear error with both files unchanged, or exactly the acknowledged entries, less at
+    /// most the last (a torn tail); never a panic, never a changed entry.
+    #[test]
+    fn damage_to_the_log_is_refused_or_reads_exactly(
+        n in 3u64..12,
+        at in proptest::prelude::any::<proptest::sample::Index>(),
+        bit in 0u8..8,
+        truncate in proptest::prelude::any::<bool>(),
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = crashed_journal(dir.path(), n).unwrap();
+        let mut log = fs::read(wal_of(&path)).unwrap();
+        let end = records(&log).last().map_or(32, |(at, len)| at + len);
+        let offset = at.index(end);
+        if truncate {
+            log.truncate(offset);
+        } else {
+            log[offset] ^= 1 << bit;
+        }
+        fs::write(wal_of(&path), &log).unwrap();
+        let before = bytes_of(&path);
+        let opened = std::panic::catch_unwind(|| Journal::open(&path, JournalConfig::default()));
+        let Ok(opened) = opened else {
+            return Err(proptest::test_runner::TestCaseError::fail("opening panicked"));
+        };
+        match opened {
+            Ok(journal) => {
+                let entries = journal.entries(RunId(1)).unwrap_or_default();
+                proptest::prop_assert!(entries.len() as u64 + 1 >= n, "{} of {n} entries", entries.len());
+                for (i, e) in entries.iter().enumerate() {
+                    proptest::prop_assert_eq!(&e.payload, &json!({ "i": i, "text": "explains" }));
+                }
+            }
+            Err(err) => {
+                proptest::prop_assert!(
+                    matches!(err, JournalError::Corrupted { .. }),
+                    "not a damage error: {err:?}"
+                );
+                proptest::prop_assert!(bytes_of(&path) == before, "a refused open changed the files");
+            }
+        }
+    }
+}
