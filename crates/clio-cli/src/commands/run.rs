@@ -173,7 +173,11 @@ fn drive_run(
     let mut progress = show.then(|| Progress::new(journal.clone(), run, tty));
     let report = rt.block_on(async {
         let mut drive = Box::pin(runtime.resume(run));
-        let mut ticks = tokio::time::interval(Duration::from_millis(if tty { 150 } else { 400 }));
+        // The first tick comes one period in, not at once: a task that ends within it is
+        // shown once, as it ended, instead of as running at a moment decided by timing
+        // (which made a snapshot test flaky).
+        let period = Duration::from_millis(if tty { 150 } else { 400 });
+        let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
         let mut interrupt = Box::pin(tokio::signal::ctrl_c());
         loop {
             tokio::select! {
