@@ -18,6 +18,8 @@ pub enum ErrorKind {
     User,
     /// The command line is wrong: exit 2.
     Usage,
+    /// The person interrupted the command (Ctrl-C): exit 130, as shells expect.
+    Interrupted,
     /// Something inside CLIO or the machine failed: exit 255.
     Internal,
 }
@@ -44,6 +46,11 @@ impl CliError {
         CliError { kind: ErrorKind::Usage, error: error.into(), hints: Vec::new() }
     }
 
+    /// The command was interrupted by the person (Ctrl-C).
+    pub fn interrupted(error: impl Into<anyhow::Error>) -> CliError {
+        CliError { kind: ErrorKind::Interrupted, error: error.into(), hints: Vec::new() }
+    }
+
     /// An internal error, such as a failed write to the terminal.
     pub fn internal(error: impl Into<anyhow::Error>) -> CliError {
         CliError { kind: ErrorKind::Internal, error: error.into(), hints: Vec::new() }
@@ -60,6 +67,7 @@ impl CliError {
         match self.kind {
             ErrorKind::User => 1,
             ErrorKind::Usage => 2,
+            ErrorKind::Interrupted => 130,
             ErrorKind::Internal => 255,
         }
     }

@@ -289,6 +289,18 @@ pub(crate) fn runtime(home: &Home, launch: &Launch, journal: Journal) -> Result<
             None => (Models::default(), String::new()),
         };
     let model = if launch.model.is_empty() { default_model } else { launch.model.clone() };
+    // A model named with --model must be in the catalog before any run uses it, so that a
+    // typo is caught before a run exists (and a resume says at once what is missing).
+    if !launch.model.is_empty() && models.catalog().get(&launch.model).is_err() {
+        let known: Vec<String> =
+            models.catalog().models().iter().map(|m| format!("{}/{}", m.account, m.id)).collect();
+        let known = if known.is_empty() { "none".to_owned() } else { known.join(", ") };
+        return Err(CliError::user(anyhow::anyhow!(
+            "--model {}: no such model in the catalog (known: {known})",
+            launch.model
+        ))
+        .hint("`clio models list` shows the models and the file they come from; pass --models FILE to use another catalog"));
+    }
     let mut config = RuntimeConfig {
         owner: owner(),
         workspace: launch.workspace.clone(),

@@ -291,7 +291,13 @@ fn describe(differs: &[Mismatch]) -> String {
 fn describe_options(problems: &[OptionProblem]) -> String {
     let parts: Vec<String> = problems
         .iter()
-        .map(|p| format!("{} needs {} (got {})", p.option, p.needs, p.got))
+        .map(|p| {
+            if p.needs == "no such option" {
+                format!("{} is not one of its options (got {})", p.option, p.got)
+            } else {
+                format!("{} needs {} (got {})", p.option, p.needs, p.got)
+            }
+        })
         .collect();
     parts.join("; ")
 }

@@ -97,7 +97,48 @@ pub(super) fn workflow_run(
         input.insert("model".into(), json!(model));
     }
     let launch = launch_of(&args.drive, None)?;
-    start(home, launch, FlowSelection::new("workflow"), Value::Object(input), &args.drive, out, err)
+    let check = |runtime: &Runtime| check_targets(runtime, &workflow, &args.editors, &args.file);
+    start_checked(
+        home,
+        launch,
+        FlowSelection::new("workflow"),
+        Value::Object(input),
+        &args.drive,
+        &check,
+        out,
+        err,
+    )
+}
+
+/// Checks, before a run exists, that every step's target and every `--editor` is known to
+/// the runtime the run would use.
+fn check_targets(
+    runtime: &Runtime,
+    workflow: &clio_workflow::Workflow,
+    editors: &[String],
+    file: &std::path::Path,
+) -> Result<(), CliError> {
+    use clio_workflow::TargetKind;
+    let registry = runtime.registry();
+    let kind_of = |target: &str| match registry.kind_of(target) {
+        Some(clio_flow::CallKind::Flow) => TargetKind::Flow,
+        Some(_) => TargetKind::Other,
+        None => TargetKind::Unknown,
+    };
+    workflow.check_targets(kind_of).map_err(|e| {
+        CliError::user(anyhow!("{}: {e}", file.display())).hint(
+            "pass the plugin that provides it with --plugin DIR (or install and trust it); no run was created",
+        )
+    })?;
+    for editor in editors {
+        if registry.kind_of(editor).is_none() {
+            return Err(CliError::user(anyhow!(
+                "--editor {editor}: no agent, subagent or flow of that name"
+            ))
+            .hint("an editor is an agent or flow of a plugin passed with --plugin DIR; no run was created"));
+        }
+    }
+    Ok(())
 }
 
 /// Runs an agent definition or a flow by id.
@@ -143,14 +184,34 @@ fn start(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<(), CliError> {
+    start_checked(home, launch, selection, input, drive, &|_: &Runtime| Ok(()), out, err)
+}
+
+/// As [`start`], after `check` has passed on the runtime the run would use: mistakes are
+/// caught before a run exists.
+#[allow(clippy::too_many_arguments, reason = "the two ways of starting a run share it")]
+fn start_checked(
+    home: &Home,
+    launch: Launch,
+    selection: FlowSelection,
+    input: Value,
+    drive: &DriveArgs,
+    check: &dyn Fn(&Runtime) -> Result<(), CliError>,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<(), CliError> {
     let rt = tokio_runtime()?;
     let journal = open_journal(home)?;
     let runtime = runtime(home, &launch, journal.clone())?;
+    check(&runtime)?;
     // The launch goes into the run's record in the run's own transaction: there is no
     // moment at which the run exists without it.
     let create = runtime.create_with_launch(selection, input, launch.to_json()?);
     let run = rt.block_on(create).map_err(flow_error)?;
     let show = !(drive.json || drive.quiet);
+    if show {
+        writeln!(err, "run {} started; `clio runs show {}` shows it", run.0, run.0)?;
+    }
     drive_run(&rt, &runtime, &journal, run, show, drive.json, out, err)
 }
 
@@ -165,9 +226,6 @@ fn drive_run(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<(), CliError> {
-    if show {
-        writeln!(err, "run {} started; `clio runs show {}` shows it", run.0, run.0)?;
-    }
     let tty = std::io::stderr().is_terminal();
     // No progress at all with --quiet or --json: not even a tree's empty header.
     let mut progress = show.then(|| Progress::new(journal.clone(), run, tty));
@@ -200,7 +258,7 @@ fn drive_run(
         // The work in flight stops with the process; recording it as interrupted now
         // (rather than at the next start) tells `runs list` the truth at once.
         let _ = journal.reconcile::<&str>(&[]);
-        return Err(CliError::user(anyhow!("interrupted: run {} stopped", run.0))
+        return Err(CliError::interrupted(anyhow!("interrupted: run {} stopped", run.0))
             .hint(format!("continue it with `clio runs resume {}`", run.0)));
     };
     let report = report.map_err(|error| match error {
@@ -415,7 +473,8 @@ pub(super) fn answer(
 ) -> Result<(), CliError> {
     let rt = tokio_runtime()?;
     let on_change = OnAgentChange::from_flag(args.accept_changed_agent, true);
-    let Relaunched { runtime, agent_change, .. } = relaunch(home, args.run, on_change)?;
+    let Relaunched { runtime, journal, agent_change } = relaunch(home, args.run, on_change)?;
+    refuse_finished(&journal, RunId(args.run), "answer a question of")?;
     if let Some(change) = &agent_change {
         pin::note(RunId(args.run), change, true, err)?;
     }
@@ -443,7 +502,43 @@ pub(super) fn resume(
         pin::note(RunId(args.run), change, true, err)?;
     }
     let show = !(args.json || args.quiet);
+    // A cancelled run is not driven again: its progress would replay every line before
+    // saying so.
+    if let Some(record) = journal.run(RunId(args.run)).map_err(journal_error)?
+        && record.status == clio_journal::RunStatus::Cancelled
+    {
+        if args.json {
+            write_json(out, &json!({"run": args.run, "status": "cancelled"}))?;
+        }
+        return Err(CliError::user(anyhow!(
+            "run {} was cancelled: there is nothing to resume",
+            args.run
+        ))
+        .hint("start it again with `clio run` or `clio workflow run`"));
+    }
+    if show {
+        writeln!(
+            err,
+            "resuming run {}: finished work is replayed from the journal, not done again",
+            args.run
+        )?;
+    }
     drive_run(&rt, &runtime, &journal, RunId(args.run), show, args.json, out, err)
+}
+
+/// Refuses to `what` run `run` when it has ended (succeeded, failed or cancelled), naming
+/// how it ended.
+fn refuse_finished(journal: &Journal, run: RunId, what: &str) -> Result<(), CliError> {
+    let Some(record) = journal.run(run).map_err(journal_error)? else { return Ok(()) };
+    if record.status.is_finished() {
+        let status = super::runs::status_name(record.status);
+        return Err(CliError::user(anyhow!(
+            "cannot {what} run {}: it has ended ({status})",
+            run.0
+        ))
+        .hint(format!("`clio runs show {}` shows how it ended", run.0)));
+    }
+    Ok(())
 }
 
 /// Cancels a run and its whole task tree.
@@ -455,6 +550,7 @@ pub(super) fn cancel(home: &Home, args: &RunArgs, out: &mut dyn Write) -> Result
     // agent file, plugins or models as they are now.
     let journal = open_journal(home)?;
     existing_run(home, &journal, RunId(args.run))?;
+    refuse_finished(&journal, RunId(args.run), "cancel")?;
     let config = RuntimeConfig { owner: owner(), ..RuntimeConfig::default() };
     let runtime = Runtime::new(journal, Registry::new(), config);
     let n = rt.block_on(runtime.cancel(RunId(args.run))).map_err(flow_error)?;

@@ -211,3 +211,48 @@ fn a_damaged_log_is_refused_and_no_side_effect_runs_twice() {
     assert_eq!(resumed.code, 0, "{}", resumed.render());
     assert_eq!(case.tallies(), ALL_TALLIES);
 }
+
+#[test]
+fn ctrl_c_exits_130_and_the_run_resumes_with_each_effect_once() {
+    let case = case("ctrl-c");
+    let interrupted = case.run(Some("int-at-pause"));
+    assert_eq!(interrupted.code, 130, "Ctrl-C exits 130: {}", interrupted.render());
+    assert!(interrupted.stderr.contains("interrupted: run 1 stopped"), "{}", interrupted.render());
+    assert!(interrupted.stderr.contains("clio runs resume 1"), "{}", interrupted.render());
+    assert_eq!(case.tallies(), ["first"]);
+    let resumed = case.resume();
+    assert_eq!(resumed.code, 0, "{}", resumed.render());
+    assert_eq!(case.tallies(), ALL_TALLIES);
+}
+
+#[test]
+fn a_finished_or_cancelled_run_refuses_cancel_answer_and_resume() {
+    let case = case("lifecycle");
+    let done = case.run(None);
+    assert_eq!(done.code, 0, "{}", done.render());
+    let cancel = clio(&["--home", case.h(), "runs", "cancel", "1"]);
+    assert_eq!(cancel.code, 1, "{}", cancel.render());
+    assert!(
+        cancel.stderr.contains("cannot cancel run 1: it has ended (succeeded)"),
+        "{}",
+        cancel.render()
+    );
+    let answer = clio(&["--home", case.h(), "runs", "answer", "1", "1", "yes"]);
+    assert_eq!(answer.code, 1, "{}", answer.render());
+    assert!(answer.stderr.contains("it has ended (succeeded)"), "{}", answer.render());
+    assert_eq!(status(&case), "succeeded", "nothing changed");
+
+    // A run cancelled while interrupted: resuming it says so at once, without replaying.
+    let other = super::side_effects::case("lifecycle-cancelled");
+    let killed = other.run(Some("kill-at-pause"));
+    assert_eq!(killed.code, -1, "{}", killed.render());
+    let cancel = clio(&["--home", other.h(), "runs", "cancel", "1"]);
+    assert_eq!(cancel.code, 0, "{}", cancel.render());
+    let resumed = clio(&["--home", other.h(), "runs", "resume", "1"]);
+    assert_eq!(resumed.code, 1, "{}", resumed.render());
+    assert!(resumed.stderr.contains("run 1 was cancelled"), "{}", resumed.render());
+    assert!(!resumed.stderr.contains("✓"), "no progress is replayed: {}", resumed.render());
+    let answer = clio(&["--home", other.h(), "runs", "answer", "1", "1", "yes"]);
+    assert_eq!(answer.code, 1, "{}", answer.render());
+    assert!(answer.stderr.contains("it has ended (cancelled)"), "{}", answer.render());
+}
