@@ -291,10 +291,18 @@ fn describe(task: &TaskRecord) -> String {
         line.push_str(&format!(" in {:.1}s", ms as f64 / 1000.0));
     }
     if let Some(error) = &task.error {
-        let short: String = error.chars().take(80).collect();
-        line.push_str(&format!(" — {short}"));
+        line.push_str(&format!(" — {}", error_message(error)));
     }
     line
+}
+
+/// Returns the message of a task's recorded error, whole: its `message` when it is a
+/// recorded `FlowError`, else the text as it is.
+pub(crate) fn error_message(error: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(error)
+        .ok()
+        .and_then(|v| v.get("message").and_then(serde_json::Value::as_str).map(str::to_owned))
+        .unwrap_or_else(|| error.to_owned())
 }
 
 /// Groups a run's tasks by parent handle; a task whose parent is not among them (or that

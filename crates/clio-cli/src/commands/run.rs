@@ -267,10 +267,39 @@ fn drive_run(
     })?;
     let cut = cut_short(journal, run)?;
     warn_cut_short(run, &cut, err)?;
+    if matches!(report.outcome, RunOutcome::Succeeded(_)) {
+        warn_failed_tasks(journal, run, &cut, err)?;
+    }
     if !warned {
         warn_entries(journal, run, err)?;
     }
     finish(journal, &report, &cut, json, out)
+}
+
+/// Warns, even with `--quiet`, when a run succeeded although some of its tasks failed (a
+/// tool the agent got an error from, a step an editor repaired): a success should not hide
+/// a failure. Calls cut short by a crash are reported on their own, not again here.
+fn warn_failed_tasks(
+    journal: &Journal,
+    run: RunId,
+    cut: &[CutShort],
+    err: &mut dyn Write,
+) -> Result<(), CliError> {
+    let tasks = journal.tasks(run).map_err(journal_error)?;
+    let failed: Vec<&TaskRecord> = tasks
+        .iter()
+        .filter(|t| t.status == TaskStatus::Failed && !cut.iter().any(|c| c.task.id == t.id))
+        .collect();
+    if failed.is_empty() {
+        return Ok(());
+    }
+    writeln!(err, "warning: run {} succeeded, but {} of its tasks failed:", run.0, failed.len())?;
+    for task in failed {
+        let cause = task.error.as_deref().map(crate::progress::error_message).unwrap_or_default();
+        let kind = format!("{:?}", task.kind).to_lowercase();
+        writeln!(err, "  #{} {kind} {}: {cause}", task.id.0, task.target)?;
+    }
+    Ok(())
 }
 
 /// Warns, whatever the outcome and even with `--quiet`, when the run has used 80 % of its

@@ -338,3 +338,39 @@ fn a_workflow_step_starts_a_flow_in_the_background_with_run_flow() {
         tree.render()
     );
 }
+
+/// The README's main job on a machine without `python3` (the example tools are python3
+/// scripts): a run that succeeds although tasks failed says so, with each full cause.
+#[test]
+fn a_run_that_succeeds_with_failed_tasks_says_so() {
+    let home = temp_home("run-failed-tasks");
+    let h = home.to_str().unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_clio"))
+        .args([
+            "--home",
+            h,
+            "workflow",
+            "run",
+            "examples/workflows/batch7.json",
+            "--task",
+            "Review batch 7",
+            "--plugin",
+            "examples/marketplace/plugins/materials",
+            "--workspace",
+            "examples/workspace",
+            "--models",
+            "examples/models/models.toml",
+            "--quiet",
+        ])
+        .current_dir(crate::support::workspace_root())
+        .env("PATH", "/nonexistent")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    // The scripted model answers without the tool's result: the run succeeds.
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("warning: run 1 succeeded, but 1 of its tasks failed"), "{stderr}");
+    assert!(stderr.contains("tool csv_stats: call failed"), "names the failed tool: {stderr}");
+    assert!(stderr.contains("No such file or directory"), "the whole cause: {stderr}");
+    assert!(!stderr.contains("{\"reason\""), "the cause, not its JSON: {stderr}");
+}
