@@ -63,13 +63,22 @@ pub(crate) fn journal_error(error: clio_journal::JournalError) -> CliError {
     match &error {
         E::AlreadyOpen { .. } => CliError::user(error)
             .hint("another clio process is using this journal; wait for it, or use --home to pick another"),
-        E::NotAJournal { .. } | E::UpgradeRequired { .. } | E::RunNotFound { .. } => {
-            CliError::user(error)
+        E::NotAJournal { .. }
+        | E::UpgradeRequired { .. }
+        | E::RunNotFound { .. }
+        | E::DestinationExists { .. } => CliError::user(error),
+        // A damaged file is the user's to deal with: the check says what is damaged, a
+        // salvage copies what still reads (the damage error itself says so).
+        E::Damaged { path, .. } => {
+            let hint = format!(
+                "to go on with a salvaged journal: move {} (and its -wal) aside, keep them, and put the salvaged file in its place",
+                path.display()
+            );
+            CliError::user(error).hint(hint)
         }
-        // A damaged file is the user's to deal with, and nothing can be read from it.
         E::Corrupted { path, .. } => {
             let hint = format!(
-                "the journal at {} is damaged; move it aside to start a new one (keep the damaged copy: its runs cannot be read by this build)",
+                "the journal at {} is damaged: `clio journal check` says where, `clio journal salvage OUT` copies the runs that still read whole; or move it aside to start a new one (keep the damaged copy)",
                 path.display()
             );
             CliError::user(error).hint(hint)

@@ -3,6 +3,7 @@
 
 mod agent;
 mod config;
+mod journal;
 mod native_tools;
 mod orchestration;
 mod pinning;
@@ -21,6 +22,7 @@ fn no_forgotten_test_files() {
     let listed: &[&str] = &[
         "agent",
         "config",
+        "journal",
         "native_tools",
         "orchestration",
         "pinning",

@@ -2,14 +2,18 @@
 //! here, and `no_forgotten_test_files` fails when one is not.
 
 mod basics;
+mod check;
 mod crash;
+mod damage;
 mod files;
 mod support;
+mod upgrade;
 mod wal;
 
 #[test]
 fn no_forgotten_test_files() {
-    let listed: &[&str] = &["basics", "crash", "files", "support", "wal"];
+    let listed: &[&str] =
+        &["basics", "check", "crash", "damage", "files", "support", "upgrade", "wal"];
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it");
     for entry in std::fs::read_dir(&dir).unwrap() {
         let name = entry.unwrap().file_name().into_string().unwrap();
