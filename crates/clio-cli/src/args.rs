@@ -37,6 +37,69 @@ pub(crate) enum Command {
     /// Inspect and manage the runs in the journal
     #[command(subcommand)]
     Runs(RunsCommand),
+    /// Check the journal file for damage, and salvage what still reads from a damaged one
+    #[command(subcommand)]
+    Journal(JournalCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum JournalCommand {
+    /// Check the journal for damage without writing to it
+    #[command(after_help = JOURNAL_CHECK_HELP)]
+    Check(JsonArgs),
+    /// Copy every run that still reads whole into a new journal file
+    #[command(after_help = JOURNAL_SALVAGE_HELP)]
+    Salvage(JournalSalvageArgs),
+}
+
+/// The long help of `clio journal check`: what it reads, and what it does not.
+const JOURNAL_CHECK_HELP: &str = "\
+Reads the journal ($CLIO_HOME/journal.redb) without writing to it and lists every problem,
+naming its table and key:
+  - redb's own integrity check, which verifies the checksum of every page; it needs a
+    writable file, so it runs on a private copy in the temporary folder (as much free
+    space as the journal takes)
+  - every record of every table: its checksum (each record carries one from journal
+    format 3 on), that it decodes and says where it is stored
+  - that the tables agree: each run has a record and a head, its entries are exactly
+    0 to the head, and the identity, run-task and live indexes match the records
+
+Exit 0 when the journal is whole, 1 with the list of problems otherwise. A journal in use
+by another clio process cannot be checked (exit 1); writes a crash left in the write-ahead
+log (journal.redb-wal) are not read, and the report says when there are some.
+
+When there are problems: `clio journal salvage OUT` copies the runs that still read whole
+into a new journal at OUT; or restore a copy of the journal.
+
+Examples:
+  clio journal check
+  clio journal check --json";
+
+/// The long help of `clio journal salvage`: what it copies, and how to use the result.
+const JOURNAL_SALVAGE_HELP: &str = "\
+Copies every run of the journal ($CLIO_HOME/journal.redb) that still reads whole into a
+new journal at OUT, which must not exist. The journal itself is only read.
+
+A run is copied only whole: its record, every entry from the first to the last and every
+task it has, each verifying its checksum; a run with any part damaged or missing is left
+out and listed with the reason. Sessions are copied one by one. The indexes are rebuilt
+from the records copied, and every id stays the same (new runs get new ids).
+
+To go on with the salvaged journal: move journal.redb (and journal.redb-wal) aside, keep
+them, and move OUT to $CLIO_HOME/journal.redb.
+
+Examples:
+  clio journal salvage ~/salvaged.redb
+  clio journal salvage ~/salvaged.redb --json";
+
+#[derive(Debug, Args)]
+pub(crate) struct JournalSalvageArgs {
+    /// The new journal file to write (it must not exist)
+    #[arg(value_name = "OUT")]
+    pub(crate) out: PathBuf,
+    /// Print what was copied and left as JSON
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Subcommand)]

@@ -1,6 +1,7 @@
 //! The commands: each turns validated arguments into library calls and renders the result.
 
 mod agent;
+mod journal;
 mod plugin;
 mod replay;
 mod run;
@@ -13,7 +14,8 @@ use std::path::Path;
 use anyhow::Context;
 
 use crate::args::{
-    AgentCommand, Cli, Command, ModelsCommand, PluginCommand, RunsCommand, WorkflowCommand,
+    AgentCommand, Cli, Command, JournalCommand, ModelsCommand, PluginCommand, RunsCommand,
+    WorkflowCommand,
 };
 use crate::error::CliError;
 use crate::home::Home;
@@ -44,6 +46,8 @@ pub(crate) fn dispatch(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Re
         Command::Runs(RunsCommand::Events(args)) => runs::events(&home, &args, out),
         Command::Runs(RunsCommand::Export(args)) => runs::export(&home, &args, out),
         Command::Runs(RunsCommand::Prune(args)) => runs::prune(&home, &args, out),
+        Command::Journal(JournalCommand::Check(args)) => journal::check(&home, &args, out),
+        Command::Journal(JournalCommand::Salvage(args)) => journal::salvage(&home, &args, out),
     }
 }
 

@@ -118,6 +118,8 @@ pub(crate) enum JournalTrouble {
     Full,
     /// The run asked for does not exist.
     NoSuchRun,
+    /// The command asked for something the journal cannot do as given.
+    Usage,
     /// A fault inside CLIO or the machine (a failing device, a broken invariant).
     Internal,
 }
@@ -129,8 +131,15 @@ impl JournalTrouble {
         match error {
             JournalError::AlreadyOpen { .. } => JournalTrouble::InUse,
             JournalError::UpgradeRequired { .. } => JournalTrouble::Newer,
-            JournalError::Corrupted { .. } => JournalTrouble::Damaged,
+            JournalError::Corrupted { .. } | JournalError::Damaged { .. } => {
+                JournalTrouble::Damaged
+            }
             JournalError::NotAJournal { .. } => JournalTrouble::NotAJournal,
+            // A salvage given a destination that exists, a write to a journal opened for
+            // reading: the person's to fix, nothing is damaged.
+            JournalError::DestinationExists { .. } | JournalError::ReadOnly { .. } => {
+                JournalTrouble::Usage
+            }
             JournalError::RunNotFound { .. } => JournalTrouble::NoSuchRun,
             JournalError::Io { source, .. } => match source.kind() {
                 io::ErrorKind::PermissionDenied | io::ErrorKind::ReadOnlyFilesystem => {
@@ -174,7 +183,7 @@ pub(crate) fn journal_advice(error: &JournalError) -> (ErrorKind, Vec<String>) {
         (JournalTrouble::Damaged, Some(path)) => {
             let (journal, wal) = journal_files(path);
             vec![
-                "`clio journal check` says what is damaged and what can still be read".to_owned(),
+                "`clio journal check` says what is damaged and what can still be read; `clio journal salvage OUT` copies the runs that still read whole into a new journal".to_owned(),
                 format!(
                     "restore {} and {} together from a copy, or move both away (keep them) and clio starts a new, empty journal",
                     journal.display(),
@@ -225,6 +234,7 @@ fn error_path(error: &JournalError) -> Option<&Path> {
         JournalError::UpgradeRequired { path, .. }
         | JournalError::NotAJournal { path }
         | JournalError::Corrupted { path, .. }
+        | JournalError::Damaged { path, .. }
         | JournalError::AlreadyOpen { path }
         | JournalError::Io { path, .. }
         | JournalError::Storage { path, .. }

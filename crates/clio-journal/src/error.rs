@@ -46,6 +46,26 @@ pub enum JournalError {
         /// The journal file.
         path: PathBuf,
     },
+    /// A stored record fails its checksum or contradicts the rest of the journal, or the
+    /// storage engine failed on the file: the journal refuses to answer rather than answer
+    /// wrongly. `detail` names the table and key (or the operation) and what was expected.
+    #[error(
+        "journal {path} is damaged: {detail}. Nothing was changed; `clio journal check` lists \
+         the damage, `clio journal salvage OUT` copies the runs that still read whole into a new \
+         journal at OUT, or restore a copy of the journal"
+    )]
+    Damaged {
+        /// The journal file.
+        path: PathBuf,
+        /// Where the damage is (table and key) and what was found instead of what.
+        detail: String,
+    },
+    /// [`crate::Journal::salvage`] was given a destination that already exists.
+    #[error("{path} already exists: a salvage writes a new journal and never overwrites a file")]
+    DestinationExists {
+        /// The destination given.
+        path: PathBuf,
+    },
     /// Another process has the journal open.
     #[error("journal {path} is already open in another process")]
     AlreadyOpen {
@@ -145,6 +165,11 @@ impl JournalError {
             },
             other => Self::Storage { path, source: Box::new(other) },
         }
+    }
+
+    /// Builds the damage error for `path`.
+    pub(crate) fn damaged(path: &Path, detail: impl Into<String>) -> Self {
+        Self::Damaged { path: path.to_path_buf(), detail: detail.into() }
     }
 
     /// Builds the error for a stored record that does not decode.

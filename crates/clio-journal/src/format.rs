@@ -14,8 +14,10 @@ use serde_json::Value;
 /// The journal format version this code writes and reads.
 ///
 /// A file recording a larger version is refused with
-/// [`JournalError::UpgradeRequired`](crate::JournalError::UpgradeRequired) and left untouched.
-pub const FORMAT_VERSION: u64 = 2;
+/// [`JournalError::UpgradeRequired`](crate::JournalError::UpgradeRequired) and left untouched;
+/// a smaller one is upgraded when opened for writing. Version 3 seals every stored record
+/// with a checksum of its table, key and JSON.
+pub const FORMAT_VERSION: u64 = 3;
 
 /// Identifies a run; assigned by the journal, dense from 1 in creation order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

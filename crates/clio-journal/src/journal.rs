@@ -5,19 +5,25 @@ use std::collections::HashSet;
 use std::fmt;
 use std::fs;
 use std::io::{self, Read, Write};
+use std::panic::{self, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::mpsc::{self, Sender};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 
 use redb::backends::InMemoryBackend;
-use redb::{Builder, Database, ReadableDatabase, ReadableTable, StorageBackend, TableError};
+use redb::{
+    Builder, Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, StorageBackend,
+    TableError,
+};
 
+use crate::checksum::{self, Place, decode};
 use crate::error::{JournalError, Result};
 use crate::format::{
     ExportLine, FORMAT_VERSION, JournalEntry, RawEntry, RunId, RunRecord, SessionId, SessionRecord,
     TaskId, TaskRecord,
 };
+use crate::guard;
 use crate::input::{
     JournalConfig, NewEntry, NewRun, NewSession, NewTask, Pruned, Reconciled, RunFilter, RunUpdate,
     SessionUpdate, TaskUpdate, encoded,
@@ -25,13 +31,13 @@ use crate::input::{
 use crate::pending::{self, Pending};
 use crate::store::{
     self, AtPath, ENTRIES, IDENTITIES, META, RUN_HEADS, RUN_TASKS, RUNS, SESSIONS, TASKS, Tx,
-    decode,
 };
+use crate::upgrade;
 use crate::wal::{self, Wal};
 use crate::writer::{self, Completion, Op, Request};
 
 /// The first bytes of every redb file; a non-empty file without them is not a journal.
-const REDB_MAGIC: [u8; 9] = [b'r', b'e', b'd', b'b', 0x1A, 0x0A, 0xA9, 0x0D, 0x0A];
+pub(crate) const REDB_MAGIC: [u8; 9] = [b'r', b'e', b'd', b'b', 0x1A, 0x0A, 0xA9, 0x0D, 0x0A];
 
 /// A handle on an open journal.
 ///
@@ -46,11 +52,14 @@ pub struct Journal {
 
 struct Inner {
     /// The database reads run on: the writer's, or a read-only one.
-    db: Arc<dyn ReadableDatabase + Send + Sync>,
+    // Invariant: `Some` until drop, which closes it catching a panic (see `guard`).
+    db: Option<Arc<dyn ReadableDatabase + Send + Sync>>,
     path: PathBuf,
     // Invariant: `Some` until drop, which takes it to stop the writer.
     sender: Option<Sender<Request>>,
     writer: Option<JoinHandle<()>>,
+    /// The message of a panic that stopped the writer thread, if one did.
+    writer_panic: Arc<Mutex<Option<String>>>,
 }
 
 impl Drop for Inner {
@@ -59,6 +68,10 @@ impl Drop for Inner {
         if let Some(handle) = self.writer.take() {
             // A panicked writer has already failed its callers; there is nothing left to report.
             let _ = handle.join();
+        }
+        // Closing a damaged file can panic inside redb; a destructor has no one to tell.
+        if let Some(db) = self.db.take() {
+            guard::drop_quietly(db);
         }
     }
 }
@@ -74,8 +87,16 @@ impl Journal {
     ///
     /// A file left by a crash is recovered to its last durable commit. A file written by a
     /// newer format is refused with [`JournalError::UpgradeRequired`] and not modified; a
-    /// file that is not a journal gets [`JournalError::NotAJournal`].
+    /// file that is not a journal gets [`JournalError::NotAJournal`]. A file of an older
+    /// format is upgraded: every record gets its checksum, in one transaction. A panic of
+    /// the storage engine on a damaged file is [`JournalError::Damaged`].
     pub fn open(path: impl AsRef<Path>, config: JournalConfig) -> Result<Self> {
+        let path = path.as_ref();
+        guard::catching(path, "opening it", || Self::open_unguarded(path, config))
+    }
+
+    /// Opens the journal at `path` as [`Journal::open`] does, without catching panics.
+    fn open_unguarded(path: impl AsRef<Path>, config: JournalConfig) -> Result<Self> {
         let path = path.as_ref().to_path_buf();
         let io_err = |source| JournalError::Io { path: path.clone(), source };
         let wal = wal::path_for(&path);
@@ -112,7 +133,12 @@ impl Journal {
     /// read-only fail with [`JournalError::ReadOnly`]. A missing file is an `Io` error of kind
     /// `NotFound`: nothing is created.
     pub fn open_read_only(path: impl AsRef<Path>, config: JournalConfig) -> Result<Self> {
-        let path = path.as_ref().to_path_buf();
+        let path = path.as_ref();
+        guard::catching(path, "opening it to read", || Self::open_read_only_unguarded(path, config))
+    }
+
+    fn open_read_only_unguarded(path: &Path, config: JournalConfig) -> Result<Self> {
+        let path = path.to_path_buf();
         let io_err = |source| JournalError::Io { path: path.clone(), source };
         let wal = wal::path_for(&path);
         let mut file = match fs::File::open(&path) {
@@ -148,7 +174,15 @@ impl Journal {
             drop(db);
             return Self::open(&path, config);
         }
-        Ok(Self { inner: Arc::new(Inner { db: Arc::new(db), path, sender: None, writer: None }) })
+        let db: Arc<dyn ReadableDatabase + Send + Sync> = Arc::new(db);
+        let inner = Inner {
+            db: Some(db),
+            path,
+            sender: None,
+            writer: None,
+            writer_panic: Arc::new(Mutex::new(None)),
+        };
+        Ok(Self { inner: Arc::new(inner) })
     }
 
     /// Opens a fresh journal held in memory, for tests of the crates above.
@@ -198,22 +232,39 @@ impl Journal {
         config: JournalConfig,
         wal: Option<LogSource>,
     ) -> Result<Self> {
-        check_or_initialise(&db, &path)?;
+        let version = check_or_initialise(&db, &path)?;
         let wal = match wal {
             Some(source) => recover(&db, &path, &config, source)?,
             None => None,
         };
+        // After the log: its records were written in the file's format, so they are applied
+        // before the records are sealed. A durable commit, before any write goes through
+        // the log (which applies sealed values to whatever the file holds).
+        if version < FORMAT_VERSION {
+            upgrade::seal_records(&db, &path, version, config.quick_repair)?;
+        }
         let db = Arc::new(db);
         let (sender, rx) = mpsc::channel();
+        let writer_panic = Arc::new(Mutex::new(None));
         let writer = {
             let (db, writer_path) = (Arc::clone(&db), path.clone());
+            let panic_slot = Arc::clone(&writer_panic);
             std::thread::Builder::new()
                 .name("clio-journal-writer".into())
-                .spawn(move || writer::run(db, writer_path, config, rx, wal))
+                .spawn(move || {
+                    // A panic of the storage engine in a commit stops the writer; the callers
+                    // it dropped, and every later one, are told why (see `stopped`).
+                    let run = || writer::run(db, writer_path, config, rx, wal);
+                    if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(run)) {
+                        *lock(&panic_slot) = Some(guard::message(payload.as_ref()));
+                    }
+                })
                 .map_err(|source| JournalError::Io { path: path.clone(), source })?
         };
         let db: Arc<dyn ReadableDatabase + Send + Sync> = db;
-        Ok(Self { inner: Arc::new(Inner { db, path, sender: Some(sender), writer: Some(writer) }) })
+        let inner =
+            Inner { db: Some(db), path, sender: Some(sender), writer: Some(writer), writer_panic };
+        Ok(Self { inner: Arc::new(inner) })
     }
 
     /// Returns the file this journal lives in (`:memory:` for an in-memory one).
@@ -229,7 +280,26 @@ impl Journal {
     }
 
     fn stopped(&self) -> JournalError {
-        JournalError::WriterStopped { path: self.inner.path.clone() }
+        let path = self.inner.path.clone();
+        match lock(&self.inner.writer_panic).as_deref() {
+            Some(message) => JournalError::Damaged {
+                path,
+                detail: format!(
+                    "the storage engine failed in the writer ({message}), which has stopped; \
+                     a write not acknowledged before then may or may not be in the journal"
+                ),
+            },
+            None => JournalError::WriterStopped { path },
+        }
+    }
+
+    /// Returns `res`, telling a caller whose write the writer dropped while panicking why it
+    /// stopped.
+    fn settle<T>(&self, res: Result<T>) -> Result<T> {
+        match res {
+            Err(JournalError::WriterStopped { .. }) => Err(self.stopped()),
+            other => other,
+        }
     }
 
     fn send(&self, req: Request) -> Result<()> {
@@ -249,9 +319,16 @@ impl Journal {
         let (reply, pending) = pending::channel::<T>(self.inner.path.clone());
         let path = self.inner.path.clone();
         let op: Op = Box::new(move |tx| {
-            // `None`: the batch was abandoned before this operation ran.
-            let res = tx.map(f);
-            let fatal = matches!(&res, Some(Err(err)) if is_fatal(err));
+            // `None`: the batch was abandoned before this operation ran. A panic of the
+            // storage engine leaves the transaction in an unknown state: the batch goes.
+            let mut panicked = false;
+            let res = tx.map(|tx| {
+                panic::catch_unwind(AssertUnwindSafe(|| f(tx))).unwrap_or_else(|payload| {
+                    panicked = true;
+                    Err(guard::panicked(&path, "applying a write", payload.as_ref()))
+                })
+            });
+            let fatal = panicked || matches!(&res, Some(Err(err)) if is_fatal(err));
             let done: Completion = Box::new(move |commit| {
                 reply.send(match (res, commit) {
                     (Some(Err(err)), _) | (_, Err(err)) => Err(err),
@@ -272,7 +349,7 @@ impl Journal {
         &self,
         f: impl FnOnce(&mut Tx<'_>) -> Result<T> + Send + 'static,
     ) -> Result<T> {
-        self.submit(f).wait()
+        self.settle(self.submit(f).wait())
     }
 
     /// Returns the writes that an async caller awaits instead of blocking a thread on.
@@ -295,7 +372,7 @@ impl Journal {
     /// Changes a run and returns the record as it now stands.
     pub fn update_run(&self, run: RunId, update: RunUpdate) -> Result<RunRecord> {
         let update = update.encoded();
-        let rec = self.submit(move |tx| tx.update_run(run, update)).wait()?;
+        let rec = self.settle(self.submit(move |tx| tx.update_run(run, update)).wait())?;
         // Decoded here, on the caller's thread, not by the writer.
         let path = &self.inner.path;
         rec.decoded().map_err(|err| JournalError::bad_record(path, "a run record", err))
@@ -305,12 +382,12 @@ impl Journal {
     ///
     /// Fails with [`JournalError::DuplicateIdentity`] when its identity is already in the run.
     pub fn append(&self, run: RunId, entry: NewEntry) -> Result<u64> {
-        self.nonblocking().append(run, entry).wait()
+        self.settle(self.nonblocking().append(run, entry).wait())
     }
 
     /// Appends `entries` to `run` atomically (all or none) and returns their sequence numbers.
     pub fn append_batch(&self, run: RunId, entries: Vec<NewEntry>) -> Result<Vec<u64>> {
-        self.nonblocking().append_batch(run, entries).wait()
+        self.settle(self.nonblocking().append_batch(run, entries).wait())
     }
 
     /// Creates a task and returns its handle.
@@ -332,7 +409,7 @@ impl Journal {
         task: NewTask,
         after: Vec<NewEntry>,
     ) -> Result<(TaskId, Vec<u64>)> {
-        self.nonblocking().create_task_with_entries(run, before, task, after).wait()
+        self.settle(self.nonblocking().create_task_with_entries(run, before, task, after).wait())
     }
 
     /// Records a task that has already ended, in one atomic write: creates `task`, appends
@@ -350,14 +427,14 @@ impl Journal {
         after: Vec<NewEntry>,
         update: impl FnOnce(TaskId) -> TaskUpdate + Send + 'static,
     ) -> Result<(TaskRecord, Vec<u64>)> {
-        self.nonblocking().record_ended_task(run, before, task, after, update).wait()
+        self.settle(self.nonblocking().record_ended_task(run, before, task, after, update).wait())
     }
 
     /// Changes a task and returns the record as it now stands.
     ///
     /// A task with a terminal status is refused with [`JournalError::TaskFinished`].
     pub fn update_task(&self, task: TaskId, update: TaskUpdate) -> Result<TaskRecord> {
-        self.nonblocking().update_task(task, update).wait()
+        self.settle(self.nonblocking().update_task(task, update).wait())
     }
 
     /// Creates a subagent session.
@@ -396,45 +473,82 @@ impl Journal {
     }
 
     fn read(&self) -> Result<redb::ReadTransaction> {
-        self.inner.db.begin_read().at(&self.inner.path)
+        let db = self.inner.db.as_ref().ok_or_else(|| self.stopped())?;
+        db.begin_read().at(&self.inner.path)
+    }
+
+    /// Runs the read `f` on a fresh snapshot; a panic of the storage engine inside it
+    /// becomes [`JournalError::Damaged`] saying it happened while `doing` (see `guard`).
+    fn reading<T>(
+        &self,
+        doing: fmt::Arguments<'_>,
+        f: impl FnOnce(&Path, redb::ReadTransaction) -> Result<T>,
+    ) -> Result<T> {
+        let path = &self.inner.path;
+        guard::catching(path, doing, || f(path, self.read()?))
     }
 
     /// Returns the run `run`, if it exists.
     pub fn run(&self, run: RunId) -> Result<Option<RunRecord>> {
-        let path = &self.inner.path;
-        let table = self.read()?.open_table(RUNS).at(path)?;
-        let bytes = table.get(run.0).at(path)?;
-        bytes.map(|b| decode(path, "a run record", b.value())).transpose()
+        self.reading(format_args!("reading run {run}"), |path, txn| {
+            let table = txn.open_table(RUNS).at(path)?;
+            if let Some(bytes) = table.get(run.0).at(path)? {
+                return decode(path, Place::Run(run.0), bytes.value()).map(Some);
+            }
+            // A run has its record and its head or neither (invariant 2): a head alone is a
+            // record lost to damage, not a run that does not exist.
+            let heads = txn.open_table(RUN_HEADS).at(path)?;
+            match heads.get(run.0).at(path)? {
+                Some(_) => Err(JournalError::damaged(
+                    path,
+                    format!(
+                        "clio_runs (run {run}): no record, though clio_run_heads holds the run"
+                    ),
+                )),
+                None => Ok(None),
+            }
+        })
     }
 
     /// Lists the runs that `filter` selects, newest first.
     pub fn runs(&self, filter: &RunFilter) -> Result<Vec<RunRecord>> {
-        let path = &self.inner.path;
-        let table = self.read()?.open_table(RUNS).at(path)?;
-        let mut out = Vec::new();
-        for item in table.iter().at(path)?.rev() {
-            if filter.limit.is_some_and(|n| out.len() >= n) {
-                break;
+        self.reading(format_args!("listing runs"), |path, txn| {
+            let table = txn.open_table(RUNS).at(path)?;
+            let mut out = Vec::new();
+            let mut read = 0u64;
+            for item in table.iter().at(path)?.rev() {
+                if filter.limit.is_some_and(|n| out.len() >= n) {
+                    return Ok(out);
+                }
+                let (key, bytes) = item.at(path)?;
+                read += 1;
+                let rec: RunRecord = decode(path, Place::Run(key.value()), bytes.value())?;
+                let keep = (filter.statuses.is_empty() || filter.statuses.contains(&rec.status))
+                    && filter.flow.as_ref().is_none_or(|f| *f == rec.flow)
+                    && filter.started_after_ms.is_none_or(|t| rec.started_at_ms >= t)
+                    && filter.started_before_ms.is_none_or(|t| rec.started_at_ms < t);
+                if keep {
+                    out.push(rec);
+                }
             }
-            let (_, bytes) = item.at(path)?;
-            let rec: RunRecord = decode(path, "a run record", bytes.value())?;
-            let keep = (filter.statuses.is_empty() || filter.statuses.contains(&rec.status))
-                && filter.flow.as_ref().is_none_or(|f| *f == rec.flow)
-                && filter.started_after_ms.is_none_or(|t| rec.started_at_ms >= t)
-                && filter.started_before_ms.is_none_or(|t| rec.started_at_ms < t);
-            if keep {
-                out.push(rec);
-            }
-        }
-        Ok(out)
+            whole_scan(path, "clio_runs", read, table.len().at(path)?)?;
+            Ok(out)
+        })
     }
 
     /// Returns how many entries `run` holds (its next sequence number).
     pub fn entry_count(&self, run: RunId) -> Result<u64> {
-        let path = &self.inner.path;
-        let table = self.read()?.open_table(RUN_HEADS).at(path)?;
-        let head = table.get(run.0).at(path)?.ok_or(JournalError::RunNotFound { run })?;
-        Ok(head.value())
+        self.reading(format_args!("counting the entries of run {run}"), |path, txn| {
+            let heads = txn.open_table(RUN_HEADS).at(path)?;
+            let head = heads.get(run.0).at(path)?.ok_or(JournalError::RunNotFound { run })?.value();
+            // Two look-ups confirm the head: its last entry exists and none lies past it.
+            let table = txn.open_table(ENTRIES).at(path)?;
+            let last_missing = head > 0 && table.get((run.0, head - 1)).at(path)?.is_none();
+            if last_missing || table.get((run.0, head)).at(path)?.is_some() {
+                return Err(head_mismatch(path, run, head));
+            }
+            Ok(head)
+        })
     }
 
     /// Returns the entries of `run` in order.
@@ -453,94 +567,153 @@ impl Journal {
         self.read_entries(run, from)
     }
 
-    /// Reads the entries of `run` from `from` on, decoded as `T` (an entry, raw or not).
-    fn read_entries<T: serde::de::DeserializeOwned>(
+    /// Reads the entries of `run` from `from` on, with payloads decoded as `P`.
+    ///
+    /// Besides each entry's checksum, the read confirms that the sequence numbers are dense
+    /// up to the run's head and that nothing lies past it, so that a damaged head or a lost
+    /// key is refused instead of answered with fewer entries.
+    fn read_entries<P: serde::de::DeserializeOwned>(
         &self,
         run: RunId,
         from: u64,
-    ) -> Result<Vec<T>> {
-        let path = &self.inner.path;
-        let txn = self.read()?;
-        let heads = txn.open_table(RUN_HEADS).at(path)?;
-        let head = heads.get(run.0).at(path)?.ok_or(JournalError::RunNotFound { run })?.value();
-        let table = txn.open_table(ENTRIES).at(path)?;
-        let mut out = Vec::with_capacity(head.saturating_sub(from) as usize);
-        for item in table.range((run.0, from)..(run.0, head)).at(path)? {
-            let (_, bytes) = item.at(path)?;
-            out.push(decode(path, "an entry", bytes.value())?);
-        }
-        Ok(out)
+    ) -> Result<Vec<JournalEntry<P>>> {
+        self.reading(format_args!("reading the entries of run {run}"), |path, txn| {
+            let heads = txn.open_table(RUN_HEADS).at(path)?;
+            let head = heads.get(run.0).at(path)?.ok_or(JournalError::RunNotFound { run })?.value();
+            let table = txn.open_table(ENTRIES).at(path)?;
+            // The head sizes the answer, but a damaged one must not size an allocation
+            // (failing to allocate aborts the process): past a page's worth, grow as read.
+            let mut out = Vec::with_capacity(head.saturating_sub(from).min(1024) as usize);
+            let mut next = from;
+            for item in table.range((run.0, from)..(run.0, head)).at(path)? {
+                let (key, bytes) = item.at(path)?;
+                let (_, seq) = key.value();
+                if seq != next {
+                    return Err(head_mismatch(path, run, head));
+                }
+                out.push(read_entry(path, run, seq, bytes.value())?);
+                next += 1;
+            }
+            if next < head || table.get((run.0, head)).at(path)?.is_some() {
+                return Err(head_mismatch(path, run, head));
+            }
+            Ok(out)
+        })
     }
 
     /// Returns entry `seq` of `run`, if it exists.
     pub fn entry(&self, run: RunId, seq: u64) -> Result<Option<JournalEntry>> {
-        let path = &self.inner.path;
-        let table = self.read()?.open_table(ENTRIES).at(path)?;
-        let bytes = table.get((run.0, seq)).at(path)?;
-        bytes.map(|b| decode(path, "an entry", b.value())).transpose()
+        self.reading(format_args!("reading entry {seq} of run {run}"), |path, txn| {
+            let table = txn.open_table(ENTRIES).at(path)?;
+            if let Some(bytes) = table.get((run.0, seq)).at(path)? {
+                return read_entry(path, run, seq, bytes.value()).map(Some);
+            }
+            // Below the run's head the entry must exist.
+            let heads = txn.open_table(RUN_HEADS).at(path)?;
+            match heads.get(run.0).at(path)?.map(|h| h.value()) {
+                Some(head) if seq < head => Err(head_mismatch(path, run, head)),
+                _ => Ok(None),
+            }
+        })
     }
 
     /// Returns the entry of `run` that holds `identity`, in O(log n).
+    ///
+    /// An entry found is checked to hold `identity`. That no entry holds it is answered from
+    /// the identity index alone: damage that removed a key from the index is found by
+    /// [`Journal::check`], which compares the index with the entries.
     pub fn entry_by_identity(&self, run: RunId, identity: &str) -> Result<Option<JournalEntry>> {
-        let path = &self.inner.path;
-        let txn = self.read()?;
-        let index = txn.open_table(IDENTITIES).at(path)?;
-        let Some(seq) = index.get((run.0, identity)).at(path)?.map(|v| v.value()) else {
-            return Ok(None);
-        };
-        let table = txn.open_table(ENTRIES).at(path)?;
-        let bytes = table.get((run.0, seq)).at(path)?.ok_or_else(|| JournalError::Corrupted {
-            path: path.clone(),
-            detail: format!("identity {identity:?} of run {run} points at missing entry {seq}"),
-        })?;
-        decode(path, "an entry", bytes.value()).map(Some)
+        self.reading(format_args!("looking up identity {identity:?} of run {run}"), |path, txn| {
+            let index = txn.open_table(IDENTITIES).at(path)?;
+            let Some(seq) = index.get((run.0, identity)).at(path)?.map(|v| v.value()) else {
+                return Ok(None);
+            };
+            let table = txn.open_table(ENTRIES).at(path)?;
+            let bytes = table.get((run.0, seq)).at(path)?.ok_or_else(|| {
+                JournalError::damaged(
+                    path,
+                    format!(
+                        "clio_identities (run {run}, {identity:?}): points at entry {seq}, \
+                         which does not exist"
+                    ),
+                )
+            })?;
+            let entry: JournalEntry = read_entry(path, run, seq, bytes.value())?;
+            if entry.identity.as_deref() != Some(identity) {
+                return Err(JournalError::damaged(
+                    path,
+                    format!(
+                        "clio_identities (run {run}, {identity:?}): points at entry {seq}, \
+                         whose identity is {:?}",
+                        entry.identity
+                    ),
+                ));
+            }
+            Ok(Some(entry))
+        })
     }
 
     /// Returns the task `task`, if it exists.
     pub fn task(&self, task: TaskId) -> Result<Option<TaskRecord>> {
-        let path = &self.inner.path;
-        let table = self.read()?.open_table(TASKS).at(path)?;
-        let bytes = table.get(task.0).at(path)?;
-        bytes.map(|b| decode(path, "a task record", b.value())).transpose()
+        self.reading(format_args!("reading task {task}"), |path, txn| {
+            let table = txn.open_table(TASKS).at(path)?;
+            let bytes = table.get(task.0).at(path)?;
+            bytes.map(|b| decode(path, Place::Task(task.0), b.value())).transpose()
+        })
     }
 
     /// Returns the tasks of `run` in creation order.
     pub fn tasks(&self, run: RunId) -> Result<Vec<TaskRecord>> {
-        let path = &self.inner.path;
-        let txn = self.read()?;
-        let index = txn.open_table(RUN_TASKS).at(path)?;
-        let table = txn.open_table(TASKS).at(path)?;
-        let mut out = Vec::new();
-        for item in index.range((run.0, 0)..=(run.0, u64::MAX)).at(path)? {
-            let (key, _) = item.at(path)?;
-            let task = key.value().1;
-            let bytes = table.get(task).at(path)?.ok_or_else(|| JournalError::Corrupted {
-                path: path.clone(),
-                detail: format!("run {run} lists missing task {task}"),
-            })?;
-            out.push(decode(path, "a task record", bytes.value())?);
-        }
-        Ok(out)
+        self.reading(format_args!("reading the tasks of run {run}"), |path, txn| {
+            let index = txn.open_table(RUN_TASKS).at(path)?;
+            let table = txn.open_table(TASKS).at(path)?;
+            let mut out = Vec::new();
+            for item in index.range((run.0, 0)..=(run.0, u64::MAX)).at(path)? {
+                let (key, _) = item.at(path)?;
+                let task = key.value().1;
+                let bytes = table.get(task).at(path)?.ok_or_else(|| {
+                    JournalError::damaged(
+                        path,
+                        format!("clio_run_tasks (run {run}, task {task}): the task does not exist"),
+                    )
+                })?;
+                let rec: TaskRecord = decode(path, Place::Task(task), bytes.value())?;
+                if rec.run != run {
+                    return Err(JournalError::damaged(
+                        path,
+                        format!(
+                            "clio_run_tasks (run {run}, task {task}): the task belongs to run {}",
+                            rec.run
+                        ),
+                    ));
+                }
+                out.push(rec);
+            }
+            Ok(out)
+        })
     }
 
     /// Returns the session `id`, if it exists.
     pub fn session(&self, id: &SessionId) -> Result<Option<SessionRecord>> {
-        let path = &self.inner.path;
-        let table = self.read()?.open_table(SESSIONS).at(path)?;
-        let bytes = table.get(id.0.as_str()).at(path)?;
-        bytes.map(|b| decode(path, "a session record", b.value())).transpose()
+        self.reading(format_args!("reading session {:?}", id.0), |path, txn| {
+            let table = txn.open_table(SESSIONS).at(path)?;
+            let bytes = table.get(id.0.as_str()).at(path)?;
+            bytes.map(|b| decode(path, Place::Session(&id.0), b.value())).transpose()
+        })
     }
 
     /// Returns every session in id order.
     pub fn sessions(&self) -> Result<Vec<SessionRecord>> {
-        let path = &self.inner.path;
-        let table = self.read()?.open_table(SESSIONS).at(path)?;
-        let mut out = Vec::new();
-        for item in table.iter().at(path)? {
-            let (_, bytes) = item.at(path)?;
-            out.push(decode(path, "a session record", bytes.value())?);
-        }
-        Ok(out)
+        self.reading(format_args!("listing sessions"), |path, txn| {
+            let table = txn.open_table(SESSIONS).at(path)?;
+            let mut out = Vec::new();
+            for item in table.iter().at(path)? {
+                let (key, bytes) = item.at(path)?;
+                out.push(decode(path, Place::Session(key.value()), bytes.value())?);
+            }
+            whole_scan(path, "clio_sessions", out.len() as u64, table.len().at(path)?)?;
+            Ok(out)
+        })
     }
 
     /// Writes `run` to `out` as JSON lines ([`ExportLine`]): the run, its tasks, its entries.
@@ -709,7 +882,10 @@ fn preflight(path: &Path, wal_path: &Path) -> Result<()> {
 
 /// Returns what the file says of its log (`None` for a file with no journal id yet, which
 /// has never had one).
-fn expected_log(txn: &redb::ReadTransaction, path: &Path) -> Result<Option<wal::Expected>> {
+pub(crate) fn expected_log(
+    txn: &redb::ReadTransaction,
+    path: &Path,
+) -> Result<Option<wal::Expected>> {
     let meta = match txn.open_table(META) {
         Ok(meta) => meta,
         Err(TableError::TableDoesNotExist(_)) => return Ok(None),
@@ -748,7 +924,7 @@ fn refuse_orphan_log(path: &Path, wal_path: &Path, state: &str) -> Result<()> {
 }
 
 /// Reads the format version: `Ok(None)` for a fresh redb file with no table at all.
-fn check_version(txn: &redb::ReadTransaction, path: &Path) -> Result<Option<u64>> {
+pub(crate) fn check_version(txn: &redb::ReadTransaction, path: &Path) -> Result<Option<u64>> {
     match txn.open_table(META) {
         Ok(meta) => match meta.get(store::KEY_FORMAT_VERSION).at(path)? {
             Some(v) if v.value() > FORMAT_VERSION => Err(JournalError::UpgradeRequired {
@@ -773,27 +949,19 @@ fn check_version(txn: &redb::ReadTransaction, path: &Path) -> Result<Option<u64>
     }
 }
 
-fn check_or_initialise(db: &Database, path: &Path) -> Result<()> {
+/// Initialises a fresh file; returns the file's format version (the current one for a
+/// fresh file). An older file is upgraded later, by `Journal::start`, once its log is applied.
+fn check_or_initialise(db: &Database, path: &Path) -> Result<u64> {
     let version = check_version(&db.begin_read().at(path)?, path)?;
     match version {
         None => {
             let txn = db.begin_write().at(path)?;
             store::initialise(&txn, path)?;
             txn.commit().at(path)?;
+            Ok(FORMAT_VERSION)
         }
-        Some(older) if older < FORMAT_VERSION => {
-            // Format 1 differs only in having no write-ahead log: from now on this file may
-            // depend on one, which a reader of format 1 would not apply.
-            let txn = db.begin_write().at(path)?;
-            txn.open_table(META)
-                .at(path)?
-                .insert(store::KEY_FORMAT_VERSION, FORMAT_VERSION)
-                .at(path)?;
-            txn.commit().at(path)?;
-        }
-        Some(_) => {}
+        Some(version) => Ok(version),
     }
-    Ok(())
 }
 
 /// Applies the records of the write-ahead log at `wal_path` that the redb file does not
@@ -879,4 +1047,51 @@ fn random_id() -> u64 {
     hasher.write_u64(store::now_ms());
     hasher.write_u32(std::process::id());
     hasher.finish()
+}
+
+/// Decodes entry `seq` of `run` from its stored value, checking that it says where it is.
+fn read_entry<P: serde::de::DeserializeOwned>(
+    path: &Path,
+    run: RunId,
+    seq: u64,
+    bytes: &[u8],
+) -> Result<JournalEntry<P>> {
+    let place = Place::Entry { run: run.0, seq };
+    let entry: JournalEntry<P> = decode(path, place, bytes)?;
+    if entry.run != run || entry.seq != seq {
+        return Err(checksum::damage(
+            path,
+            place,
+            format!("it holds entry {} of run {}", entry.seq, entry.run),
+        ));
+    }
+    Ok(entry)
+}
+
+/// The error for a run whose head and entries disagree (invariant 2).
+fn head_mismatch(path: &Path, run: RunId, head: u64) -> JournalError {
+    JournalError::damaged(
+        path,
+        format!(
+            "clio_run_heads (run {run}): the head says the run has {head} entries, \
+             but clio_entries does not hold exactly entries 0 to {head} (excluded)"
+        ),
+    )
+}
+
+/// Checks that a scan of a whole table read as many rows as the table records it has: a
+/// damaged page can hide rows from an iteration, which every checksum would miss.
+fn whole_scan(path: &Path, table: &str, read: u64, recorded: u64) -> Result<()> {
+    if read == recorded {
+        return Ok(());
+    }
+    Err(JournalError::damaged(
+        path,
+        format!("{table}: a scan read {read} rows, but the table records {recorded}"),
+    ))
+}
+
+/// Locks `m`, whose holder cannot leave it inconsistent (a slot written once).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }

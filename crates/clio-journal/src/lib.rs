@@ -17,7 +17,14 @@
 //!   writes, including every acknowledged one;
 //! - a run's entries have dense sequence numbers from 0, and an identity names at most one
 //!   entry of a run;
-//! - a file of a newer format is refused and never modified.
+//! - a file of a newer format is refused and never modified;
+//! - a record changed on disk is refused with [`JournalError::Damaged`] naming its table and
+//!   key, never read back changed (each carries a checksum of its table, key and JSON), and
+//!   no panic of the storage engine crosses the API.
+//!
+//! [`Journal::check`] and [`Journal::salvage`] read a damaged file without writing to it:
+//! the first lists every problem, the second copies the runs that still read whole into a new
+//! journal.
 //!
 //! What it deliberately does not do: it depends on no async runtime (the hot writes have a
 //! [`Journal::nonblocking`] form whose [`Pending`] an async caller awaits on any executor;
@@ -25,20 +32,27 @@
 //! flows or replay rules, it reads no environment or home folder, and no
 //! redb type appears in its API, so that a second backend can come later.
 
+mod check;
+mod checksum;
 mod error;
 mod format;
+mod guard;
 mod input;
 mod journal;
 mod overlay;
 mod pending;
 mod redo;
+mod salvage;
+mod source;
 mod store;
+mod upgrade;
 mod wal;
 mod writer;
 
 #[cfg(test)]
 mod fault;
 
+pub use crate::check::{CheckReport, Problem, RecordCounts, StorageCheck};
 pub use crate::error::{JournalError, Result};
 pub use crate::format::{
     EntryKind, ExportLine, FORMAT_VERSION, JournalEntry, RawEntry, RunId, RunRecord, RunStatus,
@@ -50,3 +64,4 @@ pub use crate::input::{
 };
 pub use crate::journal::{Journal, NonBlocking};
 pub use crate::pending::Pending;
+pub use crate::salvage::{LeftRun, LeftSession, LostTask, SalvageReport, SalvagedRun};

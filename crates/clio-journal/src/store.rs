@@ -10,8 +10,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use redb::{ReadableTable, Table, TableDefinition, WriteTransaction};
 use serde::Serialize;
-use serde::de::DeserializeOwned;
 
+use crate::checksum::{self, Place, decode};
 use crate::error::{JournalError, Result};
 use crate::format::{
     FORMAT_VERSION, JournalEntry, RawRunRecord, RunId, RunRecord, RunStatus, SessionId,
@@ -48,8 +48,8 @@ pub(crate) const LIVE_SESSIONS: TableDefinition<&str, ()> =
     TableDefinition::new("clio_live_sessions");
 
 pub(crate) const KEY_FORMAT_VERSION: &str = "format_version";
-const KEY_NEXT_RUN: &str = "next_run";
-const KEY_NEXT_TASK: &str = "next_task";
+pub(crate) const KEY_NEXT_RUN: &str = "next_run";
+pub(crate) const KEY_NEXT_TASK: &str = "next_task";
 /// The lsn of the last write-ahead record the file holds (see `wal`).
 pub(crate) const KEY_WAL_LSN: &str = "wal_lsn";
 /// The generation of the log that may hold records after `wal_lsn` (absent: a file from
@@ -78,13 +78,11 @@ impl<T, E: Into<redb::Error>> AtPath<T> for std::result::Result<T, E> {
     }
 }
 
-pub(crate) fn encode<T: Serialize>(value: &T) -> Vec<u8> {
+/// Returns the value to store for `value` at `place`: its JSON followed by its checksum
+/// (see `checksum`).
+pub(crate) fn encode<T: Serialize>(place: Place<'_>, value: &T) -> Vec<u8> {
     // Serialising plain records with string keys into a Vec cannot fail.
-    serde_json::to_vec(value).unwrap_or_default()
-}
-
-pub(crate) fn decode<T: DeserializeOwned>(path: &Path, what: &str, bytes: &[u8]) -> Result<T> {
-    serde_json::from_slice(bytes).map_err(|err| JournalError::bad_record(path, what, err))
+    checksum::seal(place, serde_json::to_vec(value).unwrap_or_default())
 }
 
 /// Creates every table and the format-version record in a fresh file.
@@ -293,11 +291,11 @@ impl<'a> Tx<'a> {
     fn load_run(&self, run: RunId) -> Result<RawRunRecord> {
         let runs = &self.runs;
         let bytes = runs.get(run.0).at(self.path)?.ok_or(JournalError::RunNotFound { run })?;
-        decode(self.path, "a run record", bytes.value())
+        decode(self.path, Place::Run(run.0), bytes.value())
     }
 
     fn store_run<P: Serialize>(&mut self, rec: &RunRecord<P>) -> Result<()> {
-        self.put(Write::Run { run: rec.id.0, record: &encode(rec) })
+        self.put(Write::Run { run: rec.id.0, record: &encode(Place::Run(rec.id.0), rec) })
     }
 
     pub(crate) fn create_run(&mut self, new: NewRun) -> Result<RunId> {
@@ -397,7 +395,7 @@ impl<'a> Tx<'a> {
         let update = update(rec.id);
         apply_update(&mut rec, update, self.now);
         // A new task is in no live index yet: only an active one goes in.
-        self.put(Write::Task { task: rec.id.0, record: &encode(&rec) })?;
+        self.put(Write::Task { task: rec.id.0, record: &encode(Place::Task(rec.id.0), &rec) })?;
         if rec.status.is_active() {
             self.put(Write::LiveTask { task: rec.id.0, live: true })?;
         }
@@ -459,7 +457,11 @@ impl<'a> Tx<'a> {
                 at_ms: self.now,
                 payload: entry.payload,
             };
-            self.put(Write::Entry { run: run.0, seq, entry: &encode(&stored) })?;
+            self.put(Write::Entry {
+                run: run.0,
+                seq,
+                entry: &encode(Place::Entry { run: run.0, seq }, &stored),
+            })?;
             seqs.push(seq);
         }
         self.heads.insert(run.0, first + seqs.len() as u64);
@@ -469,11 +471,11 @@ impl<'a> Tx<'a> {
     fn load_task(&self, task: TaskId) -> Result<TaskRecord> {
         let tasks = &self.tasks;
         let bytes = tasks.get(task.0).at(self.path)?.ok_or(JournalError::TaskNotFound { task })?;
-        decode(self.path, "a task record", bytes.value())
+        decode(self.path, Place::Task(task.0), bytes.value())
     }
 
     fn store_task(&mut self, rec: &TaskRecord) -> Result<()> {
-        self.put(Write::Task { task: rec.id.0, record: &encode(rec) })?;
+        self.put(Write::Task { task: rec.id.0, record: &encode(Place::Task(rec.id.0), rec) })?;
         self.put(Write::LiveTask { task: rec.id.0, live: rec.status.is_active() })
     }
 
@@ -526,12 +528,12 @@ impl<'a> Tx<'a> {
     fn load_session(&self, id: &SessionId) -> Result<Option<SessionRecord>> {
         let sessions = &self.sessions;
         let bytes = sessions.get(id.0.as_str()).at(self.path)?;
-        bytes.map(|b| decode(self.path, "a session record", b.value())).transpose()
+        bytes.map(|b| decode(self.path, Place::Session(&id.0), b.value())).transpose()
     }
 
     fn store_session(&mut self, rec: &SessionRecord) -> Result<()> {
         let session = rec.id.0.as_str();
-        self.put(Write::Session { session, record: &encode(rec) })?;
+        self.put(Write::Session { session, record: &encode(Place::Session(session), rec) })?;
         self.put(Write::LiveSession { session, live: rec.status.is_live() })
     }
 
@@ -652,8 +654,8 @@ impl<'a> Tx<'a> {
             let table = &self.runs;
             let mut stale = Vec::new();
             for item in table.iter().at(self.path)? {
-                let (_, bytes) = item.at(self.path)?;
-                let rec: RawRunRecord = decode(self.path, "a run record", bytes.value())?;
+                let (key, bytes) = item.at(self.path)?;
+                let rec: RawRunRecord = decode(self.path, Place::Run(key.value()), bytes.value())?;
                 if rec.status == RunStatus::Running && !is_live(&rec.owner) {
                     stale.push(rec);
                 }
@@ -682,7 +684,7 @@ impl<'a> Tx<'a> {
             let mut doomed = Vec::new();
             for item in table.iter().at(self.path)? {
                 let (key, bytes) = item.at(self.path)?;
-                let rec: RawRunRecord = decode(self.path, "a run record", bytes.value())?;
+                let rec: RawRunRecord = decode(self.path, Place::Run(key.value()), bytes.value())?;
                 if rec.status.is_finished() && rec.finished_at_ms.is_some_and(|t| t < before_ms) {
                     doomed.push(key.value());
                 }

@@ -3,6 +3,7 @@
 
 mod agent;
 mod config;
+mod journal;
 mod journal_trouble;
 mod launch;
 mod native_tools;
@@ -23,6 +24,7 @@ fn no_forgotten_test_files() {
     let listed: &[&str] = &[
         "agent",
         "config",
+        "journal",
         "journal_trouble",
         "launch",
         "native_tools",

@@ -228,7 +228,7 @@ fn errors_say_what_to_do_next() {
 #[test]
 fn a_newer_or_damaged_journal_is_refused_and_left_untouched() {
     let newer =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/journal-format-3.redb");
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/journal-format-4.redb");
     let mut all = String::new();
     for (name, bytes) in [
         ("newer format", std::fs::read(&newer).unwrap()),

@@ -264,7 +264,8 @@ fn the_committed_format_1_file_opens() -> TestResult {
     // Still writable: a new run gets the next id.
     assert_eq!(journal.create_run(new_run("count", "proc-b"))?, RunId(2));
     journal.close()?;
-    // Opening upgraded it: it may now rely on a write-ahead log, which format 1 ignores.
+    // Opening upgraded it: it may now rely on a write-ahead log, which format 1 ignores, and
+    // its records carry checksums.
     let db = redb::Database::create(&path)?;
     let meta: redb::TableDefinition<&str, u64> = redb::TableDefinition::new("clio_meta");
     let version = redb::ReadableDatabase::begin_read(&db)?
@@ -272,6 +273,9 @@ fn the_committed_format_1_file_opens() -> TestResult {
         .get("format_version")?
         .map(|v| v.value());
     assert_eq!(version, Some(FORMAT_VERSION));
-    assert_eq!(FORMAT_VERSION, 2);
+    drop(db);
+    let report = Journal::check(&path)?;
+    assert!(report.is_whole() && report.checksummed, "{report:#?}");
+    assert_eq!(report.counts.entries, 3);
     Ok(())
 }

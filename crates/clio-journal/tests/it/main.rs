@@ -2,15 +2,28 @@
 //! here, and `no_forgotten_test_files` fails when one is not.
 
 mod basics;
+mod check;
 mod crash;
 mod damage;
 mod files;
+mod record_damage;
 mod support;
+mod upgrade;
 mod wal;
 
 #[test]
 fn no_forgotten_test_files() {
-    let listed: &[&str] = &["basics", "crash", "damage", "files", "support", "wal"];
+    let listed: &[&str] = &[
+        "basics",
+        "check",
+        "crash",
+        "damage",
+        "files",
+        "record_damage",
+        "support",
+        "upgrade",
+        "wal",
+    ];
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it");
     for entry in std::fs::read_dir(&dir).unwrap() {
         let name = entry.unwrap().file_name().into_string().unwrap();

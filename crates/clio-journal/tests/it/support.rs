@@ -1,6 +1,13 @@
-//! Helpers shared by the integration tests: a test result type and record builders.
+//! Helpers shared by the integration tests: a test result type, record builders, a small
+//! journal file with markers in its records, and damaging a file where a marker is.
 
-use clio_journal::{EntryKind, Journal, NewEntry, NewRun, NewTask, RunId, TaskKind, TaskStatus};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use clio_journal::{
+    EntryKind, Journal, JournalConfig, JournalError, NewEntry, NewRun, NewSession, NewTask, RunId,
+    SessionId, SessionStatus, TaskKind, TaskStatus, TaskUpdate,
+};
 use serde_json::json;
 
 /// The result type of tests, so they can use `?`.
@@ -43,4 +50,69 @@ pub(crate) fn journal_with_run() -> Result<(Journal, RunId), clio_journal::Journ
     let journal = Journal::open_in_memory()?;
     let run = journal.create_run(new_run("count", "proc-a"))?;
     Ok((journal, run))
+}
+
+/// Writes, closes and returns a journal in `dir` holding two runs, with tasks, entries whose
+/// payloads carry unique markers, and sessions.
+pub(crate) fn write_journal(dir: &Path) -> Result<PathBuf, JournalError> {
+    let path = dir.join("journal.redb");
+    let journal = Journal::open(&path, JournalConfig::default())?;
+    let run = journal.create_run(new_run("flow-marker-runrec", "proc-a"))?;
+    let task = journal.create_task(clio_journal::NewTask {
+        target: "target-marker-task".into(),
+        ..new_task(run, "proc-a")
+    })?;
+    journal.update_task(
+        task,
+        TaskUpdate { status: Some(TaskStatus::Succeeded), ..TaskUpdate::default() },
+    )?;
+    for n in 0..6u64 {
+        let entry =
+            NewEntry::new(EntryKind::Step, json!({"n": n, "word": format!("payload-marker-{n}")}))
+                .with_identity(format!("site-{n}"));
+        journal.append(run, if n == 2 { entry.with_task(task) } else { entry })?;
+    }
+    let other = journal.create_run(new_run("second", "proc-b"))?;
+    journal.append_batch(
+        other,
+        (0..3u64)
+            .map(|n| {
+                NewEntry::new(EntryKind::Event, json!({"m": n})).with_identity(format!("ev-{n}"))
+            })
+            .collect(),
+    )?;
+    journal.create_task(new_task(other, "proc-b"))?;
+    for (id, status) in [("s-1", SessionStatus::Done), ("s-2", SessionStatus::Running)] {
+        journal.create_session(NewSession {
+            id: SessionId(id.into()),
+            leader: None,
+            parent: None,
+            team: Some(format!("team-marker-{id}")),
+            managed: false,
+            enabled: None,
+            status,
+            iteration_budget: Some(5),
+            router_allowlist: None,
+            owner: "proc-a".into(),
+        })?;
+    }
+    journal.close()?;
+    Ok(path)
+}
+
+/// Flips one bit in the middle of every copy of `needle` in the file at `path` (copy-on-write
+/// leaves stale copies in free pages; the live one is among them). Returns how many.
+pub(crate) fn flip_every(path: &Path, needle: &str) -> std::io::Result<usize> {
+    let mut bytes = fs::read(path)?;
+    let needle = needle.as_bytes();
+    let mut found = 0;
+    let mut at = 0;
+    while let Some(pos) = bytes[at..].windows(needle.len()).position(|w| w == needle) {
+        let start = at + pos;
+        bytes[start + needle.len() / 2] ^= 0x04;
+        found += 1;
+        at = start + needle.len();
+    }
+    fs::write(path, &bytes)?;
+    Ok(found)
 }

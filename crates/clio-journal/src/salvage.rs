@@ -1,0 +1,588 @@
+//! [`Journal::salvage`]: copies every run of a damaged journal that still reads whole into a
+//! new journal, and reports what it left behind and why.
+//!
+//! A run is copied only whole: its record, its head, every entry from 0 to the head (each
+//! verifying its checksum, saying where it is stored, with identities unique in the run), and
+//! every task that belongs to it (by its record or by `clio_run_tasks`) and every task its
+//! entries name, each verifying. A run with any part missing or damaged is left out entirely,
+//! because a partial run would resume as a different run. Sessions are copied one by one.
+//! The indexes (identities, run tasks, live tasks and sessions) are rebuilt from the records
+//! copied, not copied, so damage confined to an index costs nothing.
+//!
+//! Ids are kept, so that a person's "run 3" is still run 3, and the new journal's counters
+//! lie past every id the old one used, so that no id is ever given twice (invariant 9).
+//!
+//! The source is only read (see `source`); the destination is written as
+//! `<to>.salvaging`, made durable, then renamed to `to`, so `to` never holds half a journal.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use redb::{Builder, Database, ReadOnlyTable, ReadableTable, TableDefinition, WriteTransaction};
+use serde::Serialize;
+
+use crate::check::record;
+use crate::checksum::{self, Place, Sealing};
+use crate::error::{JournalError, Result};
+use crate::format::{RawEntry, RawRunRecord, RunId, SessionRecord, TaskId, TaskRecord};
+use crate::guard;
+use crate::journal::Journal;
+use crate::source::{self, Opening, Scratch, Source};
+use crate::store::{
+    self, AtPath, ENTRIES, IDENTITIES, KEY_NEXT_RUN, KEY_NEXT_TASK, LIVE_SESSIONS, LIVE_TASKS,
+    META, RUN_HEADS, RUN_TASKS, RUNS, SESSIONS, TASKS,
+};
+use crate::wal;
+
+/// What [`Journal::salvage`] copied and what it left.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SalvageReport {
+    /// The damaged journal, which was only read.
+    pub from: PathBuf,
+    /// The new journal.
+    pub to: PathBuf,
+    /// The format version of `from`.
+    pub format_version: u64,
+    /// The runs copied whole, in id order.
+    pub copied: Vec<SalvagedRun>,
+    /// The runs left out, in id order, each with why.
+    pub left: Vec<LeftRun>,
+    /// How many sessions were copied.
+    pub sessions_copied: u64,
+    /// The sessions left out, each with why.
+    pub sessions_left: Vec<LeftSession>,
+    /// Damaged tasks that no run claims: they may belong to a run that was copied without
+    /// knowing it had them (a task that no entry names and no index lists).
+    pub tasks_lost: Vec<LostTask>,
+    /// What a person should know besides (a crash left the file, the log was not read, ...).
+    pub notes: Vec<String>,
+}
+
+/// A run copied whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct SalvagedRun {
+    /// Its id, the same in both journals.
+    pub run: RunId,
+    /// How many entries it has.
+    pub entries: u64,
+    /// How many tasks it has.
+    pub tasks: u64,
+}
+
+/// A run left out of a salvage.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LeftRun {
+    /// Its id.
+    pub run: RunId,
+    /// The first thing found wrong with it, naming the table and key.
+    pub reason: String,
+}
+
+/// A session left out of a salvage.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LeftSession {
+    /// Its id.
+    pub session: String,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+/// A damaged task that no run claims.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LostTask {
+    /// Its id.
+    pub task: TaskId,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+impl Journal {
+    /// Copies every run of the journal at `from` that still reads whole into a new journal
+    /// at `to`, which must not exist, and reports what it copied and what it left.
+    ///
+    /// `from` is only read (a file that needs crash recovery is read from a recovered
+    /// private copy); its write-ahead log is not read. The new journal keeps every id and
+    /// its counters lie past every id `from` used. Fails with
+    /// [`JournalError::DestinationExists`] when `to` (or its log) exists, and with
+    /// [`JournalError::Damaged`] when `from` does not open at all.
+    pub fn salvage(from: impl AsRef<Path>, to: impl AsRef<Path>) -> Result<SalvageReport> {
+        let (from, to) = (from.as_ref(), to.as_ref());
+        for taken in [to.to_path_buf(), wal::path_for(to)] {
+            if fs::symlink_metadata(&taken).is_ok() {
+                return Err(JournalError::DestinationExists { path: taken });
+            }
+        }
+        source::preflight(from)?;
+        let mut notes = Vec::new();
+        let (src, scratch) = open_source(from, &mut notes)?;
+        let mut report = SalvageReport {
+            from: from.to_path_buf(),
+            to: to.to_path_buf(),
+            format_version: src.version,
+            copied: Vec::new(),
+            left: Vec::new(),
+            sessions_copied: 0,
+            sessions_left: Vec::new(),
+            tasks_lost: Vec::new(),
+            notes,
+        };
+        if log_has_records(from) {
+            report.notes.push(format!(
+                "the write-ahead log {} may hold writes the file does not: it was not read; \
+                 if the journal still opens, opening it once applies them to the file",
+                wal::path_for(from).display()
+            ));
+        }
+
+        let tmp = sibling(to, ".salvaging");
+        match fs::remove_file(&tmp) {
+            Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
+                return Err(JournalError::Io { path: tmp, source: err });
+            }
+            _ => {}
+        }
+        let written = guard::catching(from, "salvaging it", || {
+            let dest = Builder::new().create(&tmp).at(&tmp)?;
+            let copied = copy(&src, &dest, &tmp, &mut report);
+            // Closed before the file is flushed and renamed.
+            drop(dest);
+            copied
+        });
+        // Closing a damaged file may panic inside redb; what was read has been copied.
+        guard::drop_quietly(src);
+        drop(scratch);
+        if let Err(err) = written {
+            let _ = fs::remove_file(&tmp);
+            return Err(err);
+        }
+        place_file(&tmp, to)?;
+        Ok(report)
+    }
+}
+
+/// Opens `from` for reading, from a recovered private copy when it needs crash recovery.
+fn open_source(from: &Path, notes: &mut Vec<String>) -> Result<(Source, Option<Scratch>)> {
+    let unreadable = |why: String| {
+        JournalError::damaged(
+            from,
+            format!("the file does not open ({why}); nothing can be read from it"),
+        )
+    };
+    match source::open_read_only(from)? {
+        Opening::Open(src) => Ok((src, None)),
+        Opening::Unreadable(why) => Err(unreadable(why)),
+        Opening::NeedsRecovery => {
+            let scratch = Scratch::copy_of(from)
+                .map_err(|err| JournalError::Io { path: std::env::temp_dir(), source: err })?;
+            let db = source::open_copy(from, &scratch)?.map_err(unreadable)?;
+            match source::from_copy(from, db)? {
+                Opening::Open(src) => {
+                    notes.push(
+                        "the file was not closed cleanly (a crash): it was read from a \
+                         recovered copy"
+                            .to_owned(),
+                    );
+                    Ok((src, Some(scratch)))
+                }
+                Opening::NeedsRecovery => Err(unreadable("it needs crash recovery".to_owned())),
+                Opening::Unreadable(why) => Err(unreadable(why)),
+            }
+        }
+    }
+}
+
+/// Returns whether the log beside `journal` starts with a record (of either log format:
+/// a generation's header, or a format-1 record).
+fn log_has_records(journal: &Path) -> bool {
+    use std::io::Read;
+    let mut magic = [0u8; 4];
+    fs::File::open(wal::path_for(journal))
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok_and(|()| magic == *b"CLWG" || magic == *b"CLWR")
+}
+
+/// Returns `path` with `suffix` added to its file name.
+fn sibling(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+    name.push(suffix);
+    path.with_file_name(name)
+}
+
+/// Flushes the finished `tmp` and renames it to `to`, flushing the folder, unless `to` has
+/// appeared meanwhile.
+fn place_file(tmp: &Path, to: &Path) -> Result<()> {
+    let io_err = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| JournalError::Io { path, source }
+    };
+    fs::File::open(tmp).and_then(|f| f.sync_all()).map_err(io_err(tmp))?;
+    if fs::symlink_metadata(to).is_ok() {
+        let _ = fs::remove_file(tmp);
+        return Err(JournalError::DestinationExists { path: to.to_path_buf() });
+    }
+    fs::rename(tmp, to).map_err(io_err(to))?;
+    if let Some(dir) = to.parent().filter(|d| !d.as_os_str().is_empty()) {
+        fs::File::open(dir).and_then(|d| d.sync_all()).map_err(io_err(dir))?;
+    }
+    Ok(())
+}
+
+/// What is known of the tasks of the source, read once.
+#[derive(Default)]
+struct Tasks {
+    /// Every task record: its JSON, run and status, or what is wrong with it.
+    records: BTreeMap<u64, std::result::Result<TaskCopy, String>>,
+    /// `clio_run_tasks`, by run.
+    listed: BTreeMap<u64, BTreeSet<u64>>,
+    /// Tasks claimed by some run (listed, or whose record names it).
+    claimed: BTreeSet<u64>,
+}
+
+struct TaskCopy {
+    run: u64,
+    active: bool,
+    json: Vec<u8>,
+}
+
+/// One run read whole, ready to write.
+struct RunCopy {
+    record: Vec<u8>,
+    /// Each entry's JSON and identity, in order from 0.
+    entries: Vec<(Vec<u8>, Option<String>)>,
+    tasks: Vec<u64>,
+}
+
+/// Copies what reads whole from `src` into `dest` (a fresh file at `tmp`), filling `report`.
+fn copy(src: &Source, dest: &Database, tmp: &Path, report: &mut SalvageReport) -> Result<()> {
+    let path = &src.path;
+    let txn = dest.begin_write().at(tmp)?;
+    store::initialise(&txn, tmp)?;
+    txn.commit().at(tmp)?;
+
+    let runs_table = src.txn.open_table(RUNS).at(path)?;
+    let heads_table = src.txn.open_table(RUN_HEADS).at(path)?;
+    let entries_table = src.txn.open_table(ENTRIES).at(path)?;
+    let tasks = read_tasks(src, report)?;
+
+    // Every run any table mentions, so that each one left out is reported.
+    let mut runs: BTreeSet<u64> = BTreeSet::new();
+    let mut max_run = 0;
+    for item in runs_table.iter().at(path)? {
+        match item {
+            Ok((key, _)) => {
+                runs.insert(key.value());
+            }
+            Err(err) => {
+                report.notes.push(format!("clio_runs could not be read to its end: {err}"));
+                break;
+            }
+        }
+    }
+    for item in heads_table.iter().at(path)? {
+        match item {
+            Ok((key, _)) => {
+                runs.insert(key.value());
+            }
+            Err(err) => {
+                report.notes.push(format!("clio_run_heads could not be read to its end: {err}"));
+                break;
+            }
+        }
+    }
+    runs.extend(tasks.listed.keys());
+    runs.extend(tasks.records.values().filter_map(|t| t.as_ref().ok().map(|t| t.run)));
+    runs.extend(entry_runs(&entries_table, path));
+
+    for run in runs {
+        max_run = max_run.max(run);
+        let read = guard::catching(path, format_args!("reading run {run}"), || {
+            Ok(read_run(src, &runs_table, &heads_table, &entries_table, &tasks, run))
+        });
+        match read.map_err(|err| err.to_string()).and_then(|r| r) {
+            Ok(whole) => {
+                write_run(dest, tmp, run, &whole, &tasks)?;
+                report.copied.push(SalvagedRun {
+                    run: RunId(run),
+                    entries: whole.entries.len() as u64,
+                    tasks: whole.tasks.len() as u64,
+                });
+            }
+            Err(reason) => report.left.push(LeftRun { run: RunId(run), reason }),
+        }
+    }
+    for (task, rec) in &tasks.records {
+        if let Err(reason) = rec
+            && !tasks.claimed.contains(task)
+        {
+            report.tasks_lost.push(LostTask { task: TaskId(*task), reason: reason.clone() });
+        }
+    }
+
+    copy_sessions(src, dest, tmp, report)?;
+
+    // Past every id the source used or still names, whatever its own counters say.
+    let max_task =
+        tasks.records.keys().chain(tasks.listed.values().flatten()).copied().max().unwrap_or(0);
+    let mut next_run = max_run.saturating_add(1);
+    let mut next_task = max_task.saturating_add(1);
+    if let Ok(meta) = src.txn.open_table(META) {
+        let counter = |name| meta.get(name).ok().flatten().map(|v| v.value());
+        next_run = next_run.max(counter(KEY_NEXT_RUN).unwrap_or(0));
+        next_task = next_task.max(counter(KEY_NEXT_TASK).unwrap_or(0));
+    }
+    let txn = dest.begin_write().at(tmp)?;
+    {
+        let mut meta = txn.open_table(META).at(tmp)?;
+        meta.insert(KEY_NEXT_RUN, next_run).at(tmp)?;
+        meta.insert(KEY_NEXT_TASK, next_task).at(tmp)?;
+    }
+    txn.commit().at(tmp)
+}
+
+/// Reads every task record and `clio_run_tasks`.
+fn read_tasks(src: &Source, report: &mut SalvageReport) -> Result<Tasks> {
+    let path = &src.path;
+    let mut tasks = Tasks::default();
+    let table = src.txn.open_table(TASKS).at(path)?;
+    for item in table.iter().at(path)? {
+        let (key, bytes) = match item {
+            Ok(row) => row,
+            Err(err) => {
+                report.notes.push(format!("clio_tasks could not be read to its end: {err}"));
+                break;
+            }
+        };
+        let task = key.value();
+        let place = Place::Task(task);
+        let read = src.sealing.open(place, bytes.value()).and_then(|json| {
+            let rec: TaskRecord = record(Sealing::Bare, place, json)?;
+            if rec.id.0 != task {
+                return Err(format!("it holds task {}", rec.id));
+            }
+            Ok(TaskCopy { run: rec.run.0, active: rec.status.is_active(), json: json.to_vec() })
+        });
+        let read = read.map_err(|why| format!("{place}: {why}"));
+        if let Ok(copy) = &read {
+            tasks.claimed.insert(task);
+            tasks.listed.entry(copy.run).or_default().insert(task);
+        }
+        tasks.records.insert(task, read);
+    }
+    let index = src.txn.open_table(RUN_TASKS).at(path)?;
+    for item in index.iter().at(path)? {
+        let Ok((key, _)) = item else {
+            report.notes.push("clio_run_tasks could not be read to its end".to_owned());
+            break;
+        };
+        let (run, task) = key.value();
+        tasks.listed.entry(run).or_default().insert(task);
+        tasks.claimed.insert(task);
+    }
+    Ok(tasks)
+}
+
+/// Returns the runs that have entries, found by seeking past each run's keys.
+fn entry_runs(table: &ReadOnlyTable<(u64, u64), &'static [u8]>, path: &Path) -> Vec<u64> {
+    let mut runs = Vec::new();
+    let mut from = 0u64;
+    loop {
+        let first = table.range((from, 0)..).at(path).ok().and_then(|mut r| r.next());
+        let Some(Ok((key, _))) = first else { break };
+        let run = key.value().0;
+        runs.push(run);
+        let Some(next) = run.checked_add(1) else { break };
+        from = next;
+    }
+    runs
+}
+
+/// Reads run `run` whole, or says the first thing wrong with it.
+fn read_run(
+    src: &Source,
+    runs: &ReadOnlyTable<u64, &'static [u8]>,
+    heads: &ReadOnlyTable<u64, u64>,
+    entries: &ReadOnlyTable<(u64, u64), &'static [u8]>,
+    tasks: &Tasks,
+    run: u64,
+) -> std::result::Result<RunCopy, String> {
+    let path = &src.path;
+    let storage = |err: redb::StorageError| JournalError::from_redb(path, err).to_string();
+    let place = Place::Run(run);
+    let bytes = runs.get(run).map_err(storage)?.ok_or_else(|| format!("{place}: missing"))?;
+    let json = src.sealing.open(place, bytes.value()).map_err(|why| format!("{place}: {why}"))?;
+    let rec: RawRunRecord =
+        record(Sealing::Bare, place, json).map_err(|why| format!("{place}: {why}"))?;
+    if rec.id.0 != run {
+        return Err(format!("{place}: it holds run {}", rec.id));
+    }
+    let run_json = json.to_vec();
+    let head = heads
+        .get(run)
+        .map_err(storage)?
+        .ok_or_else(|| format!("clio_run_heads (run {run}): missing"))?
+        .value();
+
+    let own: BTreeSet<u64> = tasks.listed.get(&run).cloned().unwrap_or_default();
+    let mut out = Vec::new();
+    let mut identities = HashMap::new();
+    let mut next = 0u64;
+    for item in entries.range((run, 0)..(run, head)).map_err(storage)? {
+        let (key, bytes) = item.map_err(storage)?;
+        let seq = key.value().1;
+        let place = Place::Entry { run, seq };
+        if seq != next {
+            return Err(format!("clio_entries (run {run}): entry {next} is missing"));
+        }
+        let json =
+            src.sealing.open(place, bytes.value()).map_err(|why| format!("{place}: {why}"))?;
+        let entry: RawEntry =
+            record(Sealing::Bare, place, json).map_err(|why| format!("{place}: {why}"))?;
+        if entry.run.0 != run || entry.seq != seq {
+            return Err(format!("{place}: it holds entry {} of run {}", entry.seq, entry.run));
+        }
+        if let Some(identity) = &entry.identity
+            && let Some(first) = identities.insert(identity.clone(), seq)
+        {
+            return Err(format!("{place}: its identity {identity:?} is also entry {first}'s"));
+        }
+        if let Some(task) = entry.task
+            && !own.contains(&task.0)
+        {
+            return Err(format!("{place}: it names task {task}, which is not one of the run's"));
+        }
+        out.push((json.to_vec(), entry.identity));
+        next += 1;
+    }
+    if next < head {
+        return Err(format!(
+            "clio_entries (run {run}): entry {next} is missing (the run's head is {head})"
+        ));
+    }
+    if entries.get((run, head)).map_err(storage)?.is_some() {
+        return Err(format!("clio_entries (run {run}): entry {head} lies past the run's head"));
+    }
+    for task in &own {
+        match tasks.records.get(task) {
+            None => {
+                return Err(format!("clio_tasks (task {task}): missing, but listed under the run"));
+            }
+            Some(Err(why)) => return Err(why.clone()),
+            Some(Ok(copy)) if copy.run != run => {
+                return Err(format!(
+                    "clio_run_tasks (run {run}, task {task}): the task belongs to run {}",
+                    copy.run
+                ));
+            }
+            Some(Ok(_)) => {}
+        }
+    }
+    Ok(RunCopy { record: run_json, entries: out, tasks: own.into_iter().collect() })
+}
+
+/// Writes one whole run, its entries, tasks and index rows, in its own transaction (the
+/// file becomes durable once, at the end: it is not in place before then).
+fn write_run(dest: &Database, tmp: &Path, run: u64, copy: &RunCopy, tasks: &Tasks) -> Result<()> {
+    let mut txn = dest.begin_write().at(tmp)?;
+    txn.set_durability(redb::Durability::None).at(tmp)?;
+    {
+        put(&txn, tmp, RUNS, run, Place::Run(run), &copy.record)?;
+        txn.open_table(RUN_HEADS).at(tmp)?.insert(run, copy.entries.len() as u64).at(tmp)?;
+        let mut entries = txn.open_table(ENTRIES).at(tmp)?;
+        let mut identities = txn.open_table(IDENTITIES).at(tmp)?;
+        for (seq, (json, identity)) in copy.entries.iter().enumerate() {
+            let seq = seq as u64;
+            let sealed = checksum::seal(Place::Entry { run, seq }, json.clone());
+            entries.insert((run, seq), sealed.as_slice()).at(tmp)?;
+            if let Some(identity) = identity {
+                identities.insert((run, identity.as_str()), seq).at(tmp)?;
+            }
+        }
+        let mut run_tasks = txn.open_table(RUN_TASKS).at(tmp)?;
+        let mut live = txn.open_table(LIVE_TASKS).at(tmp)?;
+        for task in &copy.tasks {
+            let Some(Ok(rec)) = tasks.records.get(task) else { continue };
+            put(&txn, tmp, TASKS, *task, Place::Task(*task), &rec.json)?;
+            run_tasks.insert((run, *task), ()).at(tmp)?;
+            if rec.active {
+                live.insert(*task, ()).at(tmp)?;
+            }
+        }
+    }
+    txn.commit().at(tmp)
+}
+
+/// Stores `json` sealed at `key` of `table`.
+fn put(
+    txn: &WriteTransaction,
+    tmp: &Path,
+    table: TableDefinition<u64, &[u8]>,
+    key: u64,
+    place: Place<'_>,
+    json: &[u8],
+) -> Result<()> {
+    let sealed = checksum::seal(place, json.to_vec());
+    txn.open_table(table).at(tmp)?.insert(key, sealed.as_slice()).at(tmp)?;
+    Ok(())
+}
+
+/// Copies every session that reads whole; reports the others.
+fn copy_sessions(
+    src: &Source,
+    dest: &Database,
+    tmp: &Path,
+    report: &mut SalvageReport,
+) -> Result<()> {
+    let path = &src.path;
+    let copied = guard::catching(path, "reading clio_sessions", || {
+        let table = src.txn.open_table(SESSIONS).at(path)?;
+        let mut whole = Vec::new();
+        for item in table.iter().at(path)? {
+            let (key, bytes) = match item {
+                Ok(row) => row,
+                Err(err) => {
+                    report.notes.push(format!("clio_sessions could not be read to its end: {err}"));
+                    break;
+                }
+            };
+            let id = key.value().to_owned();
+            let place = Place::Session(&id);
+            let read = src.sealing.open(place, bytes.value()).and_then(|json| {
+                let rec: SessionRecord = record(Sealing::Bare, place, json)?;
+                if rec.id.0 != id {
+                    return Err(format!("it holds session {:?}", rec.id.0));
+                }
+                Ok((json.to_vec(), rec.status.is_live()))
+            });
+            match read {
+                Ok((json, live)) => whole.push((id, json, live)),
+                Err(why) => report
+                    .sessions_left
+                    .push(LeftSession { reason: format!("{place}: {why}"), session: id }),
+            }
+        }
+        Ok(whole)
+    });
+    let whole = match copied {
+        Ok(whole) => whole,
+        Err(err) => {
+            report.notes.push(format!("no session was copied: {err}"));
+            return Ok(());
+        }
+    };
+    let txn = dest.begin_write().at(tmp)?;
+    {
+        let mut sessions = txn.open_table(SESSIONS).at(tmp)?;
+        let mut live_sessions = txn.open_table(LIVE_SESSIONS).at(tmp)?;
+        for (id, json, live) in &whole {
+            let sealed = checksum::seal(Place::Session(id), json.clone());
+            sessions.insert(id.as_str(), sealed.as_slice()).at(tmp)?;
+            if *live {
+                live_sessions.insert(id.as_str(), ()).at(tmp)?;
+            }
+        }
+    }
+    txn.commit().at(tmp)?;
+    report.sessions_copied = whole.len() as u64;
+    Ok(())
+}
