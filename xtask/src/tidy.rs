@@ -36,6 +36,7 @@ const OWNED_DEPENDENCIES: &[(&str, &[&str])] = &[
     ("rmcp", &["clio-flow"]),
     ("reqwest", &["clio-flow"]),
     ("indicatif", &["clio-cli"]),
+    ("landlock", &["clio-flow"]),
 ];
 
 /// Crates that must not reach tokio through their normal dependencies.

@@ -20,6 +20,11 @@
 //! max_depth = 16
 //! max_iters = 20
 //! max_entries = 10000
+//!
+//! [sandbox]                          # how run_code scripts and plugin executables are
+//! mode = "auto"                      # confined: auto | bwrap | landlock | off
+//! network = false                    # tools that declare `network = true` may use it
+//! read = ["/opt/python"]             # more folders code may read (absolute paths)
 //! ```
 //!
 //! Models come from the first of: `--models FILE` (kept in the run's launch record, so a
@@ -30,7 +35,10 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::anyhow;
-use clio_flow::{ModelError, ModelInfo, Models, ModelsConfig, ProviderConfig, RuntimeConfig};
+use clio_flow::{
+    ModelError, ModelInfo, Models, ModelsConfig, ProviderConfig, RuntimeConfig, Sandbox,
+    SandboxMode,
+};
 use clio_plugins::PermissionSettings;
 use serde::Deserialize;
 
@@ -50,6 +58,7 @@ pub(crate) struct HomeConfig {
     /// The `[tools]` settings.
     pub(crate) tools: PermissionSettings,
     limits: Limits,
+    sandbox: SandboxTable,
 }
 
 #[derive(Deserialize)]
@@ -66,6 +75,39 @@ struct ConfigFile {
     _tools: Option<serde::de::IgnoredAny>,
     #[serde(default)]
     limits: Limits,
+    #[serde(default)]
+    sandbox: SandboxTable,
+}
+
+/// The `[sandbox]` table: how code that runs on this machine is confined; an absent field
+/// keeps the default (`auto`, no network, nothing more to read).
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SandboxTable {
+    mode: Option<ModeName>,
+    network: Option<bool>,
+    read: Option<Vec<PathBuf>>,
+}
+
+/// A `[sandbox] mode` as written; serde names the allowed values when it is none of them.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum ModeName {
+    Auto,
+    Bwrap,
+    Landlock,
+    Off,
+}
+
+impl From<ModeName> for SandboxMode {
+    fn from(mode: ModeName) -> SandboxMode {
+        match mode {
+            ModeName::Auto => SandboxMode::Auto,
+            ModeName::Bwrap => SandboxMode::Bwrap,
+            ModeName::Landlock => SandboxMode::Landlock,
+            ModeName::Off => SandboxMode::Off,
+        }
+    }
 }
 
 /// The `[limits]` table: CLIO's global bounds; an absent field keeps the default.
@@ -102,6 +144,7 @@ impl HomeConfig {
         let tools = clio_flow::tool_settings_from_toml(&text, &path)
             .map_err(|e| CliError::user(e).hint("see docs/plugins.md, Permissions"))?;
         check_limits(&path, &file.limits)?;
+        check_sandbox(&path, &file.sandbox)?;
         let models = if file.model.is_empty() {
             if let Some(provider) = file.provider.first() {
                 return Err(CliError::user(anyhow!(
@@ -130,7 +173,21 @@ impl HomeConfig {
             }
             Some((config, file.default_model))
         };
-        Ok(HomeConfig { path, models, tools, limits: file.limits })
+        Ok(HomeConfig { path, models, tools, limits: file.limits, sandbox: file.sandbox })
+    }
+
+    /// Returns the sandbox policy this file gives; private temporary folders go under the
+    /// system's temporary folder.
+    pub(crate) fn sandbox(&self) -> Sandbox {
+        let table = &self.sandbox;
+        let default = Sandbox::default();
+        Sandbox {
+            mode: table.mode.map_or(default.mode, SandboxMode::from),
+            network: table.network.unwrap_or(default.network),
+            read: table.read.clone().unwrap_or_default(),
+            temp: std::env::temp_dir(),
+            ..default
+        }
     }
 
     /// Sets the limits this file gives on `config`.
@@ -164,6 +221,21 @@ fn check_limits(path: &Path, limits: &Limits) -> Result<(), CliError> {
         .hint("see docs/models.md, \"config.toml\""));
     }
     Ok(())
+}
+
+/// Checks that every `[sandbox] read` path is absolute: a relative one would depend on the
+/// folder clio happens to start in.
+fn check_sandbox(path: &Path, sandbox: &SandboxTable) -> Result<(), CliError> {
+    let relative = sandbox.read.iter().flatten().find(|p| !p.is_absolute());
+    match relative {
+        Some(read) => Err(CliError::user(anyhow!(
+            "{}: sandbox.read: {} is not an absolute path",
+            path.display(),
+            read.display()
+        ))
+        .hint("see docs/run_code.md, \"The sandbox\"")),
+        None => Ok(()),
+    }
 }
 
 /// Where the models of a run or of `clio models list` come from.

@@ -207,7 +207,10 @@ fn trusted(store: &Store, plugin: &Plugin, folder: &Path) -> Result<bool, CliErr
 /// offered the basic tools, `run_code`, its plugins' tools and the built-in tools they
 /// claim (`[[native_tools]]`), and the orchestration tools when it carries that plugin.
 pub(crate) fn runtime(home: &Home, launch: &Launch, journal: Journal) -> Result<Runtime, CliError> {
-    let workspace = clio_flow::Workspace::new(launch.workspace.clone());
+    let settings = HomeConfig::load(home)?;
+    let sandbox = settings.sandbox();
+    let workspace =
+        clio_flow::Workspace::new(launch.workspace.clone()).with_sandbox(sandbox.clone());
     let mut registry = register_basic_tools(Registry::new(), workspace.clone());
     let run_code = clio_flow::RunCodeConfig {
         scratch: std::env::temp_dir(),
@@ -282,7 +285,6 @@ pub(crate) fn runtime(home: &Home, launch: &Launch, journal: Journal) -> Result<
         registry = registry.this_agent(worker);
     }
 
-    let settings = HomeConfig::load(home)?;
     let (models, default_model) =
         match ModelsChoice::pick(home, launch.models.as_deref(), &settings)? {
             Some(choice) => choice.build()?,
@@ -307,6 +309,7 @@ pub(crate) fn runtime(home: &Home, launch: &Launch, journal: Journal) -> Result<
         model,
         models,
         permissions: settings.tools.clone(),
+        sandbox,
         ..RuntimeConfig::default()
     };
     settings.apply_limits(&mut config);

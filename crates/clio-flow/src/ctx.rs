@@ -208,7 +208,8 @@ impl Ctx {
 
     /// Returns the conversation's workspace.
     pub fn workspace(&self) -> Workspace {
-        Workspace::new(self.run.rt.config.workspace.clone())
+        let config = &self.run.rt.config;
+        Workspace::new(config.workspace.clone()).with_sandbox(config.sandbox.clone())
     }
 
     /// Returns a call of `target` with `input` (`()` passes the flow's own task). It starts

@@ -9,6 +9,10 @@
 //!   each recorded in the journal with its result: every call is a task with its parent,
 //!   and a run resumed after a crash runs its flow from the top, each command finding its
 //!   record.
+//! - [`Sandbox`] confines the code that runs on the person's machine (`run_code` scripts,
+//!   plugin executables): writes to the workspace only, reads of the workspace, the
+//!   code's own files and the system's read-only folders, no network unless declared and
+//!   allowed; bubblewrap, else Landlock, else refused.
 //! - [`FlowError`] holds the seed's typed outcomes (`CallFailed` … `GatherFailed`), each
 //!   with `reason`, `handle`, `details` and `to_json`, and the runtime's own errors;
 //!   [`FlowError::Nondeterminism`] is its own variant.
@@ -20,7 +24,8 @@
 //! `CallInterrupted`. This is the only library crate that spawns tasks; its public
 //! signatures use plain futures.
 //!
-//! What it does not do: read the environment or the home folder, print, or own a tokio
+//! What it does not do: read the environment (but `PATH`, to find the program a sandbox
+//! must let run, as starting it would) or the home folder, print, or own a tokio
 //! runtime (callers bring one).
 
 mod clock;
@@ -40,6 +45,7 @@ mod registry;
 mod result;
 mod run_code;
 mod runtime;
+mod sandbox;
 mod team;
 mod tool_settings;
 mod workflow_flow;
@@ -77,6 +83,10 @@ pub use crate::result::{CallInput, CallKind, CallResult, FlowOutput, input_text}
 pub use crate::run_code::{Binding, HostCallHandler, RunCodeConfig, register_run_code};
 pub use crate::runtime::{
     Question, ReplayReport, ReplayVerdict, RunOutcome, RunReport, Runtime, RuntimeConfig,
+};
+pub use crate::sandbox::{
+    Access, Confined, ETC, ETC_NETWORK, SANDBOX_PATH, Sandbox, SandboxError, SandboxMode,
+    find_program, program_prefixes,
 };
 pub use crate::team::{
     AgentContext, AgentEnv, AgentRecord, AskOptions, CancelSignal, EnabledConfig, LeaderSettings,

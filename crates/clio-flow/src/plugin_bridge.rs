@@ -7,6 +7,9 @@
 //! `FlowNotTrusted` otherwise). Executable tools get their JSON arguments on stdin and
 //! answer one JSON value on stdout; a non-zero exit, a timeout, or output that is not
 //! JSON fails the call with a message naming the plugin, the tool and what went wrong.
+//! They run under the [`Workspace`]'s sandbox policy ([`crate::Sandbox`]): they write only
+//! to the workspace, read it and their own plugin folder, and reach the network only when
+//! they declare `network = true` and the deployment allows it.
 //!
 //! A tool on one of the plugin's `[[mcp_servers]]` is called through [`McpServers`] (the
 //! `mcp` module): the server starts on the tool's first call, a crashed server restarts,
@@ -43,6 +46,7 @@ use crate::gate::{HOOK_TIMEOUT, HookRun, RuntimeHook};
 use crate::mcp::{McpConfig, McpServers};
 use crate::options::{OptionSpec, OptionType};
 use crate::registry::{Registry, Tool, Worker};
+use crate::sandbox::{Access, Sandbox};
 use crate::workflow_flow::WorkflowFlow;
 use crate::workspace::Workspace;
 
@@ -89,15 +93,14 @@ pub fn register_plugin_with_mcp(
     }
     for tool in &plugin.tools {
         let bridged = match &tool.implementation {
-            ToolImpl::Executable { command } => {
+            ToolImpl::Executable { command, network } => {
                 let Some(folder) = &folder else {
                     return Err(failed(format!(
                         "plugin {}: tool {} names an executable but the plugin has no folder",
                         plugin.id, tool.name
                     )));
                 };
-                let cwd = workspace.root().map(Path::to_path_buf);
-                executable_tool(&plugin.id, &tool.name, folder.join(command), cwd)
+                executable_tool(&plugin.id, &tool.name, folder, command, *network, workspace)
             }
             ToolImpl::Mcp { server, tool: remote } => {
                 let (mcp, plugin_id) = (mcp.clone(), plugin.id.clone());
@@ -259,35 +262,70 @@ fn claimed_options(own: ToolOptions, by: &[(String, ToolOptions)]) -> Result<Too
     })
 }
 
-/// Returns a tool that runs `program` with the JSON arguments on stdin, in `cwd`.
-fn executable_tool(plugin: &str, name: &str, program: PathBuf, cwd: Option<PathBuf>) -> Tool {
+/// Returns a tool that runs `command` of plugin folder `folder` (its `ai.iowarp.clio/`)
+/// with the JSON arguments on stdin, sandboxed on `workspace`: it reads and writes the
+/// workspace, reads its plugin's folder, and has the network only if it declares it
+/// (`network`) and the workspace's sandbox allows it.
+fn executable_tool(
+    plugin: &str,
+    name: &str,
+    folder: &Path,
+    command: &Path,
+    network: bool,
+    workspace: &Workspace,
+) -> Tool {
     let label = format!("plugin {plugin}: tool {name}");
+    let program = folder.join(command);
+    let sandbox = workspace.sandbox().clone();
+    let access = Access {
+        workspace: workspace.root().map(Path::to_path_buf),
+        read: vec![plugin_root(folder)],
+        write: Vec::new(),
+        network,
+    };
     Tool::new(name.to_owned(), move |args: Value| {
-        let (label, program, cwd) = (label.clone(), program.clone(), cwd.clone());
-        async move { run_executable(&label, &program, cwd.as_deref(), &args, TOOL_TIMEOUT).await }
+        let (label, program, sandbox, access) =
+            (label.clone(), program.clone(), sandbox.clone(), access.clone());
+        async move { run_executable(&label, &program, &sandbox, &access, &args, TOOL_TIMEOUT).await }
     })
 }
 
-/// Runs `program` in `cwd` with `args` as JSON on stdin and reads one JSON value from its
-/// stdout; `label` names it in errors.
+/// Returns the plugin folder whose `ai.iowarp.clio/` is `folder`: everything a plugin's
+/// code may read of its own.
+pub(crate) fn plugin_root(folder: &Path) -> PathBuf {
+    match folder.parent() {
+        Some(root) if folder.file_name().is_some_and(|n| n == clio_plugins::PLUGIN_DIR) => {
+            root.to_path_buf()
+        }
+        _ => folder.to_path_buf(),
+    }
+}
+
+/// Runs `program` under `sandbox` with `access` (in the workspace when there is one),
+/// with `args` as JSON on stdin, and reads one JSON value from its stdout; `label` names
+/// it in errors. A sandbox that cannot be had refuses the call
+/// (`CallRefused(sandbox_unavailable)`), saying how to install one or turn it off.
 pub async fn run_executable(
     label: &str,
     program: &Path,
-    cwd: Option<&Path>,
+    sandbox: &Sandbox,
+    access: &Access,
     args: &Value,
     timeout: Duration,
 ) -> Result<Value, FlowError> {
-    let mut command = tokio::process::Command::new(program);
-    if let Some(cwd) = cwd {
-        command.current_dir(cwd);
+    // Inside the sandbox a missing program looks like the sandbox's own failure; say it
+    // plainly instead.
+    if let Err(e) = std::fs::metadata(program) {
+        return Err(failed(format!("{label}: cannot start {}: {e}", program.display())));
     }
-    let mut child = command
+    let mut confined = sandbox.confine(program, access).await.map_err(|e| e.in_call(label))?;
+    confined
+        .command()
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| failed(format!("{label}: cannot start {}: {e}", program.display())))?;
+        .kill_on_drop(true);
+    let mut child = confined.spawn().map_err(|e| e.in_call(label))?;
     let input = args.to_string();
     let mut stdin = child.stdin.take();
     let mut stdout = child.stdout.take();
@@ -319,7 +357,11 @@ pub async fn run_executable(
         .map_err(|_| failed(format!("{label}: timed out after {} s", timeout.as_secs())))??;
     let stderr_text = String::from_utf8_lossy(&err).trim().to_owned();
     if !status.success() {
-        let code = status.code().map_or("a signal".to_owned(), |c| format!("code {c}"));
+        let code = match (confined.signal(status), status.code()) {
+            (Some(signal), _) => format!("signal {signal}"),
+            (None, Some(code)) => format!("code {code}"),
+            (None, None) => "an unknown status".to_owned(),
+        };
         return Err(failed(format!("{label}: exited with {code}: {stderr_text}")));
     }
     if out.len() > TOOL_OUTPUT_LIMIT {
@@ -481,6 +523,7 @@ fn list_dir(ws: &Workspace, dir: &str) -> Result<Value, FlowError> {
         });
     }
     let full = root.join(dir);
+    Workspace::contained(root, &full, dir)?;
     let entries = std::fs::read_dir(&full).map_err(|e| failed(format!("list_files {dir}: {e}")))?;
     let mut names: Vec<String> = entries
         .flatten()

@@ -10,8 +10,12 @@
 //! again only when every tool it called is read-only (the script's finished calls then
 //! replay from the journal); otherwise it is `CallInterrupted`.
 //!
-//! What it does not do: sandbox the script (it runs with the process's rights in the
-//! workspace), or keep a script alive across a restart of the process.
+//! The script runs in the sandbox of [`crate::RuntimeConfig::sandbox`]: it writes only to
+//! the workspace, its scratch folder and a private temporary folder, reads those, the
+//! interpreter and the system's read-only folders, and has no network; so it cannot reach
+//! a plugin's executable by its path and run what the gate would refuse.
+//!
+//! What it does not do: keep a script alive across a restart of the process.
 
 mod process;
 
@@ -31,6 +35,7 @@ use crate::error::FlowError;
 use crate::registry::{Registry, Tool, ToolFuture};
 use crate::result::{CallInput, CallKind};
 use crate::runtime::blocking;
+use crate::sandbox::Access;
 use crate::workspace::Workspace;
 
 /// How `run_code` runs scripts.
@@ -277,8 +282,8 @@ pub(crate) async fn calls_were_read_only(ctx: &Ctx, task: TaskId) -> Result<bool
 }
 
 /// Adds the script bindings of folder plugin `plugin`: binding `name` is answered by the
-/// executable `bindings/<name>` of its `ai.iowarp.clio/` folder, run in `workspace`'s root,
-/// which gets `{call, args}` as JSON on stdin and prints the value as JSON. A plugin built
+/// executable `bindings/<name>` of its `ai.iowarp.clio/` folder, run in `workspace`'s root
+/// under its sandbox (no network), which gets `{call, args}` as JSON on stdin and prints the value as JSON. A plugin built
 /// in code brings its own [`Binding`] with [`Registry::binding`].
 pub(crate) fn register_plugin_bindings(
     mut registry: Registry,
@@ -286,21 +291,30 @@ pub(crate) fn register_plugin_bindings(
     workspace: &Workspace,
 ) -> Registry {
     let Some(folder) = &plugin.folder else { return registry };
-    let cwd = workspace.root().map(PathBuf::from);
+    let sandbox = workspace.sandbox().clone();
+    let access = Access {
+        workspace: workspace.root().map(PathBuf::from),
+        read: vec![crate::plugin_bridge::plugin_root(folder)],
+        write: Vec::new(),
+        network: false,
+    };
     for decl in &plugin.bindings {
         let program = folder.join("bindings").join(&decl.name);
         let mut binding = Binding::new(decl.name.clone());
         for call in &decl.host_calls {
             let label = format!("plugin {}: binding {}: {call}", plugin.id, decl.name);
-            let (program, cwd, call_name) = (program.clone(), cwd.clone(), call.clone());
+            let (program, call_name) = (program.clone(), call.clone());
+            let (sandbox, access) = (sandbox.clone(), access.clone());
             binding = binding.host_call(call.clone(), move |args: Value| {
-                let (label, program, cwd) = (label.clone(), program.clone(), cwd.clone());
+                let (label, program) = (label.clone(), program.clone());
+                let (sandbox, access) = (sandbox.clone(), access.clone());
                 let input = json!({ "call": call_name, "args": args });
                 async move {
                     crate::plugin_bridge::run_executable(
                         &label,
                         &program,
-                        cwd.as_deref(),
+                        &sandbox,
+                        &access,
                         &input,
                         crate::plugin_bridge::TOOL_TIMEOUT,
                     )

@@ -29,6 +29,7 @@ use crate::model::Models;
 use crate::registry::Registry;
 use crate::result::FlowOutput;
 
+use state::SANDBOX_OFF;
 pub(crate) use state::{RunState, Starting, blocking, digest, outcome};
 
 /// How a runtime runs flows.
@@ -52,6 +53,10 @@ pub struct RuntimeConfig {
     /// The deployment's tool settings, the person's rules and the confirmation policy
     /// that decide each tool's permission and callers.
     pub permissions: clio_plugins::PermissionSettings,
+    /// How `run_code` scripts are confined (give a plugin's executables the same policy
+    /// through the [`crate::Workspace`] they are registered with). Under mode `off` every
+    /// run records a `sandbox_off` event once.
+    pub sandbox: crate::sandbox::Sandbox,
 }
 
 impl Default for RuntimeConfig {
@@ -65,6 +70,7 @@ impl Default for RuntimeConfig {
             max_iters: 20,
             models: Models::default(),
             permissions: clio_plugins::PermissionSettings::default(),
+            sandbox: crate::sandbox::Sandbox::default(),
         }
     }
 }
@@ -543,6 +549,23 @@ impl Runtime {
             mode == Mode::Replay { frontier: true },
         )
         .await?;
+        // Code this run starts runs with the process's own rights: the run says so, once.
+        if !replay_only
+            && self.inner.config.sandbox.mode == crate::sandbox::SandboxMode::Off
+            && state.recorded(SANDBOX_OFF).is_none()
+        {
+            let event = NewEntry::new(
+                EntryKind::Event,
+                json!({
+                    "event": "sandbox_off",
+                    "message": "the sandbox is off ([sandbox] mode = \"off\"): this run's \
+                                run_code scripts and plugin executables run unconfined, with \
+                                the process's own rights",
+                }),
+            )
+            .with_identity(SANDBOX_OFF);
+            self.inner.journal.nonblocking().append(run, event).await?;
+        }
         if !replay_only {
             self.live().insert(run, Arc::clone(&state));
         }

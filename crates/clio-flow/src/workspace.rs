@@ -1,6 +1,10 @@
 //! [`Workspace`]: the conversation's workspace folder. Paths are relative and stay inside
-//! its root; without a root every use is refused with `CallRefused(no_workspace)`. Writes
+//! its root, symbolic links followed (sandboxed code may plant a link that points out);
+//! without a root every use is refused with `CallRefused(no_workspace)`. Writes
 //! are side effects: run them through [`crate::Ctx::step`].
+//!
+//! A workspace also carries the [`Sandbox`] policy under which code runs on it, so that
+//! what is registered with a workspace (a plugin's executables) runs confined to it.
 
 use std::fs;
 use std::io::Write;
@@ -9,11 +13,13 @@ use std::path::{Component, Path, PathBuf};
 use serde_json::Value;
 
 use crate::error::FlowError;
+use crate::sandbox::Sandbox;
 
-/// The conversation's workspace folder.
+/// The conversation's workspace folder, and how code runs on it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Workspace {
     root: Option<PathBuf>,
+    sandbox: Sandbox,
 }
 
 fn refused(refusal: &str, message: String) -> FlowError {
@@ -21,9 +27,22 @@ fn refused(refusal: &str, message: String) -> FlowError {
 }
 
 impl Workspace {
-    /// Returns the workspace rooted at `root` (`None`: the conversation has none).
+    /// Returns the workspace rooted at `root` (`None`: the conversation has none), on
+    /// which code runs under the default sandbox policy (mode `auto`).
     pub fn new(root: Option<PathBuf>) -> Workspace {
-        Workspace { root }
+        Workspace { root, sandbox: Sandbox::default() }
+    }
+
+    /// Returns the workspace with code running on it under `sandbox`; give it the same
+    /// policy as the runtime's [`crate::RuntimeConfig::sandbox`].
+    pub fn with_sandbox(mut self, sandbox: Sandbox) -> Workspace {
+        self.sandbox = sandbox;
+        self
+    }
+
+    /// Returns the sandbox policy code runs under on this workspace.
+    pub fn sandbox(&self) -> &Sandbox {
+        &self.sandbox
     }
 
     /// Returns the root folder, `None` when the conversation has no workspace.
@@ -44,7 +63,33 @@ impl Workspace {
                 format!("path {path:?} is not inside the workspace"),
             ));
         }
-        Ok(root.join(rel))
+        let full = root.join(rel);
+        Self::contained(root, &full, path)?;
+        Ok(full)
+    }
+
+    /// Checks that `full` (`path` as the caller gave it) stays inside `root` once symbolic
+    /// links are followed. Sandboxed code may leave a link in the workspace that points
+    /// out of it; the basic tools run unconfined and must not follow it out.
+    pub(crate) fn contained(root: &Path, full: &Path, path: &str) -> Result<(), FlowError> {
+        // A root that does not exist yet holds no link.
+        let Ok(real_root) = fs::canonicalize(root) else { return Ok(()) };
+        // The deepest part of the path that exists, a dangling link included: whatever is
+        // created below it stays below it.
+        let mut existing = full.to_path_buf();
+        while fs::symlink_metadata(&existing).is_err() {
+            match existing.parent() {
+                Some(parent) => existing = parent.to_path_buf(),
+                None => break,
+            }
+        }
+        match fs::canonicalize(&existing) {
+            Ok(real) if real.starts_with(&real_root) => Ok(()),
+            _ => Err(refused(
+                "outside_workspace",
+                format!("path {path:?} leads outside the workspace through a symbolic link"),
+            )),
+        }
     }
 
     fn io(path: &str, err: std::io::Error) -> FlowError {

@@ -96,10 +96,13 @@ pub enum ToolImpl {
     /// plugin's id and the tool's name; used by built-in plugins and library users.
     Host,
     /// An executable, relative to `ai.iowarp.clio/`, that reads JSON arguments on stdin
-    /// and prints a JSON result.
+    /// and prints a JSON result. It runs sandboxed (clio-flow's `Sandbox`).
     Executable {
         /// The program's path, relative to `ai.iowarp.clio/`.
         command: PathBuf,
+        /// Whether it needs the network (`network = true`); the sandbox gives it the
+        /// network only if the deployment allows it too, and never without this.
+        network: bool,
     },
     /// A tool of an MCP server that the plugin declares.
     Mcp {
@@ -168,8 +171,13 @@ impl Tool {
     pub(crate) fn describe(&self) -> Json {
         let implementation = match &self.implementation {
             ToolImpl::Host => json!({"kind": "host"}),
-            ToolImpl::Executable { command } => {
-                json!({"kind": "executable", "command": slash_path(command)})
+            ToolImpl::Executable { command, network } => {
+                let mut out = json!({"kind": "executable", "command": slash_path(command)});
+                // Shown only when asked for, so declarations without it describe as before.
+                if *network {
+                    out["network"] = json!(true);
+                }
+                out
             }
             ToolImpl::Mcp { server, tool } => {
                 json!({"kind": "mcp", "server": server, "tool": tool})

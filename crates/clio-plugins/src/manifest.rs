@@ -411,6 +411,8 @@ fn read_tool(sink: &mut Sink<'_>, path: &str, node: &Node, clio_dir: &Path) -> O
     let command = t.str(sink, "command");
     let mcp = t.str(sink, "mcp");
     let mcp_tool = t.str(sink, "mcp_tool");
+    let network_line = t.get("network").and_then(|n| n.line);
+    let network = t.bool(sink, "network");
     let line = t.line;
     t.finish(sink);
     let implementation = match (command, mcp) {
@@ -425,7 +427,16 @@ fn read_tool(sink: &mut Sink<'_>, path: &str, node: &Node, clio_dir: &Path) -> O
         }
         (Some(command), None) => {
             check_command(sink, clio_dir, &format!("{path}.command"), command_line, &command);
-            ToolImpl::Executable { command: PathBuf::from(command) }
+            ToolImpl::Executable { command: PathBuf::from(command), network: network == Some(true) }
+        }
+        (None, Some(_)) if network.is_some() => {
+            sink.push(
+                ProblemCode::InvalidOption,
+                format!("{path}.network"),
+                network_line,
+                "`network` is for a tool run by `command` (the sandbox runs it); an MCP server is not sandboxed",
+            );
+            return None;
         }
         (None, Some(server)) => {
             let tool = mcp_tool.unwrap_or_else(|| name.clone().unwrap_or_default());

@@ -343,12 +343,12 @@ fn write_entry(entry: &JournalEntry, out: &mut dyn Write) -> Result<(), CliError
 }
 
 /// Returns the events a person must be able to read in full, in words: the entry-cap
-/// warning (its whole message), a replay mismatch, an accepted agent change. Other
-/// entries are shown as their JSON, cut short.
+/// warning and the sandbox-off notice (their whole message), a replay mismatch, an
+/// accepted agent change. Other entries are shown as their JSON, cut short.
 fn event_text(payload: &Value) -> Option<String> {
     let text = |key: &str| payload.get(key).and_then(Value::as_str).unwrap_or("");
     match payload.get("event").and_then(Value::as_str)? {
-        "entries_warning" => Some(format!("warning: {}", text("message"))),
+        "entries_warning" | "sandbox_off" => Some(format!("warning: {}", text("message"))),
         "replay_mismatch" => {
             let error = clio_flow::FlowError::from_json(payload.get("error")?);
             Some(shorten(&format!("replay mismatch, nothing ran: {error}"), 200))

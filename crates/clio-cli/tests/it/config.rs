@@ -1,6 +1,6 @@
-//! `$CLIO_HOME/config.toml`: models and providers, `default_model` and `[limits]`, the
-//! precedence of the places models come from (`--models` > config.toml > models.toml),
-//! and the errors a bad file gets.
+//! `$CLIO_HOME/config.toml`: models and providers, `default_model`, `[limits]` and
+//! `[sandbox]`, the precedence of the places models come from (`--models` > config.toml >
+//! models.toml), and the errors a bad file gets.
 
 use std::path::Path;
 
@@ -170,6 +170,9 @@ fn a_bad_config_toml_is_named_with_its_line_and_field() {
         ("a limit above the ceiling", "[limits]\nmax_entries = 20000\n".to_owned()),
         ("an unknown limit", "[limits]\nmax_tokens = 5\n".to_owned()),
         ("a bad tool permission", "[tools]\npermissions = { \"x\" = \"maybe\" }\n".to_owned()),
+        ("an unknown sandbox key", "[sandbox]\nmode = \"auto\"\nnetwrok = true\n".to_owned()),
+        ("an unknown sandbox mode", "[sandbox]\nmode = \"none\"\n".to_owned()),
+        ("a relative sandbox read path", "[sandbox]\nread = [\"opt/python\"]\n".to_owned()),
     ];
     let mut all = String::new();
     for (name, text) in cases {
@@ -194,6 +197,22 @@ fn a_bad_config_toml_is_named_with_its_line_and_field() {
     let outcome = clio(&["--home", h, "models", "list", "--models", flag.to_str().unwrap()]);
     all.push_str(&format!("## --models: a field of the wrong type\n{}", outcome.render()));
     assert_snapshot!(all.replace(h, "[home]"));
+}
+
+#[test]
+fn a_run_with_the_sandbox_off_says_so_in_its_events() {
+    let home = temp_home("config-sandbox-off");
+    std::fs::write(home.join("config.toml"), "[sandbox]\nmode = \"off\"\n").unwrap();
+    let flag = home.join("models.toml");
+    write_models(&flag, "flag", "hello");
+    assert_eq!(answer_of(&hello(&home, &[])), "hello");
+    let h = home.to_str().unwrap();
+    let events = clio(&["--home", h, "runs", "events", "1"]);
+    assert_eq!(events.code, 0, "{}", events.render());
+    let warnings: Vec<&str> =
+        events.stdout.lines().filter(|l| l.contains("warning: the sandbox is off")).collect();
+    assert_eq!(warnings.len(), 1, "{}", events.render());
+    assert!(warnings[0].contains("[sandbox] mode = \"off\""), "{}", events.render());
 }
 
 /// Returns the `toml` block of the README's "On a real model" section.

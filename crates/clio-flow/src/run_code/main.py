@@ -2,7 +2,9 @@
 
 Usage: main.py SCRIPT REPORT. A syntax error or an uncaught exception is written to
 REPORT as JSON (``kind``, ``type``, ``message``, ``line``, ``traceback``) and the
-process exits with 1; the traceback names the script ``<script>``.
+process exits with 1; the traceback names the script ``<script>``. A ``sys.exit`` is
+written as ``{"kind": "exit"}`` before the exit goes on, so that an exit code is not
+taken for a signal (the sandbox reports a signal as 128 + its number).
 """
 
 import json
@@ -37,6 +39,10 @@ def main():
     try:
         exec(code, scope)
     except SystemExit:
+        try:
+            _report(report, {"kind": "exit"})
+        except OSError:
+            pass
         raise
     except BaseException as e:
         tb = e.__traceback__.tb_next if e.__traceback__ is not None else None

@@ -1,7 +1,7 @@
 //! The script's child process: its scratch folder (the generated `clio` module, the
-//! bootstrap, the script, the socket), the interpreter run in the workspace with a time
-//! and an output limit, the socket server that answers the script's calls as JSON lines,
-//! and how the run ended.
+//! bootstrap, the script, the socket), the interpreter run in the workspace inside the
+//! sandbox with a time and an output limit, the socket server that answers the script's
+//! calls as JSON lines, and how the run ended.
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -19,6 +19,7 @@ use tokio::sync::Notify;
 
 use super::RunCodeConfig;
 use crate::ctx::Ctx;
+use crate::sandbox::{Access, Confined, SANDBOX_PATH, SandboxError, SandboxMode};
 
 /// The generated `clio` module a script imports.
 const CLIO_MODULE: &str = include_str!("clio.py");
@@ -50,6 +51,12 @@ pub(crate) enum RunCodeError {
         interpreter: PathBuf,
         /// Why.
         source: std::io::Error,
+    },
+    /// The script cannot be confined (no sandbox here), or its sandbox did not start.
+    #[error("{source}")]
+    Sandbox {
+        /// Why.
+        source: SandboxError,
     },
     /// The script does not parse.
     #[error("{message} (line {line})")]
@@ -112,7 +119,10 @@ impl RunCodeError {
     /// Returns the stable name of what went wrong.
     pub(crate) fn kind(&self) -> &'static str {
         match self {
-            RunCodeError::Scratch { .. } | RunCodeError::Start { .. } => "start_failed",
+            RunCodeError::Sandbox { source } if source.is_unavailable() => "sandbox_unavailable",
+            RunCodeError::Scratch { .. }
+            | RunCodeError::Start { .. }
+            | RunCodeError::Sandbox { .. } => "start_failed",
             RunCodeError::Syntax { .. } => "syntax_error",
             RunCodeError::Exception { .. } => "exception",
             RunCodeError::Timeout { .. } => "timeout",
@@ -235,14 +245,31 @@ pub(crate) async fn run(config: &RunCodeConfig, script: &Script<'_>, ctx: &Ctx) 
         }
     };
     let report = dir.0.join("report.json");
-    let mut command = tokio::process::Command::new(&config.interpreter);
+    let mut confined = match confine(config, script, ctx, &dir.0).await {
+        Ok(confined) => confined,
+        Err(err) => return Outcome::failed(err),
+    };
+    let mode = confined.mode();
+    let temp = confined.temp_dir().map(Path::to_path_buf);
+    let command = confined.command();
     command
         .arg("-u")
         .arg("-B")
         .arg(dir.0.join("clio_main.py"))
         .arg(dir.0.join("script.py"))
-        .arg(&report)
-        .current_dir(script.cwd)
+        .arg(&report);
+    if let (SandboxMode::Bwrap | SandboxMode::Landlock, Some(temp)) = (mode, &temp) {
+        // A script needs no secret of this process's environment (model keys among them):
+        // it gets a fresh one, whose `PATH` holds only what the sandbox shows.
+        command
+            .env_clear()
+            .env("PATH", SANDBOX_PATH)
+            .env("HOME", temp)
+            .env("TMPDIR", temp)
+            .env("LANG", "C.UTF-8")
+            .env("PYTHONUTF8", "1");
+    }
+    command
         .env("PYTHONPATH", &dir.0)
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .env("PYTHONIOENCODING", "utf-8")
@@ -251,14 +278,15 @@ pub(crate) async fn run(config: &RunCodeConfig, script: &Script<'_>, ctx: &Ctx) 
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
-    let mut child = match command.spawn() {
+    let mut child = match confined.spawn() {
         Ok(child) => child,
-        Err(source) => {
+        Err(SandboxError::Spawn { source, .. }) => {
             return Outcome::failed(RunCodeError::Start {
                 interpreter: config.interpreter.clone(),
                 source,
             });
         }
+        Err(source) => return Outcome::failed(RunCodeError::Sandbox { source }),
     };
     let printed = Arc::new(AtomicUsize::new(0));
     let too_much = Arc::new(Notify::new());
@@ -305,8 +333,33 @@ pub(crate) async fn run(config: &RunCodeConfig, script: &Script<'_>, ctx: &Ctx) 
     let stderr = text(
         tokio::time::timeout(GRACE, stderr).await.ok().and_then(Result::ok).unwrap_or_default(),
     );
-    let result = ended.and_then(|status| judge(status, &report));
+    let result = ended.and_then(|status| judge(status, &report, &confined));
     Outcome { result, stdout, stderr }
+}
+
+/// Prepares the interpreter to run in the sandbox of `ctx`'s runtime: it reads and writes
+/// the workspace (`script.cwd`) and its scratch folder `scratch`, reads its own
+/// installation, and has no network.
+async fn confine(
+    config: &RunCodeConfig,
+    script: &Script<'_>,
+    ctx: &Ctx,
+    scratch: &Path,
+) -> Result<Confined, RunCodeError> {
+    let sandbox = &ctx.run.rt.config.sandbox;
+    // The interpreter as found outside, so the sandbox runs the same one.
+    let interpreter = match sandbox.mode {
+        SandboxMode::Off => config.interpreter.clone(),
+        _ => crate::sandbox::find_program(&config.interpreter)
+            .unwrap_or_else(|| config.interpreter.clone()),
+    };
+    let access = Access {
+        workspace: Some(script.cwd.to_path_buf()),
+        read: crate::sandbox::program_prefixes(&interpreter),
+        write: vec![scratch.to_path_buf()],
+        network: false,
+    };
+    sandbox.confine(&interpreter, &access).await.map_err(|source| RunCodeError::Sandbox { source })
 }
 
 /// Reads `pipe` until its end or until everything printed passes `limit`, which it
@@ -335,25 +388,37 @@ async fn read_capped(
     out
 }
 
-/// Reads how the script ended from its exit `status` and the bootstrap's `report`.
-fn judge(status: ExitStatus, report: &Path) -> Result<(), RunCodeError> {
+/// Reads how the script ended from its exit `status` and the bootstrap's `report`; the
+/// report of a `sys.exit` tells an exit code from the signal that bubblewrap reports as
+/// 128 + its number.
+fn judge(status: ExitStatus, report: &Path, confined: &Confined) -> Result<(), RunCodeError> {
+    let mut exited = false;
     if let Ok(text) = std::fs::read_to_string(report)
         && let Ok(report) = serde_json::from_str::<Value>(&text)
     {
         let s = |key: &str| report.get(key).and_then(Value::as_str).unwrap_or("").to_owned();
         let line = report.get("line").and_then(Value::as_u64).unwrap_or(0);
-        return Err(if s("kind") == "syntax_error" {
-            RunCodeError::Syntax { line, message: s("message"), traceback: s("traceback") }
-        } else {
-            RunCodeError::Exception {
-                kind: s("type"),
-                message: s("message"),
-                line,
-                traceback: s("traceback"),
+        match s("kind").as_str() {
+            "exit" => exited = true,
+            "syntax_error" => {
+                return Err(RunCodeError::Syntax {
+                    line,
+                    message: s("message"),
+                    traceback: s("traceback"),
+                });
             }
-        });
+            _ => {
+                return Err(RunCodeError::Exception {
+                    kind: s("type"),
+                    message: s("message"),
+                    line,
+                    traceback: s("traceback"),
+                });
+            }
+        }
     }
-    if let Some(signal) = status.signal() {
+    let signal = if exited { status.signal() } else { confined.signal(status) };
+    if let Some(signal) = signal {
         return Err(RunCodeError::Crashed { signal });
     }
     match status.code() {

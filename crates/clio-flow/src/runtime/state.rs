@@ -654,13 +654,19 @@ pub(crate) fn outcome(entry: &RawEntry) -> Outcome {
 /// The identity of the event recorded once a run has used 80 % of its entries.
 pub(crate) const ENTRIES_WARNING: &str = "key:entries-warning";
 
+/// The identity of the event recorded once in a run driven with the sandbox off.
+pub(crate) const SANDBOX_OFF: &str = "key:sandbox-off";
+
 /// Returns whether an entry counts toward the run's entry limit: acceptances and answers
 /// belong to their call and question, the delivery order of results to its gather, and
-/// the entry-cap warning to the cap.
+/// the entry-cap warning to the cap; the sandbox notice is the runtime's, not the flow's.
 fn counts(e: &RawEntry) -> bool {
     e.kind != EntryKind::Answer
         && !e.identity.as_deref().is_some_and(|i| {
-            i.ends_with("@accepted") || i.contains("@delivered#") || i == ENTRIES_WARNING
+            i.ends_with("@accepted")
+                || i.contains("@delivered#")
+                || i == ENTRIES_WARNING
+                || i == SANDBOX_OFF
         })
 }
 

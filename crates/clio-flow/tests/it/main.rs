@@ -20,6 +20,7 @@ mod plugins;
 mod react;
 mod replay;
 mod run_code;
+mod sandbox;
 mod support;
 mod team;
 mod team_agents;
@@ -47,6 +48,7 @@ fn no_forgotten_test_files() {
         "react",
         "replay",
         "run_code",
+        "sandbox",
         "support",
         "team",
         "team_agents",

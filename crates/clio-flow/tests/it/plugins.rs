@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clio_flow::{
-    FlowError, Registry, RunOutcome, Runtime, RuntimeConfig, Worker, WorkerReply, Workspace,
-    register_basic_tools, register_plugin, run_executable, selection,
+    Access, FlowError, Registry, RunOutcome, Runtime, RuntimeConfig, Sandbox, Worker, WorkerReply,
+    Workspace, register_basic_tools, register_plugin, run_executable, selection,
 };
 use clio_journal::Journal;
 use serde_json::{Value, json};
@@ -65,12 +65,16 @@ async fn executable_failures_are_named() {
         ("not-json", "echo 'hello'", "its output is not JSON"),
         ("slow", "sleep 5", "timed out after 0 s"),
     ];
+    // The scripts stand for a plugin's executables: their folder is theirs to read.
+    let sandbox = Sandbox::default();
+    let access = Access { read: vec![dir.clone()], ..Access::default() };
     for (name, body, expected) in cases {
         let program = script(&dir, name, body);
         let err = run_executable(
             "plugin p: tool t",
             &program,
-            None,
+            &sandbox,
+            &access,
             &json!({}),
             Duration::from_millis(300),
         )
@@ -82,7 +86,8 @@ async fn executable_failures_are_named() {
     let err = run_executable(
         "plugin p: tool t",
         &dir.join("absent"),
-        None,
+        &sandbox,
+        &access,
         &json!({}),
         Duration::from_secs(1),
     )
@@ -94,7 +99,8 @@ async fn executable_failures_are_named() {
     let value = run_executable(
         "plugin p: tool t",
         &echo,
-        None,
+        &sandbox,
+        &access,
         &json!({"a": [1, 2]}),
         Duration::from_secs(5),
     )

@@ -1,0 +1,772 @@
+//! The sandbox for code that runs on the person's machine: `run_code` scripts and the
+//! executables plugins bring (tools and script bindings).
+//!
+//! A sandboxed program may write only to its workspace, to the folders its runner hands
+//! it (a script's scratch folder) and to a private temporary folder; it may read only
+//! those, the folders it is given to read (its plugin's folder, an interpreter installed
+//! outside the system folders, the deployment's `read` list), the system's read-only
+//! folders (`/usr`, `/bin`, `/sbin`, `/lib*`) and a short list of `/etc` files (the
+//! linker's cache, certificates, time zone, users and groups, Python's configuration:
+//! [`ETC`]); and it reaches no network unless it declares that it needs one *and* the
+//! deployment allows it ([`Sandbox::network`]). So a script cannot read a secret beside the
+//! workspace, nor run another plugin's executable by its path: neither exists for it.
+//!
+//! Two mechanisms, in the order [`SandboxMode::Auto`] tries them:
+//! - bubblewrap (`bwrap`): the program runs in new namespaces (mount, pid, network, ipc,
+//!   uts, and user where needed) with every capability dropped, over an empty root on
+//!   which only what is granted is mounted. What is not granted does not exist; without
+//!   network the program has only a loopback of its own. Its pid namespace also keeps it
+//!   from signalling the person's other processes, clio included.
+//! - Landlock: the kernel's access control, applied to a thread that does nothing but
+//!   start the program, which inherits it; what is not granted is refused (`EACCES`). It
+//!   denies TCP (Landlock ABI 4, Linux 6.7) but not UDP, and the program sees the real
+//!   process table (signals out of the sandbox are refused from ABI 6), so it comes
+//!   second.
+//!
+//! With neither, code is refused with an error that says how to install bubblewrap or how
+//! to turn the sandbox off (`[sandbox] mode = "off"`, which the runtime records as a
+//! `sandbox_off` event in every run; see `docs/run_code.md`).
+//!
+//! The environment is passed through: a tool may need its own keys. `run_code` gives its
+//! scripts a minimal environment of its own.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Component, Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tokio::io::AsyncReadExt;
+
+use crate::error::FlowError;
+
+/// The system folders every sandboxed program may read and run programs from.
+const SYSTEM_DIRS: &[&str] = &["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"];
+
+/// The files and folders of `/etc` a program may read: what the dynamic linker, TLS,
+/// time zones, user and group names (never `shadow`), MIME types and Debian's Python need.
+/// Not the rest of `/etc` (`hostname`, `machine-id`, credentials some tools keep there).
+pub const ETC: &[&str] = &[
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/alternatives",
+    "/etc/ssl",
+    "/etc/ca-certificates",
+    "/etc/pki",
+    "/etc/crypto-policies",
+    "/etc/localtime",
+    "/etc/timezone",
+    "/etc/nsswitch.conf",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/mime.types",
+];
+
+/// The files of `/etc` a program that may use the network also reads: name resolution.
+pub const ETC_NETWORK: &[&str] = &[
+    "/etc/resolv.conf",
+    "/etc/hosts",
+    "/etc/host.conf",
+    "/etc/gai.conf",
+    "/etc/services",
+    "/etc/protocols",
+];
+
+/// The devices a program under Landlock may read and write (bubblewrap gives its own
+/// minimal `/dev`).
+const DEVICES_RW: &[&str] = &["/dev/null", "/dev/zero", "/dev/full"];
+
+/// The devices a program under Landlock may read.
+const DEVICES_READ: &[&str] = &["/dev/random", "/dev/urandom"];
+
+/// The `PATH` of a program whose environment its runner rebuilt: inside the sandbox only
+/// the system folders hold programs.
+pub const SANDBOX_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+/// Numbers private temporary folders within this process.
+static TEMP_SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// What the probe of each bubblewrap program found, once per process: whether it works
+/// is a fact of the machine, and the probe starts a process.
+static BWRAP_PROBES: Mutex<BTreeMap<PathBuf, Result<(), BwrapTrouble>>> =
+    Mutex::new(BTreeMap::new());
+
+/// How code that runs on the person's machine is confined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SandboxMode {
+    /// bubblewrap if it works here, else Landlock if the kernel has it, else refuse.
+    #[default]
+    Auto,
+    /// bubblewrap only.
+    Bwrap,
+    /// The kernel's Landlock only.
+    Landlock,
+    /// No sandbox: code runs with the process's rights, and every run records a
+    /// `sandbox_off` event.
+    Off,
+}
+
+/// The deployment's sandbox policy: how code is confined and what every sandboxed
+/// program may reach besides what its runner grants it ([`Access`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sandbox {
+    /// Which mechanism confines code.
+    pub mode: SandboxMode,
+    /// Whether code that declares it needs the network (a plugin tool's `network = true`)
+    /// gets it; code that does not declare it never does.
+    pub network: bool,
+    /// Folders every sandboxed program may also read, such as an interpreter installed in
+    /// the person's home; absolute paths (a missing one grants nothing).
+    pub read: Vec<PathBuf>,
+    /// The bubblewrap program: a path, or a name found on `PATH`.
+    pub bwrap: PathBuf,
+    /// The folder under which a program under Landlock gets its private temporary folder
+    /// (bubblewrap mounts a fresh `/tmp` instead). The caller chooses it (the CLI passes
+    /// the system's temporary folder).
+    pub temp: PathBuf,
+}
+
+impl Default for Sandbox {
+    /// Returns mode `auto`, no network, nothing more to read, `bwrap` from `PATH`, and
+    /// private temporary folders under `/tmp`.
+    fn default() -> Self {
+        Sandbox {
+            mode: SandboxMode::Auto,
+            network: false,
+            read: Vec::new(),
+            bwrap: PathBuf::from("bwrap"),
+            temp: PathBuf::from("/tmp"),
+        }
+    }
+}
+
+/// What one sandboxed program may reach besides the system's read-only folders.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Access {
+    /// The workspace: read and written, and the program's working folder (without one,
+    /// the program works in its private temporary folder).
+    pub workspace: Option<PathBuf>,
+    /// Folders and files it may read (and run programs from).
+    pub read: Vec<PathBuf>,
+    /// Folders it may read and write besides the workspace.
+    pub write: Vec<PathBuf>,
+    /// Whether it declares that it needs the network; it gets it only when the
+    /// deployment allows it too.
+    pub network: bool,
+}
+
+/// Why code could not be confined, or its program not started.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    /// Mode `bwrap`, and the bubblewrap program does not exist.
+    #[error(
+        "the sandbox needs bubblewrap and {} is not installed: install it (Debian, Ubuntu: \
+         `sudo apt-get install bubblewrap`; Fedora: `sudo dnf install bubblewrap`), or set \
+         `[sandbox] mode = \"landlock\"` (the kernel's Landlock) or `mode = \"off\"` (code runs \
+         with your own rights, and every run records that) in $CLIO_HOME/config.toml",
+        program.display()
+    )]
+    BwrapMissing {
+        /// The program looked for.
+        program: PathBuf,
+    },
+    /// Mode `bwrap`, and bubblewrap cannot make a sandbox on this machine (user
+    /// namespaces disabled, a container without the rights, …).
+    #[error(
+        "bubblewrap ({}) cannot make a sandbox on this machine: {message}; allow unprivileged \
+         user namespaces (for example `sysctl kernel.unprivileged_userns_clone=1`), or set \
+         `[sandbox] mode = \"landlock\"` or `mode = \"off\"` in $CLIO_HOME/config.toml",
+        program.display()
+    )]
+    BwrapBroken {
+        /// The program.
+        program: PathBuf,
+        /// What bubblewrap said.
+        message: String,
+    },
+    /// Mode `landlock`, and the kernel's Landlock cannot confine the code.
+    #[error(
+        "the kernel's Landlock cannot confine code here: {reason}; install bubblewrap (Debian, \
+         Ubuntu: `sudo apt-get install bubblewrap`) and set `[sandbox] mode = \"bwrap\"`, or set \
+         `mode = \"off\"` in $CLIO_HOME/config.toml (code then runs with your own rights)"
+    )]
+    LandlockUnavailable {
+        /// Why.
+        reason: String,
+    },
+    /// Mode `auto`, and neither mechanism works here.
+    #[error(
+        "no sandbox is available to run code: bubblewrap: {bwrap}; Landlock: {landlock}. \
+         Install bubblewrap (Debian, Ubuntu: `sudo apt-get install bubblewrap`; Fedora: \
+         `sudo dnf install bubblewrap`), or set `[sandbox] mode = \"off\"` in \
+         $CLIO_HOME/config.toml to run code with your own rights (every run then records that \
+         the sandbox was off)"
+    )]
+    Unavailable {
+        /// Why bubblewrap did not do.
+        bwrap: String,
+        /// Why Landlock did not do.
+        landlock: String,
+    },
+    /// The private temporary folder could not be made.
+    #[error("cannot make the sandbox's private temporary folder {}: {source}", path.display())]
+    TempDir {
+        /// The folder.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The program did not start.
+    #[error("cannot start {}: {source}", program.display())]
+    Spawn {
+        /// The program.
+        program: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+impl SandboxError {
+    /// Says whether the error means no sandbox can be had (as opposed to a program that
+    /// did not start): such a call is refused, not failed.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(
+            self,
+            SandboxError::BwrapMissing { .. }
+                | SandboxError::BwrapBroken { .. }
+                | SandboxError::LandlockUnavailable { .. }
+                | SandboxError::Unavailable { .. }
+        )
+    }
+
+    /// Returns the error as the outcome of a call of what `label` names: a refusal
+    /// (`sandbox_unavailable`) when no sandbox can be had, else a failure.
+    pub fn in_call(self, label: &str) -> FlowError {
+        if self.is_unavailable() {
+            FlowError::CallRefused {
+                handle: None,
+                refusal: "sandbox_unavailable".into(),
+                message: format!("{label}: {self}"),
+            }
+        } else {
+            FlowError::CallFailed { handle: None, message: format!("{label}: {self}") }
+        }
+    }
+}
+
+/// Why a bubblewrap program did not do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum BwrapTrouble {
+    /// It does not exist.
+    Missing,
+    /// It exists and cannot make a sandbox; what it said.
+    Broken(String),
+}
+
+impl BwrapTrouble {
+    fn into_error(self, program: &Path) -> SandboxError {
+        match self {
+            BwrapTrouble::Missing => SandboxError::BwrapMissing { program: program.to_path_buf() },
+            BwrapTrouble::Broken(message) => {
+                SandboxError::BwrapBroken { program: program.to_path_buf(), message }
+            }
+        }
+    }
+
+    fn describe(&self, program: &Path) -> String {
+        match self {
+            BwrapTrouble::Missing => format!("{} is not installed", program.display()),
+            BwrapTrouble::Broken(message) => {
+                format!("{} cannot make a sandbox here ({message})", program.display())
+            }
+        }
+    }
+}
+
+/// How a [`Confined`] program is confined.
+enum How {
+    Bwrap,
+    /// The ruleset, until the program is started.
+    Landlock(Option<LandlockRules>),
+    Off,
+}
+
+/// A private temporary folder, removed when dropped.
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        // A folder left behind holds only what the program wrote there; nothing reads it.
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A program ready to start inside the sandbox. Set its arguments, environment and pipes
+/// on [`command`](Confined::command), start it with [`spawn`](Confined::spawn), and keep
+/// the `Confined` until the program has ended: it owns the program's private temporary
+/// folder.
+pub struct Confined {
+    command: tokio::process::Command,
+    program: PathBuf,
+    how: How,
+    /// Held for its removal when the program is done with it.
+    _temp: Option<TempDir>,
+    temp_seen: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for Confined {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Confined")
+            .field("program", &self.program)
+            .field("mode", &self.mode())
+            .field("temp", &self.temp_seen)
+            .finish()
+    }
+}
+
+impl Confined {
+    /// Returns the command to add the program's arguments, environment and pipes to
+    /// (its program and working folder are set).
+    pub fn command(&mut self) -> &mut tokio::process::Command {
+        &mut self.command
+    }
+
+    /// Returns the mechanism that confines the program: `Bwrap`, `Landlock` or `Off`.
+    pub fn mode(&self) -> SandboxMode {
+        match self.how {
+            How::Bwrap => SandboxMode::Bwrap,
+            How::Landlock(_) => SandboxMode::Landlock,
+            How::Off => SandboxMode::Off,
+        }
+    }
+
+    /// Returns the program's private temporary folder as the program sees it (`TMPDIR` is
+    /// set to it); `None` without a sandbox.
+    pub fn temp_dir(&self) -> Option<&Path> {
+        self.temp_seen.as_deref()
+    }
+
+    /// Starts the program. Under Landlock it is started from a thread of its own, which
+    /// takes the restrictions first and ends once the program has started, so the
+    /// restrictions reach the program and nothing else of this process.
+    ///
+    /// Needs a tokio runtime, as `tokio::process::Command::spawn` does.
+    pub fn spawn(&mut self) -> Result<tokio::process::Child, SandboxError> {
+        let program = self.program.clone();
+        let spawn_error = |source| SandboxError::Spawn { program: program.clone(), source };
+        let rules = match &mut self.how {
+            How::Landlock(rules) => rules.take(),
+            How::Bwrap | How::Off => None,
+        };
+        let Some(rules) = rules else {
+            return self.command.spawn().map_err(spawn_error);
+        };
+        let runtime = tokio::runtime::Handle::try_current().map_err(|e| {
+            spawn_error(std::io::Error::other(format!("no tokio runtime to start it in: {e}")))
+        })?;
+        let command = &mut self.command;
+        let started = std::thread::scope(|scope| {
+            let starter = scope.spawn(move || {
+                rules.restrict_this_thread()?;
+                let _runtime = runtime.enter();
+                command.spawn().map_err(spawn_error)
+            });
+            starter.join()
+        });
+        started.unwrap_or_else(|_| {
+            Err(SandboxError::LandlockUnavailable {
+                reason: "the thread that starts the program under Landlock stopped".into(),
+            })
+        })
+    }
+
+    /// Returns the signal that ended the program, if one did. bubblewrap cannot pass a
+    /// signal on and exits with 128 + its number instead, so under bubblewrap such an exit
+    /// code also counts as that signal; a caller that can tell a real exit code from it
+    /// (`run_code`'s report of how the script ended) should ask that first.
+    pub fn signal(&self, status: ExitStatus) -> Option<i32> {
+        if let Some(signal) = status.signal() {
+            return Some(signal);
+        }
+        match (&self.how, status.code()) {
+            (How::Bwrap, Some(code)) if (129..=128 + 64).contains(&code) => Some(code - 128),
+            _ => None,
+        }
+    }
+}
+
+impl Sandbox {
+    /// Returns the sandbox policy that confines nothing (mode `off`).
+    pub fn off() -> Sandbox {
+        Sandbox { mode: SandboxMode::Off, ..Sandbox::default() }
+    }
+
+    /// Prepares `program` to run under this policy with `access`: finds the mechanism
+    /// the mode asks for (probing bubblewrap once per process), and builds the command.
+    pub async fn confine(&self, program: &Path, access: &Access) -> Result<Confined, SandboxError> {
+        let network = access.network && self.network;
+        let grants = || Grants::new(self, access, network);
+        let landlock = |grants: &Grants| self.landlock_command(program, grants, network);
+        match self.mode {
+            SandboxMode::Off => Ok(Self::unconfined(program, access)),
+            SandboxMode::Bwrap => {
+                probe_bwrap(&self.bwrap).await.map_err(|t| t.into_error(&self.bwrap))?;
+                Ok(self.bwrap_command(program, &grants(), network))
+            }
+            SandboxMode::Landlock => landlock(&grants()).map_err(|trouble| match trouble {
+                Trouble::Landlock(reason) => SandboxError::LandlockUnavailable { reason },
+                Trouble::Other(err) => err,
+            }),
+            SandboxMode::Auto => {
+                let bwrap = match probe_bwrap(&self.bwrap).await {
+                    Ok(()) => return Ok(self.bwrap_command(program, &grants(), network)),
+                    Err(trouble) => trouble.describe(&self.bwrap),
+                };
+                landlock(&grants()).map_err(|trouble| match trouble {
+                    Trouble::Landlock(landlock) => SandboxError::Unavailable { bwrap, landlock },
+                    Trouble::Other(err) => err,
+                })
+            }
+        }
+    }
+
+    fn unconfined(program: &Path, access: &Access) -> Confined {
+        let mut command = tokio::process::Command::new(program);
+        if let Some(workspace) = &access.workspace {
+            command.current_dir(workspace);
+        }
+        Confined {
+            command,
+            program: program.to_path_buf(),
+            how: How::Off,
+            _temp: None,
+            temp_seen: None,
+        }
+    }
+
+    /// Builds the bubblewrap command line: an empty root with the system folders and the
+    /// `/etc` files read-only, a fresh `/dev`, `/proc` and `/tmp`, then the granted
+    /// folders, a mount over its parent always coming after the parent's own.
+    fn bwrap_command(&self, program: &Path, grants: &Grants, network: bool) -> Confined {
+        let mut args: Vec<OsString> =
+            ["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+                .iter()
+                .map(OsString::from)
+                .collect();
+        if network {
+            args.push("--share-net".into());
+        }
+        // (depth, order, arguments): sorted by depth, in order within one depth.
+        let mut mounts: Vec<(usize, usize, Vec<OsString>)> = Vec::new();
+        let mut add = |path: &Path, parts: Vec<OsString>| {
+            let order = mounts.len();
+            mounts.push((depth(path), order, parts));
+        };
+        for dir in SYSTEM_DIRS {
+            let dir = Path::new(dir);
+            match std::fs::symlink_metadata(dir) {
+                Ok(meta) if meta.file_type().is_symlink() => {
+                    if let Ok(target) = std::fs::read_link(dir) {
+                        add(dir, vec!["--symlink".into(), target.into(), dir.into()]);
+                    }
+                }
+                Ok(meta) if meta.is_dir() => {
+                    add(dir, vec!["--ro-bind".into(), dir.into(), dir.into()]);
+                }
+                _ => {}
+            }
+        }
+        add(Path::new("/dev"), vec!["--dev".into(), "/dev".into()]);
+        add(Path::new("/proc"), vec!["--proc".into(), "/proc".into()]);
+        add(Path::new("/tmp"), vec!["--tmpfs".into(), "/tmp".into()]);
+        for path in &grants.read {
+            add(path, vec!["--ro-bind-try".into(), path.into(), path.into()]);
+        }
+        for path in &grants.write {
+            add(path, vec!["--bind".into(), path.into(), path.into()]);
+        }
+        mounts.sort_by_key(|(depth, order, _)| (*depth, *order));
+        args.extend(mounts.into_iter().flat_map(|(_, _, parts)| parts));
+        let temp = PathBuf::from("/tmp");
+        let cwd = grants.workspace.clone().unwrap_or_else(|| temp.clone());
+        args.extend(["--chdir".into(), cwd.into_os_string(), "--".into()]);
+        args.push(program.into());
+        let mut command = tokio::process::Command::new(&self.bwrap);
+        command.args(args).env("TMPDIR", &temp);
+        Confined {
+            command,
+            program: program.to_path_buf(),
+            how: How::Bwrap,
+            _temp: None,
+            temp_seen: Some(temp),
+        }
+    }
+
+    fn landlock_command(
+        &self,
+        program: &Path,
+        grants: &Grants,
+        network: bool,
+    ) -> Result<Confined, Trouble> {
+        let temp = private_temp(&self.temp).map_err(Trouble::Other)?;
+        let mut read = grants.read.clone();
+        read.extend(SYSTEM_DIRS.iter().map(PathBuf::from));
+        read.extend(DEVICES_READ.iter().map(PathBuf::from));
+        let mut write = grants.write.clone();
+        write.extend(DEVICES_RW.iter().map(PathBuf::from));
+        write.push(temp.0.clone());
+        let rules = LandlockRules::new(&read, &write, network).map_err(Trouble::Landlock)?;
+        let mut command = tokio::process::Command::new(program);
+        command.current_dir(grants.workspace.as_deref().unwrap_or(&temp.0)).env("TMPDIR", &temp.0);
+        let seen = temp.0.clone();
+        Ok(Confined {
+            command,
+            program: program.to_path_buf(),
+            how: How::Landlock(Some(rules)),
+            _temp: Some(temp),
+            temp_seen: Some(seen),
+        })
+    }
+}
+
+/// Why Landlock did not do: the kernel's answer, or a failure of our own.
+enum Trouble {
+    Landlock(String),
+    Other(SandboxError),
+}
+
+/// The absolute paths a program is granted, beside the system's folders.
+struct Grants {
+    workspace: Option<PathBuf>,
+    /// Read-only: the `/etc` list, the deployment's and the runner's.
+    read: Vec<PathBuf>,
+    /// Read-write: the workspace and the runner's.
+    write: Vec<PathBuf>,
+}
+
+impl Grants {
+    fn new(sandbox: &Sandbox, access: &Access, network: bool) -> Grants {
+        let workspace = access.workspace.as_deref().map(absolute);
+        let mut read: Vec<PathBuf> = ETC.iter().map(PathBuf::from).collect();
+        read.extend(python_etc());
+        if network {
+            read.extend(ETC_NETWORK.iter().map(PathBuf::from));
+        }
+        read.retain(|p| p.exists());
+        read.extend(sandbox.read.iter().chain(&access.read).map(|p| absolute(p)));
+        let mut write: Vec<PathBuf> = workspace.iter().cloned().collect();
+        write.extend(access.write.iter().map(|p| absolute(p)));
+        Grants { workspace, read, write }
+    }
+}
+
+/// Returns Debian's Python configuration folders (`/etc/python3`, `/etc/python3.11`):
+/// its standard library links files there.
+fn python_etc() -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir("/etc") else { return Vec::new() };
+    let mut found: Vec<PathBuf> = entries
+        .flatten()
+        .filter(|e| e.file_name().to_str().is_some_and(|n| n.starts_with("python3")))
+        .map(|e| e.path())
+        .collect();
+    found.sort();
+    found
+}
+
+/// Returns `path` made absolute against the current folder (lexically: symbolic links
+/// are left for the kernel to follow, so the program sees the path it was given).
+fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// Returns how many named components `path` has: a mount must come after the mounts of
+/// the folders above it.
+fn depth(path: &Path) -> usize {
+    path.components().filter(|c| matches!(c, Component::Normal(_))).count()
+}
+
+/// Makes a private temporary folder under `base`, readable by its owner only.
+fn private_temp(base: &Path) -> Result<TempDir, SandboxError> {
+    use std::os::unix::fs::DirBuilderExt;
+    loop {
+        let n = TEMP_SEQ.fetch_add(1, Ordering::SeqCst);
+        let path = base.join(format!("clio-sandbox-{}-{n}", std::process::id()));
+        match std::fs::DirBuilder::new().mode(0o700).create(&path) {
+            Ok(()) => return Ok(TempDir(path)),
+            // Left by an earlier process with this id: take the next number.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(source) => return Err(SandboxError::TempDir { path, source }),
+        }
+    }
+}
+
+/// Checks once per process that `program` can make the sandbox we ask of it: the same
+/// namespaces, `/dev`, `/proc` and `/tmp`, running bubblewrap's own `--version` inside.
+async fn probe_bwrap(program: &Path) -> Result<(), BwrapTrouble> {
+    let known = BWRAP_PROBES
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .get(program)
+        .cloned();
+    if let Some(known) = known {
+        return known;
+    }
+    let found = run_probe(program).await;
+    BWRAP_PROBES
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .insert(program.to_path_buf(), found.clone());
+    found
+}
+
+async fn run_probe(program: &Path) -> Result<(), BwrapTrouble> {
+    let mut command = tokio::process::Command::new(program);
+    command
+        .args(["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"])
+        .args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"])
+        .arg("--")
+        .arg(program)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = match command.spawn() {
+        Ok(child) => child,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(BwrapTrouble::Missing),
+        Err(e) => return Err(BwrapTrouble::Broken(e.to_string())),
+    };
+    let mut said = Vec::new();
+    if let Some(stderr) = child.stderr.take() {
+        // What it says is only for the message; a failed read leaves it short.
+        let _ = stderr.take(4096).read_to_end(&mut said).await;
+    }
+    match child.wait().await {
+        Ok(status) if status.success() => Ok(()),
+        Ok(status) => {
+            let said = String::from_utf8_lossy(&said).trim().to_owned();
+            Err(BwrapTrouble::Broken(if said.is_empty() { status.to_string() } else { said }))
+        }
+        Err(e) => Err(BwrapTrouble::Broken(e.to_string())),
+    }
+}
+
+/// A Landlock ruleset ready to be applied to the thread that starts a program.
+#[cfg(target_os = "linux")]
+struct LandlockRules(landlock::RulesetCreated);
+
+#[cfg(target_os = "linux")]
+impl LandlockRules {
+    /// Builds the ruleset: `read` read-only (and executable), `write` read-write, and no
+    /// TCP unless `network`. File confinement (ABI 1) and, without network, TCP denial
+    /// (ABI 4) are required; the rest of what the kernel offers (truncation, device
+    /// ioctls, no signals or abstract sockets out of the sandbox) is taken when present.
+    fn new(read: &[PathBuf], write: &[PathBuf], network: bool) -> Result<LandlockRules, String> {
+        use landlock::{
+            ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, Ruleset, RulesetAttr,
+            RulesetCreatedAttr, Scope, path_beneath_rules,
+        };
+        let mut ruleset = Ruleset::default()
+            .set_compatibility(CompatLevel::HardRequirement)
+            .handle_access(AccessFs::from_all(ABI::V1))
+            .map_err(|e| format!("the kernel has no Landlock ({e})"))?;
+        if !network {
+            ruleset = ruleset.handle_access(AccessNet::from_all(ABI::V4)).map_err(|e| {
+                format!("the kernel's Landlock cannot deny the network (it needs Linux 6.7: {e})")
+            })?;
+        }
+        let created = ruleset
+            .set_compatibility(CompatLevel::BestEffort)
+            .handle_access(AccessFs::from_all(ABI::V5))
+            .and_then(|r| r.scope(Scope::from_all(ABI::V6)))
+            .and_then(Ruleset::create)
+            .and_then(|r| r.add_rules(path_beneath_rules(read, AccessFs::from_read(ABI::V5))))
+            .and_then(|r| r.add_rules(path_beneath_rules(write, AccessFs::from_all(ABI::V5))))
+            .map_err(|e| format!("cannot build the Landlock ruleset: {e}"))?;
+        Ok(LandlockRules(created))
+    }
+
+    /// Applies the ruleset to the calling thread (and so to what it starts after).
+    fn restrict_this_thread(self) -> Result<(), SandboxError> {
+        let unavailable = |reason: String| SandboxError::LandlockUnavailable { reason };
+        let status = self
+            .0
+            .restrict_self()
+            .map_err(|e| unavailable(format!("cannot apply the Landlock ruleset: {e}")))?;
+        if status.ruleset == landlock::RulesetStatus::NotEnforced {
+            return Err(unavailable("the kernel did not enforce the Landlock ruleset".into()));
+        }
+        Ok(())
+    }
+}
+
+/// Landlock exists only on Linux.
+#[cfg(not(target_os = "linux"))]
+struct LandlockRules;
+
+#[cfg(not(target_os = "linux"))]
+impl LandlockRules {
+    fn new(_read: &[PathBuf], _write: &[PathBuf], _network: bool) -> Result<LandlockRules, String> {
+        Err("Landlock is a Linux facility".into())
+    }
+
+    fn restrict_this_thread(self) -> Result<(), SandboxError> {
+        Err(SandboxError::LandlockUnavailable { reason: "Landlock is a Linux facility".into() })
+    }
+}
+
+/// Returns the folders a program installed outside the system folders needs to run: the
+/// installation prefix of its path (`/opt/py` for `/opt/py/bin/python3`) and of its real
+/// path when that differs (a virtual environment's interpreter links to its base). A
+/// program named without a folder is looked up on `PATH` first, as starting it would.
+pub fn program_prefixes(program: &Path) -> Vec<PathBuf> {
+    let Some(found) = find_program(program) else { return Vec::new() };
+    let mut out = Vec::new();
+    for path in [Some(found.clone()), std::fs::canonicalize(&found).ok()].into_iter().flatten() {
+        let Some(prefix) = path.parent().and_then(Path::parent) else { continue };
+        let system = SYSTEM_DIRS.iter().any(|d| prefix.starts_with(d));
+        if prefix != Path::new("/") && !system && !out.contains(&prefix.to_path_buf()) {
+            out.push(prefix.to_path_buf());
+        }
+    }
+    out
+}
+
+/// Returns the path `program` starts from: itself when it names a folder, else the first
+/// executable file of that name on `PATH`.
+pub fn find_program(program: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    if program.components().count() > 1 {
+        return Some(absolute(program));
+    }
+    // Starting a program named without a folder searches `PATH` too; this finds the same.
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|dir| dir.join(program)).find(|candidate| {
+        std::fs::metadata(candidate)
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deeper_mounts_come_later() {
+        assert_eq!(depth(Path::new("/")), 0);
+        assert_eq!(depth(Path::new("/tmp")), 1);
+        assert_eq!(depth(Path::new("/tmp/a/b")), 3);
+    }
+
+    #[test]
+    fn a_system_interpreter_needs_no_prefix() {
+        assert_eq!(program_prefixes(Path::new("/usr/bin/python3")), Vec::<PathBuf>::new());
+        assert_eq!(
+            program_prefixes(Path::new("/definitely/not/here/bin/python3")),
+            vec![PathBuf::from("/definitely/not/here")]
+        );
+    }
+}
