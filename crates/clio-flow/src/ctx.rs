@@ -666,7 +666,7 @@ impl Ctx {
     /// was recorded by code from before the patch. Use it to change a flow's code without
     /// breaking the runs in progress:
     ///
-    /// ```ignore
+    /// ```text
     /// if ctx.patched("check-units").await? {
     ///     ctx.call("unit_checker", &draft).await?;   // new code
     /// }
