@@ -13,7 +13,7 @@
 //! dependants (acceptances, answers, hook events, receipts: identities with `@`) are not
 //! counted: they belong to their command.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
@@ -57,8 +57,9 @@ pub(crate) enum Admission {
 
 /// The run's recorded commands not reached yet, and the commands waiting on them.
 pub(crate) struct History {
-    /// Unreached tracked commands by scope: sequence number → identity.
-    unreached: Mutex<HashMap<String, BTreeMap<u64, String>>>,
+    /// Unreached tracked commands by scope, as their sequence numbers (identities are
+    /// looked up only to report a mismatch).
+    unreached: Mutex<HashMap<String, BTreeSet<u64>>>,
     /// How many are unreached in all (0: the fast path, nothing to check).
     remaining: AtomicUsize,
     /// Commands held at the barrier (each also counts as waiting in the run's activity).
@@ -80,14 +81,20 @@ pub(crate) struct History {
 impl History {
     /// Builds the history of recorded entries `recorded` (identity → entry).
     pub(crate) fn new(recorded: &HashMap<String, RawEntry>) -> History {
-        let mut unreached: HashMap<String, BTreeMap<u64, String>> = HashMap::new();
+        let mut unreached: HashMap<String, BTreeSet<u64>> = HashMap::new();
         let mut remaining = 0;
         for (identity, entry) in recorded {
             if is_tracked(identity, entry) {
-                unreached
-                    .entry(scope_of(identity).to_owned())
-                    .or_default()
-                    .insert(entry.seq, identity.clone());
+                let scope = scope_of(identity);
+                // Most entries share a few scopes: a key is made once per scope.
+                match unreached.get_mut(scope) {
+                    Some(seqs) => {
+                        seqs.insert(entry.seq);
+                    }
+                    None => {
+                        unreached.insert(scope.to_owned(), BTreeSet::from([entry.seq]));
+                    }
+                }
                 remaining += 1;
             }
         }
@@ -113,7 +120,7 @@ impl History {
         let mut unreached = lock(&self.unreached);
         let scope = scope_of(identity);
         let Some(left) = unreached.get_mut(scope) else { return };
-        if left.remove(&entry.seq).is_some() {
+        if left.remove(&entry.seq) {
             self.remaining.fetch_sub(1, Ordering::AcqRel);
             if left.is_empty() {
                 unreached.remove(scope);
@@ -151,19 +158,23 @@ impl History {
         describe: impl Fn(&str, &RawEntry) -> RecordedCommand,
         max: usize,
     ) -> Vec<RecordedCommand> {
-        let unreached = lock(&self.unreached);
-        let Some(left) = unreached.get(scope) else { return Vec::new() };
-        left.values().filter_map(|id| recorded.get(id).map(|e| describe(id, e))).take(max).collect()
+        let seqs: BTreeSet<u64> = match lock(&self.unreached).get(scope) {
+            Some(seqs) => seqs.iter().copied().take(max).collect(),
+            None => return Vec::new(),
+        };
+        let mut found: Vec<(u64, RecordedCommand)> = recorded
+            .iter()
+            .filter(|(id, e)| seqs.contains(&e.seq) && scope_of(id) == scope && is_tracked(id, e))
+            .map(|(id, e)| (e.seq, describe(id, e)))
+            .collect();
+        found.sort_by_key(|(seq, _)| *seq);
+        found.into_iter().map(|(_, c)| c).collect()
     }
 
-    /// Returns every unreached recorded command's identity and entry, in scope then recorded
-    /// order (for a replay check that ended).
-    pub(crate) fn all_unreached(&self) -> Vec<(String, u64)> {
-        let unreached = lock(&self.unreached);
-        let mut all: Vec<(String, u64)> =
-            unreached.values().flat_map(|m| m.iter().map(|(s, id)| (id.clone(), *s))).collect();
-        all.sort_by_key(|(_, seq)| *seq);
-        all
+    /// Returns the sequence numbers of every unreached recorded command, in recorded order
+    /// (for a replay check that ended).
+    pub(crate) fn all_unreached(&self) -> BTreeSet<u64> {
+        lock(&self.unreached).values().flatten().copied().collect()
     }
 
     /// Returns whether a held command diverged in this drive.

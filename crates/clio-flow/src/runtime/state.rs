@@ -450,13 +450,15 @@ impl RunState {
         let registry = &self.rt.registry;
         let side_effecting =
             |target: &str| registry.get_tool(target).is_none_or(|tool| !tool.read_only);
-        self.history
-            .all_unreached()
-            .into_iter()
-            .filter_map(|(id, _)| {
-                self.recorded.get(&id).map(|e| history::describe(&id, e, side_effecting))
-            })
-            .collect()
+        let seqs = self.history.all_unreached();
+        let mut found: Vec<(u64, RecordedCommand)> = self
+            .recorded
+            .iter()
+            .filter(|(id, e)| seqs.contains(&e.seq) && history::is_tracked(id, e))
+            .map(|(id, e)| (e.seq, history::describe(id, e, side_effecting)))
+            .collect();
+        found.sort_by_key(|(seq, _)| *seq);
+        found.into_iter().map(|(_, c)| c).collect()
     }
 
     /// Returns how many commands the history holds that the code must reach.
