@@ -44,6 +44,11 @@ pub(crate) struct Scope {
     pub(crate) cancel: CancellationToken,
     pub(crate) tools: Vec<crate::registry::Tool>,
     pub(crate) seat: Option<Arc<Seat>>,
+    /// Whom the work of this scope is for, as the `callers` rule sees a workflow step it
+    /// runs: the run's own flow (`Flow`), or the agent or script that asked for the work
+    /// (through `run_flow`, `run_workflow` or a script's call), inherited by the flows it
+    /// calls.
+    pub(crate) origin: crate::gate::Caller,
     occurrences: Mutex<HashMap<String, u64>>,
 }
 
@@ -96,6 +101,7 @@ impl Ctx {
                 cancel,
                 tools: Vec::new(),
                 seat: None,
+                origin: crate::gate::Caller::Flow,
                 occurrences: Mutex::new(HashMap::new()),
             }),
         }
@@ -128,6 +134,7 @@ impl Ctx {
                 cancel,
                 tools: Vec::new(),
                 seat: self.scope.seat.clone(),
+                origin: self.scope.origin,
                 occurrences: Mutex::new(HashMap::new()),
             }),
         }
@@ -151,6 +158,7 @@ impl Ctx {
                 cancel,
                 tools: scope.tools.clone(),
                 seat: scope.seat.clone(),
+                origin: scope.origin,
                 occurrences: Mutex::new(HashMap::new()),
             }),
         }

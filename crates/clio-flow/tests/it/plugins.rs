@@ -34,9 +34,9 @@ fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
     path
 }
 
+/// Calls tool `name` through the gate, as a flow does: a tool's code runs no other way.
 async fn call_tool(registry: &Registry, name: &str, args: Value) -> Result<Value, FlowError> {
-    let tool = registry.get_tool(name).unwrap_or_else(|| panic!("no tool {name}"));
-    (tool.handler)(args).await
+    crate::support::call_tool(registry.clone(), name, args).await
 }
 
 #[tokio::test]
@@ -45,7 +45,8 @@ async fn the_example_csv_tool_runs_in_the_workspace() {
     std::fs::create_dir_all(dir.join("data")).unwrap();
     std::fs::write(dir.join("data/f.csv"), "stress,cycles\n300,1000\n200,5000\n").unwrap();
     let workspace = Workspace::new(Some(dir.clone()));
-    let registry = register_plugin(Registry::new(), &materials(), false, &workspace).unwrap();
+    // Trusted: an untrusted plugin's tool asks the person first (tests/it/adversarial.rs).
+    let registry = register_plugin(Registry::new(), &materials(), true, &workspace).unwrap();
     let tool = registry.get_tool("csv_stats").unwrap();
     assert!(tool.read_only);
     let value = call_tool(&registry, "csv_stats", json!({"path": "data/f.csv"})).await.unwrap();
@@ -129,10 +130,30 @@ async fn a_workflow_file_runs_as_a_flow_once_trusted() {
     let untrusted = with_code_subagents(
         register_plugin(Registry::new(), &materials(), false, &workspace).unwrap(),
     );
-    let runtime = Runtime::new(journal.clone(), untrusted, RuntimeConfig::default());
-    let err =
-        runtime.run(selection("batch7", json!({})), json!("Review batch 7")).await.unwrap_err();
-    assert!(matches!(err, FlowError::FlowNotTrusted { .. }), "{err:?}");
+    // Untrusted: the person is asked first, shown the plugin, its digest and the flow's
+    // shape; a no refuses the run before the flow starts.
+    let runtime = Runtime::new(journal.clone(), untrusted.clone(), RuntimeConfig::default());
+    let report =
+        runtime.run(selection("batch7", json!({})), json!("Review batch 7")).await.unwrap();
+    let RunOutcome::AwaitingInput(questions) = &report.outcome else {
+        panic!("{:?}", report.outcome)
+    };
+    let text = &questions[0].text;
+    assert!(text.starts_with("trust plugin materials 0.1.0 (digest sha256:"), "{text}");
+    assert!(text.contains("flow batch7") && text.contains("terminal(\"survey: "), "{text}");
+    assert!(text.contains("tool csv_stats (claims read_only"), "{text}");
+    runtime.answer(report.run, questions[0].id, "no").await.unwrap();
+    let refused = runtime.resume(report.run).await.unwrap();
+    let Some(FlowError::FlowNotTrusted { plugin, .. }) = refused.error() else {
+        panic!("{:?}", refused.outcome)
+    };
+    assert_eq!(plugin, "materials");
+    // A run nobody can answer is refused at once.
+    let config = RuntimeConfig { interactive: false, ..RuntimeConfig::default() };
+    let runtime = Runtime::new(journal.clone(), untrusted, config);
+    let report =
+        runtime.run(selection("batch7", json!({})), json!("Review batch 7")).await.unwrap();
+    assert!(matches!(report.error(), Some(FlowError::FlowNotTrusted { .. })), "{report:?}");
 
     let trusted = with_code_subagents(
         register_plugin(Registry::new(), &materials(), true, &workspace).unwrap(),
