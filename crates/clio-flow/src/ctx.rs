@@ -49,6 +49,9 @@ pub(crate) struct Scope {
     /// (through `run_flow`, `run_workflow` or a script's call), inherited by the flows it
     /// calls.
     pub(crate) origin: crate::gate::Caller,
+    /// The agent `"self"` names here: the subagent whose declared flow this work is part
+    /// of (its react loop); `None`, the run's own agent.
+    pub(crate) this: Option<crate::registry::Worker>,
     occurrences: Mutex<HashMap<String, u64>>,
 }
 
@@ -102,6 +105,7 @@ impl Ctx {
                 tools: Vec::new(),
                 seat: None,
                 origin: crate::gate::Caller::Flow,
+                this: None,
                 occurrences: Mutex::new(HashMap::new()),
             }),
         }
@@ -135,6 +139,7 @@ impl Ctx {
                 tools: Vec::new(),
                 seat: self.scope.seat.clone(),
                 origin: self.scope.origin,
+                this: self.scope.this.clone(),
                 occurrences: Mutex::new(HashMap::new()),
             }),
         }
@@ -159,6 +164,7 @@ impl Ctx {
                 tools: scope.tools.clone(),
                 seat: scope.seat.clone(),
                 origin: scope.origin,
+                this: scope.this.clone(),
                 occurrences: Mutex::new(HashMap::new()),
             }),
         }

@@ -199,6 +199,7 @@ pub fn register_plugin_with_mcp(
         if let Some(prefers) = &subagent.prefers {
             worker.model = prefers.model.clone();
         }
+        worker = worker.with_flow(subagent.flow.clone());
         worker.requires = plugin.model_requires;
         registry = registry.subagent(worker);
     }

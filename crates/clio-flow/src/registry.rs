@@ -231,6 +231,10 @@ pub struct Worker {
     pub model: String,
     /// How it runs.
     pub run: WorkerRun,
+    /// The flow a react worker runs when it is called (a subagent's declared `flow`);
+    /// `None` runs the react loop itself. Inside that flow `"self"` is the worker's own
+    /// react loop, so the flow decides how the subagent works (review twice, debate, …).
+    pub flow: Option<FlowSelection>,
 }
 
 impl Worker {
@@ -245,6 +249,7 @@ impl Worker {
             requires: Requires::default(),
             model: String::new(),
             run: WorkerRun::React,
+            flow: None,
         }
     }
 
@@ -263,6 +268,13 @@ impl Worker {
     /// Returns the worker with `tools`.
     pub fn with_tools(mut self, tools: &[&str]) -> Worker {
         self.tools = tools.iter().map(|t| (*t).to_owned()).collect();
+        self
+    }
+
+    /// Returns the worker running `flow` when it is called, its react loop being `"self"`
+    /// in there; the flow `react` is the react loop itself.
+    pub fn with_flow(mut self, flow: FlowSelection) -> Worker {
+        self.flow = (flow.id != "react").then_some(flow);
         self
     }
 }

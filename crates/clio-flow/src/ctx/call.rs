@@ -351,7 +351,16 @@ impl Call {
 
     async fn accept(&self, wait: bool) -> Result<Accepted, FlowError> {
         let run = &self.ctx.run;
-        let resolved = match run.rt.registry.resolve(&self.target) {
+        // Inside a subagent's declared flow, "self" is that subagent's react loop.
+        let this = match (&self.target, &self.ctx.scope.this) {
+            (Target::Name(name), Some(this)) if name == "self" => Some(this.clone()),
+            _ => None,
+        };
+        let found = match this {
+            Some(worker) => Ok(Resolved::Worker { worker, kind: CallKind::Subagent }),
+            None => run.rt.registry.resolve(&self.target),
+        };
+        let resolved = match found {
             Err(FlowError::FlowTargetUnknown { target }) => self
                 .ctx
                 .scope
@@ -939,12 +948,15 @@ impl Call {
             },
             ctx: child,
         };
-        let reply = match &worker.run {
-            WorkerRun::Handler(h) => {
+        let reply = match (&worker.run, &worker.flow) {
+            (WorkerRun::Handler(h), _) => {
                 let _busy = run.activity.busy();
                 h(req).await?
             }
-            WorkerRun::React => {
+            (WorkerRun::React, Some(selection)) => {
+                Box::pin(declared_flow(worker, selection, req)).await?
+            }
+            (WorkerRun::React, None) => {
                 let res = crate::react::run_worker(req).await;
                 // The agent the run's own flow called leads the run's team: its turn has
                 // ended. (Agents deeper down, or inside a subagent's work, do not lead it.)
@@ -1009,6 +1021,67 @@ impl Call {
                 .collect(),
         ))
     }
+}
+
+/// Runs `worker`'s declared flow `selection` for `req`, in the worker's own scope (its
+/// task), one level deeper and under the flow's limits, where `"self"` is the worker's
+/// react loop; the flow's output is the worker's reply. A flow of an untrusted plugin
+/// waits for the person's trust first (question `trust:flow` of the worker's scope).
+async fn declared_flow(
+    worker: &crate::registry::Worker,
+    selection: &clio_spec::FlowSelection,
+    req: WorkerRequest,
+) -> Result<crate::registry::WorkerReply, FlowError> {
+    let WorkerRequest { mut ctx, input, model, .. } = req;
+    let resolved = ctx.run.rt.registry.resolve(&Target::Selection(selection.clone()))?;
+    let Resolved::Flow { flow, options, plugin } = resolved else {
+        return Err(FlowError::FlowTargetUnknown { target: selection.id.clone() });
+    };
+    if let Some(plugin) = plugin {
+        gate::ensure_trusted(&ctx, "trust:flow", &plugin, flow.id()).await?;
+    }
+    let options = flow.checked_options(&options)?;
+    let limits = flow.limits().with_options(&options);
+    let (depth, bound) = (ctx.scope.depth + 1, ctx.run.rt.config.max_depth);
+    if bound > 0 && depth > bound {
+        return Err(FlowError::FlowLimitExceeded {
+            limit: "max_depth".into(),
+            max: bound,
+            reached: depth,
+        });
+    }
+    // The worker's scope is its own until its work starts.
+    let Some(s) = std::sync::Arc::get_mut(&mut ctx.scope) else {
+        return Err(FlowError::CallFailed {
+            handle: None,
+            message: format!(
+                "subagent {}: its scope is shared, so flow {} cannot run in it",
+                worker.id,
+                flow.id()
+            ),
+        });
+    };
+    s.options = options;
+    s.limits.push(limits);
+    s.depth = depth;
+    s.this = Some(crate::registry::Worker { flow: None, ..worker.clone() });
+    if s.model.is_empty() {
+        s.model = [flow.model(), model.as_str()]
+            .into_iter()
+            .find(|m| !m.is_empty())
+            .unwrap_or("")
+            .to_owned();
+    }
+    let out = flow.forward(input, ctx).await?;
+    Ok(crate::registry::WorkerReply {
+        response_text: out.answer.clone(),
+        answer: out.answer,
+        value: out.value,
+        outputs: out.outputs,
+        model: out.model,
+        workflow_state: out.workflow_state,
+        ..crate::registry::WorkerReply::default()
+    })
 }
 
 /// Returns a tool call's outputs: the `PostToolUse` hooks' `additional_context`, if any.

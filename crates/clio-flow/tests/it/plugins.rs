@@ -214,3 +214,52 @@ async fn basic_tools_stay_in_the_workspace() {
         "{err:?}"
     );
 }
+
+/// A subagent's declared `flow` is what runs when the subagent is called, not its react
+/// loop: here `twice`, a workflow file of its plugin whose two steps call `"self"` (the
+/// subagent's own react loop, on the scripted model), the second on the first's answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subagents_declared_flow_runs_with_self_as_its_react_loop() {
+    let dir = tempfile::tempdir().unwrap();
+    let clio = dir.path().join("reviews/ai.iowarp.clio");
+    std::fs::create_dir_all(clio.join("flows")).unwrap();
+    let manifest = "id = \"reviews\"\nversion = \"0.1.0\"\n\n[[subagents]]\nid = \"critic\"\n\
+                    prompt = \"You criticise.\"\nflow = \"twice\"\n";
+    std::fs::write(clio.join("plugin.toml"), manifest).unwrap();
+    let twice = json!({ "description": "Criticise, then criticise the criticism.", "steps": [
+        { "id": "first", "target": "self", "input": "$task" },
+        { "id": "second", "target": "self", "after": ["first"], "input": "again: $first" }
+    ]});
+    std::fs::write(clio.join("flows/twice.json"), twice.to_string()).unwrap();
+    let plugin = clio_plugins::load_plugin(&dir.path().join("reviews")).unwrap();
+    assert!(clio_plugins::check(&dir.path().join("reviews")).ok);
+    let lead = clio_flow::FnFlow::new("lead", |task: Value, ctx| async move {
+        let r = ctx.call("critic", task).await?;
+        Ok(clio_flow::FlowOutput::text(r.answer))
+    });
+    let registry =
+        register_plugin(Registry::new(), &plugin, true, &Workspace::new(None)).unwrap().flow(lead);
+    let script = "[[script]]\nagent = \"critic\"\n[[script.turn]]\ntext = \"too long\"\n";
+    let scripted =
+        clio_flow::ScriptedProvider::from_toml(script, Path::new("critic.toml")).unwrap();
+    let config = RuntimeConfig {
+        model: "offline/scripted".into(),
+        models: clio_flow::Models::offline(scripted),
+        ..RuntimeConfig::default()
+    };
+    let journal = Journal::open_in_memory().unwrap();
+    let runtime = Runtime::new(journal.clone(), registry, config);
+    let report = runtime.run(selection("lead", json!({})), json!("the essay")).await.unwrap();
+    let RunOutcome::Succeeded(output) = &report.outcome else { panic!("{:?}", report.outcome) };
+    assert!(output.answer.starts_with("## second") && output.answer.contains("too long"));
+    let tasks = journal.tasks(report.run).unwrap();
+    let critic = tasks.iter().find(|t| t.target == "critic").unwrap();
+    let selves: Vec<_> = tasks.iter().filter(|t| t.target == "self").collect();
+    assert_eq!(selves.len(), 2, "{tasks:?}");
+    for task in selves {
+        assert_eq!(task.kind, clio_journal::TaskKind::Subagent);
+        assert_eq!(task.parent, Some(critic.id), "the flow's steps are the subagent's own work");
+    }
+    let replayed = runtime.replay(report.run).await.unwrap();
+    assert_eq!(replayed.output().map(|o| o.answer.clone()), Some(output.answer.clone()));
+}
