@@ -295,9 +295,11 @@ pub(crate) enum PluginCommand {
     /// List installed plugins and whether each is trusted
     #[command(after_help = "Example:\n  clio plugin list --json")]
     List(JsonArgs),
-    /// Trust an installed plugin version (its flows may then run)
-    #[command(after_help = "Example:\n  clio plugin trust examples/materials 0.1.0")]
-    Trust(PluginVersionArgs),
+    /// Trust an installed plugin version, or a plugin folder, at its current content (its code may then run)
+    #[command(
+        after_help = "Examples:\n  clio plugin trust examples/materials 0.1.0\n  clio plugin trust examples/marketplace/plugins/materials"
+    )]
+    Trust(PluginTrustArgs),
     /// Remove an installed plugin version
     #[command(after_help = "Example:\n  clio plugin remove examples/materials 0.1.0")]
     Remove(PluginVersionArgs),
@@ -333,6 +335,15 @@ pub(crate) struct PluginVersionArgs {
     /// Its installed version, such as `0.1.0`
     #[arg(value_name = "VERSION")]
     pub(crate) plugin_version: String,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct PluginTrustArgs {
+    /// The plugin as `marketplace/id` (then its installed VERSION), or a plugin folder (with `ai.iowarp.clio/`) as passed to `--plugin`
+    pub(crate) plugin: String,
+    /// The installed version, such as `0.1.0`; none for a folder
+    #[arg(value_name = "VERSION")]
+    pub(crate) plugin_version: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -373,6 +384,14 @@ pub(crate) struct DriveArgs {
     /// Print no progress
     #[arg(long, short)]
     pub(crate) quiet: bool,
+    /// Ask the person nothing: what would need an answer (trusting a plugin, allowing a tool) is refused instead, and resumes of the run keep to it
+    #[arg(long)]
+    pub(crate) no_input: bool,
+    /// Trust the plugin folders given with --plugin, at their content now, before the run
+    /// starts (as `clio plugin trust DIR` does for each): you vouch for their code here,
+    /// instead of answering the run's trust question
+    #[arg(long)]
+    pub(crate) trust: bool,
 }
 
 #[derive(Debug, Args)]

@@ -53,6 +53,10 @@ pub(crate) struct Launch {
     /// That frozen spec (its JSON form), kept so that a change can be named field by field.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) agent_spec: Option<serde_json::Value>,
+    /// `--no-input`: the run asks the person nothing; what would need an answer is refused.
+    /// Kept so that every resume of the run keeps to it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) no_input: bool,
 }
 
 impl Launch {
@@ -197,9 +201,7 @@ pub(crate) fn agent_spec(path: &Path) -> Result<AgentSpec, CliError> {
 /// Returns whether the plugin in `folder` is trusted at its current content.
 fn trusted(store: &Store, plugin: &Plugin, folder: &Path) -> Result<bool, CliError> {
     let digest = digest_folder(folder).map_err(CliError::user)?;
-    let entries = store.trusted().map_err(CliError::user)?;
-    let version = plugin.version.to_string();
-    Ok(entries.iter().any(|e| e.id == plugin.id && e.version == version && e.digest == digest))
+    store.is_trusted_at(&plugin.id, &plugin.version.to_string(), &digest).map_err(CliError::user)
 }
 
 /// Builds the runtime a launch describes: the journal, the built-in and basic tools, the
@@ -222,7 +224,13 @@ pub(crate) fn runtime(home: &Home, launch: &Launch, journal: Journal) -> Result<
     tool_names.push("run_code".to_owned());
     let store = Store::new(home.root());
 
-    let mut folders: Vec<PathBuf> = launch.plugins.clone();
+    // Each plugin folder, with how a person trusts it: a folder passed with `--plugin` by
+    // its path, an installed plugin by its marketplace, id and version.
+    let mut folders: Vec<(PathBuf, String)> = launch
+        .plugins
+        .iter()
+        .map(|f| (f.clone(), format!("clio plugin trust {}", f.display())))
+        .collect();
     let spec = launch.agent.as_deref().map(agent_spec).transpose()?;
     if let Some(spec) = &spec {
         let installed = store.list().map_err(CliError::user)?;
@@ -231,7 +239,7 @@ pub(crate) fn runtime(home: &Home, launch: &Launch, journal: Journal) -> Result<
                 continue;
             }
             // Already passed as a folder.
-            if folders.iter().any(|f| f.file_name().is_some_and(|n| n == reference.id())) {
+            if folders.iter().any(|(f, _)| f.file_name().is_some_and(|n| n == reference.id())) {
                 continue;
             }
             let best = installed
@@ -248,10 +256,12 @@ pub(crate) fn runtime(home: &Home, launch: &Launch, journal: Journal) -> Result<
                 ))
                 .hint("install it with `clio plugin install MARKETPLACE --agent AGENT_FILE`"));
             };
-            folders.push(best.path.clone());
+            let command =
+                format!("clio plugin trust {}/{} {}", best.marketplace, best.id, best.version);
+            folders.push((best.path.clone(), command));
         }
     }
-    for folder in &folders {
+    for (folder, trust_with) in &folders {
         let plugin = load_plugin(folder).map_err(|e| {
             CliError::user(anyhow!("{e}"))
                 .hint(format!("`clio plugin check {}` lists every problem", folder.display()))
@@ -261,7 +271,8 @@ pub(crate) fn runtime(home: &Home, launch: &Launch, journal: Journal) -> Result<
         // subagent of the plugin gets them.
         tool_names.extend(plugin.tool_names().map(str::to_owned));
         registry = register_plugin(registry, &plugin, is_trusted, &workspace)
-            .map_err(|e| CliError::user(anyhow!("{e}")))?;
+            .map_err(|e| CliError::user(anyhow!("{e}")))?
+            .trust_with(&plugin.id, trust_with.clone());
     }
     if let Some(spec) = &spec {
         let prompt = [spec.role(), spec.description()]
@@ -310,6 +321,10 @@ pub(crate) fn runtime(home: &Home, launch: &Launch, journal: Journal) -> Result<
         models,
         permissions: settings.tools.clone(),
         sandbox,
+        // A person's yes to a trust question goes on the home's trust list, pinned to the
+        // digest they were shown.
+        trust_store: Some(store),
+        interactive: !launch.no_input,
         ..RuntimeConfig::default()
     };
     settings.apply_limits(&mut config);

@@ -44,6 +44,14 @@ pub(crate) struct Scope {
     pub(crate) cancel: CancellationToken,
     pub(crate) tools: Vec<crate::registry::Tool>,
     pub(crate) seat: Option<Arc<Seat>>,
+    /// Whom the work of this scope is for, as the `callers` rule sees a workflow step it
+    /// runs: the run's own flow (`Flow`), or the agent or script that asked for the work
+    /// (through `run_flow`, `run_workflow` or a script's call), inherited by the flows it
+    /// calls.
+    pub(crate) origin: crate::gate::Caller,
+    /// The agent `"self"` names here: the subagent whose declared flow this work is part
+    /// of (its react loop); `None`, the run's own agent.
+    pub(crate) this: Option<crate::registry::Worker>,
     occurrences: Mutex<HashMap<String, u64>>,
 }
 
@@ -96,6 +104,8 @@ impl Ctx {
                 cancel,
                 tools: Vec::new(),
                 seat: None,
+                origin: crate::gate::Caller::Flow,
+                this: None,
                 occurrences: Mutex::new(HashMap::new()),
             }),
         }
@@ -128,6 +138,8 @@ impl Ctx {
                 cancel,
                 tools: Vec::new(),
                 seat: self.scope.seat.clone(),
+                origin: self.scope.origin,
+                this: self.scope.this.clone(),
                 occurrences: Mutex::new(HashMap::new()),
             }),
         }
@@ -151,6 +163,8 @@ impl Ctx {
                 cancel,
                 tools: scope.tools.clone(),
                 seat: scope.seat.clone(),
+                origin: scope.origin,
+                this: scope.this.clone(),
                 occurrences: Mutex::new(HashMap::new()),
             }),
         }

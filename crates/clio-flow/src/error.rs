@@ -152,13 +152,25 @@ pub enum FlowError {
         /// The target as given.
         target: String,
     },
-    /// The target is a flow from a plugin that is not trusted.
-    #[error("flow {target:?} comes from plugin {plugin:?}, which is not trusted")]
+    /// The target is a flow, a tool or other code of a plugin that is not trusted at its
+    /// current digest, and the person did not trust it (or the run cannot ask): nothing of
+    /// the plugin ran.
+    #[error(
+        "{target:?} comes from plugin {plugin:?} {version} (digest {digest}), which is not trusted{}",
+        trust_hint(trust_with)
+    )]
     FlowNotTrusted {
-        /// The flow id.
+        /// The flow id, or the tool, hook or binding that would have run.
         target: String,
         /// Its plugin.
         plugin: String,
+        /// The plugin's version.
+        version: String,
+        /// The content digest trust would be pinned to.
+        digest: String,
+        /// How a person trusts it, as the host words it (the CLI: `clio plugin trust …`);
+        /// empty when the host gave none.
+        trust_with: String,
     },
     /// A limit refused the call; `limit` names it.
     #[error("limit {limit} ({max}) refused the call")]
@@ -280,6 +292,10 @@ impl From<JournalError> for FlowError {
     }
 }
 
+fn trust_hint(trust_with: &str) -> String {
+    if trust_with.is_empty() { String::new() } else { format!("; trust it with `{trust_with}`") }
+}
+
 fn describe(differs: &[Mismatch]) -> String {
     let parts: Vec<String> = differs
         .iter()
@@ -395,8 +411,9 @@ impl FlowError {
             FlowError::CallRefused { refusal, message, .. } => {
                 json!({ "refusal": refusal, "message": message })
             }
-            FlowError::FlowNotTrusted { target, plugin } => {
-                json!({ "target": target, "plugin": plugin })
+            FlowError::FlowNotTrusted { target, plugin, version, digest, trust_with } => {
+                json!({ "target": target, "plugin": plugin, "version": version,
+                        "digest": digest, "trust_with": trust_with })
             }
             FlowError::FlowLimitExceeded { limit, max, reached } => {
                 json!({ "limit": limit, "max": max, "reached": reached })
@@ -477,9 +494,13 @@ impl FlowError {
                 FlowError::CallRefused { handle, refusal: s("refusal"), message: s("message") }
             }
             "flow_target_unknown" => FlowError::FlowTargetUnknown { target: s("target") },
-            "flow_not_trusted" => {
-                FlowError::FlowNotTrusted { target: s("target"), plugin: s("plugin") }
-            }
+            "flow_not_trusted" => FlowError::FlowNotTrusted {
+                target: s("target"),
+                plugin: s("plugin"),
+                version: s("version"),
+                digest: s("digest"),
+                trust_with: s("trust_with"),
+            },
             "flow_limit_exceeded" => FlowError::FlowLimitExceeded {
                 limit: s("limit"),
                 max: n("max"),

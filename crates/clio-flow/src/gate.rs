@@ -1,6 +1,21 @@
-//! The gate every tool call passes (SPEC §4, §11): who may call the tool (`callers`), its
-//! permission (`resolve_permission`: deny refuses and hides, ask becomes a durable question
-//! to the person), and the `PreToolUse` / `PostToolUse` hooks of the loaded plugins.
+//! The one gate every tool call passes (SPEC §4, §11, §12), whoever makes it — an agent's
+//! react loop, a subagent, a flow's own `ctx.call`, a workflow step, the children of
+//! `run_flow` and `run_workflow`, a `run_code` script's `clio.call`, an MCP server's tool —
+//! and the trust every plugin's code needs before it runs.
+//!
+//! A call passes, in order: the decisions that run nothing and ask no one (`callers`, and a
+//! `deny` permission, which also hides the tool); trust (a tool of an untrusted plugin
+//! asks the person, durably, whether to trust the plugin at its digest; a run that cannot
+//! ask refuses with `FlowNotTrusted`); the `PreToolUse` hooks (fail-closed honoured); the
+//! permission's `ask`, a durable question to the person; then the tool runs ([`run`]) and
+//! its `PostToolUse` hooks see the result. Flows of untrusted plugins ask the same trust
+//! question before they start ([`ensure_trusted`]), and so does `run_workflow` before any
+//! step starts; hooks of untrusted plugins do not run (a failure, which denies when the
+//! hook is `fail_closed`); script bindings of untrusted plugins are refused.
+//!
+//! By construction nothing else can run a tool: a tool's code is held as an
+//! [`Implementation`], which only this module can invoke, and [`run`] takes a [`Passed`],
+//! which only [`before`] makes.
 //!
 //! The rules themselves are clio-plugins' pure functions; this module carries them out on a
 //! run. Everything that is not a pure function of the run's configuration is recorded, so
@@ -8,11 +23,9 @@
 //! is an event of the run (`<call>@<event>#<n>`), the merged outcome of an event is one
 //! more event (`<call>@<event>`) that a resumed call reads instead of running the hooks
 //! again, a person's answer is the answer of a question keyed by the call, and every
-//! decision that is not a plain allow is a `PermissionReceipt` (`<call>@receipt`).
-//!
-//! Only calls made by an agent (its react loop) or by a `run_code` script pass the
-//! question and the hooks; a flow's own `ctx.call` of a tool is the flow author's code, so
-//! it is checked only against a deny, which holds for every caller.
+//! decision that is not a plain allow is a `PermissionReceipt` (`<call>@receipt`; a trust
+//! decision `<question>@trust`, which a later drive of the run reads to know what the
+//! person trusted).
 //!
 //! Events wired: `PreToolUse` and `PostToolUse` here; `SemanticEvent` (observes) on each
 //! `ctx.record_event` and `ctx.publish` (`semantic_event`; the hooks' own records are
@@ -36,8 +49,8 @@ use std::time::Duration;
 use clio_journal::{EntryKind, NewEntry};
 use clio_plugins::{
     Callers, DecisionKind, Hook, HookAnswer, HookEvent, HookEventKind, HookOutcome, HookRef,
-    HookResult, Permission, PermissionSettings, PermissionSource, ToolFacts, Verdict,
-    merge_decisions, order_hooks, resolve_callers, resolve_permission,
+    HookResult, Permission, PermissionSource, ToolFacts, Verdict, merge_decisions, order_hooks,
+    resolve_callers, resolve_permission,
 };
 use serde_json::{Map, Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -45,8 +58,38 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use crate::command::Command;
 use crate::ctx::Ctx;
 use crate::error::FlowError;
-use crate::registry::Tool;
+use crate::registry::{ContextualHandler, Tool, ToolHandler};
 use crate::runtime::{blocking, digest};
+
+/// A tool's code. Only this module can run it: [`run`] is the one place, and it takes the
+/// [`Passed`] that only [`before`] gives.
+#[derive(Clone)]
+pub(crate) struct Implementation(Runner);
+
+#[derive(Clone)]
+enum Runner {
+    /// Given the arguments.
+    Plain(ToolHandler),
+    /// Given the arguments and the context of the call's own task.
+    Contextual(ContextualHandler),
+}
+
+impl Implementation {
+    /// Returns an implementation given only the arguments.
+    pub(crate) fn plain(handler: ToolHandler) -> Implementation {
+        Implementation(Runner::Plain(handler))
+    }
+
+    /// Returns an implementation given the arguments and its task's context.
+    pub(crate) fn contextual(handler: ContextualHandler) -> Implementation {
+        Implementation(Runner::Contextual(handler))
+    }
+
+    /// Says whether it needs its task's context.
+    pub(crate) fn is_contextual(&self) -> bool {
+        matches!(self.0, Runner::Contextual(_))
+    }
+}
 
 /// How long a command hook may run when its declaration sets no timeout (SPEC §11).
 pub const HOOK_TIMEOUT: Duration = Duration::from_secs(30);
@@ -110,20 +153,44 @@ pub(crate) enum Listing {
     Hidden,
 }
 
-/// Returns what resolution knows about `tool`. A tool registered in code by the host (no
-/// plugin) that declares no permission is allowed by default: the host that wrote it
-/// vouches for it; deployment and person rules still apply to it.
-pub(crate) fn facts(tool: &Tool) -> ToolFacts<'_> {
-    let mut options = tool.options;
-    if tool.plugin.is_empty() && options.permission.is_none() {
-        options.permission = Some(Permission::Allow);
+/// Says whether the code of plugin `plugin` may run in the run of `ctx`: code of no
+/// declared plugin (the host's own, registered in code, and the built-in plugins'), of a
+/// plugin the host loaded as trusted at its digest, or of one a person trusted during this
+/// run at that same digest.
+pub(crate) fn trusted(ctx: &Ctx, plugin: &str) -> bool {
+    match ctx.run.rt.registry.plugin_info(plugin) {
+        None => true,
+        Some(info) => info.trusted || ctx.run.trusted_in_run(plugin, &info.digest),
     }
-    ToolFacts { plugin: &tool.plugin, name: &tool.name, read_only: tool.read_only, options }
 }
 
-/// Returns how `tool` is listed to an agent's model under `settings`.
-pub(crate) fn listing(settings: &PermissionSettings, tool: &Tool) -> Listing {
-    let facts = facts(tool);
+/// Returns whether `tool` only reads, as far as the run believes it: the claim of a tool
+/// whose plugin is not trusted is not believed.
+pub(crate) fn believed_read_only(ctx: &Ctx, tool: &Tool) -> bool {
+    tool.read_only && trusted(ctx, &tool.plugin)
+}
+
+/// Returns what resolution knows about `tool`. A tool registered in code by the host (no
+/// plugin) that declares no permission is allowed by default: the host that wrote it
+/// vouches for it; deployment and person rules still apply to it. The claims of a tool of
+/// an untrusted plugin are not believed: it counts as side-effecting, with permission
+/// `ask` (its `callers` and `defer` only narrow or hide it, so they stand).
+pub(crate) fn facts<'a>(ctx: &Ctx, tool: &'a Tool) -> ToolFacts<'a> {
+    let mut options = tool.options;
+    let mut read_only = tool.read_only;
+    if tool.plugin.is_empty() && options.permission.is_none() {
+        options.permission = Some(Permission::Allow);
+    } else if !trusted(ctx, &tool.plugin) {
+        options.permission = Some(Permission::Ask);
+        read_only = false;
+    }
+    ToolFacts { plugin: &tool.plugin, name: &tool.name, read_only, options }
+}
+
+/// Returns how `tool` is listed to an agent's model in the run of `ctx`.
+pub(crate) fn listing(ctx: &Ctx, tool: &Tool) -> Listing {
+    let settings = &ctx.run.rt.config.permissions;
+    let facts = facts(ctx, tool);
     if resolve_permission(settings, &facts).hidden()
         || resolve_callers(settings, &facts) == Callers::Code
     {
@@ -149,23 +216,33 @@ fn refused(refusal: &str, message: String) -> FlowError {
     FlowError::CallRefused { handle: None, refusal: refusal.to_owned(), message }
 }
 
-/// Who makes a call, as the gate sees it.
+/// Who makes a call, as the `callers` rule sees it. Every caller passes the whole gate;
+/// only `callers` tells them apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Caller {
-    /// A flow's own code.
+    /// A flow's own code: a target its author wrote.
     Flow,
-    /// An agent's react loop.
+    /// An agent's react loop, or work it asked for (a workflow it wrote, through
+    /// `run_workflow`).
     Agent,
-    /// A `run_code` script.
+    /// A `run_code` script, or work it asked for.
     Code,
 }
 
-/// What the gate lets through: the input to run with, or a synthesized result.
+/// What the gate lets through: the input to run with, or a synthesized result. Only
+/// [`before`] makes one, and only [`run`] takes it.
 pub(crate) struct Passed {
     /// The input the tool runs with (a hook may have modified it).
-    pub(crate) input: Value,
+    input: Value,
     /// A result a hook synthesized; the tool does not run.
-    pub(crate) synthesized: Option<Value>,
+    synthesized: Option<Value>,
+}
+
+impl Passed {
+    /// Returns the input the tool runs with.
+    pub(crate) fn input(&self) -> &Value {
+        &self.input
+    }
 }
 
 /// Writes `entries` (identity, kind, payload) not yet recorded, in one commit.
@@ -236,7 +313,7 @@ async fn receipt(
 /// runs nothing and records nothing: the same settings refuse the same call on replay.
 pub(crate) fn check_callers(ctx: &Ctx, tool: &Tool, caller: Caller) -> Result<(), FlowError> {
     let settings = &ctx.run.rt.config.permissions;
-    match (caller, resolve_callers(settings, &facts(tool))) {
+    match (caller, resolve_callers(settings, &facts(ctx, tool))) {
         (Caller::Code, Callers::Direct) => Err(refused(
             "callers",
             format!("tool {} may be called by the agent only, not from code", tool.name),
@@ -250,7 +327,9 @@ pub(crate) fn check_callers(ctx: &Ctx, tool: &Tool, caller: Caller) -> Result<()
 }
 
 /// Passes the call `identity` of `tool` with `input` by `caller` through the gate before
-/// it is recorded: callers, permission, `PreToolUse` hooks, the person's answer.
+/// it is recorded: callers, a deny, trust, `PreToolUse` hooks, the person's answer. Every
+/// step is recorded or a pure function of the settings, so a call decided before (a
+/// resumed call left running) is decided again the same way, asking nothing new.
 pub(crate) async fn before(
     ctx: &Ctx,
     identity: &str,
@@ -260,8 +339,12 @@ pub(crate) async fn before(
 ) -> Result<Passed, FlowError> {
     check_callers(ctx, tool, caller)?;
     let settings = &ctx.run.rt.config.permissions;
-    let facts = facts(tool);
-    let permission = resolve_permission(settings, &facts);
+    let mut permission = resolve_permission(settings, &facts(ctx, tool));
+    if !permission.hidden() && !trusted(ctx, &tool.plugin) {
+        ensure_trusted(ctx, &format!("trust:{identity}"), &tool.plugin, &tool.name).await?;
+        // Trusted now: its own claims count.
+        permission = resolve_permission(settings, &facts(ctx, tool));
+    }
     let layer = source_name(permission.source);
     if permission.hidden() {
         let r = Receipt {
@@ -275,9 +358,6 @@ pub(crate) async fn before(
             "permission_denied",
             format!("tool {} is denied by the {layer} permission", tool.name),
         ));
-    }
-    if caller == Caller::Flow {
-        return Ok(Passed { input, synthesized: None });
     }
     let kind = event_kind("PreToolUse")?;
     let verdict =
@@ -311,13 +391,29 @@ pub(crate) async fn before(
         DecisionKind::Allow => Ok(Passed { input, synthesized: None }),
         DecisionKind::Ask => {
             let input = verdict.input.unwrap_or(input);
+            let key = format!("permission:{identity}");
+            if !can_ask(ctx, &key) {
+                let r = Receipt {
+                    decision: "deny",
+                    layer: decided_layer,
+                    rule: permission.rule.as_deref(),
+                    answer: Value::Null,
+                };
+                receipt(ctx, identity, tool, &input, r).await?;
+                return Err(refused(
+                    "permission_denied",
+                    format!(
+                        "tool {} needs a person's permission ({decided_layer}) and this run cannot ask",
+                        tool.name
+                    ),
+                ));
+            }
             let question = format!("allow tool {} with {}?", tool.name, input);
             let why = if reason.is_empty() {
                 format!("tool {} needs your permission ({decided_layer})", tool.name)
             } else {
                 reason
             };
-            let key = format!("permission:{identity}");
             let site = std::panic::Location::caller();
             let answer = ctx.ask_with(site, &question, "bool", &[], &why, &key).await?;
             let yes = answer.as_bool().unwrap_or(false);
@@ -337,21 +433,167 @@ pub(crate) async fn before(
     }
 }
 
-/// Runs the `PostToolUse` hooks on the result `value` of the call `identity` by an agent or
-/// a script; returns the value to keep (a hook's `updated_output`) and the additional
-/// context the hooks gave (empty: none).
-pub(crate) async fn after(
+/// Runs `tool` as the call `identity` that [`before`] passed: its implementation (a
+/// contextual one in `child`, the context of the call's own task), or the result a hook
+/// synthesized in its place; then the `PostToolUse` hooks on its result. Returns the value
+/// to keep (a hook's `updated_output`) and the additional context the hooks gave (empty:
+/// none). The one place a tool's code runs.
+pub(crate) async fn run(
     ctx: &Ctx,
     identity: &str,
     tool: &Tool,
-    input: &Value,
-    value: Value,
+    passed: Passed,
+    child: Option<Ctx>,
 ) -> Result<(Value, String), FlowError> {
+    let Passed { input, synthesized } = passed;
     let kind = event_kind("PostToolUse")?;
-    let mut subject = Subject::tool(tool, input);
+    // Most tools have no PostToolUse hook: their input is not kept for one.
+    let observed = !ctx.run.rt.registry.hooks_for(kind, &tool.name).is_empty();
+    let seen = observed.then(|| input.clone());
+    let value = match synthesized {
+        Some(value) => value,
+        None => match (&tool.implementation.0, child) {
+            (Runner::Plain(handler), _) => {
+                let _busy = ctx.run.activity.busy();
+                handler(input).await?
+            }
+            (Runner::Contextual(handler), Some(child)) => handler(input, child).await?,
+            (Runner::Contextual(_), None) => {
+                return Err(FlowError::CallFailed {
+                    handle: None,
+                    message: format!("tool {} needs the context of a call", tool.name),
+                });
+            }
+        },
+    };
+    let Some(input) = seen else {
+        return Ok((value, String::new()));
+    };
+    let mut subject = Subject::tool(tool, &input);
     subject.answer = Some(value.clone());
     let verdict = hooks(ctx, identity, &subject, kind, None).await?;
     Ok((verdict.updated_output.unwrap_or(value), verdict.additional_context))
+}
+
+/// Says whether the question `key` of `ctx`'s scope can be asked, or has been answered:
+/// a run that cannot ask a person (a non-interactive one) uses only answers it already has.
+fn can_ask(ctx: &Ctx, key: &str) -> bool {
+    ctx.run.rt.config.interactive
+        || ctx.run.has_answer(&format!("{}key:{key}@answer", ctx.scope.prefix))
+}
+
+/// Lets code of plugin `plugin` run for `target` (a flow, a tool, a workflow's steps) in
+/// the run of `ctx`: at once when it is trusted ([`trusted`]); otherwise the person is
+/// asked, durably, as question `key` of `ctx`'s scope, which shows the plugin, its version
+/// and digest, and what it brings (tools, hooks, flows with their shapes, MCP servers,
+/// bindings). A yes trusts the plugin at that digest: in the host's trust store when the
+/// runtime has one, and for the rest of the run (a receipt `<question>@trust`, read back by
+/// later drives). A no, or a run that cannot ask, refuses with `FlowNotTrusted`, naming the
+/// plugin and how to trust it.
+pub(crate) async fn ensure_trusted(
+    ctx: &Ctx,
+    key: &str,
+    plugin: &str,
+    target: &str,
+) -> Result<(), FlowError> {
+    if trusted(ctx, plugin) {
+        return Ok(());
+    }
+    let registry = &ctx.run.rt.registry;
+    let info = registry.plugin_info(plugin).cloned().unwrap_or_default();
+    let not_trusted = || FlowError::FlowNotTrusted {
+        target: target.to_owned(),
+        plugin: plugin.to_owned(),
+        version: info.version.clone(),
+        digest: info.digest.clone(),
+        trust_with: info.trust_with.clone(),
+    };
+    if !can_ask(ctx, key) {
+        return Err(not_trusted());
+    }
+    let question = trust_question(ctx, plugin, &info);
+    let why = format!("{target} comes from plugin {plugin}, which is not trusted at this digest");
+    let site = std::panic::Location::caller();
+    let answer = ctx.ask_with(site, &question, "bool", &[], &why, key).await?;
+    let yes = answer.as_bool().unwrap_or(false);
+    if yes && let Some(store) = ctx.run.rt.config.trust_store.clone() {
+        let (id, version, digest) = (plugin.to_owned(), info.version.clone(), info.digest.clone());
+        let stored = tokio::task::spawn_blocking(move || store.trust_at(&id, &version, &digest))
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|res| res.map_err(|e| e.to_string()));
+        if let Err(message) = stored {
+            return Err(FlowError::CallFailed {
+                handle: None,
+                message: format!(
+                    "the person trusted plugin {plugin}, but the trust list could not record it: {message}"
+                ),
+            });
+        }
+    }
+    let payload = json!({
+        "target": target,
+        "plugin": plugin,
+        "version": info.version,
+        "digest": info.digest,
+        "decision": if yes { "trust" } else { "deny" },
+        "layer": "trust",
+        "rule": Value::Null,
+        "answer": answer,
+    });
+    let identity = format!("{}key:{key}@trust", ctx.scope.prefix);
+    record(ctx, vec![(identity, EntryKind::PermissionReceipt, payload)]).await?;
+    if yes {
+        ctx.run.trust_in_run(plugin, &info.digest);
+        Ok(())
+    } else {
+        Err(not_trusted())
+    }
+}
+
+/// Returns the trust question for plugin `plugin`: its version and digest, and everything
+/// it brings that would run, as the registry holds it.
+fn trust_question(ctx: &Ctx, plugin: &str, info: &crate::registry::PluginInfo) -> String {
+    let registry = &ctx.run.rt.registry;
+    let digest = if info.digest.is_empty() { "none" } else { info.digest.as_str() };
+    let mut text = format!(
+        "trust plugin {plugin} {} (digest {digest})? Its code runs only if you do; a yes trusts \
+         this content only, and any change to it asks again.",
+        info.version
+    );
+    let mut tools: Vec<&Tool> = registry.tools().filter(|t| t.plugin == plugin).collect();
+    tools.sort_by(|a, b| a.name.cmp(&b.name));
+    for tool in tools {
+        let claims = [
+            tool.read_only.then_some("read_only"),
+            tool.options.permission.map(|p| match p {
+                Permission::Allow => "permission allow",
+                Permission::Ask => "permission ask",
+                Permission::Deny => "permission deny",
+            }),
+        ];
+        let claims: Vec<&str> = claims.into_iter().flatten().collect();
+        let claims = if claims.is_empty() {
+            String::new()
+        } else {
+            format!(" (claims {}, not believed until trusted)", claims.join(", "))
+        };
+        text.push_str(&format!("\n  tool {}{claims}: {}", tool.name, tool.description));
+    }
+    for hook in registry.hooks_of(plugin) {
+        let closed = if hook.hook.fail_closed { ", fail_closed" } else { "" };
+        text.push_str(&format!("\n  hook {} on {}{closed}", hook.hook.id, hook.hook.event.name()));
+    }
+    for flow in registry.flows_of(plugin) {
+        text.push_str(&format!("\n  flow {}: {}", flow.id(), flow.description()));
+        if !flow.shape().is_empty() {
+            text.push_str(&format!("\n    shape: {}", flow.shape()));
+        }
+    }
+    for line in &info.also {
+        text.push_str(&format!("\n  {line}"));
+    }
+    text
 }
 
 /// Runs the `SemanticEvent` hooks on `command` (a `ctx.record_event` or `ctx.publish`),
@@ -495,7 +737,18 @@ pub(crate) async fn hooks(
                     event.payload = subject.payload.clone();
                 }
                 event.answer = subject.answer.clone();
-                let outcome = invoke(hook, event.to_json()).await;
+                // An untrusted plugin's hook never runs: that is a failure, which denies
+                // when the hook is `fail_closed` and the event can deny.
+                let outcome = if trusted(ctx, &hook.plugin) {
+                    invoke(hook, event.to_json()).await
+                } else {
+                    HookOutcome::Failed {
+                        reason: format!(
+                            "plugin {} is not trusted at its digest, so its hook did not run",
+                            hook.plugin
+                        ),
+                    }
+                };
                 let name = format!("{}/{}", hook.plugin, hook.hook.id);
                 let record = json!({
                     "hook": name,
@@ -635,22 +888,4 @@ pub(crate) fn ordered<'a>(
         Ok(order) => order.into_iter().filter_map(|i| chosen.get(i).copied()).collect(),
         Err(_) => chosen,
     }
-}
-
-/// Returns `tool`, or when a hook synthesized `result`, a tool of the same name and facts
-/// that answers `result` without running.
-pub(crate) fn synthesized(tool: Tool, result: Option<Value>) -> Tool {
-    let Some(result) = result else {
-        return tool;
-    };
-    let mut stand_in = Tool::new(tool.name.clone(), move |_args: Value| {
-        let result = result.clone();
-        async move { Ok(result) }
-    });
-    stand_in.description = tool.description;
-    stand_in.read_only = true;
-    stand_in.schema = tool.schema;
-    stand_in.plugin = tool.plugin;
-    stand_in.options = tool.options;
-    stand_in
 }

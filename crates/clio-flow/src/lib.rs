@@ -72,7 +72,7 @@ pub use crate::orchestration::{
 };
 pub use crate::plugin_bridge::{
     TOOL_OUTPUT_LIMIT, TOOL_TIMEOUT, WorkflowFileFlow, register_basic_tools, register_plugin,
-    register_plugin_with_mcp, run_executable,
+    register_plugin_with_mcp, run_executable, workflow_shape,
 };
 pub use crate::react::{ReactFlow, SEARCH_TOOLS};
 pub use crate::registry::{

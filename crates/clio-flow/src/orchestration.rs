@@ -32,7 +32,7 @@
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use clio_journal::{
-    Journal, JournalError, RunId, SessionId, TaskId, TaskRecord, TaskStatus, TaskUpdate,
+    Journal, JournalError, RunId, SessionId, TaskId, TaskKind, TaskRecord, TaskStatus, TaskUpdate,
 };
 use serde_json::{Map, Value, json};
 use tokio::sync::Mutex as AsyncMutex;
@@ -43,6 +43,7 @@ use turns::CallRunner;
 
 use crate::ctx::Ctx;
 use crate::error::FlowError;
+use crate::gate::Caller;
 use crate::registry::{Registry, Target, Tool};
 use crate::result::CallInput;
 use crate::runtime::{RuntimeInner, blocking};
@@ -205,8 +206,9 @@ async fn reattach(ctx: &Ctx, record: &TaskRecord, once: &AsyncMutex<()>) -> Resu
         ..TaskUpdate::default()
     };
     blocking(move || journal.update_task(id, update)).await?;
-    // The scope of the call that started it, under the run's cancellation.
-    let scope = ctx.child(
+    // The scope of the call that started it, under the run's cancellation, working for
+    // whoever made that call (so the gate's `callers` sees its workflow's steps as theirs).
+    let mut scope = ctx.child(
         starter,
         Value::Null,
         Map::new(),
@@ -215,6 +217,9 @@ async fn reattach(ctx: &Ctx, record: &TaskRecord, once: &AsyncMutex<()>) -> Resu
         ctx.scope.model.clone(),
         ctx.run.cancel.child_token(),
     );
+    if let Some(s) = Arc::get_mut(&mut scope.scope) {
+        s.origin = origin_of(ctx, starter);
+    }
     let mut call = scope
         .call(target, CallInput::from(command["input"].clone()))
         .key(BACKGROUND_KEY)
@@ -223,6 +228,22 @@ async fn reattach(ctx: &Ctx, record: &TaskRecord, once: &AsyncMutex<()>) -> Resu
         call = call.model(text("model"));
     }
     call.start().await.map(|_| ())
+}
+
+/// Returns whom the `run_flow` or `run_workflow` call of task `starter` worked for: an
+/// agent when its react loop made it (its identity is in a worker's scope), a script when
+/// a tool (`run_code`) did, else the flow whose code made it.
+fn origin_of(ctx: &Ctx, starter: TaskId) -> Caller {
+    let Some(record) = ctx.run.task(starter) else { return Caller::Flow };
+    let by_tool =
+        record.parent.and_then(|p| ctx.run.task(p)).is_some_and(|p| p.kind == TaskKind::Tool);
+    if by_tool {
+        Caller::Code
+    } else if record.call.as_deref().is_some_and(|c| c.starts_with('w')) {
+        Caller::Agent
+    } else {
+        Caller::Flow
+    }
 }
 
 /// Starts again, as their own tasks, the background children a restart cut off in the

@@ -3,8 +3,10 @@
 //! flows — and the basic tools of the built-in `core` and `memory` plugins on a
 //! [`Workspace`].
 //!
-//! A plugin's flows run only when the plugin is trusted (the registry refuses them with
-//! `FlowNotTrusted` otherwise). Executable tools get their JSON arguments on stdin and
+//! A plugin is declared with its version, its content digest (`clio_plugins::plugin_digest`)
+//! and whether the host found it trusted at that digest; none of its code (tools, hooks,
+//! MCP servers, bindings, flows) runs until it is trusted, which the gate asks the person
+//! about (`crate::gate`), showing what is listed here. Executable tools get their JSON arguments on stdin and
 //! answer one JSON value on stdout; a non-zero exit, a timeout, or output that is not
 //! JSON fails the call with a message naming the plugin, the tool and what went wrong.
 //! They run under the [`Workspace`]'s sandbox policy ([`crate::Sandbox`]): they write only
@@ -86,7 +88,27 @@ pub fn register_plugin_with_mcp(
     workspace: &Workspace,
     mcp: &McpServers,
 ) -> Result<Registry, FlowError> {
-    registry = registry.plugin(plugin.id.clone(), plugin.version.to_string(), trusted);
+    let digest = clio_plugins::plugin_digest(plugin)
+        .map_err(|e| failed(format!("plugin {}: its content digest: {e}", plugin.id)))?;
+    let mut also: Vec<String> = plugin
+        .mcp_servers
+        .iter()
+        .map(|s| format!("mcp server {}: {} {}", s.name, s.command, s.args.join(" ")))
+        .collect();
+    also.extend(
+        plugin
+            .bindings
+            .iter()
+            .map(|b| format!("script binding {} answering {}", b.name, b.host_calls.join(", "))),
+    );
+    let info = crate::registry::PluginInfo {
+        version: plugin.version.to_string(),
+        trusted,
+        digest,
+        trust_with: String::new(),
+        also,
+    };
+    registry = registry.declare_plugin(plugin.id.clone(), info);
     let folder = plugin.folder.clone();
     for server in &plugin.mcp_servers {
         mcp.declare(&plugin.id, folder.as_deref(), workspace.root(), server)?;
@@ -180,6 +202,7 @@ pub fn register_plugin_with_mcp(
         if let Some(prefers) = &subagent.prefers {
             worker.model = prefers.model.clone();
         }
+        worker = worker.with_flow(subagent.flow.clone());
         worker.requires = plugin.model_requires;
         registry = registry.subagent(worker);
     }
@@ -189,6 +212,7 @@ pub fn register_plugin_with_mcp(
                 id: flow.id.clone(),
                 description: flow.description.clone(),
                 version: plugin.version.to_string(),
+                shape: workflow_shape(workflow),
                 workflow: workflow.clone(),
             };
             registry = registry.plugin_flow(plugin.id.clone(), file_flow);
@@ -387,8 +411,41 @@ pub struct WorkflowFileFlow {
     pub description: String,
     /// The plugin's version, which versions the flow.
     pub version: String,
+    /// Its steps in railroad grammar ([`workflow_shape`]), shown when trust is asked.
+    pub shape: String,
     /// The workflow as read from the file.
     pub workflow: Value,
+}
+
+/// Returns the shape of `workflow` (an object with `steps`, or a list of steps) in the
+/// railroad grammar a flow's shape uses: a `sequence` of one `terminal` per step, in the
+/// file's order, each naming the step, its target and the steps it waits on.
+pub fn workflow_shape(workflow: &Value) -> String {
+    let steps = match workflow {
+        Value::Object(map) => map.get("steps").and_then(Value::as_array),
+        other => other.as_array(),
+    };
+    let terminals: Vec<String> = steps
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .map(|step| {
+            let text = |k: &str| step.get(k).and_then(Value::as_str).unwrap_or("?");
+            let after: Vec<&str> = step
+                .get("after")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            let waits = if after.is_empty() {
+                String::new()
+            } else {
+                format!(" after {}", after.join(", "))
+            };
+            let label = format!("{}: {}{waits}", text("id"), text("target"));
+            format!("terminal({})", Value::String(label))
+        })
+        .collect();
+    format!("sequence({})", terminals.join(", "))
 }
 
 impl Flow for WorkflowFileFlow {
@@ -402,6 +459,10 @@ impl Flow for WorkflowFileFlow {
 
     fn version(&self) -> &str {
         &self.version
+    }
+
+    fn shape(&self) -> &str {
+        &self.shape
     }
 
     fn options(&self) -> Vec<OptionSpec> {

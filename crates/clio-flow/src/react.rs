@@ -87,7 +87,7 @@ struct Tools {
 }
 
 impl Tools {
-    fn of(tools: &[Tool], settings: &clio_plugins::PermissionSettings) -> Tools {
+    fn of(tools: &[Tool], ctx: &Ctx) -> Tools {
         let (mut listed, mut deferred) = (Vec::new(), Vec::new());
         for t in tools {
             let spec = ToolSpec {
@@ -95,7 +95,7 @@ impl Tools {
                 description: t.description.clone(),
                 parameters: t.schema.clone(),
             };
-            match gate::listing(settings, t) {
+            match gate::listing(ctx, t) {
                 Listing::Full => listed.push(spec),
                 Listing::Deferred => deferred.push(spec),
                 Listing::Hidden => {}
@@ -357,7 +357,7 @@ async fn converse(req: &WorkerRequest, session_context: String) -> Result<Worker
         messages.push(Message::user(session_context));
     }
     messages.push(Message::user(task));
-    let mut tools = Tools::of(&req.tools, &ctx.run.rt.config.permissions);
+    let mut tools = Tools::of(&req.tools, &ctx);
     // Only tools that read the conversation that called them need a copy of it.
     let contextual = req.tools.iter().any(|t| t.reads_conversation);
     let (mut input_tokens, mut output_tokens) = (0u64, 0u64);

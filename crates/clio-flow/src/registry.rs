@@ -2,10 +2,14 @@
 //! carried plugins, tools, and installed agents (`marketplace/id`) — and the resolution of
 //! a call target in the seed's order.
 //!
-//! It is built in code today ([`Registry::flow`], [`Registry::tool`], [`Registry::subagent`],
-//! …). Plugin folders will fill the same registry: a loaded plugin adds its flows, tools and
-//! subagents under its id with [`Registry::plugin`], and its trust decides whether its
-//! flows may run.
+//! It is built in code ([`Registry::flow`], [`Registry::tool`], [`Registry::subagent`], …)
+//! and from plugin folders (`crate::register_plugin`), which declare each plugin with its
+//! version, content digest and trust. Resolution does not decide trust: a flow or tool of an
+//! untrusted plugin resolves to what it is, and the gate (`crate::gate`) asks the person or
+//! refuses it (`FlowNotTrusted`) before any of its code runs.
+//!
+//! A [`Tool`]'s implementation is held as a `gate::Implementation`, which only the gate
+//! can run: nothing else in the runtime (or outside it) can call a tool's code.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -32,27 +36,27 @@ pub type ToolHandler = Arc<dyn Fn(Value) -> ToolFuture + Send + Sync>;
 pub type ContextualHandler = Arc<dyn Fn(Value, Ctx) -> ToolFuture + Send + Sync>;
 
 /// A tool an agent has.
+///
+/// Its implementation is not reachable from here: a tool runs only as a call
+/// (`ctx.call`), through the gate's trust, permission, callers and hooks.
 #[derive(Clone)]
 pub struct Tool {
     /// Its name.
     pub name: String,
     /// What it does.
     pub description: String,
-    /// Whether it only reads: a read-only tool interrupted by a crash runs again, a
-    /// side-effecting one raises `CallInterrupted`.
+    /// Whether it only reads, as declared: a read-only tool interrupted by a crash runs
+    /// again, a side-effecting one raises `CallInterrupted`. The gate believes the claim
+    /// only of a tool whose plugin is trusted.
     pub read_only: bool,
     /// The JSON schema of its arguments.
     pub schema: Value,
-    /// Its implementation.
-    pub handler: ToolHandler,
+    /// Its implementation, which only the gate can run.
+    pub(crate) implementation: crate::gate::Implementation,
     /// The plugin that brings it (empty: none, a tool registered in code).
     pub plugin: String,
     /// Its declared `defer`, `callers` and `permission`.
     pub options: clio_plugins::ToolOptions,
-    /// Its implementation given its task's context, used instead of `handler` when set;
-    /// such a tool left running by a crash runs again only if it is read-only or every
-    /// call it made is to a read-only tool.
-    pub contextual: Option<ContextualHandler>,
     /// Whether its context carries the calling agent's conversation (the team tools, whose
     /// subagents inherit it); only such tools make a react loop keep a copy of it.
     pub(crate) reads_conversation: bool,
@@ -65,34 +69,38 @@ impl Tool {
         F: Fn(Value) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Value, FlowError>> + Send + 'static,
     {
+        let handler: ToolHandler = Arc::new(move |args| Box::pin(handler(args)));
         Tool {
             name: name.into(),
             description: String::new(),
             read_only: false,
             schema: json!({ "type": "object" }),
-            handler: Arc::new(move |args| Box::pin(handler(args))),
+            implementation: crate::gate::Implementation::plain(handler),
             plugin: String::new(),
             options: clio_plugins::ToolOptions::default(),
-            contextual: None,
             reads_conversation: false,
         }
     }
 
     /// Returns a side-effecting tool `name` run by `handler`, which gets the context of
-    /// the tool's task; called without a context it fails.
+    /// the tool's task: its own calls are children of that task. Such a tool left running
+    /// by a crash runs again only if it is read-only or every call it made is to a
+    /// read-only tool.
     pub fn contextual<F, Fut>(name: impl Into<String>, handler: F) -> Tool
     where
         F: Fn(Value, Ctx) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Value, FlowError>> + Send + 'static,
     {
-        let name = name.into();
-        let label = name.clone();
-        let mut tool = Tool::new(name, move |_args: Value| {
-            let message = format!("tool {label} needs the context of a call");
-            async move { Err(FlowError::CallFailed { handle: None, message }) }
-        });
-        tool.contextual = Some(Arc::new(move |args, ctx| Box::pin(handler(args, ctx))));
-        tool
+        let handler: ContextualHandler = Arc::new(move |args, ctx| Box::pin(handler(args, ctx)));
+        Tool {
+            implementation: crate::gate::Implementation::contextual(handler),
+            ..Tool::new(name, |_args: Value| async move { Ok(Value::Null) })
+        }
+    }
+
+    /// Says whether the tool gets the context of its task (and makes calls of its own).
+    pub fn is_contextual(&self) -> bool {
+        self.implementation.is_contextual()
     }
 
     /// Returns the tool with its declared `options`.
@@ -223,6 +231,10 @@ pub struct Worker {
     pub model: String,
     /// How it runs.
     pub run: WorkerRun,
+    /// The flow a react worker runs when it is called (a subagent's declared `flow`);
+    /// `None` runs the react loop itself. Inside that flow `"self"` is the worker's own
+    /// react loop, so the flow decides how the subagent works (review twice, debate, …).
+    pub flow: Option<FlowSelection>,
 }
 
 impl Worker {
@@ -237,6 +249,7 @@ impl Worker {
             requires: Requires::default(),
             model: String::new(),
             run: WorkerRun::React,
+            flow: None,
         }
     }
 
@@ -257,6 +270,13 @@ impl Worker {
         self.tools = tools.iter().map(|t| (*t).to_owned()).collect();
         self
     }
+
+    /// Returns the worker running `flow` when it is called, its react loop being `"self"`
+    /// in there; the flow `react` is the react loop itself.
+    pub fn with_flow(mut self, flow: FlowSelection) -> Worker {
+        self.flow = (flow.id != "react").then_some(flow);
+        self
+    }
 }
 
 impl fmt::Debug for Worker {
@@ -271,11 +291,35 @@ struct FlowEntry {
     plugin: Option<String>,
 }
 
+/// A plugin the registry holds, as trust sees it.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct PluginInfo {
+    /// Its version.
+    pub(crate) version: String,
+    /// Whether the host found it trusted at `digest` when it loaded it.
+    pub(crate) trusted: bool,
+    /// The content digest its trust is pinned to (empty: declared in code without one).
+    pub(crate) digest: String,
+    /// How a person trusts it, as the host words it (empty: the host gave none).
+    pub(crate) trust_with: String,
+    /// What it brings that the registry holds no entry for: its MCP servers and script
+    /// bindings, one line each, for the trust question.
+    pub(crate) also: Vec<String>,
+}
+
 /// What a call target resolved to.
 #[derive(Clone)]
 pub(crate) enum Resolved {
-    Flow { flow: Arc<dyn Flow>, options: Map<String, Value> },
-    Worker { worker: Worker, kind: CallKind },
+    /// A flow, with the plugin that brings it (`None`: the host's or a built-in flow).
+    Flow {
+        flow: Arc<dyn Flow>,
+        options: Map<String, Value>,
+        plugin: Option<String>,
+    },
+    Worker {
+        worker: Worker,
+        kind: CallKind,
+    },
     Tool(Tool),
 }
 
@@ -348,7 +392,7 @@ pub struct Registry {
     agents: BTreeMap<String, Worker>,
     tools: BTreeMap<String, Tool>,
     this_agent: Option<Worker>,
-    plugins: BTreeMap<String, (String, bool)>,
+    plugins: BTreeMap<String, PluginInfo>,
     bindings: BTreeMap<String, crate::run_code::Binding>,
     hooks: Vec<crate::gate::RuntimeHook>,
     native: BTreeMap<String, NativeClaims>,
@@ -400,17 +444,67 @@ impl Registry {
     }
 
     /// Declares plugin `id` at `version`, trusted or not; it enters the run's fingerprint.
+    /// The code of an untrusted plugin (its flows, tools, hooks, bindings) runs only once
+    /// a person trusts it during a run. A plugin declared this way has no content digest;
+    /// [`register_plugin`](crate::register_plugin) declares one with its folder's.
     pub fn plugin(
         mut self,
         id: impl Into<String>,
         version: impl Into<String>,
         trusted: bool,
     ) -> Registry {
-        self.plugins.insert(id.into(), (version.into(), trusted));
+        let info = PluginInfo { version: version.into(), trusted, ..PluginInfo::default() };
+        self.plugins.insert(id.into(), info);
         self
     }
 
-    /// Adds a flow that plugin `plugin` provides; it runs only if the plugin is trusted.
+    /// Declares plugin `id` as `info` says.
+    pub(crate) fn declare_plugin(mut self, id: impl Into<String>, info: PluginInfo) -> Registry {
+        self.plugins.insert(id.into(), info);
+        self
+    }
+
+    /// Records how a person trusts plugin `plugin` (such as the CLI's `clio plugin trust
+    /// DIR`): a `FlowNotTrusted` refusal of its code names it. A plugin not declared is
+    /// left alone.
+    pub fn trust_with(mut self, plugin: &str, command: impl Into<String>) -> Registry {
+        if let Some(info) = self.plugins.get_mut(plugin) {
+            info.trust_with = command.into();
+        }
+        self
+    }
+
+    /// Returns what the registry holds about plugin `id`, if it was declared.
+    pub(crate) fn plugin_info(&self, id: &str) -> Option<&PluginInfo> {
+        self.plugins.get(id)
+    }
+
+    /// Returns the flows of plugin `plugin` with their descriptions and shapes.
+    pub(crate) fn flows_of(&self, plugin: &str) -> Vec<Arc<dyn Flow>> {
+        self.flows
+            .values()
+            .filter(|e| e.plugin.as_deref() == Some(plugin))
+            .map(|e| Arc::clone(&e.flow))
+            .collect()
+    }
+
+    /// Returns the hooks of plugin `plugin`.
+    pub(crate) fn hooks_of(&self, plugin: &str) -> Vec<&crate::gate::RuntimeHook> {
+        self.hooks.iter().filter(|h| h.plugin == plugin).collect()
+    }
+
+    /// Returns the plugin whose code `target` (a flow id or tool name, resolved as a call
+    /// resolves it) would run, if it is a declared plugin's.
+    pub(crate) fn plugin_of(&self, target: &str) -> Option<&str> {
+        let plugin = match self.resolve(&Target::Name(target.to_owned())).ok()? {
+            Resolved::Flow { plugin, .. } => plugin?,
+            Resolved::Tool(tool) => tool.plugin,
+            Resolved::Worker { .. } => return None,
+        };
+        self.plugins.get_key_value(&plugin).map(|(id, _)| id.as_str())
+    }
+
+    /// Adds a flow that plugin `plugin` provides; it runs only once the plugin is trusted.
     pub fn plugin_flow(mut self, plugin: impl Into<String>, flow: impl Flow) -> Registry {
         self.flows.insert(
             flow.id().to_owned(),
@@ -504,7 +598,7 @@ impl Registry {
     /// Returns the plugin set as the run's fingerprint records it: `id@version` sorted.
     pub fn plugin_set(&self) -> String {
         let parts: Vec<String> =
-            self.plugins.iter().map(|(id, (v, _))| format!("{id}@{v}")).collect();
+            self.plugins.iter().map(|(id, info)| format!("{id}@{}", info.version)).collect();
         parts.join(",")
     }
 
@@ -513,30 +607,23 @@ impl Registry {
         self.resolve(&Target::Name(target.to_owned())).ok().map(|r| r.kind())
     }
 
-    fn checked_flow(&self, id: &str, target: &str) -> Result<Arc<dyn Flow>, FlowError> {
+    /// Returns flow `id` and the plugin that brings it. Its trust is the gate's to decide.
+    fn flow_entry(&self, id: &str) -> Result<(Arc<dyn Flow>, Option<String>), FlowError> {
         let entry = self
             .flows
             .get(id)
-            .ok_or_else(|| FlowError::FlowTargetUnknown { target: target.to_owned() })?;
-        if let Some(plugin) = &entry.plugin {
-            let trusted = self.plugins.get(plugin).is_some_and(|(_, t)| *t);
-            if !trusted {
-                return Err(FlowError::FlowNotTrusted {
-                    target: id.to_owned(),
-                    plugin: plugin.clone(),
-                });
-            }
-        }
-        Ok(Arc::clone(&entry.flow))
+            .ok_or_else(|| FlowError::FlowTargetUnknown { target: id.to_owned() })?;
+        Ok((Arc::clone(&entry.flow), entry.plugin.clone()))
     }
 
     /// Resolves `target` in the seed's order: a selection; `"self"`; a subagent; a flow id;
-    /// a tool; an installed agent `marketplace/id`.
+    /// a tool; an installed agent `marketplace/id`. A flow or tool of an untrusted plugin
+    /// resolves too: the gate asks about it before it runs.
     pub(crate) fn resolve(&self, target: &Target) -> Result<Resolved, FlowError> {
         let name = match target {
             Target::Selection(sel) => {
-                let flow = self.checked_flow(&sel.id, &sel.id)?;
-                return Ok(Resolved::Flow { flow, options: sel.options.clone() });
+                let (flow, plugin) = self.flow_entry(&sel.id)?;
+                return Ok(Resolved::Flow { flow, options: sel.options.clone(), plugin });
             }
             Target::Name(name) => name,
         };
@@ -548,8 +635,8 @@ impl Registry {
             return Ok(Resolved::Worker { worker: worker.clone(), kind: CallKind::Subagent });
         }
         if self.flows.contains_key(name) {
-            let flow = self.checked_flow(name, name)?;
-            return Ok(Resolved::Flow { flow, options: Map::new() });
+            let (flow, plugin) = self.flow_entry(name)?;
+            return Ok(Resolved::Flow { flow, options: Map::new(), plugin });
         }
         if let Some(tool) = self.tools.get(name) {
             return Ok(Resolved::Tool(tool.clone()));

@@ -83,6 +83,9 @@ pub type HostCallHandler = Arc<dyn Fn(Value) -> ToolFuture + Send + Sync>;
 pub struct Binding {
     decl: clio_plugins::ScriptBinding,
     calls: BTreeMap<String, HostCallHandler>,
+    /// The plugin whose code answers its calls (empty: the host's own): an untrusted
+    /// plugin's binding is refused.
+    plugin: String,
 }
 
 impl Binding {
@@ -91,6 +94,7 @@ impl Binding {
         Binding {
             decl: clio_plugins::ScriptBinding { name: name.into(), host_calls: Vec::new() },
             calls: BTreeMap::new(),
+            plugin: String::new(),
         }
     }
 
@@ -249,8 +253,9 @@ fn is_reserved(name: &str) -> bool {
 
 async fn host_call(ctx: &Ctx, name: &str, args: Value) -> Result<Value, FlowError> {
     let registry = &ctx.run.rt.registry;
-    let Some((binding, handler)) =
-        registry.binding_for(name).and_then(|b| Some((b.name().to_owned(), b.handler(name)?)))
+    let Some((binding, plugin, handler)) = registry
+        .binding_for(name)
+        .and_then(|b| Some((b.name().to_owned(), b.plugin.clone(), b.handler(name)?)))
     else {
         return Err(FlowError::CallRefused {
             handle: None,
@@ -258,6 +263,18 @@ async fn host_call(ctx: &Ctx, name: &str, args: Value) -> Result<Value, FlowErro
             message: format!("reserved call {name} is not bound: no binding answers it"),
         });
     };
+    // A plugin's binding is the plugin's code: it runs only once the plugin is trusted.
+    // (A host call asks nothing: the script's trust came with its own gated call.)
+    if !crate::gate::trusted(ctx, &plugin) {
+        let info = registry.plugin_info(&plugin).cloned().unwrap_or_default();
+        return Err(FlowError::FlowNotTrusted {
+            target: name.to_owned(),
+            plugin,
+            version: info.version,
+            digest: info.digest,
+            trust_with: info.trust_with,
+        });
+    }
     let res = handler(args.clone()).await;
     let mut event = json!({ "event": "host_call", "binding": binding, "call": name, "args": args });
     match &res {
@@ -275,10 +292,9 @@ pub(crate) async fn calls_were_read_only(ctx: &Ctx, task: TaskId) -> Result<bool
     let run = ctx.run.run;
     let tasks = blocking(move || journal.tasks(run)).await?;
     let registry = &ctx.run.rt.registry;
-    Ok(tasks
-        .iter()
-        .filter(|t| t.parent == Some(task))
-        .all(|t| registry.get_tool(&t.target).is_some_and(|tool| tool.read_only)))
+    Ok(tasks.iter().filter(|t| t.parent == Some(task)).all(|t| {
+        registry.get_tool(&t.target).is_some_and(|tool| crate::gate::believed_read_only(ctx, tool))
+    }))
 }
 
 /// Adds the script bindings of folder plugin `plugin`: binding `name` is answered by the
@@ -301,6 +317,7 @@ pub(crate) fn register_plugin_bindings(
     for decl in &plugin.bindings {
         let program = folder.join("bindings").join(&decl.name);
         let mut binding = Binding::new(decl.name.clone());
+        binding.plugin = plugin.id.clone();
         for call in &decl.host_calls {
             let label = format!("plugin {}: binding {}: {call}", plugin.id, decl.name);
             let (program, call_name) = (program.clone(), call.clone());

@@ -57,6 +57,15 @@ pub struct RuntimeConfig {
     /// through the [`crate::Workspace`] they are registered with). Under mode `off` every
     /// run records a `sandbox_off` event once.
     pub sandbox: crate::sandbox::Sandbox,
+    /// Whether a person can be asked: the gate's questions (whether to trust a plugin,
+    /// whether to allow a tool) wait for an answer (`true`), or, in a run nobody will
+    /// answer (the CLI's `--no-input`), are refused at once: `FlowNotTrusted` for trust,
+    /// `permission_denied` for a tool. Answers a run already has still count.
+    pub interactive: bool,
+    /// Where a person's yes to a trust question is recorded, pinned to the digest they
+    /// were shown, so later runs trust the plugin too; `None`: the yes holds for the run
+    /// only (it is recorded in the run either way).
+    pub trust_store: Option<clio_plugins::Store>,
 }
 
 impl Default for RuntimeConfig {
@@ -71,6 +80,8 @@ impl Default for RuntimeConfig {
             models: Models::default(),
             permissions: clio_plugins::PermissionSettings::default(),
             sandbox: crate::sandbox::Sandbox::default(),
+            interactive: true,
+            trust_store: None,
         }
     }
 }
@@ -277,9 +288,18 @@ impl Runtime {
     }
 
     fn flow_of(&self, selection: &FlowSelection) -> Result<Arc<dyn Flow>, FlowError> {
+        Ok(self.flow_and_plugin(selection)?.0)
+    }
+
+    /// Returns the flow `selection` names and the plugin that brings it (`None`: the host's
+    /// or a built-in flow), whose trust the run asks for before the flow starts.
+    fn flow_and_plugin(
+        &self,
+        selection: &FlowSelection,
+    ) -> Result<(Arc<dyn Flow>, Option<String>), FlowError> {
         let target = crate::registry::Target::Selection(selection.clone());
         match self.inner.registry.resolve(&target)? {
-            crate::registry::Resolved::Flow { flow, .. } => Ok(flow),
+            crate::registry::Resolved::Flow { flow, plugin, .. } => Ok((flow, plugin)),
             _ => Err(FlowError::FlowTargetUnknown { target: selection.id.clone() }),
         }
     }
@@ -524,7 +544,7 @@ impl Runtime {
         let selection: FlowSelection = serde_json::from_str(&rec.flow).map_err(|e| {
             FlowError::RunState { run, message: format!("bad flow selection: {e}") }
         })?;
-        let flow = self.flow_of(&selection)?;
+        let (flow, plugin) = self.flow_and_plugin(&selection)?;
         let options = flow.checked_options(&selection.options)?;
         if !just_created {
             self.fingerprint_mismatch(&rec)?;
@@ -575,7 +595,16 @@ impl Runtime {
         if !replay_only {
             crate::orchestration::reattach_cut_off(&ctx).await;
         }
-        let outcome = state.drive(flow.forward(rec.input, ctx)).await;
+        // A flow of a plugin not trusted yet runs only once the person trusts the plugin
+        // (the run's first question, `trust:run`), which is asked before anything else.
+        let forward = async {
+            if let Some(plugin) = &plugin {
+                let _ = ctx.run.recorded("key:trust:run");
+                crate::gate::ensure_trusted(&ctx, "trust:run", plugin, flow.id()).await?;
+            }
+            flow.forward(rec.input, ctx.clone()).await
+        };
+        let outcome = state.drive(forward).await;
         self.live().remove(&run);
         let (submitted, steps_run) = (state.submitted(), state.steps_run());
         let cancelled = state.is_cancelled();

@@ -123,6 +123,7 @@ async fn run(input: Value, ctx: Ctx) -> Result<FlowOutput, FlowError> {
     let wf_value = input.as_object_mut().and_then(|m| m.remove("workflow")).unwrap_or(Value::Null);
     let workflow = Workflow::from_value(wf_value).map_err(|e| invalid(e.to_string()))?;
     workflow.check_targets(kind_of).map_err(|e| invalid(e.to_string()))?;
+    trust_targets(&ctx, &workflow).await?;
     let strings = |key: &str| {
         input.get(key).and_then(Value::as_array).map(|items| {
             items.iter().filter_map(Value::as_str).map(str::to_owned).collect::<Vec<String>>()
@@ -259,6 +260,31 @@ async fn run(input: Value, ctx: Ctx) -> Result<FlowOutput, FlowError> {
     Ok(FlowOutput::mapping(map))
 }
 
+/// Makes sure, before any step starts, that every plugin whose code a step would run (a
+/// flow or a tool of a declared plugin) is trusted: the person is asked about each one not
+/// trusted yet, all at once (questions `wf-trust:<plugin>`), and a no (or a run that cannot
+/// ask) ends the workflow with `FlowNotTrusted` before anything ran. Steps editors add
+/// later are asked about by the gate when they are called.
+async fn trust_targets(ctx: &Ctx, workflow: &Workflow) -> Result<(), FlowError> {
+    let registry = &ctx.run.rt.registry;
+    let mut plugins: std::collections::BTreeMap<&str, &str> = std::collections::BTreeMap::new();
+    for step in workflow.steps() {
+        if let Some(plugin) = registry.plugin_of(&step.target) {
+            plugins.entry(plugin).or_insert(&step.target);
+        }
+    }
+    // A question asked in an earlier drive belongs to the workflow even when its plugin has
+    // been trusted since (and needs no question now).
+    for plugin in plugins.keys() {
+        let _ = ctx.run.recorded(&format!("{}key:wf-trust:{plugin}", ctx.scope.prefix));
+    }
+    let asks = plugins.iter().map(|(plugin, target)| async move {
+        crate::gate::ensure_trusted(ctx, &format!("wf-trust:{plugin}"), plugin, target).await
+    });
+    futures::future::join_all(asks).await.into_iter().collect::<Result<Vec<()>, _>>()?;
+    Ok(())
+}
+
 /// Returns the events the log holds next, each with the piece of work it came from, and
 /// whether they came from batch `batch` (`wf-events-<batch>`, one entry per batch of events
 /// that settled together) rather than from event `n` alone (`wf-event-<n>`, as runs
@@ -344,7 +370,7 @@ fn call_of(
         Some(opts) => selection(target, Value::Object(opts)).into(),
         None => Target::from(target),
     };
-    let mut call = Call::keyed(ctx.clone(), target, input.into(), key);
+    let mut call = Call::keyed(ctx.clone(), target, input.into(), key).step();
     if !model.is_empty() {
         call = call.model(model);
     }

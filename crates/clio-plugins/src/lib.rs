@@ -54,4 +54,6 @@ pub use permission::{
 pub use plugin::{DeclarationError, Pack, Plugin, PluginBuilder};
 pub use problem::{Problem, ProblemCode, Report, Severity};
 pub use resolve::{Candidate, Index, Link, MAX_STEPS, Resolution, ResolveError, Resolved, resolve};
-pub use store::{InstallError, Installed, Store, StoreError, TrustEntry, digest_folder};
+pub use store::{
+    InstallError, Installed, Store, StoreError, TrustEntry, digest_folder, plugin_digest,
+};

@@ -295,10 +295,24 @@ impl Store {
 
     /// Trusts `installed` with the content it has now.
     pub fn trust(&self, installed: &Installed) -> Result<TrustEntry, StoreError> {
+        let digest = digest_folder(&installed.path)?;
+        self.trust_at(&installed.id, &installed.version.to_string(), &digest)
+    }
+
+    /// Trusts plugin `id` at `version` with the content whose digest is `digest`: what a
+    /// person said yes to after being shown that digest (a run's trust question, or
+    /// `clio plugin trust DIR` on a folder). Nothing is recomputed, so a plugin that
+    /// changed since it was shown is not trusted by this.
+    pub fn trust_at(
+        &self,
+        id: &str,
+        version: &str,
+        digest: &str,
+    ) -> Result<TrustEntry, StoreError> {
         let entry = TrustEntry {
-            id: installed.id.clone(),
-            version: installed.version.to_string(),
-            digest: digest_folder(&installed.path)?,
+            id: id.to_owned(),
+            version: version.to_owned(),
+            digest: digest.to_owned(),
         };
         let mut file = self.read_trust()?;
         if !file.trusted.contains(&entry) {
@@ -323,13 +337,32 @@ impl Store {
     /// current digest are on the trust list.
     pub fn is_trusted(&self, installed: &Installed) -> Result<bool, StoreError> {
         let digest = digest_folder(&installed.path)?;
-        let version = installed.version.to_string();
+        self.is_trusted_at(&installed.id, &installed.version.to_string(), &digest)
+    }
+
+    /// Says whether plugin `id` at `version` with content digest `digest` is on the trust
+    /// list.
+    pub fn is_trusted_at(&self, id: &str, version: &str, digest: &str) -> Result<bool, StoreError> {
         Ok(self
             .read_trust()?
             .trusted
             .iter()
-            .any(|e| e.id == installed.id && e.version == version && e.digest == digest))
+            .any(|e| e.id == id && e.version == version && e.digest == digest))
     }
+}
+
+/// Returns the digest trust is pinned to for `plugin`: the content digest of its folder
+/// (the folder holding `ai.iowarp.clio/`, as [`digest_folder`] computes it) when it was
+/// read from one, else `sha256:` and the hex SHA-256 of its declaration
+/// ([`Plugin::describe`](crate::Plugin::describe)), which is all a plugin built in code
+/// brings.
+pub fn plugin_digest(plugin: &crate::Plugin) -> Result<String, StoreError> {
+    if let Some(root) = plugin.folder.as_deref().and_then(Path::parent) {
+        return digest_folder(root);
+    }
+    let hash = Sha256::digest(plugin.describe().to_string().as_bytes());
+    let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
+    Ok(format!("sha256:{hex}"))
 }
 
 fn sorted_dir(dir: &Path) -> Result<Vec<PathBuf>, StoreError> {

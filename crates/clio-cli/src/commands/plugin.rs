@@ -4,11 +4,15 @@
 use std::io::Write;
 
 use anyhow::anyhow;
-use clio_plugins::{Installed, Marketplace, Store, check as check_path};
+use clio_plugins::{
+    Installed, Marketplace, Store, check as check_path, load_plugin, plugin_digest,
+};
 use clio_spec::{PluginRef, parse_plugin_version};
 
 use super::write_json;
-use crate::args::{JsonArgs, PluginCheckArgs, PluginInstallArgs, PluginVersionArgs};
+use crate::args::{
+    JsonArgs, PluginCheckArgs, PluginInstallArgs, PluginTrustArgs, PluginVersionArgs,
+};
 use crate::error::CliError;
 use crate::home::Home;
 use crate::launch::agent_spec;
@@ -72,7 +76,7 @@ pub(super) fn install(
     if !installed.is_empty() {
         writeln!(
             out,
-            "hint: trust a plugin to let its flows run: `clio plugin trust MARKETPLACE/ID VERSION`"
+            "hint: trust a plugin to let its code run: `clio plugin trust MARKETPLACE/ID VERSION`"
         )?;
     }
     Ok(())
@@ -135,19 +139,54 @@ fn find_installed(store: &Store, args: &PluginVersionArgs) -> Result<Installed, 
         })
 }
 
-/// Trusts an installed plugin version at its current content.
+/// Trusts an installed plugin version, or a plugin folder, at its current content.
 pub(super) fn trust(
     home: &Home,
-    args: &PluginVersionArgs,
+    args: &PluginTrustArgs,
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
     let store = Store::new(home.root());
-    let plugin = find_installed(&store, args)?;
+    let Some(version) = &args.plugin_version else {
+        return trust_folder(&store, std::path::Path::new(&args.plugin), out);
+    };
+    let named = PluginVersionArgs { plugin: args.plugin.clone(), plugin_version: version.clone() };
+    let plugin = find_installed(&store, &named)?;
     let entry = store.trust(&plugin).map_err(CliError::user)?;
     writeln!(
         out,
         "trusted {}/{} {} at digest {}",
         plugin.marketplace, entry.id, entry.version, entry.digest
+    )?;
+    Ok(())
+}
+
+/// Trusts the plugin in `folder` (as passed to `--plugin`) at the content it has now:
+/// its id, version and the digest of the folder go on the trust list.
+pub(super) fn trust_folder(
+    store: &Store,
+    folder: &std::path::Path,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    if !folder.is_dir() {
+        return Err(CliError::usage(anyhow!(
+            "{} is no plugin folder; name an installed plugin as MARKETPLACE/ID VERSION",
+            folder.display()
+        )));
+    }
+    let plugin = load_plugin(folder).map_err(|e| {
+        CliError::user(anyhow!("{e}"))
+            .hint(format!("`clio plugin check {}` lists every problem", folder.display()))
+    })?;
+    let digest = plugin_digest(&plugin).map_err(CliError::user)?;
+    let entry =
+        store.trust_at(&plugin.id, &plugin.version.to_string(), &digest).map_err(CliError::user)?;
+    writeln!(
+        out,
+        "trusted {} {} ({}) at digest {}",
+        entry.id,
+        entry.version,
+        folder.display(),
+        entry.digest
     )?;
     Ok(())
 }

@@ -31,9 +31,9 @@ pub(super) fn flow_error(error: FlowError) -> CliError {
         return CliError { kind, error: anyhow::Error::new(error), hints };
     }
     let hint = match &error {
-        FlowError::FlowNotTrusted { .. } => Some(
-            "install the plugin and trust it: `clio plugin install MARKETPLACE ID`, then `clio plugin trust MARKETPLACE/ID VERSION`",
-        ),
+        FlowError::FlowNotTrusted { .. } => {
+            Some("trust the plugin with the command above, or run without --no-input to be asked")
+        }
         FlowError::FlowTargetUnknown { .. } => {
             Some("pass the plugin that provides it with --plugin DIR, or install it")
         }
@@ -61,6 +61,7 @@ fn launch_of(drive: &DriveArgs, agent: Option<std::path::PathBuf>) -> Result<Lau
         workspace: drive.workspace.clone(),
         models: drive.models.clone(),
         model: drive.model.clone().unwrap_or_default(),
+        no_input: drive.no_input,
         ..Launch::default()
     }
     .absolute()
@@ -201,6 +202,14 @@ fn start_checked(
     err: &mut dyn Write,
 ) -> Result<(), CliError> {
     let rt = tokio_runtime()?;
+    if drive.trust {
+        // The person vouches for the folders named on this command line, as `clio plugin
+        // trust DIR` would, before anything of them runs.
+        let store = clio_plugins::Store::new(home.root());
+        for folder in &drive.plugins {
+            super::plugin::trust_folder(&store, folder, err)?;
+        }
+    }
     let journal = open_journal(home)?;
     let runtime = runtime(home, &launch, journal.clone())?;
     check(&runtime)?;
@@ -448,8 +457,14 @@ fn finish(
                     &json!({"run": run, "status": "failed", "error": error.to_json()}),
                 )?;
             }
-            Err(CliError::user(anyhow!("run {run} failed: {error}"))
-                .hint(format!("`clio runs show {run}` shows its steps and events")))
+            let failed = CliError::user(anyhow!("run {run} failed: {error}"));
+            let failed = match error {
+                FlowError::FlowNotTrusted { .. } => failed.hint(
+                    "trust the plugin with the command above, or run without --no-input to be asked",
+                ),
+                _ => failed,
+            };
+            Err(failed.hint(format!("`clio runs show {run}` shows its steps and events")))
         }
         RunOutcome::Cancelled => {
             if json {

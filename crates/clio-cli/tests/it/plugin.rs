@@ -1,5 +1,6 @@
 //! `clio plugin check|install|list|trust|remove` on the example marketplace: the check
-//! passes, an install resolves the agent's plugins, and trust follows the content.
+//! passes, an install resolves the agent's plugins, and trust follows the content, for
+//! installed plugins and for plugin folders (whose first use in a run asks the person).
 
 use insta::assert_snapshot;
 
@@ -88,4 +89,75 @@ fn install_errors_explain_themselves() {
         all.push_str(&format!("## clio {}\n{}", args.join(" "), outcome.render()));
     }
     assert_snapshot!(all);
+}
+
+/// A plugin folder passed with `--plugin` and not trusted: its first tool call asks the
+/// person (the run waits; nothing of the plugin ran), a yes puts the folder on the home's
+/// trust list at the digest shown, the resumed run goes on, and the next run asks nothing.
+/// `--no-input` refuses instead, naming `clio plugin trust DIR`, and after that command
+/// the plugin runs unattended; an edit of the folder revokes it.
+#[test]
+fn an_untrusted_folder_asks_once_and_a_yes_or_plugin_trust_trusts_its_content() {
+    let home = temp_home("plugin-trust-folder");
+    let h = home.to_str().unwrap();
+    let workspace = home.join("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let plugin = home.join("counter");
+    let source = std::path::Path::new("crates/clio-cli/tests/data/side-effects/counter");
+    copy_dir(&crate::support::workspace_root().join(source), &plugin);
+    let steps = r#"{"steps": [{"id": "one", "target": "tally", "input": {"label": "one"}}]}"#;
+    let workflow = home.join("one.json");
+    std::fs::write(&workflow, steps).unwrap();
+    let run = |extra: &[&str]| {
+        let mut args = vec!["--home", h, "workflow", "run", workflow.to_str().unwrap()];
+        args.extend(["--task", "t", "--plugin", plugin.to_str().unwrap()]);
+        args.extend(["--workspace", workspace.to_str().unwrap(), "--quiet"]);
+        args.extend(extra.iter().copied());
+        clio(&args)
+    };
+    let tallies = || std::fs::read_to_string(workspace.join("tally.log")).unwrap_or_default();
+
+    let asked = run(&[]);
+    assert_eq!(asked.code, 0, "{}", asked.render());
+    assert!(asked.stdout.contains("question 0: trust plugin counter 0.1.0 (digest sha256:"));
+    assert!(asked.stdout.contains("tool tally (claims permission allow"), "{}", asked.stdout);
+    assert_eq!(tallies(), "", "nothing of the plugin ran");
+    let answered = clio(&["--home", h, "runs", "answer", "1", "0", "yes"]);
+    assert_eq!(answered.code, 0, "{}", answered.render());
+    let resumed = clio(&["--home", h, "runs", "resume", "1", "--quiet"]);
+    assert_eq!(resumed.code, 0, "{}", resumed.render());
+    assert_eq!(tallies(), "one\n");
+    let trust = std::fs::read_to_string(home.join("trust.json")).unwrap();
+    assert!(trust.contains("\"id\": \"counter\""), "{trust}");
+    let again = run(&["--no-input"]);
+    assert_eq!(again.code, 0, "trusted now: {}", again.render());
+    assert_eq!(tallies(), "one\none\n");
+
+    // An edit revokes it: a run that may not ask is refused, naming the command.
+    std::fs::write(plugin.join("ai.iowarp.clio/notes.txt"), "changed").unwrap();
+    let refused = run(&["--no-input"]);
+    assert_eq!(refused.code, 1, "{}", refused.render());
+    let command = format!("`clio plugin trust {}`", plugin.display());
+    assert!(refused.stderr.contains(&command), "{}", refused.stderr);
+    assert_eq!(tallies(), "one\none\n");
+    let trusted = clio(&["--home", h, "plugin", "trust", plugin.to_str().unwrap()]);
+    assert_eq!(trusted.code, 0, "{}", trusted.render());
+    assert!(trusted.stdout.starts_with("trusted counter 0.1.0 ("), "{}", trusted.stdout);
+    let unattended = run(&["--no-input"]);
+    assert_eq!(unattended.code, 0, "{}", unattended.render());
+    assert_eq!(tallies(), "one\none\none\n");
+}
+
+/// Copies folder `from` into `to`, keeping executable bits.
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let path = entry.unwrap().path();
+        let target = to.join(path.file_name().unwrap());
+        if path.is_dir() {
+            copy_dir(&path, &target);
+        } else {
+            std::fs::copy(&path, &target).unwrap();
+        }
+    }
 }

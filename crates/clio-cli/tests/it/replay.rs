@@ -44,6 +44,9 @@ impl Case {
             { "id": "pause", "target": "checkpoint", "input": { "label": "pause" }, "after": ["first"] }
         ]});
         std::fs::write(&workflow, steps.to_string()).unwrap();
+        // The plugin's code runs unattended only once it is trusted.
+        let trusted = clio(&["--home", home.to_str().unwrap(), "plugin", "trust", PLUGIN]);
+        assert_eq!(trusted.code, 0, "{}", trusted.render());
         Case { home, workspace, workflow }
     }
 

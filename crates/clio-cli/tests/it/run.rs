@@ -40,10 +40,19 @@ fn run_batch7(home: &str, extra: &[&str]) -> crate::support::Outcome {
     clio(&args.iter().map(String::as_str).collect::<Vec<_>>())
 }
 
+/// Trusts the example plugin in `home`, as the README's first step does: its tool runs
+/// only once it is trusted.
+fn trust_materials(home: &str) {
+    let plugin = "examples/marketplace/plugins/materials";
+    let trusted = clio(&["--home", home, "plugin", "trust", plugin]);
+    assert_eq!(trusted.code, 0, "{}", trusted.render());
+}
+
 #[test]
 fn the_main_job_answers_with_every_step_and_the_editors_addition() {
     let home = temp_home("run-main");
     let h = home.to_str().unwrap();
+    trust_materials(h);
     let outcome = run_batch7(h, &[]);
     assert_eq!(outcome.code, 0, "{}", outcome.render());
     assert_snapshot!(outcome.stdout);
@@ -70,6 +79,7 @@ fn the_main_job_answers_with_every_step_and_the_editors_addition() {
 fn a_question_is_answered_by_a_later_process() {
     let home = temp_home("run-ask");
     let h = home.to_str().unwrap();
+    trust_materials(h);
     let waiting = run_batch7(h, &["--approve-edits", "--json"]);
     assert_eq!(waiting.code, 0, "{}", waiting.render());
     let value: serde_json::Value = serde_json::from_str(&waiting.stdout).unwrap();
@@ -95,12 +105,14 @@ fn a_question_is_answered_by_a_later_process() {
 #[test]
 fn a_killed_run_resumes_to_the_same_answer() {
     let reference_home = temp_home("run-kill-ref");
+    trust_materials(reference_home.to_str().unwrap());
     let reference = run_batch7(reference_home.to_str().unwrap(), &[]);
     assert_eq!(reference.code, 0, "{}", reference.render());
 
     for kill_after in [1, 3, 6] {
         let home = temp_home(&format!("run-kill-{kill_after}"));
         let h = home.to_str().unwrap();
+        trust_materials(h);
         let mut child = Command::new(env!("CARGO_BIN_EXE_clio"))
             .args(batch7(h, &[]))
             .current_dir(workspace_root())
@@ -171,8 +183,9 @@ fn errors_say_what_to_do() {
     let h = home.to_str().unwrap();
     let plugin = "examples/marketplace/plugins/materials";
     let cases: Vec<Vec<&str>> = vec![
-        // A plugin's flow runs only once the plugin is trusted.
-        vec!["run", "batch7", "--plugin", plugin, "--input", "x"],
+        // A plugin's flow runs only once the plugin is trusted; a run that may not ask
+        // the person is refused, naming the command that trusts it.
+        vec!["run", "batch7", "--plugin", plugin, "--input", "x", "--no-input"],
         vec!["run", "no-such-flow", "--input", "x"],
         vec!["run", "missing-agent.toml", "--input", "x"],
         vec!["run", "batch7", "--plugin", plugin, "--input", "x", "--option", "approve_edits=3"],
@@ -222,7 +235,23 @@ fn errors_say_what_to_do() {
         assert_ne!(outcome.code, 0, "{args:?}: {}", outcome.render());
         all.push_str(&format!("## clio {}\n{}", args.join(" "), outcome.render()));
     }
-    assert_snapshot!(crate::support::redact_progress(&all.replace(h, "[home]")));
+    let repo = workspace_root().display().to_string();
+    let all = all.replace(h, "[home]").replace(&repo, "[repo]");
+    assert_snapshot!(crate::support::redact_progress(&redact_digests(&all)));
+}
+
+/// Replaces content digests (`sha256:` and 64 hex digits), which change with the files.
+fn redact_digests(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("sha256:") {
+        out.push_str(&rest[..at]);
+        let digits = rest[at + 7..].chars().take_while(char::is_ascii_hexdigit).count();
+        out.push_str("sha256:[digest]");
+        rest = &rest[at + 7 + digits..];
+    }
+    out.push_str(rest);
+    out
 }
 
 #[test]
@@ -248,9 +277,23 @@ fn an_installed_and_trusted_agent_runs_its_plugins_flow() {
     let installed =
         clio(&["--home", h, "plugin", "install", "examples/marketplace", "--agent", agent]);
     assert_eq!(installed.code, 0, "{}", installed.render());
+    // Not trusted: the person is asked first (the run waits), shown the plugin and what
+    // it brings; a run that may not ask is refused, naming the command that trusts it.
     let untrusted = run(&[]);
-    assert_eq!(untrusted.code, 1, "{}", untrusted.render());
-    assert!(untrusted.stderr.contains("not trusted"), "{}", untrusted.stderr);
+    assert_eq!(untrusted.code, 0, "{}", untrusted.render());
+    assert!(
+        untrusted.stdout.contains("trust plugin materials 0.1.0 (digest sha256:"),
+        "{}",
+        untrusted.stdout
+    );
+    let refused = run(&["--no-input"]);
+    assert_eq!(refused.code, 1, "{}", refused.render());
+    assert!(refused.stderr.contains("which is not trusted"), "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("`clio plugin trust examples/materials 0.1.0`"),
+        "{}",
+        refused.stderr
+    );
 
     let trusted = clio(&["--home", h, "plugin", "trust", "examples/materials", "0.1.0"]);
     assert_eq!(trusted.code, 0, "{}", trusted.render());
@@ -345,6 +388,8 @@ fn a_workflow_step_starts_a_flow_in_the_background_with_run_flow() {
 fn a_run_that_succeeds_with_failed_tasks_says_so() {
     let home = temp_home("run-failed-tasks");
     let h = home.to_str().unwrap();
+    let trusted = clio(&["--home", h, "plugin", "trust", "examples/marketplace/plugins/materials"]);
+    assert_eq!(trusted.code, 0, "{}", trusted.render());
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_clio"))
         .args([
             "--home",

@@ -76,6 +76,9 @@ pub(crate) struct Sandbox {
 }
 
 impl Sandbox {
+    /// Returns a sandbox whose run is `command`; the plugin folders it passes with
+    /// `--plugin` are trusted in its home first, as a person would before an unattended
+    /// run (an untrusted plugin's code would wait for the person's answer).
     pub(crate) fn new(name: &str, command: &[&str]) -> Sandbox {
         let home = temp_home(name);
         let workspace = home.join("workspace");
@@ -84,6 +87,11 @@ impl Sandbox {
         // sandbox is there to prevent (a pid namespace, or Landlock's signal scope): these
         // crash tests run their tools unconfined.
         std::fs::write(home.join("config.toml"), "[sandbox]\nmode = \"off\"\n").unwrap();
+        let h = home.to_str().unwrap();
+        for pair in command.windows(2).filter(|pair| pair[0] == "--plugin") {
+            let trusted = clio(&["--home", h, "plugin", "trust", pair[1]]);
+            assert_eq!(trusted.code, 0, "{}", trusted.render());
+        }
         let command = command.iter().map(|a| (*a).to_owned()).collect();
         Sandbox { home, workspace, command }
     }

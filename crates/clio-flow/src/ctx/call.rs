@@ -17,6 +17,11 @@
 //! acceptance entry: a replay finds the task by the call identity it names
 //! ([`Call::run_then_record`]). A crash before the write leaves no trace and a resume calls
 //! it again, which a read-only tool allows. Such a call is in the tree once it has ended.
+//! (Read-only as the gate believes it: an untrusted plugin's claim is not.)
+//!
+//! Every call of a tool passes the gate (`crate::gate`) before step (1), whoever makes it,
+//! and a tool's code runs only through `gate::run`, with what `gate::before` let through;
+//! a flow of an untrusted plugin waits for the person's trust before step (1) too.
 
 use std::future::{Future, IntoFuture};
 use std::panic::Location;
@@ -30,6 +35,7 @@ use serde_json::{Map, Value, json};
 use super::Ctx;
 use crate::command::{Command, object};
 use crate::error::FlowError;
+use crate::gate;
 use crate::registry::{Resolved, Target, Tool, WorkerRequest, WorkerRun};
 use crate::result::{CallInput, CallKind, CallResult, input_text};
 use crate::runtime::blocking;
@@ -53,6 +59,9 @@ pub struct Call {
     slot: std::sync::Mutex<Option<tokio::sync::OwnedSemaphorePermit>>,
     pub(crate) from_code: bool,
     pub(crate) from_agent: bool,
+    // A workflow step: its target is data, so `callers` sees it as made by whoever the
+    // workflow's work is for (the scope's origin).
+    step: bool,
     // A worker's conversation before its task (a team subagent's inherited context).
     history: Vec<crate::model::Message>,
     // The team session a worker runs as: it claims its iterations, checkpoints its input
@@ -66,17 +75,39 @@ enum Accepted {
     Done(Result<CallResult, FlowError>),
     Run {
         task: TaskId,
-        resolved: Resolved,
-        input: Value,
+        ready: Ready,
     },
     /// A read-only tool to run first and record once it has ended ([`Call::run_then_record`]).
     RunThenRecord(Box<Unwritten>),
 }
 
+/// What an accepted call runs: a tool the gate passed, a flow or a worker.
+enum Ready {
+    Tool(Tool, gate::Passed),
+    Flow { flow: std::sync::Arc<dyn crate::flow::Flow>, options: Map<String, Value>, input: Value },
+    Worker { worker: crate::registry::Worker, kind: CallKind, input: Value },
+}
+
+impl Ready {
+    /// Returns what a resolved target runs on `input` once it has passed the gate (a tool
+    /// brings its [`gate::Passed`] instead).
+    fn child(resolved: Resolved, input: Value) -> Result<Ready, FlowError> {
+        match resolved {
+            Resolved::Flow { flow, options, .. } => Ok(Ready::Flow { flow, options, input }),
+            Resolved::Worker { worker, kind } => Ok(Ready::Worker { worker, kind, input }),
+            Resolved::Tool(tool) => Err(FlowError::CallRefused {
+                handle: None,
+                refusal: "not_gated".into(),
+                message: format!("tool {} did not pass the gate", tool.name),
+            }),
+        }
+    }
+}
+
 /// A read-only tool call not yet written: what [`Call::run_then_record`] runs and records.
 struct Unwritten {
     tool: Tool,
-    input: Value,
+    passed: gate::Passed,
     intent: NewEntry,
     task: NewTask,
 }
@@ -128,6 +159,7 @@ impl Call {
             slot: std::sync::Mutex::new(None),
             from_code: false,
             from_agent: false,
+            step: false,
             history: Vec::new(),
             team: None,
             conversation: None,
@@ -172,6 +204,14 @@ impl Call {
         self
     }
 
+    /// Returns the call marked as a workflow step: its target comes from the workflow, so
+    /// the `callers` rule sees it as made by whoever the workflow runs for (an agent's
+    /// `run_workflow`, a script), not as the workflow flow's own code.
+    pub(crate) fn step(mut self) -> Call {
+        self.step = true;
+        self
+    }
+
     /// Returns the call of a worker that starts from `history` (its task last) and runs
     /// as team session `env`.
     pub(crate) fn team_turn(
@@ -194,13 +234,24 @@ impl Call {
         self
     }
 
-    fn caller(&self) -> crate::gate::Caller {
+    fn caller(&self) -> gate::Caller {
         if self.from_code {
-            crate::gate::Caller::Code
+            gate::Caller::Code
         } else if self.from_agent {
-            crate::gate::Caller::Agent
+            gate::Caller::Agent
+        } else if self.step {
+            self.ctx.scope.origin
         } else {
-            crate::gate::Caller::Flow
+            gate::Caller::Flow
+        }
+    }
+
+    /// Returns whom the work of this call's child is for: the flow's own origin when the
+    /// flow's code made the call, else the agent or script that made it.
+    fn child_origin(&self) -> gate::Caller {
+        match self.caller() {
+            gate::Caller::Flow => self.ctx.scope.origin,
+            other => other,
         }
     }
 
@@ -245,11 +296,11 @@ impl Call {
                 refusal: "start_tool".into(),
                 message: format!("tool {} cannot be started, only called", unwritten.tool.name),
             }),
-            Accepted::Run { task, resolved, input } => {
+            Accepted::Run { task, ready } => {
                 let run = std::sync::Arc::clone(&self.ctx.run);
                 let handle = tokio::spawn(async move {
                     // The result is recorded on the task; the starter reads it from there.
-                    let _ = self.body(task, resolved, input).await;
+                    let _ = self.body(task, ready).await;
                 });
                 run.spawn_background(handle);
                 Ok(task)
@@ -272,7 +323,7 @@ impl Call {
         };
         let res = match accepted {
             Accepted::Done(res) => res,
-            Accepted::Run { task, resolved, input } => self.body(task, resolved, input).await,
+            Accepted::Run { task, ready } => self.body(task, ready).await,
             Accepted::RunThenRecord(unwritten) => self.run_then_record(*unwritten).await,
         };
         res.map(|mut r| {
@@ -318,7 +369,16 @@ impl Call {
 
     async fn accept(&self, wait: bool) -> Result<Accepted, FlowError> {
         let run = &self.ctx.run;
-        let resolved = match run.rt.registry.resolve(&self.target) {
+        // Inside a subagent's declared flow, "self" is that subagent's react loop.
+        let this = match (&self.target, &self.ctx.scope.this) {
+            (Target::Name(name), Some(this)) if name == "self" => Some(this.clone()),
+            _ => None,
+        };
+        let found = match this {
+            Some(worker) => Ok(Resolved::Worker { worker, kind: CallKind::Subagent }),
+            None => run.rt.registry.resolve(&self.target),
+        };
+        let resolved = match found {
             Err(FlowError::FlowTargetUnknown { target }) => self
                 .ctx
                 .scope
@@ -339,9 +399,10 @@ impl Call {
         }
         let input = self.input.resolve(&self.ctx.scope.task);
         let identity = self.identity();
-        // The permission question the gate asks before a call is recorded belongs to the
-        // call: reached with it (the gate does not run again for a recorded call, and a
-        // new call's gate finds its question).
+        // The trust and permission questions the gate asks before a call is recorded belong
+        // to the call: reached with it (the gate does not run again for a recorded call, and
+        // a new call's gate finds its questions). A plugin trusted since needs no question.
+        let _ = run.recorded(&format!("{}key:trust:{identity}", self.ctx.scope.prefix));
         let _ = run.recorded(&format!("{}key:permission:{identity}", self.ctx.scope.prefix));
         if let Some(intent) = run.recorded(&identity) {
             if intent.kind != EntryKind::Call {
@@ -390,9 +451,12 @@ impl Call {
         // A call the gate refused before left a receipt, not a call: the history holds it,
         // and it may be decided again at once. A callers rule refuses without running.
         if let Resolved::Tool(tool) = &resolved {
-            crate::gate::check_callers(&self.ctx, tool, self.caller())?;
+            gate::check_callers(&self.ctx, tool, self.caller())?;
         }
-        let refused_before = run.recorded(&format!("{identity}@receipt")).is_some();
+        let refused_before = run.recorded(&format!("{identity}@receipt")).is_some()
+            || run
+                .recorded(&format!("{}key:trust:{identity}@trust", self.ctx.scope.prefix))
+                .is_some();
         run.admit(&identity, &requested, !refused_before).await?;
         // Its gather's limit is taken once it is admitted, before it is written: a call
         // waiting for the history holds no slot a recorded one needs, and a call waiting
@@ -403,14 +467,21 @@ impl Call {
         }
         // Again: calls replayed while this one waited count toward the limits too.
         self.check_limits(&resolved)?;
-        let (resolved, input) = match resolved {
+        // The gate: a tool passes it whole; a flow of an untrusted plugin waits for the
+        // person's trust. Boxed, as the gate's state is large and most calls need little.
+        let ready = match resolved {
             Resolved::Tool(tool) => {
-                // Boxed, as the hooks' state is large and most calls run none.
-                let gate = crate::gate::before(&self.ctx, &identity, &tool, input, self.caller());
-                let passed = Box::pin(gate).await?;
-                (Resolved::Tool(crate::gate::synthesized(tool, passed.synthesized)), passed.input)
+                let passed =
+                    Box::pin(gate::before(&self.ctx, &identity, &tool, input, self.caller()))
+                        .await?;
+                Ready::Tool(tool, passed)
             }
-            other => (other, input),
+            Resolved::Flow { plugin: Some(plugin), flow, options } => {
+                let key = format!("trust:{identity}");
+                Box::pin(gate::ensure_trusted(&self.ctx, &key, &plugin, flow.id())).await?;
+                Ready::Flow { flow, options, input }
+            }
+            other => Ready::child(other, input)?,
         };
         run.reserve_entry()?;
         if kind != CallKind::Tool {
@@ -418,7 +489,11 @@ impl Call {
         }
         let journal = run.rt.journal.clone();
         let run_id = run.run;
-        let mut intent = NewEntry::new(EntryKind::Call, self.command(&input, wait).into_json())
+        let input = match &ready {
+            Ready::Tool(_, passed) => passed.input(),
+            Ready::Flow { input, .. } | Ready::Worker { input, .. } => input,
+        };
+        let mut intent = NewEntry::new(EntryKind::Call, self.command(input, wait).into_json())
             .with_identity(identity.clone());
         intent.task = self.ctx.scope.parent;
         let new_task = NewTask {
@@ -439,14 +514,14 @@ impl Call {
         // A read-only tool a flow calls may run again after a crash, so it runs first and
         // is recorded once it has ended: one durable write instead of two, and no
         // acceptance entry (its task names the call).
-        let resolved = match resolved {
-            Resolved::Tool(tool)
+        let ready = match ready {
+            Ready::Tool(tool, passed)
                 if wait
-                    && tool.read_only
-                    && tool.contextual.is_none()
-                    && self.caller() == crate::gate::Caller::Flow =>
+                    && gate::believed_read_only(&self.ctx, &tool)
+                    && !tool.is_contextual()
+                    && self.caller() == gate::Caller::Flow =>
             {
-                let unwritten = Unwritten { tool, input, intent, task: new_task };
+                let unwritten = Unwritten { tool, passed, intent, task: new_task };
                 return Ok(Accepted::RunThenRecord(Box::new(unwritten)));
             }
             other => other,
@@ -461,7 +536,7 @@ impl Call {
             .create_task_with_entries(run_id, vec![intent], new_task, vec![accepted])
             .await?;
         run.count_submitted();
-        Ok(Accepted::Run { task, resolved, input })
+        Ok(Accepted::Run { task, ready })
     }
 
     /// Runs read-only tool `tool` on `input`, then records the call as ended: the
@@ -470,7 +545,7 @@ impl Call {
     /// as it may a read-only tool left running. The task is in the journal (and the tree)
     /// once it has ended; cancelling the flow cancels it while it runs.
     async fn run_then_record(&self, unwritten: Unwritten) -> Result<CallResult, FlowError> {
-        let Unwritten { tool, input, intent, task } = unwritten;
+        let Unwritten { tool, passed, intent, task } = unwritten;
         let run = std::sync::Arc::clone(&self.ctx.run);
         let token = self.ctx.scope.cancel.child_token();
         let _permit = match (&run.concurrency, self.ctx.scope.prefix.starts_with('w')) {
@@ -478,8 +553,9 @@ impl Call {
             _ => None,
         };
         let _busy = run.activity.busy();
+        let identity = self.identity();
         let value = tokio::select! {
-            value = (tool.handler)(input) => value,
+            value = gate::run(&self.ctx, &identity, &tool, passed, None) => value,
             () = token.cancelled() => Err(FlowError::CallCancelled { handle: None }),
         };
         if let Err(err) = &value
@@ -489,10 +565,10 @@ impl Call {
             return Err(err.clone());
         }
         let (target, index) = (self.target.name().to_owned(), self.index);
-        let outcome = value.map(|value| CallResult {
+        let outcome = value.map(|(value, context)| CallResult {
             answer: String::new(),
             value,
-            outputs: Map::new(),
+            outputs: context_outputs(context),
             response_text: String::new(),
             handle: TaskId(0),
             target,
@@ -582,8 +658,8 @@ impl Call {
             }
             _ => {
                 if let Resolved::Tool(tool) = &resolved
-                    && !tool.read_only
-                    && !(tool.contextual.is_some()
+                    && !gate::believed_read_only(&self.ctx, tool)
+                    && !(tool.is_contextual()
                         && crate::run_code::calls_were_read_only(&self.ctx, rec.id).await?)
                 {
                     let err = FlowError::CallInterrupted {
@@ -596,7 +672,43 @@ impl Call {
                     self.finish(rec.id, &Err(err.clone()), 0, 0).await?;
                     return Ok(Accepted::Done(Err(err)));
                 }
-                Ok(Accepted::Run { task: rec.id, resolved, input })
+                // It runs again: through the gate again, which decides from what it recorded
+                // (its questions' answers, its hooks' outcomes) and asks only what is new,
+                // such as trust in a plugin no longer trusted.
+                let identity = self.identity();
+                let ready = match resolved {
+                    Resolved::Tool(tool) => {
+                        let gate = gate::before(&self.ctx, &identity, &tool, input, self.caller());
+                        match Box::pin(gate).await {
+                            Ok(passed) => Ready::Tool(tool, passed),
+                            Err(err)
+                                if matches!(
+                                    err,
+                                    FlowError::CallRefused { .. }
+                                        | FlowError::FlowNotTrusted { .. }
+                                ) =>
+                            {
+                                self.finish(rec.id, &Err(err.clone()), 0, 0).await?;
+                                return Ok(Accepted::Done(Err(err.with_handle(rec.id))));
+                            }
+                            Err(err) => return Err(err),
+                        }
+                    }
+                    Resolved::Flow { plugin: Some(plugin), flow, options } => {
+                        let key = format!("trust:{identity}");
+                        let trust = gate::ensure_trusted(&self.ctx, &key, &plugin, flow.id());
+                        match Box::pin(trust).await {
+                            Ok(()) => Ready::Flow { flow, options, input },
+                            Err(err @ FlowError::FlowNotTrusted { .. }) => {
+                                self.finish(rec.id, &Err(err.clone()), 0, 0).await?;
+                                return Ok(Accepted::Done(Err(err)));
+                            }
+                            Err(err) => return Err(err),
+                        }
+                    }
+                    other => Ready::child(other, input)?,
+                };
+                Ok(Accepted::Run { task: rec.id, ready })
             }
         }
     }
@@ -624,19 +736,14 @@ impl Call {
         }
     }
 
-    async fn body(
-        &self,
-        task: TaskId,
-        resolved: Resolved,
-        input: Value,
-    ) -> Result<CallResult, FlowError> {
+    async fn body(&self, task: TaskId, ready: Ready) -> Result<CallResult, FlowError> {
         let run = std::sync::Arc::clone(&self.ctx.run);
         let token = self.ctx.scope.cancel.child_token();
         run.register_token(task, token.clone());
         // A tool that makes calls of its own (`run_code`) holds no permit, so its calls can
         // take one.
-        let leaf = !matches!(resolved, Resolved::Flow { .. })
-            && !matches!(&resolved, Resolved::Tool(t) if t.contextual.is_some())
+        let leaf = !matches!(ready, Ready::Flow { .. })
+            && !matches!(&ready, Ready::Tool(t, _) if t.is_contextual())
             && !self.ctx.scope.prefix.starts_with('w');
         let _permit = match (&run.concurrency, leaf) {
             (Some(sem), true) => Some(sem.clone().acquire_owned().await),
@@ -644,10 +751,10 @@ impl Call {
         };
         // Stop ends a worker's turn (`CallStopped`); it never ends a started flow.
         let stop = tokio_util::sync::CancellationToken::new();
-        if matches!(resolved, Resolved::Worker { .. }) {
+        if matches!(ready, Ready::Worker { .. }) {
             run.register_stop(task, stop.clone());
         }
-        let work = self.execute(task, resolved, input, token.clone());
+        let work = self.execute(task, ready, token.clone());
         let res = tokio::select! {
             res = work => res,
             () = token.cancelled() => Err(FlowError::CallCancelled { handle: Some(task) }),
@@ -666,11 +773,9 @@ impl Call {
     async fn execute(
         &self,
         task: TaskId,
-        resolved: Resolved,
-        input: Value,
+        ready: Ready,
         token: tokio_util::sync::CancellationToken,
     ) -> Result<(CallResult, (u64, u64)), FlowError> {
-        let run = &self.ctx.run;
         let scope = &self.ctx.scope;
         let base = |kind: CallKind| CallResult {
             answer: String::new(),
@@ -684,55 +789,41 @@ impl Call {
             index: self.index,
             workflow_state: Value::Null,
         };
-        match resolved {
-            Resolved::Tool(tool) => {
-                let gate_input = input.clone();
-                let value = match &tool.contextual {
-                    // Its calls are children of its task, ended under its own token; it
-                    // counts itself busy except while it waits on them, so a question one
-                    // of them asks can leave the run awaiting input.
-                    Some(handler) => {
-                        let mut child = self.ctx.child(
-                            task,
-                            input.clone(),
-                            Map::new(),
-                            scope.depth,
-                            None,
-                            scope.model.clone(),
-                            token.child_token(),
-                        );
-                        if let (Some(messages), Some(scope)) =
-                            (&self.conversation, std::sync::Arc::get_mut(&mut child.scope))
-                            && let Some(seat) = &scope.seat
-                        {
+        match ready {
+            Ready::Tool(tool, passed) => {
+                // A tool with a context makes its calls as children of its task, ended
+                // under its own token, for whoever made this call; it counts itself busy
+                // except while it waits on them, so a question one of them asks can leave
+                // the run awaiting input.
+                let child = tool.is_contextual().then(|| {
+                    let mut child = self.ctx.child(
+                        task,
+                        passed.input().clone(),
+                        Map::new(),
+                        scope.depth,
+                        None,
+                        scope.model.clone(),
+                        token.child_token(),
+                    );
+                    if let Some(s) = std::sync::Arc::get_mut(&mut child.scope) {
+                        s.origin = self.caller();
+                        if let (Some(messages), Some(seat)) = (&self.conversation, &s.seat) {
                             let seat = crate::ctx::Seat {
                                 messages: std::sync::Arc::clone(messages),
                                 ..seat.as_ref().clone()
                             };
-                            scope.seat = Some(std::sync::Arc::new(seat));
+                            s.seat = Some(std::sync::Arc::new(seat));
                         }
-                        handler(input, child).await?
                     }
-                    None => {
-                        let _busy = run.activity.busy();
-                        (tool.handler)(input).await?
-                    }
-                };
-                let mut outputs = Map::new();
-                let value = if self.caller() == crate::gate::Caller::Flow {
-                    value
-                } else {
-                    let identity = self.identity();
-                    let gate = crate::gate::after(&self.ctx, &identity, &tool, &gate_input, value);
-                    let (value, context) = Box::pin(gate).await?;
-                    if !context.is_empty() {
-                        outputs.insert("additional_context".into(), Value::String(context));
-                    }
-                    value
-                };
+                    child
+                });
+                let identity = self.identity();
+                let ran = gate::run(&self.ctx, &identity, &tool, passed, child);
+                let (value, context) = Box::pin(ran).await?;
+                let outputs = context_outputs(context);
                 Ok((CallResult { value, outputs, ..base(CallKind::Tool) }, (0, 0)))
             }
-            Resolved::Flow { flow, options } => {
+            Ready::Flow { flow, options, input } => {
                 let options = flow.checked_options(&options)?;
                 let limits = flow.limits().with_options(&options);
                 let model = [self.model.as_str(), flow.model(), scope.model.as_str()]
@@ -752,6 +843,7 @@ impl Call {
                 // A flow is no agent: its team calls act as the session it works for (the
                 // run's leader outside any team subagent), with no agent to run as.
                 if let Some(s) = std::sync::Arc::get_mut(&mut child.scope) {
+                    s.origin = self.child_origin();
                     s.seat = s.seat.take().and_then(|seat| {
                         let session = seat.session.clone()?;
                         Some(std::sync::Arc::new(crate::ctx::Seat {
@@ -777,7 +869,7 @@ impl Call {
             }
             // Boxed: a react loop's state would make every call's future (a tool's
             // too) as large as the loop's.
-            Resolved::Worker { worker, kind } => {
+            Ready::Worker { worker, kind, input } => {
                 let base = base(kind);
                 Box::pin(self.execute_worker(task, &worker, kind, input, token, base)).await
             }
@@ -833,6 +925,8 @@ impl Call {
         if let Some(s) = std::sync::Arc::get_mut(&mut child.scope) {
             s.prefix = format!("w{}/", task.0);
             s.tools = self.extra_tools.clone();
+            // Whatever a worker asks for is an agent's.
+            s.origin = gate::Caller::Agent;
             // A react loop is an agent with a seat: by the name it was called by (`self`
             // for the run's agent), so that its subagents resolve to it again. Inside a
             // team subagent's work any worker acts as that subagent; a handler worker is
@@ -879,12 +973,15 @@ impl Call {
             },
             ctx: child,
         };
-        let reply = match &worker.run {
-            WorkerRun::Handler(h) => {
+        let reply = match (&worker.run, &worker.flow) {
+            (WorkerRun::Handler(h), _) => {
                 let _busy = run.activity.busy();
                 h(req).await?
             }
-            WorkerRun::React => {
+            (WorkerRun::React, Some(selection)) => {
+                Box::pin(declared_flow(worker, selection, req)).await?
+            }
+            (WorkerRun::React, None) => {
                 let res = crate::react::run_worker(req).await;
                 // The agent the run's own flow called leads the run's team: its turn has
                 // ended. (Agents deeper down, or inside a subagent's work, do not lead it.)
@@ -949,6 +1046,76 @@ impl Call {
                 .collect(),
         ))
     }
+}
+
+/// Runs `worker`'s declared flow `selection` for `req`, in the worker's own scope (its
+/// task), one level deeper and under the flow's limits, where `"self"` is the worker's
+/// react loop; the flow's output is the worker's reply. A flow of an untrusted plugin
+/// waits for the person's trust first (question `trust:flow` of the worker's scope).
+async fn declared_flow(
+    worker: &crate::registry::Worker,
+    selection: &clio_spec::FlowSelection,
+    req: WorkerRequest,
+) -> Result<crate::registry::WorkerReply, FlowError> {
+    let WorkerRequest { mut ctx, input, model, .. } = req;
+    let resolved = ctx.run.rt.registry.resolve(&Target::Selection(selection.clone()))?;
+    let Resolved::Flow { flow, options, plugin } = resolved else {
+        return Err(FlowError::FlowTargetUnknown { target: selection.id.clone() });
+    };
+    if let Some(plugin) = plugin {
+        gate::ensure_trusted(&ctx, "trust:flow", &plugin, flow.id()).await?;
+    }
+    let options = flow.checked_options(&options)?;
+    let limits = flow.limits().with_options(&options);
+    let (depth, bound) = (ctx.scope.depth + 1, ctx.run.rt.config.max_depth);
+    if bound > 0 && depth > bound {
+        return Err(FlowError::FlowLimitExceeded {
+            limit: "max_depth".into(),
+            max: bound,
+            reached: depth,
+        });
+    }
+    // The worker's scope is its own until its work starts.
+    let Some(s) = std::sync::Arc::get_mut(&mut ctx.scope) else {
+        return Err(FlowError::CallFailed {
+            handle: None,
+            message: format!(
+                "subagent {}: its scope is shared, so flow {} cannot run in it",
+                worker.id,
+                flow.id()
+            ),
+        });
+    };
+    s.options = options;
+    s.limits.push(limits);
+    s.depth = depth;
+    s.this = Some(crate::registry::Worker { flow: None, ..worker.clone() });
+    if s.model.is_empty() {
+        s.model = [flow.model(), model.as_str()]
+            .into_iter()
+            .find(|m| !m.is_empty())
+            .unwrap_or("")
+            .to_owned();
+    }
+    let out = flow.forward(input, ctx).await?;
+    Ok(crate::registry::WorkerReply {
+        response_text: out.answer.clone(),
+        answer: out.answer,
+        value: out.value,
+        outputs: out.outputs,
+        model: out.model,
+        workflow_state: out.workflow_state,
+        ..crate::registry::WorkerReply::default()
+    })
+}
+
+/// Returns a tool call's outputs: the `PostToolUse` hooks' `additional_context`, if any.
+fn context_outputs(context: String) -> Map<String, Value> {
+    let mut outputs = Map::new();
+    if !context.is_empty() {
+        outputs.insert("additional_context".into(), Value::String(context));
+    }
+    outputs
 }
 
 /// Returns the update that records a call's end: its result (and model), or its error

@@ -2,7 +2,7 @@
 //! loaded for replay, its counters (entries, model calls, tokens), its cancellation tokens,
 //! its background work, and the activity count that tells a run waiting only on questions.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -166,6 +166,9 @@ pub(crate) struct RunState {
     background: Mutex<Background>,
     /// The team the run's agents' team tools act on, once one has been used.
     pub(crate) team: std::sync::OnceLock<crate::team::Team>,
+    /// The plugins a person trusted during this run, as `(plugin, digest)`: read back from
+    /// the run's trust receipts when it is loaded, and added to as people say yes.
+    trusted: Mutex<HashSet<(String, String)>>,
 }
 
 /// What a run loaded for replay: every entry and task of the run, which take a while to
@@ -211,6 +214,16 @@ impl RunState {
             .filter(|(_, e)| e.kind == EntryKind::Answer)
             .map(|(id, e)| (id.clone(), e.payload_as::<Answer>().map_or(Value::Null, |a| a.value)))
             .collect();
+        // What people trusted earlier in the run: its trust receipts (`<question>@trust`).
+        let trusted = recorded
+            .iter()
+            .filter(|(id, e)| e.kind == EntryKind::PermissionReceipt && id.ends_with("@trust"))
+            .filter_map(|(_, e)| {
+                let p = e.payload_value().ok()?;
+                let text = |k: &str| p.get(k).and_then(Value::as_str).map(str::to_owned);
+                (text("decision")? == "trust").then_some((text("plugin")?, text("digest")?))
+            })
+            .collect();
         let history = History::new(&recorded);
         let entries_warned = recorded.contains_key(ENTRIES_WARNING);
         let concurrency = (limits.max_concurrency > 0)
@@ -243,7 +256,23 @@ impl RunState {
             pending: Mutex::new(Vec::new()),
             background: Mutex::new(Background::default()),
             team: std::sync::OnceLock::new(),
+            trusted: Mutex::new(trusted),
         }))
+    }
+
+    /// Says whether a person trusted plugin `plugin` at `digest` during this run.
+    pub(crate) fn trusted_in_run(&self, plugin: &str, digest: &str) -> bool {
+        lock(&self.trusted).contains(&(plugin.to_owned(), digest.to_owned()))
+    }
+
+    /// Records that a person trusted plugin `plugin` at `digest` during this run.
+    pub(crate) fn trust_in_run(&self, plugin: &str, digest: &str) {
+        lock(&self.trusted).insert((plugin.to_owned(), digest.to_owned()));
+    }
+
+    /// Says whether the answer `identity` (`<question>@answer`) is known to this drive.
+    pub(crate) fn has_answer(&self, identity: &str) -> bool {
+        lock(&self.answers).contains_key(identity)
     }
 
     /// Drives `forward` until it returns, or until every piece of live work waits on a
@@ -259,23 +288,16 @@ impl RunState {
             tokio::select! {
                 res = &mut forward => break res,
                 () = changed => {
-                    if self.activity.suspended() {
-                        // Let any work that is between two journal writes take its next step.
-                        for _ in 0..4 {
-                            tokio::task::yield_now().await;
-                        }
-                        // Held commands and patch questions are settled before the run
-                        // counts as waiting on people.
-                        if self.activity.suspended() && !self.history.stall() {
-                            self.abort_background();
-                            return RunOutcome::AwaitingInput(lock(&self.pending).clone());
-                        }
+                    if let Some(questions) = self.waiting_on_people().await {
+                        return RunOutcome::AwaitingInput(questions);
                     }
                 }
             }
         };
         // Work started with `ctx.start` belongs to the run: wait for it before the run ends,
-        // and for work it starts meanwhile; then no more is admitted.
+        // and for work it starts meanwhile; then no more is admitted. Such work may wait on
+        // a person too (a question of a background workflow's gate), once the flow itself
+        // has returned: then the run waits on people as well.
         loop {
             let handles: Vec<_> = {
                 let mut background = lock(&self.background);
@@ -285,8 +307,18 @@ impl RunState {
                 }
                 background.handles.drain(..).collect()
             };
-            for handle in handles {
-                let _ = handle.await;
+            for mut handle in handles {
+                loop {
+                    let changed = self.activity.changed.notified();
+                    tokio::select! {
+                        _ = &mut handle => break,
+                        () = changed => {
+                            if let Some(questions) = self.waiting_on_people().await {
+                                return RunOutcome::AwaitingInput(questions);
+                            }
+                        }
+                    }
+                }
             }
         }
         if let Some(err) = self.history.first_divergence() {
@@ -297,6 +329,24 @@ impl RunState {
             Err(_) if self.is_cancelled() => RunOutcome::Cancelled,
             Err(err) => RunOutcome::Failed(err),
         }
+    }
+
+    /// Returns the questions the run waits on when every piece of its live work waits on
+    /// a person, after letting work that is between two journal writes take its next step
+    /// and settling held commands and patch questions; its background work is stopped then
+    /// (a resume takes it up again). `None` while something can still move.
+    async fn waiting_on_people(&self) -> Option<Vec<Question>> {
+        if !self.activity.suspended() {
+            return None;
+        }
+        for _ in 0..4 {
+            tokio::task::yield_now().await;
+        }
+        if self.activity.suspended() && !self.history.stall() {
+            self.abort_background();
+            return Some(lock(&self.pending).clone());
+        }
+        None
     }
 
     fn abort_background(&self) {

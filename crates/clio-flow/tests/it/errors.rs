@@ -11,12 +11,18 @@ use crate::support::{Counter, error, registry, runtime, sel};
 
 /// Runs a flow whose forward makes one call of `target` and returns its error.
 async fn call_error(reg: Registry, target: &'static str) -> FlowError {
+    call_error_in(reg, target, RuntimeConfig::default()).await
+}
+
+/// Does what [`call_error`] does on a runtime configured by `config`.
+async fn call_error_in(reg: Registry, target: &'static str, config: RuntimeConfig) -> FlowError {
     let flow = FnFlow::new("probe", move |_t: Value, ctx| async move {
         let r = ctx.call(target, json!({})).await?;
         Ok(FlowOutput::text(r.answer))
     });
     let journal = Journal::open_in_memory().unwrap();
-    let report = runtime(&journal, reg.flow(flow)).run(sel("probe"), json!("task")).await.unwrap();
+    let rt = Runtime::new(journal, reg.flow(flow), config);
+    let report = rt.run(sel("probe"), json!("task")).await.unwrap();
     error(&report)
 }
 
@@ -62,10 +68,18 @@ async fn unknown_and_untrusted_targets_are_refused() {
 
     let foreign =
         FnFlow::new("foreign", |_t: Value, _ctx| async move { Ok(FlowOutput::text("x")) });
-    let reg = registry(&c).plugin("shady", "1.0.0", false).plugin_flow("shady", foreign);
-    let err = call_error(reg, "foreign").await;
+    let reg = registry(&c)
+        .plugin("shady", "1.0.0", false)
+        .plugin_flow("shady", foreign)
+        .trust_with("shady", "clio plugin trust shady-folder");
+    // A run that can ask puts the question to the person first (tests/it/adversarial.rs);
+    // one nobody answers refuses, naming the plugin and how to trust it.
+    let config = RuntimeConfig { interactive: false, ..RuntimeConfig::default() };
+    let err = call_error_in(reg, "foreign", config).await;
     assert_eq!(err.reason(), "flow_not_trusted");
     assert_eq!(err.to_json()["details"]["plugin"], "shady");
+    assert_eq!(err.to_json()["details"]["version"], "1.0.0");
+    assert!(err.to_string().contains("`clio plugin trust shady-folder`"), "{err}");
 
     let trusted =
         FnFlow::new("friendly", |_t: Value, _ctx| async move { Ok(FlowOutput::text("hi")) });

@@ -106,6 +106,10 @@ fn toml_inline(v: &Value) -> String {
                 m.iter().map(|(k, v)| format!("{k} = {}", toml_inline(v))).collect();
             format!("{{ {} }}", parts.join(", "))
         }
+        Value::Array(items) => {
+            let parts: Vec<String> = items.iter().map(toml_inline).collect();
+            format!("[{}]", parts.join(", "))
+        }
         other => other.to_string(),
     }
 }

@@ -1,6 +1,7 @@
 //! The one integration-test binary of this crate: every module under `tests/it` is listed
 //! here, and `no_forgotten_test_files` fails when one is not.
 
+mod adversarial;
 mod ask;
 mod cancel;
 mod council;
@@ -29,6 +30,7 @@ mod workflow;
 #[test]
 fn no_forgotten_test_files() {
     let listed: &[&str] = &[
+        "adversarial",
         "ask",
         "cancel",
         "council",

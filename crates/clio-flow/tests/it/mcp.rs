@@ -5,7 +5,7 @@
 //! cause; a crashed server restarts, and a call its crash cut short is sent again only
 //! when the tool is read-only. A plugin folder's `[[mcp_servers]]` reach the registry.
 
-mod server;
+pub(crate) mod server;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -240,12 +240,18 @@ async fn shutdown_stops_the_servers_and_the_next_use_starts_them_again() {
     assert_eq!(lines(dir.path(), "starts").len(), 2);
 }
 
-/// Writes a plugin folder whose `bin/server` (a link to this test binary) is an MCP
-/// server, with one read-only tool under another name and one that fails.
+/// Writes a plugin folder whose `bin/server` (a script that runs this test binary) is an
+/// MCP server, with one read-only tool under another name and one that fails. (A script,
+/// not a link: a plugin folder's digest refuses symbolic links.)
 fn mcp_plugin(root: &Path, scratch: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
     let clio = root.join("ai.iowarp.clio");
     std::fs::create_dir_all(clio.join("bin")).unwrap();
-    std::os::unix::fs::symlink(std::env::current_exe().unwrap(), clio.join("bin/server")).unwrap();
+    let server = clio.join("bin/server");
+    let exe = std::env::current_exe().unwrap();
+    std::fs::write(&server, format!("#!/bin/sh\nexec {:?} \"$@\"\n", exe.display().to_string()))
+        .unwrap();
+    std::fs::set_permissions(&server, std::fs::Permissions::from_mode(0o755)).unwrap();
     let args: Vec<String> = server_args().iter().map(|a| format!("{a:?}")).collect();
     let manifest = format!(
         r#"id = "calculator"
@@ -270,6 +276,7 @@ input_schema = {{ type = "object", properties = {{ a = {{ type = "number" }}, b 
 name = "fail"
 description = "Always fails."
 mcp = "calc"
+permission = "allow"
 "#,
         args = args.join(", "),
         scratch = scratch.display().to_string(),
@@ -285,17 +292,18 @@ async fn a_plugin_folder_with_an_mcp_server_reaches_the_registry() {
     let folder = mcp_plugin(root.path(), scratch.path());
     let plugin = clio_plugins::load_plugin(&folder).unwrap();
     let workspace = Workspace::new(Some(scratch.path().to_path_buf()));
-    let registry = register_plugin(Registry::new(), &plugin, false, &workspace).unwrap();
+    let registry = register_plugin(Registry::new(), &plugin, true, &workspace).unwrap();
     assert!(lines(scratch.path(), "starts").is_empty(), "registering starts nothing");
 
     let sum = registry.get_tool("sum").unwrap();
     assert!(sum.read_only);
     assert_eq!(sum.schema["properties"]["b"], json!({"type": "number"}));
-    let value = (sum.handler)(json!({"a": 20, "b": 22})).await.unwrap();
+    let call =
+        |name: &'static str, args: Value| crate::support::call_tool(registry.clone(), name, args);
+    let value = call("sum", json!({"a": 20, "b": 22})).await.unwrap();
     assert_eq!(value, json!(42.0));
 
-    let fail = registry.get_tool("fail").unwrap();
-    let err = (fail.handler)(json!({})).await.unwrap_err();
+    let err = call("fail", json!({})).await.unwrap_err();
     assert!(matches!(&err, FlowError::CallFailed { .. }), "{err:?}");
     assert!(
         err.to_string()

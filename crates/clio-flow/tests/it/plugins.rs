@@ -34,9 +34,9 @@ fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
     path
 }
 
+/// Calls tool `name` through the gate, as a flow does: a tool's code runs no other way.
 async fn call_tool(registry: &Registry, name: &str, args: Value) -> Result<Value, FlowError> {
-    let tool = registry.get_tool(name).unwrap_or_else(|| panic!("no tool {name}"));
-    (tool.handler)(args).await
+    crate::support::call_tool(registry.clone(), name, args).await
 }
 
 #[tokio::test]
@@ -45,7 +45,8 @@ async fn the_example_csv_tool_runs_in_the_workspace() {
     std::fs::create_dir_all(dir.join("data")).unwrap();
     std::fs::write(dir.join("data/f.csv"), "stress,cycles\n300,1000\n200,5000\n").unwrap();
     let workspace = Workspace::new(Some(dir.clone()));
-    let registry = register_plugin(Registry::new(), &materials(), false, &workspace).unwrap();
+    // Trusted: an untrusted plugin's tool asks the person first (tests/it/adversarial.rs).
+    let registry = register_plugin(Registry::new(), &materials(), true, &workspace).unwrap();
     let tool = registry.get_tool("csv_stats").unwrap();
     assert!(tool.read_only);
     let value = call_tool(&registry, "csv_stats", json!({"path": "data/f.csv"})).await.unwrap();
@@ -135,10 +136,30 @@ async fn a_workflow_file_runs_as_a_flow_once_trusted() {
     let untrusted = with_code_subagents(
         register_plugin(Registry::new(), &materials(), false, &workspace).unwrap(),
     );
-    let runtime = Runtime::new(journal.clone(), untrusted, RuntimeConfig::default());
-    let err =
-        runtime.run(selection("batch7", json!({})), json!("Review batch 7")).await.unwrap_err();
-    assert!(matches!(err, FlowError::FlowNotTrusted { .. }), "{err:?}");
+    // Untrusted: the person is asked first, shown the plugin, its digest and the flow's
+    // shape; a no refuses the run before the flow starts.
+    let runtime = Runtime::new(journal.clone(), untrusted.clone(), RuntimeConfig::default());
+    let report =
+        runtime.run(selection("batch7", json!({})), json!("Review batch 7")).await.unwrap();
+    let RunOutcome::AwaitingInput(questions) = &report.outcome else {
+        panic!("{:?}", report.outcome)
+    };
+    let text = &questions[0].text;
+    assert!(text.starts_with("trust plugin materials 0.1.0 (digest sha256:"), "{text}");
+    assert!(text.contains("flow batch7") && text.contains("terminal(\"survey: "), "{text}");
+    assert!(text.contains("tool csv_stats (claims read_only"), "{text}");
+    runtime.answer(report.run, questions[0].id, "no").await.unwrap();
+    let refused = runtime.resume(report.run).await.unwrap();
+    let Some(FlowError::FlowNotTrusted { plugin, .. }) = refused.error() else {
+        panic!("{:?}", refused.outcome)
+    };
+    assert_eq!(plugin, "materials");
+    // A run nobody can answer is refused at once.
+    let config = RuntimeConfig { interactive: false, ..RuntimeConfig::default() };
+    let runtime = Runtime::new(journal.clone(), untrusted, config);
+    let report =
+        runtime.run(selection("batch7", json!({})), json!("Review batch 7")).await.unwrap();
+    assert!(matches!(report.error(), Some(FlowError::FlowNotTrusted { .. })), "{report:?}");
 
     let trusted = with_code_subagents(
         register_plugin(Registry::new(), &materials(), true, &workspace).unwrap(),
@@ -198,4 +219,53 @@ async fn basic_tools_stay_in_the_workspace() {
         matches!(&err, FlowError::CallRefused { refusal, .. } if refusal == "no_workspace"),
         "{err:?}"
     );
+}
+
+/// A subagent's declared `flow` is what runs when the subagent is called, not its react
+/// loop: here `twice`, a workflow file of its plugin whose two steps call `"self"` (the
+/// subagent's own react loop, on the scripted model), the second on the first's answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subagents_declared_flow_runs_with_self_as_its_react_loop() {
+    let dir = tempfile::tempdir().unwrap();
+    let clio = dir.path().join("reviews/ai.iowarp.clio");
+    std::fs::create_dir_all(clio.join("flows")).unwrap();
+    let manifest = "id = \"reviews\"\nversion = \"0.1.0\"\n\n[[subagents]]\nid = \"critic\"\n\
+                    prompt = \"You criticise.\"\nflow = \"twice\"\n";
+    std::fs::write(clio.join("plugin.toml"), manifest).unwrap();
+    let twice = json!({ "description": "Criticise, then criticise the criticism.", "steps": [
+        { "id": "first", "target": "self", "input": "$task" },
+        { "id": "second", "target": "self", "after": ["first"], "input": "again: $first" }
+    ]});
+    std::fs::write(clio.join("flows/twice.json"), twice.to_string()).unwrap();
+    let plugin = clio_plugins::load_plugin(&dir.path().join("reviews")).unwrap();
+    assert!(clio_plugins::check(&dir.path().join("reviews")).ok);
+    let lead = clio_flow::FnFlow::new("lead", |task: Value, ctx| async move {
+        let r = ctx.call("critic", task).await?;
+        Ok(clio_flow::FlowOutput::text(r.answer))
+    });
+    let registry =
+        register_plugin(Registry::new(), &plugin, true, &Workspace::new(None)).unwrap().flow(lead);
+    let script = "[[script]]\nagent = \"critic\"\n[[script.turn]]\ntext = \"too long\"\n";
+    let scripted =
+        clio_flow::ScriptedProvider::from_toml(script, Path::new("critic.toml")).unwrap();
+    let config = RuntimeConfig {
+        model: "offline/scripted".into(),
+        models: clio_flow::Models::offline(scripted),
+        ..RuntimeConfig::default()
+    };
+    let journal = Journal::open_in_memory().unwrap();
+    let runtime = Runtime::new(journal.clone(), registry, config);
+    let report = runtime.run(selection("lead", json!({})), json!("the essay")).await.unwrap();
+    let RunOutcome::Succeeded(output) = &report.outcome else { panic!("{:?}", report.outcome) };
+    assert!(output.answer.starts_with("## second") && output.answer.contains("too long"));
+    let tasks = journal.tasks(report.run).unwrap();
+    let critic = tasks.iter().find(|t| t.target == "critic").unwrap();
+    let selves: Vec<_> = tasks.iter().filter(|t| t.target == "self").collect();
+    assert_eq!(selves.len(), 2, "{tasks:?}");
+    for task in selves {
+        assert_eq!(task.kind, clio_journal::TaskKind::Subagent);
+        assert_eq!(task.parent, Some(critic.id), "the flow's steps are the subagent's own work");
+    }
+    let replayed = runtime.replay(report.run).await.unwrap();
+    assert_eq!(replayed.output().map(|o| o.answer.clone()), Some(output.answer.clone()));
 }

@@ -114,10 +114,9 @@ fn sandbox(mode: SandboxMode) -> Sandbox {
     Sandbox { mode, ..Sandbox::default() }
 }
 
-/// Calls tool `name` of `registry` with `args`.
+/// Calls tool `name` of `registry` with `args`, through the gate as a flow does.
 async fn call_tool(registry: &Registry, name: &str, args: Value) -> Result<Value, FlowError> {
-    let tool = registry.get_tool(name).unwrap_or_else(|| panic!("no tool {name}"));
-    (tool.handler)(args).await
+    crate::support::call_tool(registry.clone(), name, args).await
 }
 
 /// A script that tries each file access and prints `<what> ok` or `<what> refused`.
@@ -187,7 +186,9 @@ print(json.dumps({
 "#;
     for mode in MODES {
         let place = Place::new();
-        place.plugin("probe", "", body);
+        // Allowed: the gate asks about a side-effecting tool that declares nothing, and
+        // these tests are about what the tool can reach once it runs.
+        place.plugin("probe", "permission = \"allow\"", body);
         let registry = place.registry(&sandbox(mode), &["probe"]);
         let args = json!({
             "secret": place.secret,
@@ -281,8 +282,8 @@ async fn a_tool_has_the_network_only_when_it_declares_it_and_the_deployment_allo
             "import json, sys\njson.load(sys.stdin)\n{}print(json.dumps(said))\n",
             connect(listener.port())
         );
-        place.plugin("online", "network = true", &body);
-        place.plugin("offline", "", &body);
+        place.plugin("online", "network = true\npermission = \"allow\"", &body);
+        place.plugin("offline", "permission = \"allow\"", &body);
         let cases = [
             ("online", true, "connected"),
             ("online", false, "no network"),
@@ -412,7 +413,7 @@ async fn mode_off_confines_nothing_and_the_run_records_it_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_bubblewrap_says_how_to_install_it_or_opt_out() {
     let place = Place::new();
-    place.plugin("probe", "", "print('{}')\n");
+    place.plugin("probe", "permission = \"allow\"", "print('{}')\n");
     let missing = Sandbox {
         mode: SandboxMode::Bwrap,
         bwrap: place.outside.join("no-such-bwrap"),

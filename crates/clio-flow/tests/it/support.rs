@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use clio_flow::{
-    FlowSelection, Registry, RunOutcome, RunReport, Runtime, RuntimeConfig, Tool, Worker,
-    WorkerReply, selection,
+    FlowError, FlowOutput, FlowSelection, FnFlow, Registry, RunOutcome, RunReport, Runtime,
+    RuntimeConfig, Tool, Worker, WorkerReply, selection,
 };
 use clio_journal::Journal;
 use serde_json::{Value, json};
@@ -98,4 +98,29 @@ pub(crate) async fn fresh_then_replay(
     assert_eq!(replay.submitted, 0, "the replay submitted work");
     assert_eq!(replay.steps_run, 0, "the replay ran steps");
     (fresh, journal)
+}
+
+/// Calls tool `name` of `registry` with `args` as a flow's code does, in a run of its own:
+/// through the gate, the only way a tool runs. Returns the tool's value or the call's error
+/// (a run that waits on a question is an error naming it).
+pub(crate) async fn call_tool(
+    registry: Registry,
+    name: &str,
+    args: Value,
+) -> Result<Value, FlowError> {
+    let target = name.to_owned();
+    let probe = FnFlow::new("call-tool", move |_task: Value, ctx| {
+        let (target, args) = (target.clone(), args.clone());
+        async move {
+            let r = ctx.call(target, args).await?;
+            Ok(FlowOutput::text(r.value.to_string()))
+        }
+    });
+    let journal = Journal::open_in_memory().unwrap();
+    let report = runtime(&journal, registry.flow(probe)).run(sel("call-tool"), json!("")).await?;
+    match report.outcome {
+        RunOutcome::Succeeded(out) => Ok(serde_json::from_str(&out.answer).unwrap()),
+        RunOutcome::Failed(err) => Err(err),
+        other => Err(FlowError::CallFailed { handle: None, message: format!("{other:?}") }),
+    }
 }

@@ -701,10 +701,12 @@ async fn the_functions_are_tools_with_errors_as_data() -> TestResult {
     let controls = tools.iter().find(|t| t.name == "council_controls").ok_or("no tool")?;
     assert!(controls.read_only);
     assert_eq!(controls.schema["required"], json!(["actor", "target"]));
-    let res = (controls.handler)(json!({ "actor": "lead", "target": "lead.1" })).await?;
+    let registry =
+        tools.iter().cloned().fold(clio_flow::Registry::new(), clio_flow::Registry::tool);
+    let call = |name: &'static str, args| crate::support::call_tool(registry.clone(), name, args);
+    let res = call("council_controls", json!({ "actor": "lead", "target": "lead.1" })).await?;
     assert_eq!(res, json!(true));
-    let wait = tools.iter().find(|t| t.name == "council_wait").ok_or("no tool")?;
-    let res = (wait.handler)(json!({ "session_ids": ["nobody"] })).await?;
+    let res = call("council_wait", json!({ "session_ids": ["nobody"] })).await?;
     assert_eq!(res["error"]["reason"], "session_not_found");
     Ok(())
 }

@@ -33,10 +33,10 @@ use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Map, Value, json};
 
 /// The variable that turns the re-run test binary into the server: the scratch folder.
-pub(super) const SERVER_ENV: &str = "CLIO_MCP_TEST_SERVER_DIR";
+pub(crate) const SERVER_ENV: &str = "CLIO_MCP_TEST_SERVER_DIR";
 
 /// The arguments that make the test binary run only [`run_as_mcp_server`].
-pub(super) fn server_args() -> Vec<String> {
+pub(crate) fn server_args() -> Vec<String> {
     ["--exact", "mcp::server::run_as_mcp_server", "--nocapture", "--test-threads=1", "-q"]
         .map(str::to_owned)
         .to_vec()
