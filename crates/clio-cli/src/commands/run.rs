@@ -239,24 +239,29 @@ fn drive_run(
     // No progress at all with --quiet or --json: not even a tree's empty header.
     let mut progress = show.then(|| Progress::new(journal.clone(), run, tty));
     let report = rt.block_on(async {
+        // Ctrl-C is listened for before the run starts: a signal that comes while its
+        // first work runs is not lost (or taken by the default handler, which kills).
+        let mut interrupt =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+                .context("cannot listen for Ctrl-C")
+                .map_err(CliError::internal)?;
         let mut drive = Box::pin(runtime.resume(run));
         // The first tick comes one period in, not at once: a task that ends within it is
         // shown once, as it ended, instead of as running at a moment decided by timing
         // (which made a snapshot test flaky).
         let period = Duration::from_millis(if tty { 150 } else { 400 });
         let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
-        let mut interrupt = Box::pin(tokio::signal::ctrl_c());
         loop {
             tokio::select! {
                 report = &mut drive => {
                     if let Some(p) = progress.as_mut() { p.tick(err); }
-                    return Some(report);
+                    return Ok::<_, CliError>(Some(report));
                 }
                 _ = ticks.tick() => if let Some(p) = progress.as_mut() { p.tick(err) },
-                _ = &mut interrupt => return None,
+                _ = interrupt.recv() => return Ok(None),
             }
         }
-    });
+    })?;
     // The tree must be done drawing before the outcome, the warnings or the resume hint
     // are printed under it.
     let warned = progress.as_ref().is_some_and(Progress::warned);
