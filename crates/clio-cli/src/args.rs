@@ -187,7 +187,7 @@ pub(crate) enum RunsCommand {
     List(RunsListArgs),
     /// Show a run: its status, answer, tasks and events
     #[command(after_help = "Example:\n  clio runs show 3")]
-    Show(RunArgs),
+    Show(RunShowArgs),
     /// Draw a run's task tree
     #[command(after_help = "Example:\n  clio runs tree 3")]
     Tree(RunArgs),
@@ -261,6 +261,18 @@ pub(crate) struct RunArgs {
     /// Print the result as JSON
     #[arg(long)]
     pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RunShowArgs {
+    /// The run's id, as `clio runs list` shows it
+    pub(crate) run: u64,
+    /// Print the result as JSON (entries included)
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// List the run's raw journal entries too (as `clio runs events` does)
+    #[arg(long)]
+    pub(crate) entries: bool,
 }
 
 #[derive(Debug, Args)]

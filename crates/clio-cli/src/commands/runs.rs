@@ -14,7 +14,7 @@ use clio_journal::{
 use serde_json::Value;
 
 use super::write_json;
-use crate::args::{RunArgs, RunExportArgs, RunsListArgs, RunsPruneArgs};
+use crate::args::{RunArgs, RunExportArgs, RunShowArgs, RunsListArgs, RunsPruneArgs};
 use crate::error::{CliError, journal_error};
 use crate::home::{Home, as_seen, task_as_seen};
 use crate::launch::Launch;
@@ -108,9 +108,32 @@ pub(super) fn list(home: &Home, args: &RunsListArgs, out: &mut dyn Write) -> Res
     Ok(())
 }
 
-/// Shows one run: its record, tasks, team (as `runs tree` draws it) and entries.
+/// Returns the questions of a run not answered yet: each one's id (for `runs answer`)
+/// and text.
+fn open_questions(entries: &[JournalEntry]) -> Vec<(u64, String)> {
+    let answered: std::collections::HashSet<&str> = entries
+        .iter()
+        .filter(|e| e.kind == clio_journal::EntryKind::Answer)
+        .filter_map(|e| e.identity.as_deref())
+        .collect();
+    entries
+        .iter()
+        .filter(|e| e.kind == clio_journal::EntryKind::Question)
+        .filter(|e| {
+            let id = e.identity.as_deref().unwrap_or("");
+            !answered.contains(format!("{id}@answer").as_str())
+        })
+        .map(|e| {
+            let text = e.payload.get("question").and_then(Value::as_str).unwrap_or("");
+            (e.seq, text.to_owned())
+        })
+        .collect()
+}
+
+/// Shows one run: its record, tasks, team (as `runs tree` draws it), the questions it
+/// waits on with the command that answers each, and (with `--entries`) its entries.
 /// `--json` gives `{"run": ..., "tasks": [...], "team": [...], "entries": [...]}`.
-pub(super) fn show(home: &Home, args: &RunArgs, out: &mut dyn Write) -> Result<(), CliError> {
+pub(super) fn show(home: &Home, args: &RunShowArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let (journal, run) = open_run(home, args.run)?;
     let tasks: Vec<TaskRecord> =
         journal.tasks(run.id).map_err(journal_error)?.into_iter().map(task_as_seen).collect();
@@ -142,21 +165,56 @@ pub(super) fn show(home: &Home, args: &RunArgs, out: &mut dyn Write) -> Result<(
         }
     }
     if let Some(error) = &run.error {
-        writeln!(out, "  error:  {error}")?;
+        writeln!(out, "  error:  {}", crate::progress::error_message(error))?;
+    }
+    let tokens: u64 = tasks.iter().map(|t| t.input_tokens + t.output_tokens).sum();
+    if tokens > 0 {
+        writeln!(out, "  tokens: {tokens}")?;
     }
     writeln!(out, "tasks ({}):", tasks.len())?;
     write_tree(&tasks, out)?;
     write_team(&team, out)?;
-    writeln!(out, "entries ({}):", entries.len())?;
-    for entry in &entries {
-        write_entry(entry, out)?;
+    let waiting = open_questions(&entries);
+    if !waiting.is_empty() {
+        writeln!(out, "waiting for an answer:")?;
+        for (id, text) in &waiting {
+            writeln!(out, "  question {id}: {text}")?;
+            writeln!(out, "    answer with: clio runs answer {} {id} \"…\"", run.id.0)?;
+        }
+    }
+    if args.entries {
+        writeln!(out, "entries ({}):", entries.len())?;
+        for entry in &entries {
+            write_entry(entry, out)?;
+        }
+    } else {
+        // What a person must see even without the raw journal: warnings and changes the
+        // runtime or the CLI recorded (a mismatch, an accepted agent change, the entry cap,
+        // the sandbox off).
+        let notable: Vec<&JournalEntry> =
+            entries.iter().filter(|e| event_text(&e.payload).is_some()).collect();
+        if !notable.is_empty() {
+            writeln!(out, "events:")?;
+            for entry in notable {
+                write_entry(entry, out)?;
+            }
+        }
+        writeln!(
+            out,
+            "entries: {} in the journal (`clio runs show {} --entries` lists them)",
+            entries.len(),
+            run.id.0
+        )?;
     }
     match run.status {
-        RunStatus::AwaitingInput => writeln!(
+        RunStatus::AwaitingInput if waiting.is_empty() => writeln!(
             out,
-            "hint: answer its question with `clio runs answer {} QUESTION TEXT`",
+            "hint: its questions are answered: continue it with `clio runs resume {}`",
             run.id.0
         )?,
+        RunStatus::AwaitingInput => {
+            writeln!(out, "hint: then continue it with `clio runs resume {}`", run.id.0)?
+        }
         RunStatus::Interrupted => {
             writeln!(out, "hint: continue it with `clio runs resume {}`", run.id.0)?
         }

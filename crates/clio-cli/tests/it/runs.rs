@@ -381,7 +381,7 @@ fn tree_shows_the_team_a_run_started() {
         ]
     );
 
-    let show = clio(&["--home", h, "runs", "show", "1"]);
+    let show = clio(&["--home", h, "runs", "show", "1", "--entries"]);
     assert_eq!(show.code, 0, "{}", show.render());
     assert!(show.stdout.contains(&tree.stdout[tree.stdout.find("team (").unwrap()..]));
     // The two subagents write their entries at the same time: only the count is stable.
