@@ -492,6 +492,23 @@ async fn converse(req: &WorkerRequest, session_context: String) -> Result<Worker
                     ),
                 };
                 (json!({ "error": err.to_json() }).to_string(), false)
+            } else if !call.arguments.is_object() {
+                // Arguments that are not a JSON object (text a model cut short, or left
+                // unparseable) never reach the tool: the model is told, and can send them
+                // again.
+                let shown: String = match &call.arguments {
+                    Value::String(raw) => raw.chars().take(200).collect(),
+                    other => other.to_string(),
+                };
+                let err = FlowError::CallRefused {
+                    handle: None,
+                    refusal: "arguments_invalid".into(),
+                    message: format!(
+                        "the arguments of tool {} are not a JSON object: {shown}; call it again with its arguments as a JSON object",
+                        call.name
+                    ),
+                };
+                (json!({ "error": err.to_json() }).to_string(), false)
             } else {
                 let mut call =
                     ctx.call(call.name.clone(), CallInput::Json(call.arguments.clone())).by_agent();

@@ -392,9 +392,12 @@ fn message_json(message: &Message) -> Value {
             let calls: Vec<Value> = tool_calls
                 .iter()
                 .map(|c| {
+                    // Arguments that were not a JSON object were never run (the react loop
+                    // answered with an error): an empty object goes back, as a server may
+                    // refuse a conversation holding text that does not parse.
                     let arguments = match &c.arguments {
-                        Value::String(raw) => raw.clone(),
-                        other => other.to_string(),
+                        Value::Object(_) => c.arguments.to_string(),
+                        _ => "{}".to_owned(),
                     };
                     json!({
                         "id": c.id,
@@ -560,5 +563,19 @@ mod tests {
                 {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{\"x\":1}"}}
             ]})
         );
+    }
+
+    #[test]
+    fn arguments_that_were_not_an_object_are_sent_back_as_an_empty_object() {
+        let message = Message::Assistant {
+            content: String::new(),
+            tool_calls: vec![ToolCall {
+                id: "c1".into(),
+                name: "f".into(),
+                arguments: json!("{\"path\": \"data/fat"),
+            }],
+        };
+        let sent = message_json(&message);
+        assert_eq!(sent["tool_calls"][0]["function"]["arguments"], "{}");
     }
 }

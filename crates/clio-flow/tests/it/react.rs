@@ -28,6 +28,18 @@ text = "Perovskite cells reach 26.1 %."
 usage = { input_tokens = 200, output_tokens = 20 }
 
 [[script]]
+agent = "sloppy"
+
+[[script.turn]]
+tool_calls = [{ name = "effect", arguments = "{\"path\": \"data/batch7/fat" }]
+
+[[script.turn]]
+tool_calls = [{ name = "effect", arguments = { path = "data/batch7/fatigue.csv" } }]
+
+[[script.turn]]
+text = "Done."
+
+[[script]]
 agent = "looper"
 
 [[script.turn]]
@@ -124,4 +136,23 @@ async fn a_model_that_cannot_meet_the_requirements_is_refused() {
     let RunOutcome::Failed(err) = &report.outcome else { panic!("{:?}", report.outcome) };
     assert_eq!(err.reason(), "call_refused");
     assert_eq!(err.details()["refusal"], "model_requirement_unmet");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_arguments_that_are_not_a_json_object_never_reach_the_tool() {
+    let c = Counter::default();
+    let reg = registry(&c)
+        .subagent(Worker::react("sloppy", "You call tools.").with_tools(&["effect"]))
+        .flow(flow("sloppy"));
+    let journal = Journal::open_in_memory().unwrap();
+    let report = runtime_with(&journal, reg, Models::offline(provider()))
+        .run(sel("research"), json!("go"))
+        .await
+        .unwrap();
+    assert_eq!(answer(&report), "Done.");
+    assert_eq!(c.get(), 1, "only the call with a JSON object ran");
+    // The loop went on after the refused call: the model sent it again, whole.
+    let tools: Vec<_> =
+        journal.tasks(report.run).unwrap().into_iter().filter(|t| t.target == "effect").collect();
+    assert_eq!(tools.len(), 1, "one task for the one call that ran");
 }
