@@ -46,14 +46,7 @@ impl Home {
     /// and `runs show` tell the truth after a SIGKILL: the journal is locked by this
     /// process, so whoever left it running is gone.
     pub(crate) fn existing_journal(&self) -> Result<Option<Journal>, CliError> {
-        let path = self.journal_path();
-        // A home this user may not look into is an error to report, not "no runs".
-        let exists = path
-            .try_exists()
-            .map_err(|source| journal_error(JournalError::Io { path: path.clone(), source }))?;
-        if !exists {
-            return Ok(None);
-        }
+        let Some(path) = self.recorded_journal()? else { return Ok(None) };
         let journal = Journal::open(&path, JournalConfig::default()).map_err(journal_error)?;
         journal.reconcile::<&str>(&[]).map_err(journal_error)?;
         Ok(Some(journal))
@@ -61,6 +54,16 @@ impl Home {
 }
 
 impl Home {
+    /// Returns the journal's path when a journal exists there; a home this user may not
+    /// look into is an error to report, not "no runs".
+    fn recorded_journal(&self) -> Result<Option<std::path::PathBuf>, CliError> {
+        let path = self.journal_path();
+        let exists = path
+            .try_exists()
+            .map_err(|source| journal_error(JournalError::Io { path: path.clone(), source }))?;
+        Ok(exists.then_some(path))
+    }
+
     /// Opens the journal for reading only, modifying neither it nor its log (`runs list`,
     /// `show`, `tree`, `events`, `export`); `None` when no run was ever recorded. A journal
     /// a crash left with work to recover is recovered first (that is a write, of records
@@ -68,14 +71,7 @@ impl Home {
     /// running belongs to a process that is gone, and readers show it as interrupted
     /// ([`as_seen`]).
     pub(crate) fn reading_journal(&self) -> Result<Option<Journal>, CliError> {
-        let path = self.journal_path();
-        // A home this user may not look into is an error to report, not "no runs".
-        let exists = path
-            .try_exists()
-            .map_err(|source| journal_error(JournalError::Io { path: path.clone(), source }))?;
-        if !exists {
-            return Ok(None);
-        }
+        let Some(path) = self.recorded_journal()? else { return Ok(None) };
         let journal =
             Journal::open_read_only(&path, JournalConfig::default()).map_err(journal_error)?;
         Ok(Some(journal))

@@ -201,10 +201,7 @@ impl Journal {
         label: PathBuf,
         config: JournalConfig,
     ) -> Result<Self> {
-        let db = Builder::new()
-            .set_cache_size(config.cache_size)
-            .create_with_backend(backend)
-            .at(&label)?;
+        let db = backend_database(backend, &label, &config)?;
         Self::start(db, label, config, None)
     }
 
@@ -217,10 +214,7 @@ impl Journal {
         label: PathBuf,
         config: JournalConfig,
     ) -> Result<Self> {
-        let db = Builder::new()
-            .set_cache_size(config.cache_size)
-            .create_with_backend(backend)
-            .at(&label)?;
+        let db = backend_database(backend, &label, &config)?;
         Self::start(db, label, config, Some(LogSource::File(log)))
     }
 
@@ -968,6 +962,15 @@ fn check_or_initialise(db: &Database, path: &Path) -> Result<u64> {
 /// hold yet (those a crash kept out), refusing a damaged log before anything is written,
 /// and commits them durably with the next log generation, live when the journal keeps a
 /// log (`config.write_ahead_log`). Returns that log, ready for the writer.
+/// Opens (or creates) the redb database on `backend`, named `label` in errors.
+fn backend_database(
+    backend: impl StorageBackend,
+    label: &Path,
+    config: &JournalConfig,
+) -> Result<Database> {
+    Builder::new().set_cache_size(config.cache_size).create_with_backend(backend).at(label)
+}
+
 /// Where a journal's write-ahead log lives.
 enum LogSource {
     /// The file at this path (created if missing).

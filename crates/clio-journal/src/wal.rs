@@ -306,13 +306,9 @@ fn read_generation(
             }
             break;
         }
-        if head[..4] != REC_MAGIC {
+        let Some(RecordHeader { size, lsn, crc, link }) = RecordHeader::parse(&head) else {
             break;
-        }
-        let size = u64::from(u32::from_le_bytes([head[4], head[5], head[6], head[7]]));
-        let lsn = u64::from_le_bytes(head[8..16].try_into().unwrap_or_default());
-        let crc = u32::from_le_bytes([head[16], head[17], head[18], head[19]]);
-        let link = u32::from_le_bytes([head[20], head[21], head[22], head[23]]);
+        };
         let start = at + REC_HEADER as u64;
         if size > len.saturating_sub(start) {
             return Err(short(path, at, len));
@@ -410,12 +406,12 @@ fn valid_record_at(
     at: u64,
 ) -> io::Result<Option<u64>> {
     let mut head = [0u8; REC_HEADER];
-    if !read_at(at, &mut head)? || head[..4] != REC_MAGIC {
+    if !read_at(at, &mut head)? {
         return Ok(None);
     }
-    let size = u64::from(u32::from_le_bytes([head[4], head[5], head[6], head[7]]));
-    let lsn = u64::from_le_bytes(head[8..16].try_into().unwrap_or_default());
-    let crc = u32::from_le_bytes([head[16], head[17], head[18], head[19]]);
+    let Some(RecordHeader { size, lsn, crc, .. }) = RecordHeader::parse(&head) else {
+        return Ok(None);
+    };
     let start = at + REC_HEADER as u64;
     if size > len.saturating_sub(start) {
         return Ok(None);
@@ -423,6 +419,31 @@ fn valid_record_at(
     let mut payload = vec![0u8; size as usize];
     Ok((read_at(start, &mut payload)? && record_crc(journal_id, generation, lsn, &payload) == crc)
         .then_some(lsn))
+}
+
+/// The header of a chained record.
+struct RecordHeader {
+    size: u64,
+    lsn: u64,
+    crc: u32,
+    link: u32,
+}
+
+impl RecordHeader {
+    /// Parses `head`; `None` when it does not start with a record's magic.
+    fn parse(head: &[u8; REC_HEADER]) -> Option<RecordHeader> {
+        if head[..4] != REC_MAGIC {
+            return None;
+        }
+        let u32_at =
+            |at: usize| u32::from_le_bytes([head[at], head[at + 1], head[at + 2], head[at + 3]]);
+        Some(RecordHeader {
+            size: u64::from(u32_at(4)),
+            lsn: u64::from_le_bytes(head[8..16].try_into().unwrap_or_default()),
+            crc: u32_at(16),
+            link: u32_at(20),
+        })
+    }
 }
 
 /// Parses a generation header: journal id, generation, first lsn and its crc (the chain's

@@ -149,32 +149,38 @@ impl History {
         self.remaining.load(Ordering::Acquire) > 0 && lock(&self.unreached).contains_key(scope)
     }
 
-    /// Returns the unreached recorded commands of `scope`, in recorded order, described
-    /// from `recorded` (at most `max`).
+    /// Returns the unreached recorded commands of `scope` (every scope for `None`), in
+    /// recorded order, described from `recorded` (at most `max`).
     pub(crate) fn unreached_in(
         &self,
-        scope: &str,
+        scope: Option<&str>,
         recorded: &HashMap<String, RawEntry>,
         describe: impl Fn(&str, &RawEntry) -> RecordedCommand,
         max: usize,
     ) -> Vec<RecordedCommand> {
-        let seqs: BTreeSet<u64> = match lock(&self.unreached).get(scope) {
-            Some(seqs) => seqs.iter().copied().take(max).collect(),
-            None => return Vec::new(),
+        let seqs: BTreeSet<u64> = {
+            let unreached = lock(&self.unreached);
+            match scope {
+                Some(scope) => {
+                    unreached.get(scope).into_iter().flatten().copied().take(max).collect()
+                }
+                None => unreached.values().flatten().copied().collect(),
+            }
         };
+        if seqs.is_empty() {
+            return Vec::new();
+        }
         let mut found: Vec<(u64, RecordedCommand)> = recorded
             .iter()
-            .filter(|(id, e)| seqs.contains(&e.seq) && scope_of(id) == scope && is_tracked(id, e))
+            .filter(|(id, e)| {
+                seqs.contains(&e.seq)
+                    && is_tracked(id, e)
+                    && scope.is_none_or(|scope| scope_of(id) == scope)
+            })
             .map(|(id, e)| (e.seq, describe(id, e)))
             .collect();
         found.sort_by_key(|(seq, _)| *seq);
-        found.into_iter().map(|(_, c)| c).collect()
-    }
-
-    /// Returns the sequence numbers of every unreached recorded command, in recorded order
-    /// (for a replay check that ended).
-    pub(crate) fn all_unreached(&self) -> BTreeSet<u64> {
-        lock(&self.unreached).values().flatten().copied().collect()
+        found.into_iter().take(max).map(|(_, c)| c).collect()
     }
 
     /// Returns whether a held command diverged in this drive.

@@ -482,33 +482,27 @@ impl RunState {
     /// Returns the `Nondeterminism` of new command `identity` in `scope`, naming the
     /// recorded commands of the scope not reached.
     fn divergence(&self, scope: &str, identity: &str, requested: &str) -> FlowError {
-        let registry = &self.rt.registry;
-        let side_effecting =
-            |target: &str| registry.get_tool(target).is_none_or(|tool| !tool.read_only);
-        let describe = |id: &str, e: &RawEntry| history::describe(id, e, side_effecting);
-        let unreached = self.history.unreached_in(scope, &self.recorded, describe, 8);
         FlowError::Nondeterminism {
             identity: identity.to_owned(),
             journaled: "nothing".into(),
             requested: requested.into(),
-            unreached,
+            unreached: self.describe_unreached(Some(scope), 8),
         }
     }
 
     /// Returns the recorded commands no code reached, in recorded order, described.
     pub(crate) fn unreached(&self) -> Vec<RecordedCommand> {
+        self.describe_unreached(None, usize::MAX)
+    }
+
+    /// Describes the unreached commands of `scope` (all for `None`): a call's target is
+    /// side-effecting unless it is a tool declared read-only.
+    fn describe_unreached(&self, scope: Option<&str>, max: usize) -> Vec<RecordedCommand> {
         let registry = &self.rt.registry;
         let side_effecting =
             |target: &str| registry.get_tool(target).is_none_or(|tool| !tool.read_only);
-        let seqs = self.history.all_unreached();
-        let mut found: Vec<(u64, RecordedCommand)> = self
-            .recorded
-            .iter()
-            .filter(|(id, e)| seqs.contains(&e.seq) && history::is_tracked(id, e))
-            .map(|(id, e)| (e.seq, history::describe(id, e, side_effecting)))
-            .collect();
-        found.sort_by_key(|(seq, _)| *seq);
-        found.into_iter().map(|(_, c)| c).collect()
+        let describe = |id: &str, e: &RawEntry| history::describe(id, e, side_effecting);
+        self.history.unreached_in(scope, &self.recorded, describe, max)
     }
 
     /// Returns how many commands the history holds that the code must reach.
