@@ -25,6 +25,8 @@ pub(crate) struct Progress {
     how: Drawing,
     // Whether the entry-cap warning was printed.
     warned: bool,
+    /// The journal entries of the run read so far for notices (retries, cut-off answers).
+    read_to: u64,
 }
 
 /// The identity under which the runtime records, once per run, that the run has used 80 %
@@ -59,7 +61,7 @@ impl Progress {
             Some(tree) => Drawing::Tree(Box::new(tree)),
             None => Drawing::Lines { shown: BTreeMap::new() },
         };
-        Progress { journal, run, started: Instant::now(), how, warned: false }
+        Progress { journal, run, started: Instant::now(), how, warned: false, read_to: 0 }
     }
 
     /// Returns whether the entry-cap warning was printed.
@@ -83,6 +85,25 @@ impl Progress {
         }
     }
 
+    /// Prints a line for each notice the run recorded since the last call: a model request
+    /// retried, an answer cut off at the token limit, the run suspended.
+    fn notices(&mut self, out: &mut dyn Write) {
+        let Ok(entries) = self.journal.entries_from(self.run, self.read_to) else { return };
+        for entry in entries {
+            self.read_to = self.read_to.max(entry.seq + 1);
+            if entry.kind != clio_journal::EntryKind::Event {
+                continue;
+            }
+            let Some(line) = notice(&entry.payload) else { continue };
+            match &self.how {
+                Drawing::Lines { .. } => {
+                    let _ = writeln!(out, "{line}");
+                }
+                Drawing::Tree(tree) => tree.println(&line),
+            }
+        }
+    }
+
     /// Shows what changed since the last call: plain lines go to `out`, the tree to stderr.
     pub(crate) fn tick(&mut self, out: &mut dyn Write) {
         // Progress is best effort: a failed read or write must not stop the run.
@@ -95,6 +116,7 @@ impl Progress {
             Drawing::Tree(tree) => tree.update(&header(self.run, elapsed, tasks.len()), &tasks),
         }
         self.warn_entries(out);
+        self.notices(out);
     }
 
     /// Ends the drawing before anything else is printed: after a run, the tree stays on the
@@ -110,6 +132,47 @@ impl Progress {
         let tasks = self.journal.tasks(self.run).unwrap_or_default();
         tree.close(&header(self.run, self.started.elapsed(), tasks.len()));
     }
+}
+
+/// Returns the line a person sees for a recorded event worth a notice during a run.
+pub(crate) fn notice(payload: &serde_json::Value) -> Option<String> {
+    // An event a flow records holds it under `command`; the runtime's own are bare.
+    let event = payload.get("command").and_then(|c| c.get("event")).unwrap_or(payload);
+    let text = |key: &str| {
+        event.get(key).map_or_else(String::new, |v| match v {
+            serde_json::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        })
+    };
+    match event.get("event").and_then(serde_json::Value::as_str)? {
+        "model_retry" => {
+            let wait = event.get("wait_ms").and_then(serde_json::Value::as_u64).unwrap_or(0);
+            Some(format!(
+                "retrying: {} attempt {} failed ({}); next in {:.1}s",
+                text("provider"),
+                text("attempt"),
+                shorten(&text("error"), 120),
+                wait as f64 / 1000.0
+            ))
+        }
+        "model_cut_off" => Some(format!(
+            "cut off: the answer of {} from {} reached its output-token limit",
+            text("agent"),
+            text("model")
+        )),
+        "run_suspended" => Some(format!("suspended: {}", text("message"))),
+        _ => None,
+    }
+}
+
+/// Returns `text` cut to `max` characters, with an ellipsis when cut.
+fn shorten(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_owned();
+    }
+    let mut cut: String = text.chars().take(max).collect();
+    cut.push('…');
+    cut
 }
 
 /// Prints a plain line for each task whose state or tokens changed since last shown.

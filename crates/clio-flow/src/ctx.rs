@@ -341,6 +341,12 @@ impl Ctx {
                 })?;
                 (object([("command", cmd.into_json()), ("result", v.clone())]), Ok(v))
             }
+            // A run suspended to be resumed leaves the step unrecorded: the resume runs it
+            // again.
+            Err(err) if self.run.suspension().is_some() => {
+                drop(busy);
+                return Err(err);
+            }
             Err(err) => {
                 (object([("command", cmd.into_json()), ("error", err.to_json())]), Err(err))
             }

@@ -60,10 +60,11 @@ pub use crate::flow::{Flow, FlowFuture, FnFlow, Limits, reference, selection};
 pub use crate::gate::{HOOK_TIMEOUT, HookRun, HostHook, HostHookFuture, RuntimeHook};
 pub use crate::mcp::{McpConfig, McpError, McpServers, McpTool};
 pub use crate::model::{
-    ChosenModel, FinishReason, Message, ModelCapabilities, ModelCatalog, ModelError, ModelFuture,
-    ModelInfo, ModelProvider, ModelRequest, ModelResponse, ModelSource, Models, ModelsConfig,
-    OpenAiConfig, OpenAiProvider, ProviderConfig, ProviderKind, RetryPolicy, RouterAllowlist,
-    ScriptedProvider, ToolCall, ToolSpec, Usage,
+    ChosenModel, CutOffPolicy, FinishReason, Message, ModelCapabilities, ModelCatalog, ModelError,
+    ModelFuture, ModelInfo, ModelProvider, ModelRequest, ModelResponse, ModelSource, Models,
+    ModelsConfig, OpenAiConfig, OpenAiProvider, ProviderConfig, ProviderKind, RetryNotice,
+    RetryObserver, RetryPolicy, RouterAllowlist, ScriptedProvider, ToolCall, ToolSpec, Usage,
+    observe_retries, schema_problems,
 };
 pub use crate::options::{LIMIT_NAMES, OptionSpec, OptionType, check_options};
 pub use crate::orchestration::{

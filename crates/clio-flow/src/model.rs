@@ -12,7 +12,7 @@
 //! ```text
 //! mod model;
 //! pub use model::{
-//!     ChosenModel, FinishReason, Message, ModelCapabilities, ModelCatalog, ModelError,
+//!     ChosenModel, CutOffPolicy, FinishReason, Message, ModelCapabilities, ModelCatalog, ModelError,
 //!     ModelFuture, ModelInfo, ModelProvider, ModelRequest, ModelResponse, ModelSource,
 //!     Models, ModelsConfig, OpenAiConfig, OpenAiProvider, ProviderConfig, ProviderKind,
 //!     RetryPolicy, RouterAllowlist, ScriptedProvider, ToolCall, ToolSpec, Usage,
@@ -26,15 +26,22 @@ mod models;
 mod openai;
 mod provider;
 mod router;
+mod schema;
 mod scripted;
+mod text_calls;
 mod types;
 
-pub use catalog::{ChosenModel, ModelCapabilities, ModelCatalog, ModelInfo, ModelSource};
+pub use catalog::{
+    ChosenModel, CutOffPolicy, ModelCapabilities, ModelCatalog, ModelInfo, ModelSource,
+};
 pub use config::{ModelsConfig, ProviderConfig, ProviderKind};
 pub use error::ModelError;
 pub use models::Models;
-pub use openai::{OpenAiConfig, OpenAiProvider, RetryPolicy};
+pub use openai::{
+    OpenAiConfig, OpenAiProvider, RetryNotice, RetryObserver, RetryPolicy, observe_retries,
+};
 pub use provider::{ModelFuture, ModelProvider};
 pub use router::RouterAllowlist;
+pub use schema::schema_problems;
 pub use scripted::ScriptedProvider;
 pub use types::{FinishReason, Message, ModelRequest, ModelResponse, ToolCall, ToolSpec, Usage};

@@ -517,7 +517,11 @@ pub fn register_basic_tools(registry: Registry, workspace: Workspace) -> Registr
         }
     })
     .read_only()
-    .describe("Read a text file of the workspace: {path}.");
+    .describe("Read a text file of the workspace: {path}.")
+    .with_schema(object_schema(
+        &[("path", "string", "The file's path, relative to the workspace.")],
+        &["path"],
+    ));
     let ws = workspace.clone();
     let write_file = Tool::new("write_file", move |args: Value| {
         let ws = ws.clone();
@@ -527,7 +531,14 @@ pub fn register_basic_tools(registry: Registry, workspace: Workspace) -> Registr
             Ok(json!({ "written": ws.write(&path, &text)? }))
         }
     })
-    .describe("Write a text file of the workspace: {path, text}.");
+    .describe("Write a text file of the workspace: {path, text}.")
+    .with_schema(object_schema(
+        &[
+            ("path", "string", "The file's path, relative to the workspace."),
+            ("text", "string", "The file's whole new text."),
+        ],
+        &["path", "text"],
+    ));
     let ws = workspace.clone();
     let list_files = Tool::new("list_files", move |args: Value| {
         let ws = ws.clone();
@@ -537,7 +548,15 @@ pub fn register_basic_tools(registry: Registry, workspace: Workspace) -> Registr
         }
     })
     .read_only()
-    .describe("List the files of a workspace folder: {path}.");
+    .describe("List the files of a workspace folder: {path}.")
+    .with_schema(object_schema(
+        &[(
+            "path",
+            "string",
+            "The folder, relative to the workspace; `.` (the default) is its root.",
+        )],
+        &[],
+    ));
     let ws = workspace.clone();
     let read_notes = Tool::new("read_notes", move |_args: Value| {
         let ws = ws.clone();
@@ -551,7 +570,8 @@ pub fn register_basic_tools(registry: Registry, workspace: Workspace) -> Registr
         }
     })
     .read_only()
-    .describe("Read the notes kept in the workspace.");
+    .describe("Read the notes kept in the workspace.")
+    .with_schema(object_schema(&[], &[]));
     let ws = workspace;
     let write_note = Tool::new("write_note", move |args: Value| {
         let ws = ws.clone();
@@ -561,8 +581,30 @@ pub fn register_basic_tools(registry: Registry, workspace: Workspace) -> Registr
             Ok(json!({ "saved": true }))
         }
     })
-    .describe("Add a note to the workspace's notes: {note}.");
+    .describe("Add a note to the workspace's notes: {note}.")
+    .with_schema(object_schema(&[("note", "string", "The note's text.")], &["note"]));
     registry.tool(read_file).tool(write_file).tool(list_files).tool(read_notes).tool(write_note)
+}
+
+/// Returns the JSON Schema of an object whose `fields` are (name, JSON type,
+/// description), of which `required` must be present, and no others.
+pub(crate) fn object_schema(fields: &[(&str, &str, &str)], required: &[&str]) -> Value {
+    let properties: serde_json::Map<String, Value> = fields
+        .iter()
+        .map(|(name, kind, about)| {
+            let mut property = json!({ "description": about });
+            if !kind.is_empty() {
+                property["type"] = json!(kind);
+            }
+            ((*name).to_owned(), property)
+        })
+        .collect();
+    json!({
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": false,
+    })
 }
 
 fn list_dir(ws: &Workspace, dir: &str) -> Result<Value, FlowError> {

@@ -30,9 +30,13 @@ use crate::ctx::Ctx;
 use crate::error::FlowError;
 use crate::flow::{Flow, FlowFuture};
 use crate::gate::{self, Listing};
-use crate::model::{Message, ModelError, ModelRequest, ModelResponse, RouterAllowlist, ToolSpec};
+use crate::model::{
+    CutOffPolicy, FinishReason, Message, ModelError, ModelRequest, ModelResponse, RetryNotice,
+    RouterAllowlist, ToolSpec, observe_retries,
+};
 use crate::registry::{Tool, WorkerReply, WorkerRequest};
 use crate::result::{CallInput, FlowOutput};
+use crate::runtime::RunState;
 use crate::team::{AgentEnv, RestrictedRouter, TeamError};
 
 /// The built-in `react` flow: this agent's own loop on the task.
@@ -56,6 +60,32 @@ impl Flow for ReactFlow {
     }
 }
 
+/// Returns the observer that records each retry of a model request of `agent`'s turn
+/// `iteration` as a `model_retry` event of the run (the progress shows it). The events are
+/// not commands: a replay, which never calls the model, has none to match.
+fn retry_events(run: &Arc<RunState>, agent: &str, iteration: u64) -> crate::model::RetryObserver {
+    let (journal, id, agent) = (run.rt.journal.clone(), run.run, agent.to_owned());
+    Arc::new(move |notice: &RetryNotice| {
+        let event = json!({
+            "event": "model_retry",
+            "agent": agent,
+            "iteration": iteration,
+            "provider": notice.provider,
+            "url": notice.url,
+            "attempt": notice.attempt,
+            "error": notice.error,
+            "wait_ms": u64::try_from(notice.wait.as_millis()).unwrap_or(u64::MAX),
+        });
+        let entry = clio_journal::NewEntry::new(clio_journal::EntryKind::Event, event);
+        // Sent, not awaited: the write commits with the run's next ones.
+        drop(journal.nonblocking().append(id, entry));
+    })
+}
+
+/// What a react loop tells a model whose answer was cut off at its output-token limit.
+const CONTINUE_AFTER_CUT_OFF: &str = "Your answer was cut off at the output-token limit. \
+     Continue exactly where it stopped, without repeating what you wrote.";
+
 fn model_error(err: ModelError) -> FlowError {
     match err.reason() {
         "model_requirement_unmet"
@@ -72,6 +102,33 @@ fn model_error(err: ModelError) -> FlowError {
         }
         _ => FlowError::CallFailed { handle: None, message: err.to_string() },
     }
+}
+
+/// Returns the refusal for `call`'s arguments when they are not a JSON object or do not
+/// fit `schema` (the tool's, as the model was shown it); `None` when they may run.
+fn invalid_arguments(call: &crate::model::ToolCall, schema: Option<&Value>) -> Option<FlowError> {
+    let refuse = |problem: String| FlowError::CallRefused {
+        handle: None,
+        refusal: "arguments_invalid".into(),
+        message: format!("the arguments of tool {} {problem}", call.name),
+    };
+    if !call.arguments.is_object() {
+        let shown: String = match &call.arguments {
+            Value::String(raw) => raw.chars().take(200).collect(),
+            other => other.to_string(),
+        };
+        return Some(refuse(format!(
+            "are not a JSON object: {shown}; call it again with its arguments as a JSON object"
+        )));
+    }
+    let problems = crate::model::schema_problems(schema?, &call.arguments);
+    if problems.is_empty() {
+        return None;
+    }
+    Some(refuse(format!(
+        "do not fit its schema: {}; call it again with arguments that do",
+        problems.join("; ")
+    )))
 }
 
 /// The tools a react loop shows its model: the ones listed in full, the deferred ones
@@ -140,6 +197,11 @@ impl Tools {
 
     fn is_given(&self, name: &str) -> bool {
         self.given.contains(name)
+    }
+
+    /// Returns the argument schema of tool `name`, when the model was shown it.
+    fn schema_of(&self, name: &str) -> Option<&Value> {
+        self.listed.iter().chain(&self.deferred).find(|s| s.name == name).map(|s| &s.parameters)
     }
 
     fn is_unloaded(&self, name: &str) -> bool {
@@ -363,6 +425,8 @@ async fn converse(req: &WorkerRequest, session_context: String) -> Result<Worker
     let (mut input_tokens, mut output_tokens) = (0u64, 0u64);
     let mut response_text = String::new();
     let mut stop_continued = false;
+    // The text of answers cut off at the output-token limit, awaiting their continuation.
+    let mut cut_off = String::new();
     // Context the hooks of the last turn (`AfterModel`, `PostToolBatch`) gave the next
     // model request.
     let mut carried: Vec<String> = Vec::new();
@@ -399,20 +463,38 @@ async fn converse(req: &WorkerRequest, session_context: String) -> Result<Worker
             request.messages.push(Message::user(verdict.additional_context));
         }
         let requires = req.requires;
-        let models = models.clone();
+        let step_models = models.clone();
         // Only a team subagent's step checkpoints its input.
         let seat = req.team.clone();
         let input = if seat.is_some() { messages.clone() } else { Vec::new() };
+        let run = Arc::clone(&ctx.run);
         let response: ModelResponse = ctx
             .step(&format!("model:{iteration}"), || async move {
-                let Some(env) = seat else {
-                    return models
-                        .complete(&request, &requires, &RouterAllowlist::unrestricted())
-                        .await
-                        .map_err(model_error);
-                };
-                let router = team_turn(&env, &input, models).await?;
-                router.complete(&request, &requires).await.map_err(model_error)
+                let observer = retry_events(&run, &request.agent, iteration);
+                let answer = observe_retries(observer, async {
+                    let Some(env) = seat else {
+                        return Ok::<_, FlowError>(
+                            step_models
+                                .complete(&request, &requires, &RouterAllowlist::unrestricted())
+                                .await,
+                        );
+                    };
+                    let router = team_turn(&env, &input, step_models).await?;
+                    Ok(router.complete(&request, &requires).await)
+                })
+                .await?;
+                answer.map_err(|err| {
+                    // A provider that stayed unreachable past its retries' deadline leaves
+                    // the run interrupted, for `runs resume` once it is back, rather than
+                    // failing it for good.
+                    if err.is_unreachable() {
+                        run.suspend(format!(
+                            "the model provider stayed unreachable: {err}; the run is \
+                             interrupted, resume it when the provider is back"
+                        ));
+                    }
+                    model_error(err)
+                })
             })
             .await?;
         let after = gate::Subject {
@@ -433,6 +515,33 @@ async fn converse(req: &WorkerRequest, session_context: String) -> Result<Worker
             }
             response_text.push_str(&response.text);
         }
+        if response.finish == FinishReason::Length {
+            ctx.record_event(json!({
+                "event": "model_cut_off",
+                "agent": req.id,
+                "model": response.model,
+                "iteration": iteration,
+                "tool_calls": response.tool_calls.len(),
+            }))
+            .await?;
+            if response.tool_calls.is_empty() {
+                let policy =
+                    models.catalog().get(&response.model).map(|m| m.on_cut_off).unwrap_or_default();
+                if policy == CutOffPolicy::Fail {
+                    return Err(FlowError::CallFailed {
+                        handle: None,
+                        message: format!(
+                            "output_cut_off: the answer of {} from {} reached its output-token limit",
+                            req.id, response.model
+                        ),
+                    });
+                }
+                cut_off.push_str(&response.text);
+                messages.push(Message::from_response(&response));
+                messages.push(Message::user(CONTINUE_AFTER_CUT_OFF));
+                continue;
+            }
+        }
         if response.tool_calls.is_empty() {
             let stop = gate::Subject {
                 payload: about,
@@ -448,9 +557,11 @@ async fn converse(req: &WorkerRequest, session_context: String) -> Result<Worker
                 messages.push(Message::user(reason));
                 continue;
             }
+            // An answer cut off at the token limit and continued is its parts joined.
+            let answer = std::mem::take(&mut cut_off) + &response.text;
             return Ok(WorkerReply {
-                answer: response.text.clone(),
-                value: Value::String(response.text),
+                answer: answer.clone(),
+                value: Value::String(answer),
                 response_text,
                 model: response.model,
                 input_tokens,
@@ -492,22 +603,10 @@ async fn converse(req: &WorkerRequest, session_context: String) -> Result<Worker
                     ),
                 };
                 (json!({ "error": err.to_json() }).to_string(), false)
-            } else if !call.arguments.is_object() {
+            } else if let Some(err) = invalid_arguments(call, tools.schema_of(&call.name)) {
                 // Arguments that are not a JSON object (text a model cut short, or left
-                // unparseable) never reach the tool: the model is told, and can send them
-                // again.
-                let shown: String = match &call.arguments {
-                    Value::String(raw) => raw.chars().take(200).collect(),
-                    other => other.to_string(),
-                };
-                let err = FlowError::CallRefused {
-                    handle: None,
-                    refusal: "arguments_invalid".into(),
-                    message: format!(
-                        "the arguments of tool {} are not a JSON object: {shown}; call it again with its arguments as a JSON object",
-                        call.name
-                    ),
-                };
+                // unparseable) or do not fit the tool's schema never reach the tool: the
+                // model is told each problem, and can send them again.
                 (json!({ "error": err.to_json() }).to_string(), false)
             } else {
                 let mut call =

@@ -98,6 +98,13 @@ impl Tool {
         }
     }
 
+    /// Returns the tool with `schema`, the JSON Schema of its arguments that the model is
+    /// shown and that a model's arguments are checked against before the tool runs.
+    pub fn with_schema(mut self, schema: Value) -> Tool {
+        self.schema = schema;
+        self
+    }
+
     /// Says whether the tool gets the context of its task (and makes calls of its own).
     pub fn is_contextual(&self) -> bool {
         self.implementation.is_contextual()

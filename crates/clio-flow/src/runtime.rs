@@ -608,6 +608,7 @@ impl Runtime {
         self.live().remove(&run);
         let (submitted, steps_run) = (state.submitted(), state.steps_run());
         let cancelled = state.is_cancelled();
+        let suspended = state.suspension();
         if replay_only {
             return Ok((RunReport { run, submitted, steps_run, outcome }, Some(state)));
         }
@@ -639,6 +640,16 @@ impl Runtime {
                     _ => RunStatus::Interrupted,
                 };
                 RunUpdate { status: Some(status), ..RunUpdate::default() }
+            }
+            // The run stopped itself to be resumed (a provider that stayed unreachable):
+            // what it had not finished is unrecorded, and `runs resume` takes it up.
+            RunOutcome::Failed(err) if suspended.is_some() => {
+                let event = NewEntry::new(
+                    EntryKind::Event,
+                    json!({ "event": "run_suspended", "message": err.to_string() }),
+                );
+                self.inner.journal.nonblocking().append(run, event).await?;
+                RunUpdate { status: Some(RunStatus::Interrupted), ..RunUpdate::default() }
             }
             RunOutcome::Failed(err) => RunUpdate {
                 status: Some(RunStatus::Failed),

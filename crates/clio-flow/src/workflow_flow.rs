@@ -100,10 +100,32 @@ fn proposal_tools() -> [Tool; 2] {
     [
         Tool::new("workflow_add_step", |args: Value| async move { Ok(args) })
             .read_only()
-            .describe("Propose a new step: step_id, target, input, after, reason, options."),
+            .describe("Propose a new step: step_id, target, input, after, reason, options.")
+            .with_schema(serde_json::json!({
+                "type": "object",
+                "properties": {
+                    "step_id": { "type": "string", "description": "The new step's id, unused so far." },
+                    "target": { "type": "string", "description": "Who runs it: a subagent, agent, flow or tool." },
+                    "input": { "description": "Its input: text, or a JSON value; may name `$task` or `$<step>`." },
+                    "after": { "type": "array", "items": { "type": "string" }, "description": "The steps it waits for." },
+                    "reason": { "type": "string", "description": "Why the workflow needs it." },
+                    "options": { "type": "object", "description": "The options of a flow target." }
+                },
+                "required": ["step_id", "target"],
+                "additionalProperties": false
+            })),
         Tool::new("workflow_cancel_step", |args: Value| async move { Ok(args) })
             .read_only()
-            .describe("Propose cancelling a step that has not started: step_id, reason."),
+            .describe("Propose cancelling a step that has not started: step_id, reason.")
+            .with_schema(serde_json::json!({
+                "type": "object",
+                "properties": {
+                    "step_id": { "type": "string", "description": "The step to cancel." },
+                    "reason": { "type": "string", "description": "Why it is no longer needed." }
+                },
+                "required": ["step_id"],
+                "additionalProperties": false
+            })),
     ]
 }
 

@@ -404,6 +404,9 @@ fn write_entry(entry: &JournalEntry, out: &mut dyn Write) -> Result<(), CliError
 /// warning and the sandbox-off notice (their whole message), a replay mismatch, an
 /// accepted agent change. Other entries are shown as their JSON, cut short.
 fn event_text(payload: &Value) -> Option<String> {
+    if let Some(line) = crate::progress::notice(payload) {
+        return Some(line);
+    }
     let text = |key: &str| payload.get(key).and_then(Value::as_str).unwrap_or("");
     match payload.get("event").and_then(Value::as_str)? {
         "entries_warning" | "sandbox_off" => Some(format!("warning: {}", text("message"))),

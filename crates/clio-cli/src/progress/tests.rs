@@ -4,6 +4,7 @@
 use std::sync::{Arc, Mutex};
 
 use clio_journal::{TaskId, TaskKind};
+use serde_json::json;
 use indicatif::TermLike;
 
 use super::*;
@@ -320,8 +321,14 @@ fn the_entry_cap_warning_is_printed_once_above_the_tree() {
     let (journal, run) = journal_with_a_run();
     let screen = Screen::default();
     let how = Drawing::Tree(Box::new(tree_on(&screen)));
-    let mut progress =
-        Progress { journal: journal.clone(), run, started: Instant::now(), how, warned: false };
+    let mut progress = Progress {
+        journal: journal.clone(),
+        run,
+        started: Instant::now(),
+        how,
+        warned: false,
+        read_to: 0,
+    };
     record_entries_warning(&journal, run);
     progress.tick(&mut std::io::sink());
     progress.tick(&mut std::io::sink());
@@ -330,4 +337,32 @@ fn the_entry_cap_warning_is_printed_once_above_the_tree() {
     assert_eq!(text.len(), 2, "{text:#?}");
     assert_eq!(text[0], "warning: run 1 has used 8 of its 10 journal entries");
     assert!(text[1].starts_with("run 1 — "), "{text:#?}");
+}
+
+#[test]
+fn retries_cut_offs_and_suspensions_are_notices() {
+    let retry = json!({
+        "event": "model_retry", "provider": "local", "attempt": 2,
+        "error": "cannot connect to http://127.0.0.1:8080/v1/chat/completions", "wait_ms": 2100
+    });
+    assert_eq!(
+        super::notice(&retry).as_deref(),
+        Some(
+            "retrying: local attempt 2 failed (cannot connect to http://127.0.0.1:8080/v1/chat/completions); next in 2.1s"
+        )
+    );
+    // A flow records its events under `command`.
+    let cut = json!({ "command": { "command": "event", "event": {
+        "event": "model_cut_off", "agent": "writer", "model": "local/qwen" } } });
+    assert_eq!(
+        super::notice(&cut).as_deref(),
+        Some("cut off: the answer of writer from local/qwen reached its output-token limit")
+    );
+    let suspended =
+        json!({ "event": "run_suspended", "message": "the provider stayed unreachable" });
+    assert_eq!(
+        super::notice(&suspended).as_deref(),
+        Some("suspended: the provider stayed unreachable")
+    );
+    assert_eq!(super::notice(&json!({ "event": "something_else" })), None);
 }

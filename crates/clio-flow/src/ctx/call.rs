@@ -559,7 +559,7 @@ impl Call {
             () = token.cancelled() => Err(FlowError::CallCancelled { handle: None }),
         };
         if let Err(err) = &value
-            && run.is_cancelled()
+            && run.is_stopping()
         {
             // The run is ending: nothing recorded, so a resume calls it again.
             return Err(err.clone());
@@ -764,7 +764,7 @@ impl Call {
             Ok((r, tokens)) => (Ok(r), tokens),
             Err(err) => (Err(err.with_handle(task)), (0, 0)),
         };
-        if !run.is_cancelled() || res.is_ok() {
+        if !run.is_stopping() || res.is_ok() {
             self.finish(task, &res, tokens.0, tokens.1).await?;
         }
         res

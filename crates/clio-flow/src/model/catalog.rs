@@ -99,6 +99,27 @@ pub struct ModelInfo {
     /// A line for people (`clio models list`).
     #[serde(default)]
     pub description: String,
+    /// The model writes its tool calls as text (`<tool_call>{"name": …, "arguments": …}
+    /// </tool_call>`, as many small models do) instead of the API's `tool_calls`: such
+    /// text is read as tool calls. Opt-in, as an answer may quote the form.
+    #[serde(default)]
+    pub text_tool_calls: bool,
+    /// What a react loop does with an answer cut off at the output-token limit.
+    #[serde(default)]
+    pub on_cut_off: CutOffPolicy,
+}
+
+/// What a react loop does when the model's answer reached the output-token limit
+/// (`finish_reason: "length"`); either way the cut is recorded as a `model_cut_off` event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CutOffPolicy {
+    /// Ask the model to go on from where it stopped (within `max_iters`); the final
+    /// answer is the parts joined.
+    #[default]
+    Continue,
+    /// Fail the call with reason `output_cut_off`.
+    Fail,
 }
 
 impl ModelInfo {
@@ -116,6 +137,8 @@ impl ModelInfo {
             capabilities: ModelCapabilities::default(),
             fallbacks: Vec::new(),
             description: String::new(),
+            text_tool_calls: false,
+            on_cut_off: CutOffPolicy::Continue,
         }
     }
 

@@ -49,9 +49,13 @@ pub struct ProviderConfig {
     /// The longest one attempt may take, in seconds; 0 keeps the default (120).
     #[serde(default)]
     pub timeout_secs: u64,
-    /// The most attempts of one request; 0 keeps the default (4).
+    /// The most attempts of one request; 0 keeps the default (100, within the deadline).
     #[serde(default)]
     pub max_attempts: u32,
+    /// How long retries of one request may go on, in seconds; 0 keeps the default
+    /// (600 s). An outage longer than this leaves the run interrupted, to resume.
+    #[serde(default)]
+    pub retry_deadline_secs: u64,
     /// The script file of a `scripted` provider, relative to the models file's folder.
     #[serde(default)]
     pub script: String,
@@ -68,6 +72,7 @@ impl fmt::Debug for ProviderConfig {
             .field("api_key", &if self.api_key.is_empty() { "" } else { "<redacted>" })
             .field("timeout_secs", &self.timeout_secs)
             .field("max_attempts", &self.max_attempts)
+            .field("retry_deadline_secs", &self.retry_deadline_secs)
             .field("script", &self.script)
             .finish()
     }
@@ -179,6 +184,12 @@ impl ModelsConfig {
                     }
                     if p.max_attempts > 0 {
                         config.retry = RetryPolicy { max_attempts: p.max_attempts, ..config.retry };
+                    }
+                    if p.retry_deadline_secs > 0 {
+                        config.retry = RetryPolicy {
+                            deadline: Duration::from_secs(p.retry_deadline_secs),
+                            ..config.retry
+                        };
                     }
                     models.with_provider(Arc::new(OpenAiProvider::new(config)?))
                 }

@@ -228,6 +228,17 @@ impl ModelError {
         }
     }
 
+    /// Returns true when the provider could not be reached or did not answer in time, or
+    /// answered that it is overloaded or down (408, 429, 5xx): an outage that may end,
+    /// after which the same request is worth sending again.
+    pub fn is_unreachable(&self) -> bool {
+        match self {
+            ModelError::Status { status, .. } => matches!(status, 408 | 429 | 500..=599),
+            ModelError::Connect { .. } | ModelError::Timeout { .. } => true,
+            _ => false,
+        }
+    }
+
     /// Returns true when the error is about the provider's service (unreachable, timing
     /// out, answering with an error status or garbage), so that a fallback model may be
     /// tried; choice, catalog and script errors are never worth a fallback.

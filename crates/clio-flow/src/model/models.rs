@@ -12,8 +12,8 @@ use std::sync::Arc;
 use clio_spec::Requires;
 
 use crate::model::{
-    ModelCapabilities, ModelCatalog, ModelError, ModelInfo, ModelProvider, ModelRequest,
-    ModelResponse, RouterAllowlist, ScriptedProvider,
+    FinishReason, ModelCapabilities, ModelCatalog, ModelError, ModelInfo, ModelProvider,
+    ModelRequest, ModelResponse, RouterAllowlist, ScriptedProvider,
 };
 
 /// The model catalog and the providers that serve its models.
@@ -116,6 +116,27 @@ impl Models {
         let provider = self.providers.get(&model.provider).ok_or_else(|| {
             ModelError::UnknownProvider { model: model.name(), provider: model.provider.clone() }
         })?;
-        provider.complete(model, request).await
+        // The model's declared output limit caps every request to it: without one a
+        // model that does not stop would write until its context is full.
+        let declared = model.capabilities.output_tokens;
+        let capped;
+        let request = if declared > 0
+            && (request.max_output_tokens == 0 || request.max_output_tokens > declared)
+        {
+            capped = ModelRequest { max_output_tokens: declared, ..request.clone() };
+            &capped
+        } else {
+            request
+        };
+        let mut response = provider.complete(model, request).await?;
+        if model.text_tool_calls && response.tool_calls.is_empty() {
+            let (calls, rest) = crate::model::text_calls::extract(&response.text);
+            if !calls.is_empty() {
+                response.tool_calls = calls;
+                response.text = rest;
+                response.finish = FinishReason::ToolCalls;
+            }
+        }
+        Ok(response)
     }
 }

@@ -3,8 +3,9 @@
 //! and hosted services share.
 //!
 //! Each attempt has a timeout; 408, 429 and 5xx answers, connection errors and timeouts
-//! are retried with exponential backoff up to a bounded number of attempts, waiting what
-//! a `Retry-After` header asks for (capped). Errors name the provider, the URL, the
+//! are retried with jittered exponential backoff until a deadline (minutes by default),
+//! waiting what a `Retry-After` header asks for (capped); each retry is told to the
+//! caller's observer ([`observe_retries`]). Errors name the provider, the URL, the
 //! status and the start of the body. The provider reads no environment variable (not
 //! even the proxy ones): the key and the proxy are values in [`OpenAiConfig`].
 
@@ -24,6 +25,13 @@ use crate::model::{
 const BODY_EXCERPT: usize = 500;
 
 /// When and how often a failed request is tried again.
+///
+/// A failed attempt that is worth retrying (408, 429, 5xx, a connection error, a timeout)
+/// is tried again after a backoff that doubles from `initial_backoff` up to
+/// `max_backoff`, with a random part (jitter, up to a quarter of the wait) so that many
+/// clients do not come back at the same instant, until `max_attempts` attempts were made
+/// or the next wait would end past `deadline` from the first attempt. A server's
+/// `Retry-After` replaces the backoff (capped at `max_retry_after`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryPolicy {
     /// The most attempts in all, the first included; at least 1 is made.
@@ -34,22 +42,27 @@ pub struct RetryPolicy {
     pub max_backoff: Duration,
     /// The longest wait a `Retry-After` header may ask for; longer asks are cut to it.
     pub max_retry_after: Duration,
+    /// How long after the first attempt retries may go on: an outage shorter than this
+    /// costs only time.
+    pub deadline: Duration,
 }
 
 impl Default for RetryPolicy {
+    /// Up to 10 minutes of retries, waits from 0.5 s doubling to 30 s.
     fn default() -> RetryPolicy {
         RetryPolicy {
-            max_attempts: 4,
+            max_attempts: 100,
             initial_backoff: Duration::from_millis(500),
-            max_backoff: Duration::from_secs(8),
+            max_backoff: Duration::from_secs(30),
             max_retry_after: Duration::from_secs(60),
+            deadline: Duration::from_secs(600),
         }
     }
 }
 
 impl RetryPolicy {
     /// Returns the wait after failed attempt number `attempt` (from 1), given the
-    /// server's `retry_after` if it sent one.
+    /// server's `retry_after` if it sent one; without jitter.
     pub fn wait(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
         match retry_after {
             Some(asked) => asked.min(self.max_retry_after),
@@ -59,6 +72,62 @@ impl RetryPolicy {
             }
         }
     }
+
+    /// Returns [`wait`](Self::wait) plus a random part of up to a quarter of it (none
+    /// when the server asked for a time).
+    pub fn jittered_wait(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
+        let wait = self.wait(attempt, retry_after);
+        if retry_after.is_some() {
+            return wait;
+        }
+        let quarter = u64::try_from(wait.as_millis() / 4).unwrap_or(u64::MAX);
+        if quarter == 0 {
+            return wait;
+        }
+        wait + Duration::from_millis(random_u64() % (quarter + 1))
+    }
+}
+
+/// A random number from the standard library's per-process hash keys (no dependency, and
+/// no clock: replayed code never sees it, as retries happen inside a recorded step).
+fn random_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    std::collections::hash_map::RandomState::new().build_hasher().finish()
+}
+
+/// One retry, as the caller's observer (see [`observe_retries`]) is told of it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RetryNotice {
+    /// The provider.
+    pub provider: String,
+    /// The URL the attempt went to.
+    pub url: String,
+    /// The attempt that failed (from 1).
+    pub attempt: u32,
+    /// Why it failed.
+    pub error: String,
+    /// The wait before the next attempt.
+    pub wait: Duration,
+}
+
+/// Receives each [`RetryNotice`] of the requests made inside [`observe_retries`].
+pub type RetryObserver = std::sync::Arc<dyn Fn(&RetryNotice) + Send + Sync>;
+
+tokio::task_local! {
+    static RETRY_OBSERVER: RetryObserver;
+}
+
+/// Runs `work` with `observer` told of every retry a provider makes inside it (the
+/// runtime records each as an event a person sees in the progress).
+pub async fn observe_retries<F: std::future::Future>(
+    observer: RetryObserver,
+    work: F,
+) -> F::Output {
+    RETRY_OBSERVER.scope(observer, work).await
+}
+
+fn notify_retry(notice: &RetryNotice) {
+    let _ = RETRY_OBSERVER.try_with(|observer| observer(notice));
 }
 
 /// The settings of one OpenAI-compatible endpoint.
@@ -169,7 +238,9 @@ impl OpenAiProvider {
         request: &ModelRequest,
     ) -> Result<ModelResponse, ModelError> {
         let body = request_body(model, request).to_string();
-        let max_attempts = self.config.retry.max_attempts.max(1);
+        let policy = self.config.retry;
+        let max_attempts = policy.max_attempts.max(1);
+        let started = tokio::time::Instant::now();
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -180,7 +251,18 @@ impl OpenAiProvider {
             if attempt >= max_attempts || !is_retryable(&err) {
                 return Err(err);
             }
-            tokio::time::sleep(self.config.retry.wait(attempt, retry_after)).await;
+            let wait = policy.jittered_wait(attempt, retry_after);
+            if started.elapsed() + wait > policy.deadline {
+                return Err(err);
+            }
+            notify_retry(&RetryNotice {
+                provider: self.config.name.clone(),
+                url: self.url.clone(),
+                attempt,
+                error: err.to_string(),
+                wait,
+            });
+            tokio::time::sleep(wait).await;
         }
     }
 
@@ -315,11 +397,7 @@ impl ModelProvider for OpenAiProvider {
 }
 
 fn is_retryable(err: &ModelError) -> bool {
-    match err {
-        ModelError::Status { status, .. } => matches!(status, 408 | 429 | 500..=599),
-        ModelError::Connect { .. } | ModelError::Timeout { .. } => true,
-        _ => false,
-    }
+    err.is_unreachable()
 }
 
 /// Reads a `Retry-After` value given in seconds; an HTTP date is not honoured and falls
@@ -496,6 +574,7 @@ mod tests {
             initial_backoff: Duration::from_millis(100),
             max_backoff: Duration::from_millis(350),
             max_retry_after: Duration::from_secs(2),
+            deadline: Duration::from_secs(60),
         };
         assert_eq!(p.wait(1, None), Duration::from_millis(100));
         assert_eq!(p.wait(2, None), Duration::from_millis(200));
@@ -506,6 +585,22 @@ mod tests {
         assert_eq!(parse_retry_after(" 3 "), Some(Duration::from_secs(3)));
         assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), None);
         assert_eq!(parse_retry_after("-1"), None);
+    }
+
+    #[test]
+    fn jitter_adds_at_most_a_quarter_and_never_to_an_asked_wait() {
+        let p = RetryPolicy::default();
+        for attempt in 1..12 {
+            let base = p.wait(attempt, None);
+            for _ in 0..20 {
+                let jittered = p.jittered_wait(attempt, None);
+                assert!(jittered >= base && jittered <= base + base / 4, "{jittered:?} {base:?}");
+            }
+        }
+        let asked = Some(Duration::from_secs(3));
+        assert_eq!(p.jittered_wait(2, asked), Duration::from_secs(3));
+        // The default rides out an outage of minutes, not seconds.
+        assert!(p.deadline >= Duration::from_secs(300));
     }
 
     #[test]

@@ -156,6 +156,9 @@ pub(crate) struct RunState {
     pub(crate) concurrency: Option<Arc<Semaphore>>,
     pub(crate) cancel: CancellationToken,
     cancelled: AtomicBool,
+    /// Why the run stopped itself to be resumed later (a provider that stayed
+    /// unreachable): set once, and the drive then ends with the run interrupted.
+    suspended: Mutex<Option<String>>,
     task_tokens: Mutex<HashMap<TaskId, CancellationToken>>,
     stop_tokens: Mutex<HashMap<TaskId, CancellationToken>>,
     answers: Mutex<HashMap<String, Value>>,
@@ -248,6 +251,7 @@ impl RunState {
             concurrency,
             cancel: CancellationToken::new(),
             cancelled: AtomicBool::new(false),
+            suspended: Mutex::new(None),
             task_tokens: Mutex::new(HashMap::new()),
             stop_tokens: Mutex::new(HashMap::new()),
             answers: Mutex::new(answers),
@@ -323,6 +327,9 @@ impl RunState {
         }
         if let Some(err) = self.history.first_divergence() {
             return RunOutcome::Failed(err);
+        }
+        if let Some(why) = self.suspension() {
+            return RunOutcome::Failed(FlowError::CallInterrupted { handle: None, message: why });
         }
         match res {
             Ok(out) => RunOutcome::Succeeded(out),
@@ -606,6 +613,32 @@ impl RunState {
         self.cancelled.load(Ordering::SeqCst)
     }
 
+    /// Returns whether the run is being cancelled or suspended: work stops, and what it
+    /// has not finished is left unrecorded (a resume takes it up again).
+    pub(crate) fn is_stopping(&self) -> bool {
+        self.is_cancelled() || lock(&self.suspended).is_some()
+    }
+
+    /// Stops the drive with the run left interrupted, for `why` (the first reason is
+    /// kept): every piece of live work stops as on a cancel, but nothing is recorded as
+    /// cancelled or failed, so `runs resume` takes the run up where it stood.
+    pub(crate) fn suspend(&self, why: String) {
+        {
+            let mut suspended = lock(&self.suspended);
+            if suspended.is_some() {
+                return;
+            }
+            *suspended = Some(why);
+        }
+        self.cancel.cancel();
+        self.answer_added.notify_waiters();
+    }
+
+    /// Returns why the run suspended itself, if it did.
+    pub(crate) fn suspension(&self) -> Option<String> {
+        lock(&self.suspended).clone()
+    }
+
     pub(crate) fn cancel_all(&self) {
         self.cancelled.store(true, Ordering::SeqCst);
         self.cancel.cancel();
@@ -666,7 +699,7 @@ impl RunState {
             if let Some(v) = lock(&self.answers).get(identity).cloned() {
                 break Ok(v);
             }
-            if self.is_cancelled() {
+            if self.is_stopping() {
                 break Err(FlowError::CallCancelled { handle: None });
             }
             added.await;

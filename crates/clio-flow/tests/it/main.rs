@@ -13,6 +13,7 @@ mod gather;
 mod hook_events;
 mod limits;
 mod mcp;
+mod model_replies;
 mod models;
 mod native_tools;
 mod options;
@@ -42,6 +43,7 @@ fn no_forgotten_test_files() {
         "hook_events",
         "limits",
         "mcp",
+        "model_replies",
         "models",
         "native_tools",
         "options",

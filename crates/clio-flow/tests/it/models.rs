@@ -627,6 +627,7 @@ fn fast_config(base_url: &str, max_attempts: u32) -> OpenAiConfig {
             initial_backoff: Duration::from_millis(5),
             max_backoff: Duration::from_millis(20),
             max_retry_after: Duration::from_secs(1),
+            deadline: Duration::from_secs(30),
         },
         ..OpenAiConfig::new("local", base_url)
     }
