@@ -28,6 +28,7 @@ mod provider;
 mod router;
 mod schema;
 mod scripted;
+mod stream;
 mod text_calls;
 mod types;
 

@@ -4,8 +4,8 @@
 use std::sync::{Arc, Mutex};
 
 use clio_journal::{TaskId, TaskKind};
-use serde_json::json;
 use indicatif::TermLike;
+use serde_json::json;
 
 use super::*;
 

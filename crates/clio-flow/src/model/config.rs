@@ -46,9 +46,17 @@ pub struct ProviderConfig {
     /// no key; setting both is an error.
     #[serde(default)]
     pub api_key: String,
-    /// The longest one attempt may take, in seconds; 0 keeps the default (120).
+    /// The longest the server may take to start answering (its first chunk, or a whole
+    /// non-streamed answer), in seconds; 0 keeps the default (120).
     #[serde(default)]
     pub timeout_secs: u64,
+    /// When streaming, the longest pause between two chunks, in seconds; 0 keeps the
+    /// default (60).
+    #[serde(default)]
+    pub idle_timeout_secs: u64,
+    /// Whether to ask for streamed answers; unset streams.
+    #[serde(default)]
+    pub stream: Option<bool>,
     /// The most attempts of one request; 0 keeps the default (100, within the deadline).
     #[serde(default)]
     pub max_attempts: u32,
@@ -71,6 +79,8 @@ impl fmt::Debug for ProviderConfig {
             .field("api_key_env", &self.api_key_env)
             .field("api_key", &if self.api_key.is_empty() { "" } else { "<redacted>" })
             .field("timeout_secs", &self.timeout_secs)
+            .field("idle_timeout_secs", &self.idle_timeout_secs)
+            .field("stream", &self.stream)
             .field("max_attempts", &self.max_attempts)
             .field("retry_deadline_secs", &self.retry_deadline_secs)
             .field("script", &self.script)
@@ -182,6 +192,10 @@ impl ModelsConfig {
                     if p.timeout_secs > 0 {
                         config.timeout = Duration::from_secs(p.timeout_secs);
                     }
+                    if p.idle_timeout_secs > 0 {
+                        config.idle_timeout = Duration::from_secs(p.idle_timeout_secs);
+                    }
+                    config.stream = p.stream.unwrap_or(true);
                     if p.max_attempts > 0 {
                         config.retry = RetryPolicy { max_attempts: p.max_attempts, ..config.retry };
                     }

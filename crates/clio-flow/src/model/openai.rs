@@ -16,6 +16,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::model::error::excerpt;
+use crate::model::stream::Assembler;
 use crate::model::{
     FinishReason, Message, ModelError, ModelFuture, ModelInfo, ModelProvider, ModelRequest,
     ModelResponse, ToolCall, Usage,
@@ -141,8 +142,15 @@ pub struct OpenAiConfig {
     pub base_url: String,
     /// The API key sent as a bearer token; `None` sends none (local servers).
     pub api_key: Option<String>,
-    /// The longest one attempt may take, from connecting to the last byte of the body.
+    /// The longest the server may take to start answering: to send its headers and, when
+    /// streaming, its first chunk (a whole non-streamed answer must come within it).
     pub timeout: Duration,
+    /// When streaming: the longest pause between two chunks of the answer. A slow server
+    /// keeps sending; a dead one goes quiet, and the attempt ends after this.
+    pub idle_timeout: Duration,
+    /// Asks for the answer as a stream of chunks (`stream: true`); a server that answers
+    /// in one piece anyway is read as such.
+    pub stream: bool,
     /// The longest connecting may take.
     pub connect_timeout: Duration,
     /// When failed attempts are retried.
@@ -160,6 +168,8 @@ impl OpenAiConfig {
             base_url: base_url.into(),
             api_key: None,
             timeout: Duration::from_secs(120),
+            idle_timeout: Duration::from_secs(60),
+            stream: true,
             connect_timeout: Duration::from_secs(10),
             retry: RetryPolicy::default(),
             proxy: None,
@@ -185,6 +195,8 @@ impl fmt::Debug for OpenAiConfig {
             .field("base_url", &self.base_url)
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
             .field("timeout", &self.timeout)
+            .field("idle_timeout", &self.idle_timeout)
+            .field("stream", &self.stream)
             .field("connect_timeout", &self.connect_timeout)
             .field("retry", &self.retry)
             .field("proxy", &self.proxy)
@@ -214,10 +226,10 @@ impl OpenAiProvider {
                 config.base_url
             )));
         }
-        let mut builder = reqwest::Client::builder()
-            .no_proxy()
-            .timeout(config.timeout)
-            .connect_timeout(config.connect_timeout);
+        // No timeout for the whole request: a streamed answer may take long while tokens
+        // keep coming. `attempt` bounds each phase instead.
+        let mut builder =
+            reqwest::Client::builder().no_proxy().connect_timeout(config.connect_timeout);
         if let Some(proxy) = &config.proxy {
             let proxy = reqwest::Proxy::all(proxy)
                 .map_err(|e| problem(format!("proxy `{proxy}` is invalid: {e}")))?;
@@ -237,7 +249,7 @@ impl OpenAiProvider {
         model: &ModelInfo,
         request: &ModelRequest,
     ) -> Result<ModelResponse, ModelError> {
-        let body = request_body(model, request).to_string();
+        let body = request_body(model, request, self.config.stream).to_string();
         let policy = self.config.retry;
         let max_attempts = policy.max_attempts.max(1);
         let started = tokio::time::Instant::now();
@@ -281,15 +293,54 @@ impl OpenAiProvider {
         if let Some(key) = &self.config.api_key {
             req = req.bearer_auth(key);
         }
-        let response = req.send().await.map_err(|e| (self.transport_error(&e, attempts), None))?;
+        let timeout = |after| ModelError::Timeout {
+            provider: self.config.name.clone(),
+            url: self.url.clone(),
+            after,
+            attempts,
+        };
+        let first = self.config.timeout;
+        let mut response = match tokio::time::timeout(first, req.send()).await {
+            Err(_) => return Err((timeout(first), None)),
+            Ok(sent) => sent.map_err(|e| (self.transport_error(&e, attempts), None))?,
+        };
         let status = response.status();
         let retry_after = response
             .headers()
             .get(reqwest::header::RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
             .and_then(parse_retry_after);
-        let text =
-            response.text().await.map_err(|e| (self.transport_error(&e, attempts), retry_after))?;
+        let streamed = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.trim_start().starts_with("text/event-stream"));
+        if status.is_success() && streamed {
+            let mut assembler = Assembler::default();
+            loop {
+                // Until the first chunk the server has `timeout`; then `idle_timeout`
+                // between chunks.
+                let wait = if assembler.chunks() == 0 { first } else { self.config.idle_timeout };
+                let chunk = match tokio::time::timeout(wait, response.chunk()).await {
+                    Err(_) => return Err((timeout(wait), None)),
+                    Ok(chunk) => {
+                        chunk.map_err(|e| (self.transport_error(&e, attempts), retry_after))?
+                    }
+                };
+                let Some(bytes) = chunk else { break };
+                assembler.push(&bytes).map_err(|problem| (self.malformed(problem, ""), None))?;
+                if assembler.is_done() {
+                    break;
+                }
+            }
+            let completion =
+                assembler.finish().map_err(|problem| (self.malformed(problem, ""), None))?;
+            return Ok(completion.to_string());
+        }
+        let text = match tokio::time::timeout(first, response.text()).await {
+            Err(_) => return Err((timeout(first), retry_after)),
+            Ok(text) => text.map_err(|e| (self.transport_error(&e, attempts), retry_after))?,
+        };
         if status.is_success() {
             Ok(text)
         } else {
@@ -303,6 +354,15 @@ impl OpenAiProvider {
                 },
                 retry_after,
             ))
+        }
+    }
+
+    fn malformed(&self, problem: String, body: &str) -> ModelError {
+        ModelError::MalformedResponse {
+            provider: self.config.name.clone(),
+            url: self.url.clone(),
+            problem,
+            body: excerpt(body.trim(), BODY_EXCERPT),
         }
     }
 
@@ -421,9 +481,13 @@ fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
     text
 }
 
-fn request_body(model: &ModelInfo, request: &ModelRequest) -> Value {
+fn request_body(model: &ModelInfo, request: &ModelRequest, stream: bool) -> Value {
     let messages: Vec<Value> = request.messages.iter().map(message_json).collect();
-    let mut body = json!({ "model": model.api_model(), "messages": messages, "stream": false });
+    let mut body = json!({ "model": model.api_model(), "messages": messages, "stream": stream });
+    if stream {
+        // The token counts come in a last chunk only when asked for.
+        body["stream_options"] = json!({ "include_usage": true });
+    }
     if !request.tools.is_empty() {
         body["tools"] = request
             .tools

@@ -435,6 +435,95 @@ async fn openai_500_until_the_attempts_run_out() -> TestResult {
     Ok(())
 }
 
+/// A streamed answer: text and a tool call in pieces, the finish reason, the usage.
+const SSE: &str = concat!(
+    "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"Reading \"}}]}\n\n",
+    "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"it.\"}}]}\n\n",
+    "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_7\",\"function\":{\"name\":\"read_file\",\"arguments\":\"{\\\"path\\\":\"}}]}}]}\n\n",
+    "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\" \\\"a.txt\\\"}\"}}]}}]}\n\n",
+    "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n",
+    "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":30,\"completion_tokens\":11}}\n\n",
+    "data: [DONE]\n\n",
+);
+
+fn sse(body: &str) -> Reply {
+    Reply {
+        headers: vec![("Content-Type".into(), "text/event-stream".into())],
+        ..Reply::status(200, body)
+    }
+}
+
+#[tokio::test]
+async fn openai_streams_and_reassembles_the_answer() -> TestResult {
+    let server = Server::start(vec![sse(SSE)]).await?;
+    let provider = OpenAiProvider::new(fast_config(&server.url, 1))?;
+    let model = tools_model("l", "m", "local");
+    let r =
+        clio_flow::ModelProvider::complete(&provider, &model, &request("a", "read a.txt")).await?;
+    assert_eq!(r.text, "Reading it.");
+    assert_eq!(r.finish, FinishReason::ToolCalls);
+    assert_eq!(r.tool_calls[0].id, "call_7");
+    assert_eq!(r.tool_calls[0].name, "read_file");
+    assert_eq!(r.tool_calls[0].arguments, json!({ "path": "a.txt" }));
+    assert_eq!(r.usage, Usage { input_tokens: 30, output_tokens: 11 });
+    let sent: Value = serde_json::from_str(&server.requests()[0].body)?;
+    assert_eq!(sent["stream"], true);
+    assert_eq!(sent["stream_options"], json!({ "include_usage": true }));
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_stream_that_goes_quiet_ends_at_the_idle_timeout_and_is_retried() -> TestResult {
+    // The first answer starts, then stops mid-way with the connection open; the retry
+    // gets a whole one.
+    let first_chunk = SSE.split_inclusive("\n\n").next().unwrap_or_default();
+    let quiet = Reply { hold: Duration::from_secs(30), ..sse(first_chunk) };
+    let server = Server::start(vec![quiet, sse(SSE)]).await?;
+    let mut config = fast_config(&server.url, 2);
+    config.idle_timeout = Duration::from_millis(300);
+    let provider = OpenAiProvider::new(config)?;
+    let model = tools_model("l", "m", "local");
+    let req = request("a", "go");
+    let call = clio_flow::ModelProvider::complete(&provider, &model, &req);
+    let r = tokio::time::timeout(Duration::from_secs(10), call).await??;
+    assert_eq!(r.text, "Reading it.");
+    assert_eq!(server.requests().len(), 2, "the quiet attempt was retried");
+
+    // With no attempt left, the quiet server is a timeout naming the idle limit.
+    let server =
+        Server::start(vec![Reply { hold: Duration::from_secs(30), ..sse(first_chunk) }]).await?;
+    let mut config = fast_config(&server.url, 1);
+    config.idle_timeout = Duration::from_millis(300);
+    let provider = OpenAiProvider::new(config)?;
+    let err = clio_flow::ModelProvider::complete(&provider, &model, &request("a", "go"))
+        .await
+        .err()
+        .ok_or("a quiet stream must fail")?;
+    assert!(
+        matches!(err, ModelError::Timeout { after, .. } if after == Duration::from_millis(300)),
+        "{err:?}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_broken_stream_is_a_malformed_response() -> TestResult {
+    let server = Server::start(vec![sse("data: {\"choices\": [\n\n")]).await?;
+    let provider = OpenAiProvider::new(fast_config(&server.url, 3))?;
+    let err = clio_flow::ModelProvider::complete(
+        &provider,
+        &tools_model("l", "m", "local"),
+        &request("a", "go"),
+    )
+    .await
+    .err()
+    .ok_or("must fail")?;
+    assert!(matches!(err, ModelError::MalformedResponse { .. }), "{err:?}");
+    assert!(err.to_string().contains("stream chunk 1 is not JSON"), "{err}");
+    assert_eq!(server.requests().len(), 1, "a malformed answer is not retried");
+    Ok(())
+}
+
 #[tokio::test]
 async fn openai_timeout() -> TestResult {
     let slow = Reply { delay: Duration::from_secs(5), ..Reply::status(200, "{}") };
@@ -621,6 +710,8 @@ fn toml_string(text: &str) -> String {
 fn fast_config(base_url: &str, max_attempts: u32) -> OpenAiConfig {
     OpenAiConfig {
         timeout: Duration::from_secs(5),
+        idle_timeout: Duration::from_secs(5),
+        stream: true,
         connect_timeout: Duration::from_secs(1),
         retry: RetryPolicy {
             max_attempts,
@@ -640,11 +731,20 @@ struct Reply {
     headers: Vec<(String, String)>,
     body: String,
     delay: Duration,
+    /// After the body, the connection stays open this long, the body's declared length
+    /// unmet (a server that went quiet mid-answer).
+    hold: Duration,
 }
 
 impl Reply {
     fn status(status: u16, body: &str) -> Reply {
-        Reply { status, headers: Vec::new(), body: body.to_owned(), delay: Duration::ZERO }
+        Reply {
+            status,
+            headers: Vec::new(),
+            body: body.to_owned(),
+            delay: Duration::ZERO,
+            hold: Duration::ZERO,
+        }
     }
 
     fn json(status: u16, body: &Value) -> Reply {
@@ -685,10 +785,10 @@ impl Server {
                 let reply = replies.next().unwrap_or_else(|| Reply::status(599, "no reply left"));
                 tokio::spawn(async move {
                     tokio::time::sleep(reply.delay).await;
+                    let declared = reply.body.len() + if reply.hold.is_zero() { 0 } else { 1000 };
                     let mut head = format!(
-                        "HTTP/1.1 {} X\r\nContent-Length: {}\r\nConnection: close\r\n",
+                        "HTTP/1.1 {} X\r\nContent-Length: {declared}\r\nConnection: close\r\n",
                         reply.status,
-                        reply.body.len()
                     );
                     for (name, value) in &reply.headers {
                         head.push_str(&format!("{name}: {value}\r\n"));
@@ -697,6 +797,7 @@ impl Server {
                     // The client may have given up (the timeout test); that is fine.
                     let _ = stream.write_all(head.as_bytes()).await;
                     let _ = stream.write_all(reply.body.as_bytes()).await;
+                    tokio::time::sleep(reply.hold).await;
                     let _ = stream.shutdown().await;
                 });
             }
