@@ -74,7 +74,7 @@ fn check_at(schema: &Value, path: &str, problems: &mut Vec<String>) {
             }
             "items" => check_at(value, &here, problems),
             "enum" => {
-                if !value.as_array().is_some_and(|l| !l.is_empty()) {
+                if value.as_array().is_none_or(Vec::is_empty) {
                     problems.push(format!("{here} must be a non-empty list of values"));
                 }
             }
