@@ -335,6 +335,30 @@ async fn an_internal_subagent_refuses_another_plugins_flow_and_the_hosts() {
     }
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_internal_subagent_answers_its_own_plugins_workflow_file() {
+    let mut secret = Subagent::new("secret");
+    secret.internal = true;
+    secret.tools = Some(Vec::new());
+    let steps = json!({ "steps": [{ "id": "ask", "target": "secret", "input": "$task" }] });
+    let file = clio_plugins::FlowDecl {
+        id: "a_wf".into(),
+        description: "A's workflow file.".into(),
+        source: clio_plugins::FlowSource::Workflow {
+            path: "flows/a_wf.json".into(),
+            workflow: steps,
+        },
+    };
+    let a = Plugin::builder("a", "1.0.0").subagent(secret).flow(file).build().unwrap();
+    let ws = clio_flow::Workspace::new(None);
+    let reg = register_plugin(Registry::new(), &a, true, &ws).unwrap();
+    let journal = Journal::open_in_memory().unwrap();
+    let (rt, recorder) = runtime(&journal, reg, SECRET);
+    let report = rt.run(sel("a_wf"), json!("tell")).await.unwrap();
+    assert!(matches!(report.outcome, RunOutcome::Succeeded(_)), "{:?}", report.outcome);
+    assert_eq!(recorder.seen.lock().unwrap().len(), 1, "the subagent ran once");
+}
+
 // --- background results ----------------------------------------------------------------
 
 /// `boss` starts `slow` with run_flow, answers while it runs, gets its result, and answers
