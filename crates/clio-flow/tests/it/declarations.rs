@@ -113,6 +113,22 @@ async fn a_subagent_without_tools_has_its_plugins_and_the_carried_plugins_tools(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_carried_built_in_plugin_brings_the_tools_its_declaration_lists() {
+    let ws = clio_flow::Workspace::new(None);
+    let reg = register_orchestration_tools(Registry::new());
+    let reg = register_plugin(reg, &plugin_a(&["orchestration"]), true, &ws).unwrap();
+    let reg = reg.tool(plugin_tool("a", "a_tool")).flow(caller("go", "helper"));
+    let text = "[[script]]\nagent = \"helper\"\n\n[[script.turn]]\ntext = \"ok\"\n";
+    let journal = Journal::open_in_memory().unwrap();
+    let (rt, recorder) = runtime(&journal, reg, text);
+    assert_eq!(answer(&rt.run(sel("go"), json!("work")).await.unwrap()), "ok");
+    let listed = recorder.listed(0);
+    for tool in ["a_tool", "run_flow", "run_workflow", "flow_result", "council_run"] {
+        assert!(listed.contains(&tool.to_owned()), "{tool} is offered: {listed:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_subagent_carrying_a_plugin_the_run_lacks_stops_the_run_before_it_starts() {
     let ws = clio_flow::Workspace::new(None);
     let reg = register_plugin(Registry::new(), &plugin_a(&["b"]), true, &ws).unwrap();
