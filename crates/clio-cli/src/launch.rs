@@ -292,7 +292,10 @@ pub(crate) fn runtime(home: &Home, launch: &Launch, journal: Journal) -> Result<
         tool_names.retain(|name| seen.insert(name.clone()));
         worker.tools = tool_names;
         worker.requires = *spec.requires();
+        // The agent's preferences choose its model as a subagent's do.
         worker.model = spec.prefers().model.clone();
+        worker.provider = spec.prefers().provider.clone();
+        worker.effort = spec.prefers().effort.clone();
         registry = registry.this_agent(worker);
     }
 

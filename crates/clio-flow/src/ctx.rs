@@ -52,6 +52,10 @@ pub(crate) struct Scope {
     /// The agent `"self"` names here: the subagent whose declared flow this work is part
     /// of (its react loop); `None`, the run's own agent.
     pub(crate) this: Option<crate::registry::Worker>,
+    /// The plugin whose code this scope runs (its flow's, workflow file's or subagent's);
+    /// `None`: no plugin's (the host's or a built-in flow, an agent). Only a plugin's own
+    /// code may call its internal subagents.
+    pub(crate) plugin: Option<String>,
     occurrences: Mutex<HashMap<String, u64>>,
 }
 
@@ -106,6 +110,7 @@ impl Ctx {
                 seat: None,
                 origin: crate::gate::Caller::Flow,
                 this: None,
+                plugin: None,
                 occurrences: Mutex::new(HashMap::new()),
             }),
         }
@@ -140,6 +145,7 @@ impl Ctx {
                 seat: self.scope.seat.clone(),
                 origin: self.scope.origin,
                 this: self.scope.this.clone(),
+                plugin: self.scope.plugin.clone(),
                 occurrences: Mutex::new(HashMap::new()),
             }),
         }
@@ -165,6 +171,7 @@ impl Ctx {
                 seat: scope.seat.clone(),
                 origin: scope.origin,
                 this: scope.this.clone(),
+                plugin: scope.plugin.clone(),
                 occurrences: Mutex::new(HashMap::new()),
             }),
         }
@@ -275,6 +282,29 @@ impl Ctx {
             serde_json::from_value(value)
                 .map_err(|e| FlowError::StepFailed { identity, message: e.to_string() })
         }
+    }
+
+    /// Runs `f` once as a step recorded under `key` of this scope (`<scope>key:<key>`), as
+    /// [`step`](Self::step) does; on replay returns the record without running `f`. A key
+    /// names the step by what it is rather than where the code stands, so the code can ask
+    /// first whether it is recorded ([`has_step`](Self::has_step)).
+    pub(crate) async fn keyed_step<T, F, Fut>(&self, key: &str, f: F) -> Result<T, FlowError>
+    where
+        T: Serialize + DeserializeOwned,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, FlowError>>,
+    {
+        let cmd = Command::Step { name: key.to_owned() };
+        let identity = format!("{}key:{key}", self.scope.prefix);
+        let value = self.recorded_or_run(identity.clone(), cmd, EntryKind::Step, f).await?;
+        serde_json::from_value(value)
+            .map_err(|e| FlowError::StepFailed { identity, message: e.to_string() })
+    }
+
+    /// Says whether the step [`keyed_step`](Self::keyed_step) records under `key` is
+    /// recorded already (a replay or a resume will return its record).
+    pub(crate) fn has_step(&self, key: &str) -> bool {
+        self.run.recorded(&format!("{}key:{key}", self.scope.prefix)).is_some()
     }
 
     /// Returns the entry recorded under `identity`, which must be of `kind`; `None` when

@@ -5,9 +5,9 @@
 //! Background work: `run_flow` and `run_workflow` start their child with [`Ctx::start`]
 //! and return at once with `{"handle", "target", "status": "running"}`; the child is a
 //! task under the tool's own task and keeps running after the tool returns (the run waits
-//! for started work before it ends). The runtime has no way to push a result into an
-//! agent's conversation when a child ends, so the agent reads it: `flow_result(handle)`
-//! returns the child's record (`status`, and `answer`/`value`/`outputs` once it succeeded,
+//! for started work before it ends). When the caller is a react loop, the child's result
+//! arrives in its conversation when the child ends (`crate::react`'s `background` module);
+//! any caller can also read it: `flow_result(handle)` returns the child's record (`status`, and `answer`/`value`/`outputs` once it succeeded,
 //! `error` once it failed) without waiting. The journal holds the result on the child's
 //! task, so a flow can also read it there. A child a restart cut off is started again,
 //! as the same task, when its run is resumed ([`reattach_cut_off`]).
@@ -304,7 +304,8 @@ async fn flow_result(args: Value, ctx: Ctx, once: Arc<AsyncMutex<()>>) -> Result
 fn background_tools() -> Vec<Tool> {
     let run_flow_tool = Tool::contextual("run_flow", run_flow).describe(
         "Starts flow `flow` on `input` with `options` (and `model`) in the background and \
-         returns its handle at once; read its result later with flow_result(handle).",
+         returns its handle at once; its result arrives in your conversation when it \
+             ends (flow_result(handle) reads how it stands meanwhile).",
     );
     let run_flow_tool = Tool {
         schema: json!({
@@ -322,8 +323,8 @@ fn background_tools() -> Vec<Tool> {
     let run_workflow_tool = Tool::contextual("run_workflow", run_workflow).describe(
         "Starts the built-in workflow flow in the background on `workflow` (steps) and \
          `task`, within `editors`, `max_added_steps`, `max_edit_rounds`, `allowed_targets` \
-         and `approve_edits`; returns its handle at once; read its result with \
-         flow_result(handle).",
+         and `approve_edits`; returns its handle at once; its result arrives in your conversation when it \
+             ends (flow_result(handle) reads how it stands meanwhile).",
     );
     let run_workflow_tool = Tool {
         schema: json!({

@@ -199,9 +199,7 @@ pub fn register_plugin_with_mcp(
             Some(tools) => tools.clone(),
             None => plugin.tool_names().map(str::to_owned).collect(),
         };
-        if let Some(prefers) = &subagent.prefers {
-            worker.model = prefers.model.clone();
-        }
+        declared_fields(&mut worker, plugin, subagent)?;
         worker = worker.with_flow(subagent.flow.clone());
         worker.requires = plugin.model_requires;
         registry = registry.subagent(worker);
@@ -220,6 +218,47 @@ pub fn register_plugin_with_mcp(
     }
     registry = crate::run_code::register_plugin_bindings(registry, plugin, workspace);
     Ok(registry)
+}
+
+/// Sets what `subagent` of `plugin` declares beyond its prompt and tools on `worker`: its
+/// plugin, the plugins it carries (their tools too when its `tools` is unset), its
+/// preferred model, provider and effort, its structured outputs (each schema checked
+/// again, for a plugin built in code) and whether it is internal.
+fn declared_fields(
+    worker: &mut Worker,
+    plugin: &Plugin,
+    subagent: &clio_plugins::Subagent,
+) -> Result<(), FlowError> {
+    worker.plugin = plugin.id.clone();
+    for reference in &subagent.plugins {
+        let parsed = clio_spec::PluginRef::parse(reference).map_err(|e| {
+            failed(format!(
+                "plugin {}: subagent {} carries {reference:?}, which is no plugin reference: {e}",
+                plugin.id, subagent.id
+            ))
+        })?;
+        let id = parsed.id().to_owned();
+        if id != plugin.id && !worker.carries.contains(&id) {
+            worker.carries.push(id);
+        }
+    }
+    worker.carried_tools = subagent.tools.is_none();
+    if let Some(prefers) = &subagent.prefers {
+        worker.model = prefers.model.clone();
+        worker.provider = prefers.provider.clone();
+        worker.effort = prefers.effort.clone();
+    }
+    for (name, schema) in &subagent.structured_outputs {
+        if let Some(problem) = clio_plugins::schema_problems(schema).into_iter().next() {
+            return Err(failed(format!(
+                "plugin {}: subagent {}: structured output {name}: {problem}",
+                plugin.id, subagent.id
+            )));
+        }
+    }
+    worker.structured_outputs = subagent.structured_outputs.clone();
+    worker.internal = subagent.internal;
+    Ok(())
 }
 
 /// Applies `plugin`'s claim `native` to the built-in tool of that name in `registry`.

@@ -18,10 +18,17 @@
 //! succeeded). Every invocation is recorded under the loop's own identities
 //! (`<scope>session`, `<scope>prompt`, `<scope>model:<n>`), so a resumed loop reads them.
 //!
+//! A subagent's structured outputs are finishing tools (the `structured` module); work the
+//! loop starts with `run_flow` or `run_workflow` is delivered into its conversation when it
+//! ends, at recorded turn boundaries (the `background` module).
+//!
 //! [`ReactFlow`] is the built-in flow `react`: it runs this agent (`"self"`) on its task.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
+
+mod background;
+mod structured;
 
 use clio_plugins::DecisionKind;
 use serde_json::{Value, json};
@@ -430,9 +437,15 @@ async fn converse(req: &WorkerRequest, session_context: String) -> Result<Worker
     // Context the hooks of the last turn (`AfterModel`, `PostToolBatch`) gave the next
     // model request.
     let mut carried: Vec<String> = Vec::new();
+    let mut background = background::Background::default();
     for iteration in 0..req.max_iters {
+        for text in background.deliver(&ctx, &format!("background:{iteration}"), false).await? {
+            messages.push(Message::user(text));
+        }
         let mut request = ModelRequest::new(req.model.clone(), req.id.clone(), messages.clone());
         request.tools = tools.specs();
+        request.tools.extend(structured::specs(&req.structured_outputs));
+        request.effort.clone_from(&req.effort);
         for context in carried.drain(..) {
             request.messages.push(Message::user(context));
         }
@@ -542,6 +555,22 @@ async fn converse(req: &WorkerRequest, session_context: String) -> Result<Worker
                 continue;
             }
         }
+        if response.tool_calls.is_empty() && !req.structured_outputs.is_empty() {
+            // Only a structured output ends this loop: the model is reminded, and the
+            // reminder's turn counts against max_iters.
+            messages.push(Message::from_response(&response));
+            messages.push(Message::user(structured::reminder(&req.structured_outputs)));
+            continue;
+        }
+        if response.tool_calls.is_empty() && !background.is_empty() {
+            // Work it started still runs: the loop does not end before its result arrives.
+            messages.push(Message::from_response(&response));
+            let key = format!("background:{iteration}:end");
+            for text in background.deliver(&ctx, &key, true).await? {
+                messages.push(Message::user(text));
+            }
+            continue;
+        }
         if response.tool_calls.is_empty() {
             let stop = gate::Subject {
                 payload: about,
@@ -574,8 +603,37 @@ async fn converse(req: &WorkerRequest, session_context: String) -> Result<Worker
         // model input, without this turn's own tool calls.
         let conversation = contextual.then(|| Arc::new(crate::team::complete_input(&messages)));
         let mut batch = Vec::new();
+        let mut wait_background = false;
         for (n, call) in response.tool_calls.iter().enumerate() {
-            let (content, ok) = if tools.is_search(&call.name) {
+            let (content, ok) = if let Some(schema) = req.structured_outputs.get(&call.name) {
+                match structured::refusal(&call.name, schema, &call.arguments) {
+                    Some(refused) => (refused, false),
+                    None if background.is_empty() => {
+                        // The loop ends here; calls after this one in the turn are not made.
+                        let mut outputs = serde_json::Map::new();
+                        outputs
+                            .insert("structured_output".into(), Value::String(call.name.clone()));
+                        return Ok(WorkerReply {
+                            answer: call.arguments.to_string(),
+                            value: call.arguments.clone(),
+                            outputs,
+                            response_text,
+                            model: response.model,
+                            input_tokens,
+                            output_tokens,
+                            ..WorkerReply::default()
+                        });
+                    }
+                    None => {
+                        wait_background = true;
+                        let text = format!(
+                            "Not accepted yet: background work you started is still running;                              its result follows. Call {} again once you have taken it into account.",
+                            call.name
+                        );
+                        (text, false)
+                    }
+                }
+            } else if tools.is_search(&call.name) {
                 let query =
                     call.arguments.get("query").and_then(Value::as_str).unwrap_or("").to_owned();
                 let found = tools.search(&query);
@@ -616,6 +674,7 @@ async fn converse(req: &WorkerRequest, session_context: String) -> Result<Worker
                 }
                 match call.await {
                     Ok(r) => {
+                        background.note(&r.target, &r.value);
                         let mut text = r.public_text();
                         if let Some(extra) =
                             r.outputs.get("additional_context").and_then(Value::as_str)
@@ -638,6 +697,12 @@ async fn converse(req: &WorkerRequest, session_context: String) -> Result<Worker
             gate::hooks(&ctx, &turn, &done, gate::event_kind("PostToolBatch")?, None).await?;
         if !observed.additional_context.is_empty() {
             carried.push(observed.additional_context);
+        }
+        if wait_background {
+            let key = format!("background:{iteration}:end");
+            for text in background.deliver(&ctx, &key, true).await? {
+                messages.push(Message::user(text));
+            }
         }
     }
     Err(FlowError::CallStopped {

@@ -164,6 +164,10 @@ pub struct WorkerRequest {
     pub max_iters: u64,
     /// What its model must offer.
     pub requires: Requires,
+    /// The reasoning effort its model requests carry (empty: the provider's).
+    pub effort: String,
+    /// Its structured outputs, name → JSON schema (empty: it answers in text).
+    pub structured_outputs: Map<String, Value>,
     /// A context scoped to the worker's own task, for recording its iterations.
     pub ctx: Ctx,
     /// The conversation it starts from, before its task (empty: its system prompt only).
@@ -236,6 +240,25 @@ pub struct Worker {
     pub requires: Requires,
     /// The model it prefers (empty: none).
     pub model: String,
+    /// The provider it prefers (empty: none): narrows the choice of its model as
+    /// `Prefers.provider` does ([`ModelCatalog::choose_model`](crate::ModelCatalog::choose_model)).
+    pub provider: String,
+    /// The reasoning effort it prefers (`low`, `medium`, `high`; empty: the provider's),
+    /// sent with each of its model requests.
+    pub effort: String,
+    /// The plugin that brings it (empty: none, a worker registered in code).
+    pub plugin: String,
+    /// The plugins it carries besides its own (a subagent's `plugins`): each must be loaded
+    /// in the run ([`Registry::check_carried`]).
+    pub carries: Vec<String>,
+    /// Whether it has every tool of its plugin and of the plugins it carries (a subagent
+    /// whose `tools` is unset) on top of [`tools`](Self::tools).
+    pub carried_tools: bool,
+    /// Its structured outputs, name → JSON schema (a subagent's `structured_outputs`): its
+    /// react loop ends only with a call of one of them whose arguments validate.
+    pub structured_outputs: Map<String, Value>,
+    /// Whether only its own plugin's flows, workflow files and subagents may call it.
+    pub internal: bool,
     /// How it runs.
     pub run: WorkerRun,
     /// The flow a react worker runs when it is called (a subagent's declared `flow`);
@@ -255,6 +278,13 @@ impl Worker {
             max_iters: 0,
             requires: Requires::default(),
             model: String::new(),
+            provider: String::new(),
+            effort: String::new(),
+            plugin: String::new(),
+            carries: Vec::new(),
+            carried_tools: false,
+            structured_outputs: Map::new(),
+            internal: false,
             run: WorkerRun::React,
             flow: None,
         }
@@ -323,8 +353,9 @@ pub(crate) enum Resolved {
         options: Map<String, Value>,
         plugin: Option<String>,
     },
+    /// An agent or subagent (boxed: a worker is much larger than the other variants).
     Worker {
-        worker: Worker,
+        worker: Box<Worker>,
         kind: CallKind,
     },
     Tool(Tool),
@@ -566,6 +597,63 @@ impl Registry {
         self.tools.values()
     }
 
+    /// Fails when a subagent carries a plugin this registry does not hold (neither loaded
+    /// nor built in): the error names the subagent, its plugin and the plugin it carries.
+    /// Every run checks it before it starts, once every plugin is registered, whatever
+    /// order they were registered in.
+    pub fn check_carried(&self) -> Result<(), FlowError> {
+        for worker in self.subagents.values() {
+            for carried in &worker.carries {
+                let loaded = self.plugins.contains_key(carried)
+                    || clio_plugins::BUILTIN_PLUGINS.contains(&carried.as_str());
+                if !loaded {
+                    let of = if worker.plugin.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" of plugin {}", worker.plugin)
+                    };
+                    return Err(FlowError::CallRefused {
+                        handle: None,
+                        refusal: "plugin_not_loaded".into(),
+                        message: format!(
+                            "subagent {}{of} carries plugin {carried}, which is not loaded in this run",
+                            worker.id
+                        ),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Returns the tools `worker` has: the ones it names, then (when it has every tool of
+    /// its plugins) each tool of its own plugin and of the plugins it carries, once each,
+    /// in name order per plugin. A built-in plugin's tools are the ones its declaration
+    /// lists that the registry holds.
+    pub(crate) fn tools_of(&self, worker: &Worker) -> Vec<Tool> {
+        let mut names: Vec<String> = worker.tools.clone();
+        if worker.carried_tools {
+            let own = (!worker.plugin.is_empty()).then_some(&worker.plugin);
+            for plugin in own.into_iter().chain(&worker.carries) {
+                if clio_plugins::BUILTIN_PLUGINS.contains(&plugin.as_str()) {
+                    let declared =
+                        clio_plugins::builtin_plugins().into_iter().find(|p| &p.id == plugin);
+                    names.extend(declared.iter().flat_map(|p| p.tool_names().map(str::to_owned)));
+                } else {
+                    names.extend(
+                        self.tools.values().filter(|t| &t.plugin == plugin).map(|t| t.name.clone()),
+                    );
+                }
+            }
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        names
+            .into_iter()
+            .filter(|n| seen.insert(n.clone()))
+            .filter_map(|n| self.tools.get(&n).cloned())
+            .collect()
+    }
+
     /// Returns the binding that answers reserved call `call`, if one owns and binds it.
     pub(crate) fn binding_for(&self, call: &str) -> Option<&crate::run_code::Binding> {
         self.bindings.values().find(|b| b.answers(call))
@@ -636,10 +724,13 @@ impl Registry {
         };
         if name == "self" {
             let worker = self.this_agent.clone().unwrap_or_else(|| Worker::react("self", ""));
-            return Ok(Resolved::Worker { worker, kind: CallKind::Agent });
+            return Ok(Resolved::Worker { worker: Box::new(worker), kind: CallKind::Agent });
         }
         if let Some(worker) = self.subagents.get(name) {
-            return Ok(Resolved::Worker { worker: worker.clone(), kind: CallKind::Subagent });
+            return Ok(Resolved::Worker {
+                worker: Box::new(worker.clone()),
+                kind: CallKind::Subagent,
+            });
         }
         if self.flows.contains_key(name) {
             let (flow, plugin) = self.flow_entry(name)?;
@@ -651,7 +742,10 @@ impl Registry {
         if name.contains('/')
             && let Some(worker) = self.agents.get(name)
         {
-            return Ok(Resolved::Worker { worker: worker.clone(), kind: CallKind::Agent });
+            return Ok(Resolved::Worker {
+                worker: Box::new(worker.clone()),
+                kind: CallKind::Agent,
+            });
         }
         Err(FlowError::FlowTargetUnknown { target: name.clone() })
     }

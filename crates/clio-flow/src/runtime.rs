@@ -297,6 +297,8 @@ impl Runtime {
         &self,
         selection: &FlowSelection,
     ) -> Result<(Arc<dyn Flow>, Option<String>), FlowError> {
+        // A subagent carrying a plugin the run does not have would lack its tools.
+        self.inner.registry.check_carried()?;
         let target = crate::registry::Target::Selection(selection.clone());
         match self.inner.registry.resolve(&target)? {
             crate::registry::Resolved::Flow { flow, plugin, .. } => Ok((flow, plugin)),
@@ -589,8 +591,12 @@ impl Runtime {
         if !replay_only {
             self.live().insert(run, Arc::clone(&state));
         }
-        let ctx =
+        let mut ctx =
             Ctx::root(Arc::clone(&state), rec.input.clone(), options, flow.model().to_owned());
+        // A plugin's flow runs as its plugin's code (it may call its internal subagents).
+        if let Some(scope) = Arc::get_mut(&mut ctx.scope) {
+            scope.plugin.clone_from(&plugin);
+        }
         // Background work a restart cut off starts again now, not when the agent next asks.
         if !replay_only {
             crate::orchestration::reattach_cut_off(&ctx).await;

@@ -111,7 +111,8 @@ pub fn orchestration() -> Plugin {
         tool(
             "run_flow",
             "Starts flow `flow` on `input` with `options` (and `model`) in the background and \
-             returns its handle at once; read its result later with flow_result(handle).",
+             returns its handle at once; its result arrives in your conversation when it \
+             ends (flow_result(handle) reads how it stands meanwhile).",
             false,
             object(
                 json!({
@@ -127,8 +128,8 @@ pub fn orchestration() -> Plugin {
             "run_workflow",
             "Starts the built-in workflow flow in the background on `workflow` (steps) and \
              `task`, within `editors`, `max_added_steps`, `max_edit_rounds`, `allowed_targets` \
-             and `approve_edits`; returns its handle at once; read its result with \
-             flow_result(handle).",
+             and `approve_edits`; returns its handle at once; its result arrives in your conversation when it \
+             ends (flow_result(handle) reads how it stands meanwhile).",
             false,
             object(
                 json!({

@@ -29,6 +29,7 @@ mod plugin;
 mod problem;
 mod reader;
 mod resolve;
+mod schema;
 mod store;
 mod tree;
 
@@ -54,6 +55,7 @@ pub use permission::{
 pub use plugin::{DeclarationError, Pack, Plugin, PluginBuilder};
 pub use problem::{Problem, ProblemCode, Report, Severity};
 pub use resolve::{Candidate, Index, Link, MAX_STEPS, Resolution, ResolveError, Resolved, resolve};
+pub use schema::{SCHEMA_KEYWORDS, schema_problems, validate as validate_schema};
 pub use store::{
     InstallError, Installed, Store, StoreError, TrustEntry, digest_folder, plugin_digest,
 };

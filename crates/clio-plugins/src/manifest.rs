@@ -614,7 +614,19 @@ fn read_subagent(
     subagent.max_iters = s.u64(sink, "max_iters").unwrap_or(0);
     if let Some(node) = s.get("structured_outputs") {
         match to_json(node) {
-            serde_json::Value::Object(map) => subagent.structured_outputs = map,
+            serde_json::Value::Object(map) => {
+                for (name, schema) in &map {
+                    for problem in crate::schema::schema_problems(schema) {
+                        sink.push(
+                            ProblemCode::StructuredOutputInvalid,
+                            format!("{path}.structured_outputs.{name}"),
+                            node.line,
+                            format!("output {name:?}: {problem}"),
+                        );
+                    }
+                }
+                subagent.structured_outputs = map;
+            }
             _ => sink.push(
                 ProblemCode::WrongType,
                 format!("{path}.structured_outputs"),

@@ -59,6 +59,7 @@ problem_codes! {
     HostCallOutsideBinding = "host_call_outside_binding", Error, "A host call's name is not `__<binding>_<name>__`.";
     SubagentUnknownTool = "subagent_unknown_tool", Error, "A subagent names a tool that none of its plugins has.";
     SubagentUnknownPlugin = "subagent_unknown_plugin", Error, "A subagent names a plugin that is neither built in nor available.";
+    StructuredOutputInvalid = "structured_output_invalid", Error, "A subagent's structured output is not a JSON-schema object of the supported subset.";
     WorkflowInvalid = "workflow_invalid", Error, "A `flows/*.json` workflow file has the wrong structure.";
     RequiresUnresolved = "requires_unresolved", Error, "A plugin's or agent's references cannot all be satisfied.";
     RequiresExternal = "requires_external", Warning, "A plugin checked on its own requires a plugin that only its marketplace can supply.";

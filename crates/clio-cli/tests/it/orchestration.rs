@@ -28,7 +28,8 @@ fn tools_of(request: &Value) -> Vec<String> {
 
 /// The model: the lead starts the council, then polls `flow_result` until the council
 /// has ended (a model would; how many polls depends on timing), then answers with the
-/// council's answer. Council members and the synthesiser answer the question; anything
+/// council's answer. The council's result also arrives in the conversation when it ends
+/// (a user message), which this model reads past. Council members and the synthesiser answer the question; anything
 /// else answers "Hello.".
 fn respond(request: &Value) -> Value {
     let task = task_of(request);
@@ -36,7 +37,10 @@ fn respond(request: &Value) -> Value {
         let text = if task.contains(QUESTION) { MEMBER_ANSWER } else { "Hello." };
         return ChatServer::answer(text);
     }
-    let last = request["messages"].as_array().and_then(|m| m.last()).cloned().unwrap_or_default();
+    // The last tool result decides: the council's result, delivered into the conversation
+    // when it ends, is a user message after it.
+    let messages = request["messages"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let last = messages.iter().rev().find(|m| m["role"] == "tool").cloned().unwrap_or_default();
     if last["role"] != "tool" {
         let arguments =
             json!({"flow": "council", "input": QUESTION, "options": {"members": ["self"]}});

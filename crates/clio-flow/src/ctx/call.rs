@@ -84,8 +84,17 @@ enum Accepted {
 /// What an accepted call runs: a tool the gate passed, a flow or a worker.
 enum Ready {
     Tool(Tool, gate::Passed),
-    Flow { flow: std::sync::Arc<dyn crate::flow::Flow>, options: Map<String, Value>, input: Value },
-    Worker { worker: crate::registry::Worker, kind: CallKind, input: Value },
+    Flow {
+        flow: std::sync::Arc<dyn crate::flow::Flow>,
+        options: Map<String, Value>,
+        input: Value,
+        plugin: Option<String>,
+    },
+    Worker {
+        worker: crate::registry::Worker,
+        kind: CallKind,
+        input: Value,
+    },
 }
 
 impl Ready {
@@ -93,8 +102,10 @@ impl Ready {
     /// brings its [`gate::Passed`] instead).
     fn child(resolved: Resolved, input: Value) -> Result<Ready, FlowError> {
         match resolved {
-            Resolved::Flow { flow, options, .. } => Ok(Ready::Flow { flow, options, input }),
-            Resolved::Worker { worker, kind } => Ok(Ready::Worker { worker, kind, input }),
+            Resolved::Flow { flow, options, plugin } => {
+                Ok(Ready::Flow { flow, options, input, plugin })
+            }
+            Resolved::Worker { worker, kind } => Ok(Ready::Worker { worker: *worker, kind, input }),
             Resolved::Tool(tool) => Err(FlowError::CallRefused {
                 handle: None,
                 refusal: "not_gated".into(),
@@ -374,8 +385,11 @@ impl Call {
             (Target::Name(name), Some(this)) if name == "self" => Some(this.clone()),
             _ => None,
         };
+        let this_called = this.is_some();
         let found = match this {
-            Some(worker) => Ok(Resolved::Worker { worker, kind: CallKind::Subagent }),
+            Some(worker) => {
+                Ok(Resolved::Worker { worker: Box::new(worker), kind: CallKind::Subagent })
+            }
             None => run.rt.registry.resolve(&self.target),
         };
         let resolved = match found {
@@ -389,6 +403,9 @@ impl Call {
                 .ok_or(FlowError::FlowTargetUnknown { target })?,
             res => res?,
         };
+        if let Resolved::Worker { worker, kind: CallKind::Subagent } = &resolved {
+            internal_check(&self.ctx, worker, this_called)?;
+        }
         let kind = resolved.kind();
         if !wait && kind == CallKind::Tool {
             return Err(FlowError::CallRefused {
@@ -479,7 +496,7 @@ impl Call {
             Resolved::Flow { plugin: Some(plugin), flow, options } => {
                 let key = format!("trust:{identity}");
                 Box::pin(gate::ensure_trusted(&self.ctx, &key, &plugin, flow.id())).await?;
-                Ready::Flow { flow, options, input }
+                Ready::Flow { flow, options, input, plugin: Some(plugin) }
             }
             other => Ready::child(other, input)?,
         };
@@ -698,7 +715,7 @@ impl Call {
                         let key = format!("trust:{identity}");
                         let trust = gate::ensure_trusted(&self.ctx, &key, &plugin, flow.id());
                         match Box::pin(trust).await {
-                            Ok(()) => Ready::Flow { flow, options, input },
+                            Ok(()) => Ready::Flow { flow, options, input, plugin: Some(plugin) },
                             Err(err @ FlowError::FlowNotTrusted { .. }) => {
                                 self.finish(rec.id, &Err(err.clone()), 0, 0).await?;
                                 return Ok(Accepted::Done(Err(err)));
@@ -823,7 +840,7 @@ impl Call {
                 let outputs = context_outputs(context);
                 Ok((CallResult { value, outputs, ..base(CallKind::Tool) }, (0, 0)))
             }
-            Ready::Flow { flow, options, input } => {
+            Ready::Flow { flow, options, input, plugin } => {
                 let options = flow.checked_options(&options)?;
                 let limits = flow.limits().with_options(&options);
                 let model = [self.model.as_str(), flow.model(), scope.model.as_str()]
@@ -844,6 +861,8 @@ impl Call {
                 // run's leader outside any team subagent), with no agent to run as.
                 if let Some(s) = std::sync::Arc::get_mut(&mut child.scope) {
                     s.origin = self.child_origin();
+                    // The flow's code is its plugin's (none for a host's or built-in flow).
+                    s.plugin = plugin;
                     s.seat = s.seat.take().and_then(|seat| {
                         let session = seat.session.clone()?;
                         Some(std::sync::Arc::new(crate::ctx::Seat {
@@ -888,18 +907,11 @@ impl Call {
     ) -> Result<(CallResult, (u64, u64)), FlowError> {
         let run = &self.ctx.run;
         let scope = &self.ctx.scope;
-        let model = [
-            self.model.as_str(),
-            scope.model.as_str(),
-            worker.model.as_str(),
-            run.rt.config.model.as_str(),
-        ]
-        .into_iter()
-        .find(|m| !m.is_empty())
-        .unwrap_or("")
-        .to_owned();
-        let mut tools: Vec<Tool> =
-            worker.tools.iter().filter_map(|t| run.rt.registry.get_tool(t).cloned()).collect();
+        let model = [self.model.as_str(), scope.model.as_str()]
+            .into_iter()
+            .find(|m| !m.is_empty())
+            .map_or_else(|| preferred_model(run, worker), str::to_owned);
+        let mut tools: Vec<Tool> = run.rt.registry.tools_of(worker);
         tools.extend(self.extra_tools.iter().cloned());
         let mut evidence = Vec::new();
         for handle in &self.evidence {
@@ -925,6 +937,8 @@ impl Call {
         if let Some(s) = std::sync::Arc::get_mut(&mut child.scope) {
             s.prefix = format!("w{}/", task.0);
             s.tools = self.extra_tools.clone();
+            // A subagent's work is its plugin's code; an agent's is no plugin's.
+            s.plugin = (!worker.plugin.is_empty()).then(|| worker.plugin.clone());
             // Whatever a worker asks for is an agent's.
             s.origin = gate::Caller::Agent;
             // A react loop is an agent with a seat: by the name it was called by (`self`
@@ -964,6 +978,8 @@ impl Call {
             prompt: worker.prompt.clone(),
             tools,
             requires: worker.requires,
+            effort: worker.effort.clone(),
+            structured_outputs: worker.structured_outputs.clone(),
             history: self.history.clone(),
             team: self.team.clone(),
             max_iters: if worker.max_iters > 0 {
@@ -1106,6 +1122,61 @@ async fn declared_flow(
         model: out.model,
         workflow_state: out.workflow_state,
         ..crate::registry::WorkerReply::default()
+    })
+}
+
+/// Returns the model `worker` runs on when neither its call nor its flow names one: its
+/// preferred model or provider as [`ModelCatalog::choose_model`](crate::ModelCatalog::choose_model)
+/// picks it (a preference that does not fit is passed over for the run's model), else the
+/// run's model. When no catalog model fits at all, the preferred model is tried as named,
+/// so its refusal says why.
+fn preferred_model(run: &crate::runtime::RunState, worker: &crate::registry::Worker) -> String {
+    let config = &run.rt.config;
+    if worker.model.is_empty() && worker.provider.is_empty() {
+        return config.model.clone();
+    }
+    let prefers = clio_spec::Prefers {
+        model: worker.model.clone(),
+        provider: worker.provider.clone(),
+        effort: worker.effort.clone(),
+    };
+    let allow = crate::model::RouterAllowlist::unrestricted();
+    match config.models.catalog().choose_model(
+        "",
+        "",
+        &prefers,
+        &config.model,
+        &worker.requires,
+        &allow,
+    ) {
+        Ok(chosen) => chosen.model.name(),
+        Err(_) if worker.model.is_empty() => config.model.clone(),
+        Err(_) => worker.model.clone(),
+    }
+}
+
+/// Refuses a call of internal subagent `worker` unless it comes from its own plugin's code
+/// (a flow, workflow file or subagent of that plugin), or is a subagent's own react loop
+/// (`"self"` in its declared flow, `is_self`).
+fn internal_check(
+    ctx: &Ctx,
+    worker: &crate::registry::Worker,
+    is_self: bool,
+) -> Result<(), FlowError> {
+    if !worker.internal || is_self || ctx.scope.plugin.as_deref() == Some(worker.plugin.as_str()) {
+        return Ok(());
+    }
+    let caller = match &ctx.scope.plugin {
+        Some(plugin) => format!("plugin {plugin}'s code"),
+        None => "code of no plugin".to_owned(),
+    };
+    Err(FlowError::CallRefused {
+        handle: None,
+        refusal: "subagent_internal".into(),
+        message: format!(
+            "subagent {} is internal to plugin {}: only that plugin's flows, workflow files and subagents may call it, not {caller}",
+            worker.id, worker.plugin
+        ),
     })
 }
 

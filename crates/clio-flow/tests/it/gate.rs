@@ -95,6 +95,9 @@ pub(crate) fn script(calls: &[(&str, Value)]) -> String {
             toml_inline(args)
         ));
     }
+    // Twice: work started with run_flow or run_workflow that is still running when the
+    // model first answers arrives in the conversation, and the model answers once more.
+    s.push_str("\n[[script.turn]]\ntext = \"done\"\n");
     s.push_str("\n[[script.turn]]\ntext = \"done\"\n");
     s
 }

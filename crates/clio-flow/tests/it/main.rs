@@ -6,6 +6,7 @@ mod ask;
 mod cancel;
 mod council;
 mod crash;
+mod declarations;
 mod errors;
 mod exact_replay;
 mod gate;
@@ -36,6 +37,7 @@ fn no_forgotten_test_files() {
         "cancel",
         "council",
         "crash",
+        "declarations",
         "errors",
         "exact_replay",
         "gate",
