@@ -201,7 +201,7 @@ pub(crate) fn agent_spec(path: &Path) -> Result<AgentSpec, CliError> {
 /// Returns whether the plugin in `folder` is trusted at its current content.
 fn trusted(store: &Store, plugin: &Plugin, folder: &Path) -> Result<bool, CliError> {
     let digest = digest_folder(folder).map_err(CliError::user)?;
-    store.is_trusted_at(&plugin.id, &plugin.version.to_string(), &digest).map_err(CliError::user)
+    store.is_trusted_at(&plugin.id, &plugin.version.to_string(), &digest).map_err(CliError::from)
 }
 
 /// Builds the runtime a launch describes: the journal, the built-in and basic tools, the
@@ -233,7 +233,7 @@ pub(crate) fn runtime(home: &Home, launch: &Launch, journal: Journal) -> Result<
         .collect();
     let spec = launch.agent.as_deref().map(agent_spec).transpose()?;
     if let Some(spec) = &spec {
-        let installed = store.list().map_err(CliError::user)?;
+        let installed = store.list().map_err(CliError::from)?;
         for reference in spec.plugin_refs() {
             if clio_plugins::BUILTIN_PLUGINS.contains(&reference.id()) {
                 continue;
@@ -263,7 +263,7 @@ pub(crate) fn runtime(home: &Home, launch: &Launch, journal: Journal) -> Result<
     }
     for (folder, trust_with) in &folders {
         let plugin = load_plugin(folder).map_err(|e| {
-            CliError::user(anyhow!("{e}"))
+            CliError::from(e)
                 .hint(format!("`clio plugin check {}` lists every problem", folder.display()))
         })?;
         let is_trusted = trusted(&store, &plugin, folder)?;
@@ -271,7 +271,7 @@ pub(crate) fn runtime(home: &Home, launch: &Launch, journal: Journal) -> Result<
         // subagent of the plugin gets them.
         tool_names.extend(plugin.tool_names().map(str::to_owned));
         registry = register_plugin(registry, &plugin, is_trusted, &workspace)
-            .map_err(|e| CliError::user(anyhow!("{e}")))?
+            .map_err(CliError::from)?
             .trust_with(&plugin.id, trust_with.clone());
     }
     if let Some(spec) = &spec {

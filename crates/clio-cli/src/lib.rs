@@ -15,6 +15,7 @@ mod home;
 mod launch;
 mod pin;
 mod progress;
+mod tasks;
 
 use std::ffi::OsString;
 use std::io::Write;

@@ -17,6 +17,8 @@ use std::time::{Duration, Instant};
 use clio_journal::{Journal, RunId, TaskRecord, TaskStatus};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use crate::tasks::{TaskNumbers, kind_name, status_name, step_name};
+
 /// Draws a run's progress on a stream.
 pub(crate) struct Progress {
     journal: Journal,
@@ -120,6 +122,7 @@ fn lines(
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
     let elapsed = elapsed.as_secs_f64();
+    let numbers = TaskNumbers::of(tasks);
     for task in tasks {
         let tokens = task.input_tokens + task.output_tokens;
         let now = (task.status, tokens);
@@ -127,7 +130,7 @@ fn lines(
             continue;
         }
         shown.insert(task.id.0, now);
-        writeln!(out, "[{elapsed:6.1}s] {}", describe(task))?;
+        writeln!(out, "[{elapsed:6.1}s] {}", describe(&numbers, task))?;
     }
     Ok(())
 }
@@ -185,6 +188,7 @@ impl Tree {
         }
         self.header.set_message(header.to_owned());
         let now = now_ms();
+        let numbers = TaskNumbers::of(tasks);
         let mut previous = self.header.clone();
         for (i, (depth, task)) in rows.iter().enumerate() {
             if self.bars.get(i).is_none_or(|b| b.task != task.id.0) {
@@ -197,7 +201,7 @@ impl Tree {
             }
             let b = &mut self.bars[i];
             if !b.bar.is_finished() {
-                let line = task_line(*depth, task);
+                let line = task_line(&numbers, *depth, task);
                 if task.status.is_terminal() {
                     b.bar.set_style(self.still.clone());
                     b.bar.finish_with_message(line);
@@ -269,17 +273,21 @@ fn glyph(status: TaskStatus) -> &'static str {
     }
 }
 
-/// One line about a task: glyph, handle, kind, target, state, model, tokens.
-fn describe(task: &TaskRecord) -> String {
+/// One line about a task: glyph, number within the run, kind, target, the workflow step
+/// it runs, state, model, tokens.
+fn describe(numbers: &TaskNumbers, task: &TaskRecord) -> String {
     let mut line = format!(
-        "{} #{} {:?} {} {:?}",
+        "{} #{} {} {}",
         glyph(task.status),
-        task.id.0,
-        task.kind,
+        numbers.number(task.id.0),
+        kind_name(task.kind),
         task.target,
-        task.status
-    )
-    .to_lowercase();
+    );
+    if let Some(step) = step_name(task) {
+        line.push_str(&format!(" ({step})"));
+    }
+    line.push(' ');
+    line.push_str(status_name(task.status));
     if let Some(model) = &task.model {
         line.push_str(&format!(" on {model}"));
     }
@@ -338,8 +346,8 @@ fn tree_rows(tasks: &[TaskRecord]) -> Vec<(usize, &TaskRecord)> {
 }
 
 /// A task's line in the tree: indented two spaces per level, below the header.
-fn task_line(depth: usize, task: &TaskRecord) -> String {
-    format!("{}{}", "  ".repeat(depth + 1), describe(task))
+fn task_line(numbers: &TaskNumbers, depth: usize, task: &TaskRecord) -> String {
+    format!("{}{}", "  ".repeat(depth + 1), describe(numbers, task))
 }
 
 #[cfg(test)]

@@ -96,10 +96,10 @@ fn installed_json(plugin: &Installed) -> serde_json::Value {
 /// Lists installed plugins and whether each is trusted.
 pub(super) fn list(home: &Home, args: &JsonArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let store = Store::new(home.root());
-    let installed = store.list().map_err(CliError::user)?;
+    let installed = store.list().map_err(CliError::from)?;
     let mut rows = Vec::new();
     for plugin in &installed {
-        let trusted = store.is_trusted(plugin).map_err(CliError::user)?;
+        let trusted = store.is_trusted(plugin).map_err(CliError::from)?;
         rows.push((plugin, trusted));
     }
     if args.json {
@@ -129,7 +129,7 @@ fn find_installed(store: &Store, args: &PluginVersionArgs) -> Result<Installed, 
         CliError::usage(anyhow!("name the plugin as MARKETPLACE/ID, such as examples/materials"))
     })?;
     let version = parse_plugin_version(&args.plugin_version).map_err(CliError::usage)?;
-    let installed = store.list().map_err(CliError::user)?;
+    let installed = store.list().map_err(CliError::from)?;
     installed
         .into_iter()
         .find(|p| p.marketplace == marketplace && p.id == id && p.version == version)
@@ -151,7 +151,7 @@ pub(super) fn trust(
     };
     let named = PluginVersionArgs { plugin: args.plugin.clone(), plugin_version: version.clone() };
     let plugin = find_installed(&store, &named)?;
-    let entry = store.trust(&plugin).map_err(CliError::user)?;
+    let entry = store.trust(&plugin).map_err(CliError::from)?;
     writeln!(
         out,
         "trusted {}/{} {} at digest {}",
@@ -174,12 +174,12 @@ pub(super) fn trust_folder(
         )));
     }
     let plugin = load_plugin(folder).map_err(|e| {
-        CliError::user(anyhow!("{e}"))
+        CliError::from(e)
             .hint(format!("`clio plugin check {}` lists every problem", folder.display()))
     })?;
     let digest = plugin_digest(&plugin).map_err(CliError::user)?;
     let entry =
-        store.trust_at(&plugin.id, &plugin.version.to_string(), &digest).map_err(CliError::user)?;
+        store.trust_at(&plugin.id, &plugin.version.to_string(), &digest).map_err(CliError::from)?;
     writeln!(
         out,
         "trusted {} {} ({}) at digest {}",
@@ -199,7 +199,7 @@ pub(super) fn remove(
 ) -> Result<(), CliError> {
     let store = Store::new(home.root());
     let plugin = find_installed(&store, args)?;
-    store.remove(&plugin.marketplace, &plugin.id, &plugin.version).map_err(CliError::user)?;
+    store.remove(&plugin.marketplace, &plugin.id, &plugin.version).map_err(CliError::from)?;
     writeln!(out, "removed {}/{} {}", plugin.marketplace, plugin.id, plugin.version)?;
     Ok(())
 }

@@ -17,34 +17,12 @@ use crate::args::{
     WorkflowRunArgs,
 };
 use crate::config::{HomeConfig, ModelsChoice};
-use crate::error::{CliError, journal_advice, journal_error};
+use crate::error::{CliError, journal_error};
 use crate::home::Home;
 use crate::launch::{Launch, agent_flow, agent_spec, open_journal, owner, runtime};
 use crate::pin::{self, AgentChange, OnAgentChange};
 use crate::progress::{Progress, entries_warning};
-
-/// Turns a runtime error into a CLI error, with a hint for the errors a person can fix.
-pub(super) fn flow_error(error: FlowError) -> CliError {
-    // The journal's errors are classified as the CLI's own journal errors are.
-    if let FlowError::Journal(journal) = &error {
-        let (kind, hints) = journal_advice(journal);
-        return CliError { kind, error: anyhow::Error::new(error), hints };
-    }
-    let hint = match &error {
-        FlowError::FlowNotTrusted { .. } => {
-            Some("trust the plugin with the command above, or run without --no-input to be asked")
-        }
-        FlowError::FlowTargetUnknown { .. } => {
-            Some("pass the plugin that provides it with --plugin DIR, or install it")
-        }
-        _ => None,
-    };
-    let cli = CliError::user(anyhow!("{error}"));
-    match hint {
-        Some(hint) => cli.hint(hint),
-        None => cli,
-    }
-}
+use crate::tasks::{TaskNumbers, kind_name, step_name};
 
 pub(super) fn tokio_runtime() -> Result<tokio::runtime::Runtime, CliError> {
     tokio::runtime::Builder::new_multi_thread()
@@ -216,7 +194,7 @@ fn start_checked(
     // The launch goes into the run's record in the run's own transaction: there is no
     // moment at which the run exists without it.
     let create = runtime.create_with_launch(selection, input, launch.to_json()?);
-    let run = rt.block_on(create).map_err(flow_error)?;
+    let run = rt.block_on(create)?;
     let show = !(drive.json || drive.quiet);
     if show {
         writeln!(err, "run {} started; `clio runs show {}` shows it", run.0, run.0)?;
@@ -277,7 +255,7 @@ fn drive_run(
     };
     let report = report.map_err(|error| match error {
         FlowError::Nondeterminism { .. } => replay::stopped(journal, run, &error, json, out),
-        error => flow_error(error),
+        error => CliError::from(error),
     })?;
     let cut = cut_short(journal, run)?;
     warn_cut_short(run, &cut, err)?;
@@ -307,11 +285,18 @@ fn warn_failed_tasks(
     if failed.is_empty() {
         return Ok(());
     }
+    let numbers = TaskNumbers::of(&tasks);
     writeln!(err, "warning: run {} succeeded, but {} of its tasks failed:", run.0, failed.len())?;
     for task in failed {
         let cause = task.error.as_deref().map(crate::progress::error_message).unwrap_or_default();
-        let kind = format!("{:?}", task.kind).to_lowercase();
-        writeln!(err, "  #{} {kind} {}: {cause}", task.id.0, task.target)?;
+        let step = step_name(task).map(|s| format!(" ({s})")).unwrap_or_default();
+        writeln!(
+            err,
+            "  #{} {} {}{step}: {cause}",
+            numbers.number(task.id.0),
+            kind_name(task.kind),
+            task.target
+        )?;
     }
     Ok(())
 }
@@ -332,25 +317,31 @@ fn warn_entries(journal: &Journal, run: RunId, err: &mut dyn Write) -> Result<()
 struct CutShort {
     task: TaskRecord,
     parent: Option<TaskRecord>,
+    // The numbers of the call and its caller within the run, as people see them.
+    number: u64,
+    parent_number: Option<u64>,
 }
 
 /// Returns the run's calls that were cut short, in task order.
 fn cut_short(journal: &Journal, run: RunId) -> Result<Vec<CutShort>, CliError> {
     let tasks = journal.tasks(run).map_err(journal_error)?;
+    // A recorded error is read back as the `FlowError` it was, and matched by variant.
     let interrupted = |t: &TaskRecord| {
         t.kind == TaskKind::Tool
             && t.status == TaskStatus::Failed
-            && t.error
-                .as_deref()
-                .and_then(|e| serde_json::from_str::<Value>(e).ok())
-                .is_some_and(|e| e["reason"] == "call_interrupted")
+            && t.error.as_deref().and_then(|e| serde_json::from_str::<Value>(e).ok()).is_some_and(
+                |e| matches!(FlowError::from_json(&e), FlowError::CallInterrupted { .. }),
+            )
     };
+    let numbers = TaskNumbers::of(&tasks);
     let cut = tasks
         .iter()
         .filter(|t| interrupted(t))
         .map(|t| CutShort {
             task: t.clone(),
             parent: t.parent.and_then(|p| tasks.iter().find(|c| c.id == p).cloned()),
+            number: numbers.number(t.id.0),
+            parent_number: t.parent.map(|p| numbers.number(p.0)),
         })
         .collect();
     Ok(cut)
@@ -369,24 +360,14 @@ fn warn_cut_short(run: RunId, cut: &[CutShort], err: &mut dyn Write) -> Result<(
         cut.len()
     )?;
     for c in cut {
-        let by = match &c.parent {
-            Some(p) => format!(", called by #{} {} {}", p.id.0, kind_name(p.kind), p.target),
-            None => String::new(),
+        let by = match (&c.parent, c.parent_number) {
+            (Some(p), Some(n)) => format!(", called by #{n} {} {}", kind_name(p.kind), p.target),
+            _ => String::new(),
         };
-        writeln!(err, "  #{} tool {}{by}", c.task.id.0, c.task.target)?;
+        writeln!(err, "  #{} tool {}{by}", c.number, c.task.target)?;
     }
     writeln!(err, "hint: check those effects by hand; `clio runs show {}` shows the calls", run.0)?;
     Ok(())
-}
-
-fn kind_name(kind: TaskKind) -> &'static str {
-    match kind {
-        TaskKind::Agent => "agent",
-        TaskKind::Subagent => "subagent",
-        TaskKind::Flow => "flow",
-        TaskKind::Tool => "tool",
-        TaskKind::Step => "step",
-    }
 }
 
 /// Adds the calls that were cut short to a JSON outcome, when there are any.
@@ -394,7 +375,7 @@ fn with_cut_short(mut value: Value, cut: &[CutShort]) -> Value {
     if !cut.is_empty() {
         let list: Vec<Value> = cut
             .iter()
-            .map(|c| json!({"task": c.task.id.0, "tool": c.task.target, "parent": c.task.parent.map(|p| p.0)}))
+            .map(|c| json!({"task": c.task.id.0, "number": c.number, "tool": c.task.target, "parent": c.task.parent.map(|p| p.0)}))
             .collect();
         value["interrupted_calls"] = Value::Array(list);
     }
@@ -462,13 +443,10 @@ fn finish(
                     &json!({"run": run, "status": "failed", "error": error.to_json()}),
                 )?;
             }
-            let failed = CliError::user(anyhow!("run {run} failed: {error}"));
-            let failed = match error {
-                FlowError::FlowNotTrusted { .. } => failed.hint(
-                    "trust the plugin with the command above, or run without --no-input to be asked",
-                ),
-                _ => failed,
-            };
+            // The run's error is the cause, classified once (`From<FlowError>`): a run
+            // that failed on journal trouble exits as that trouble does, any other as the
+            // failed run it is (1).
+            let failed = CliError::from(error.clone()).context(format!("run {run} failed"));
             Err(failed.hint(format!("`clio runs show {run}` shows its steps and events")))
         }
         RunOutcome::Cancelled => {
@@ -530,7 +508,7 @@ pub(super) fn answer(
     let value =
         rt.block_on(runtime.answer(RunId(args.run), args.question, &args.text)).map_err(|e| {
             let hint = format!("`clio runs show {}` lists the run's questions", args.run);
-            flow_error(e).hint(hint)
+            CliError::from(e).hint(hint)
         })?;
     writeln!(out, "answered question {} of run {} with {value}", args.question, args.run)?;
     writeln!(out, "continue the run with: clio runs resume {}", args.run)?;
@@ -602,7 +580,7 @@ pub(super) fn cancel(home: &Home, args: &RunArgs, out: &mut dyn Write) -> Result
     refuse_finished(&journal, RunId(args.run), "cancel")?;
     let config = RuntimeConfig { owner: owner(), ..RuntimeConfig::default() };
     let runtime = Runtime::new(journal, Registry::new(), config);
-    let n = rt.block_on(runtime.cancel(RunId(args.run))).map_err(flow_error)?;
+    let n = rt.block_on(runtime.cancel(RunId(args.run)))?;
     if args.json {
         return write_json(out, &json!({"run": args.run, "cancelled_tasks": n}));
     }

@@ -63,8 +63,11 @@ const TREE: [&str; 5] = [
 #[test]
 fn the_tree_puts_each_task_under_its_parent_indented_by_depth() {
     let tasks = run_tasks();
-    let lines: Vec<String> =
-        tree_rows(&tasks).into_iter().map(|(depth, task)| task_line(depth, task)).collect();
+    let numbers = TaskNumbers::of(&tasks);
+    let lines: Vec<String> = tree_rows(&tasks)
+        .into_iter()
+        .map(|(depth, task)| task_line(&numbers, depth, task))
+        .collect();
     assert_eq!(lines, TREE);
     assert_eq!(header(RunId(7), Duration::from_millis(2_340), 5), "run 7 — 2.3s — 5 task(s)");
 }
@@ -256,8 +259,9 @@ fn a_task_that_moves_redraws_the_tree_in_order() {
     let text = screen.text();
     assert_eq!(text.len(), 4, "{text:#?}");
     assert!(text[1].starts_with(&format!("{} ", TREE[0])), "{text:#?}");
-    assert_eq!(text[2], "    ✓ #6 flow outer succeeded in 0.0s");
-    assert_eq!(text[3], "      ! #5 flow other interrupted");
+    // Numbered within the run: the agent, the orphan, then its parent, as created.
+    assert_eq!(text[2], "    ✓ #3 flow outer succeeded in 0.0s");
+    assert_eq!(text[3], "      ! #2 flow other interrupted");
 }
 
 #[test]

@@ -3,6 +3,7 @@
 
 mod agent;
 mod config;
+mod exit_codes;
 mod journal;
 mod journal_trouble;
 mod launch;
@@ -24,6 +25,7 @@ fn no_forgotten_test_files() {
     let listed: &[&str] = &[
         "agent",
         "config",
+        "exit_codes",
         "journal",
         "journal_trouble",
         "launch",

@@ -100,7 +100,7 @@ fn in_task_order(text: &str) -> String {
         .iter()
         .map(|&i| {
             let line = &lines[i];
-            let tail = &line[line.find(" Agent ").unwrap()..];
+            let tail = &line[line.find(" agent ").unwrap()..];
             tail.to_owned()
         })
         .collect();
