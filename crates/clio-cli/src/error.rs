@@ -96,6 +96,21 @@ impl CliError {
         })
     }
 
+    /// Returns the error as JSON, as `--json` prints it on stdout when a command fails:
+    /// `{"ok": false, "error": {"message", "causes", "hints", "exit_code"}}`.
+    pub fn to_json(&self) -> serde_json::Value {
+        let causes: Vec<String> = self.error.chain().skip(1).map(ToString::to_string).collect();
+        serde_json::json!({
+            "ok": false,
+            "error": {
+                "message": self.error.to_string(),
+                "causes": causes,
+                "hints": self.hints,
+                "exit_code": self.exit_code(),
+            }
+        })
+    }
+
     /// Writes the error, its causes and the hints.
     pub fn render(&self, err: &mut dyn Write) -> std::io::Result<()> {
         writeln!(err, "error: {}", self.error)?;

@@ -64,6 +64,11 @@ impl Progress {
         Progress { journal, run, started: Instant::now(), how, warned: false }
     }
 
+    /// Returns the time since progress started: the time this process has driven the run.
+    pub(crate) fn elapsed(&self) -> Duration {
+        self.started.elapsed()
+    }
+
     /// Returns whether the entry-cap warning was printed.
     pub(crate) fn warned(&self) -> bool {
         self.warned

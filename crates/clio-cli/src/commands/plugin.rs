@@ -147,11 +147,32 @@ pub(super) fn trust(
 ) -> Result<(), CliError> {
     let store = Store::new(home.root());
     let Some(version) = &args.plugin_version else {
-        return trust_folder(&store, std::path::Path::new(&args.plugin), out);
+        let folder = std::path::Path::new(&args.plugin);
+        if args.json {
+            // The human line goes nowhere: the JSON is the whole report.
+            let entry = trust_folder(&store, folder, &mut std::io::sink())?;
+            let value = serde_json::json!({
+                "id": entry.id, "version": entry.version, "digest": entry.digest,
+                "path": folder.display().to_string(),
+            });
+            return write_json(out, &value);
+        }
+        trust_folder(&store, folder, out)?;
+        return Ok(());
     };
-    let named = PluginVersionArgs { plugin: args.plugin.clone(), plugin_version: version.clone() };
+    let named = PluginVersionArgs {
+        plugin: args.plugin.clone(),
+        plugin_version: version.clone(),
+        json: args.json,
+    };
     let plugin = find_installed(&store, &named)?;
     let entry = store.trust(&plugin).map_err(CliError::from)?;
+    if args.json {
+        let mut value = installed_json(&plugin);
+        value["digest"] = serde_json::Value::String(entry.digest.clone());
+        value["trusted"] = serde_json::Value::Bool(true);
+        return write_json(out, &value);
+    }
     writeln!(
         out,
         "trusted {}/{} {} at digest {}",
@@ -166,7 +187,7 @@ pub(super) fn trust_folder(
     store: &Store,
     folder: &std::path::Path,
     out: &mut dyn Write,
-) -> Result<(), CliError> {
+) -> Result<clio_plugins::TrustEntry, CliError> {
     if !folder.is_dir() {
         return Err(CliError::usage(anyhow!(
             "{} is no plugin folder; name an installed plugin as MARKETPLACE/ID VERSION",
@@ -188,7 +209,7 @@ pub(super) fn trust_folder(
         folder.display(),
         entry.digest
     )?;
-    Ok(())
+    Ok(entry)
 }
 
 /// Removes an installed plugin version.
@@ -200,6 +221,9 @@ pub(super) fn remove(
     let store = Store::new(home.root());
     let plugin = find_installed(&store, args)?;
     store.remove(&plugin.marketplace, &plugin.id, &plugin.version).map_err(CliError::from)?;
+    if args.json {
+        return write_json(out, &installed_json(&plugin));
+    }
     writeln!(out, "removed {}/{} {}", plugin.marketplace, plugin.id, plugin.version)?;
     Ok(())
 }

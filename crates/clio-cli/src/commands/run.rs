@@ -20,6 +20,7 @@ use crate::config::{HomeConfig, ModelsChoice};
 use crate::error::{CliError, journal_error};
 use crate::home::Home;
 use crate::launch::{Launch, agent_flow, agent_spec, open_journal, owner, runtime};
+use crate::paint::{Paint, Verdict};
 use crate::pin::{self, AgentChange, OnAgentChange};
 use crate::progress::{Progress, entries_warning};
 use crate::tasks::{TaskNumbers, kind_name, step_name};
@@ -49,6 +50,7 @@ fn launch_of(drive: &DriveArgs, agent: Option<std::path::PathBuf>) -> Result<Lau
 pub(super) fn workflow_run(
     home: &Home,
     args: &WorkflowRunArgs,
+    paint: Paint,
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<(), CliError> {
@@ -77,6 +79,7 @@ pub(super) fn workflow_run(
     }
     let launch = launch_of(&args.drive, None)?;
     let check = |runtime: &Runtime| check_targets(runtime, &workflow, &args.editors, &args.file);
+    let show = Show::of(&args.drive, paint);
     start_checked(
         home,
         launch,
@@ -84,6 +87,7 @@ pub(super) fn workflow_run(
         Value::Object(input),
         &args.drive,
         &check,
+        show,
         out,
         err,
     )
@@ -124,6 +128,7 @@ fn check_targets(
 pub(super) fn run(
     home: &Home,
     args: &RunCommandArgs,
+    paint: Paint,
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<(), CliError> {
@@ -151,19 +156,25 @@ pub(super) fn run(
     if let Some(spec) = &spec {
         launch.pin(spec);
     }
-    start(home, launch, selection, Value::String(args.input.clone()), &args.drive, out, err)
+    let input = Value::String(args.input.clone());
+    let show = Show::of(&args.drive, paint);
+    let check = |_: &Runtime| Ok(());
+    start_checked(home, launch, selection, input, &args.drive, &check, show, out, err)
 }
 
-fn start(
-    home: &Home,
-    launch: Launch,
-    selection: FlowSelection,
-    input: Value,
-    drive: &DriveArgs,
-    out: &mut dyn Write,
-    err: &mut dyn Write,
-) -> Result<(), CliError> {
-    start_checked(home, launch, selection, input, drive, &|_: &Runtime| Ok(()), out, err)
+/// What a driven run shows besides its outcome: progress and the closing summary (not
+/// with `--quiet` or `--json`), in colour or not.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Show {
+    progress: bool,
+    json: bool,
+    paint: Paint,
+}
+
+impl Show {
+    fn of(drive: &DriveArgs, paint: Paint) -> Show {
+        Show { progress: !(drive.json || drive.quiet), json: drive.json, paint }
+    }
 }
 
 /// As [`start`], after `check` has passed on the runtime the run would use: mistakes are
@@ -176,6 +187,7 @@ fn start_checked(
     input: Value,
     drive: &DriveArgs,
     check: &dyn Fn(&Runtime) -> Result<(), CliError>,
+    show: Show,
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<(), CliError> {
@@ -195,27 +207,25 @@ fn start_checked(
     // moment at which the run exists without it.
     let create = runtime.create_with_launch(selection, input, launch.to_json()?);
     let run = rt.block_on(create)?;
-    let show = !(drive.json || drive.quiet);
-    if show {
+    if show.progress {
         writeln!(err, "run {} started; `clio runs show {}` shows it", run.0, run.0)?;
     }
-    drive_run(&rt, &runtime, &journal, run, show, drive.json, out, err)
+    drive_run(&rt, &runtime, &journal, run, show, out, err)
 }
 
-#[allow(clippy::too_many_arguments)]
 fn drive_run(
     rt: &tokio::runtime::Runtime,
     runtime: &Runtime,
     journal: &Journal,
     run: RunId,
-    show: bool,
-    json: bool,
+    show: Show,
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<(), CliError> {
+    let json = show.json;
     let tty = std::io::stderr().is_terminal();
     // No progress at all with --quiet or --json: not even a tree's empty header.
-    let mut progress = show.then(|| Progress::new(journal.clone(), run, tty));
+    let mut progress = show.progress.then(|| Progress::new(journal.clone(), run, tty));
     let report = rt.block_on(async {
         // Ctrl-C is listened for before the run starts: a signal that comes while its
         // first work runs is not lost (or taken by the default handler, which kills).
@@ -243,6 +253,7 @@ fn drive_run(
     // The tree must be done drawing before the outcome, the warnings or the resume hint
     // are printed under it.
     let warned = progress.as_ref().is_some_and(Progress::warned);
+    let live = progress.as_ref().map(Progress::elapsed);
     if let Some(progress) = progress {
         progress.finish(report.is_none());
     }
@@ -265,7 +276,62 @@ fn drive_run(
     if !warned {
         warn_entries(journal, run, err)?;
     }
+    if let Some(live) = live {
+        summarize(journal, &report, live, show.paint, err)?;
+    }
     finish(journal, &report, &cut, json, out)
+}
+
+/// Prints the closing line of a run's progress: how it ended, the time this process spent
+/// driving it (not the time it lay stopped, for a resumed run), its tasks by status and
+/// the tokens they spent.
+fn summarize(
+    journal: &Journal,
+    report: &RunReport,
+    live: Duration,
+    paint: Paint,
+    err: &mut dyn Write,
+) -> Result<(), CliError> {
+    let (status, verdict) = match &report.outcome {
+        RunOutcome::Succeeded(_) => ("succeeded", Verdict::Good),
+        RunOutcome::AwaitingInput(_) => ("is waiting for an answer", Verdict::Pending),
+        // A run stopped by a replay mismatch is reported on its own.
+        RunOutcome::Failed(FlowError::Nondeterminism { .. }) => return Ok(()),
+        RunOutcome::Failed(_) => ("failed", Verdict::Bad),
+        RunOutcome::Cancelled => ("was cancelled", Verdict::Bad),
+    };
+    let tasks = journal.tasks(report.run).map_err(journal_error)?;
+    writeln!(
+        err,
+        "run {} {} after {:.1}s: {}",
+        report.run.0,
+        paint.word(status, verdict),
+        live.as_secs_f64(),
+        task_summary(&tasks)
+    )?;
+    Ok(())
+}
+
+/// Returns a run's tasks counted by status, then the tokens they spent:
+/// `9 tasks (8 succeeded, 1 failed), 5370 tokens`.
+fn task_summary(tasks: &[TaskRecord]) -> String {
+    let mut counts: Vec<(&str, usize)> = Vec::new();
+    for task in tasks {
+        let name = crate::tasks::status_name(task.status);
+        match counts.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, count)) => *count += 1,
+            None => counts.push((name, 1)),
+        }
+    }
+    let by_status: Vec<String> = counts.iter().map(|(n, c)| format!("{c} {n}")).collect();
+    let tokens: u64 = tasks.iter().map(|t| t.input_tokens + t.output_tokens).sum();
+    let n = tasks.len();
+    let plural = if n == 1 { "" } else { "s" };
+    if by_status.is_empty() {
+        format!("{n} task{plural}, {tokens} tokens")
+    } else {
+        format!("{n} task{plural} ({}), {tokens} tokens", by_status.join(", "))
+    }
 }
 
 /// Warns, even with `--quiet`, when a run succeeded although some of its tasks failed (a
@@ -399,7 +465,7 @@ fn finish(
             if json {
                 let value = json!({
                     "run": run, "status": "succeeded", "answer": output.answer,
-                    "outputs": output.outputs, "model": output.model,
+                    "outputs": output.outputs, "model": chosen_model(journal, report.run, &output.model),
                 });
                 return write_json(out, &value);
             }
@@ -458,6 +524,22 @@ fn finish(
     }
 }
 
+/// Returns the model a run answered with, for JSON: the one its flow names, else the one
+/// model every model-using task of the run ran on, else null (none, or several).
+fn chosen_model(journal: &Journal, run: RunId, named: &str) -> Value {
+    if !named.is_empty() {
+        return Value::String(named.to_owned());
+    }
+    let tasks = journal.tasks(run).unwrap_or_default();
+    let mut models: Vec<&str> = tasks.iter().filter_map(|t| t.model.as_deref()).collect();
+    models.sort_unstable();
+    models.dedup();
+    match models.as_slice() {
+        [one] => Value::String((*one).to_owned()),
+        _ => Value::Null,
+    }
+}
+
 /// The runtime a run was launched with, rebuilt by [`relaunch`].
 pub(super) struct Relaunched {
     pub(super) runtime: Runtime,
@@ -510,6 +592,10 @@ pub(super) fn answer(
             let hint = format!("`clio runs show {}` lists the run's questions", args.run);
             CliError::from(e).hint(hint)
         })?;
+    if args.json {
+        let value = json!({"run": args.run, "question": args.question, "answer": value});
+        return write_json(out, &value);
+    }
     writeln!(out, "answered question {} of run {} with {value}", args.question, args.run)?;
     writeln!(out, "continue the run with: clio runs resume {}", args.run)?;
     Ok(())
@@ -519,6 +605,7 @@ pub(super) fn answer(
 pub(super) fn resume(
     home: &Home,
     args: &RunResumeArgs,
+    paint: Paint,
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<(), CliError> {
@@ -528,7 +615,7 @@ pub(super) fn resume(
     if let Some(change) = &agent_change {
         pin::note(RunId(args.run), change, true, err)?;
     }
-    let show = !(args.json || args.quiet);
+    let show = Show { progress: !(args.json || args.quiet), json: args.json, paint };
     // A cancelled run is not driven again: its progress would replay every line before
     // saying so.
     if let Some(record) = journal.run(RunId(args.run)).map_err(journal_error)?
@@ -543,14 +630,14 @@ pub(super) fn resume(
         ))
         .hint("start it again with `clio run` or `clio workflow run`"));
     }
-    if show {
+    if show.progress {
         writeln!(
             err,
             "resuming run {}: finished work is replayed from the journal, not done again",
             args.run
         )?;
     }
-    drive_run(&rt, &runtime, &journal, RunId(args.run), show, args.json, out, err)
+    drive_run(&rt, &runtime, &journal, RunId(args.run), show, out, err)
 }
 
 /// Refuses to `what` run `run` when it has ended (succeeded, failed or cancelled), naming

@@ -329,11 +329,25 @@ pub(super) fn prune(
         }
     };
     let Some(journal) = home.existing_journal()? else {
+        if args.json {
+            let value = serde_json::json!({"runs": 0, "tasks": 0, "entries": 0});
+            return write_json(out, &value);
+        }
         writeln!(out, "nothing to prune: no journal at {}", home.journal_path().display())?;
         return Ok(());
     };
     let pruned = journal.prune(before_ms).map_err(journal_error)?;
-    writeln!(out, "pruned {pruned:?}")?;
+    if args.json {
+        let value = serde_json::json!({
+            "runs": pruned.runs, "tasks": pruned.tasks, "entries": pruned.entries
+        });
+        return write_json(out, &value);
+    }
+    writeln!(
+        out,
+        "pruned {} run(s), with {} task(s) and {} journal entries",
+        pruned.runs, pruned.tasks, pruned.entries
+    )?;
     Ok(())
 }
 
