@@ -93,11 +93,14 @@ pub(super) fn stopped(
             return write_error;
         }
     }
-    let cli = CliError::user(anyhow!(
-        "run {} stopped before running anything new: the code no longer matches its history: {error}",
-        run.0
-    ))
-    .hint(format!(
+    // The mismatch stays the cause (classified once, `From<FlowError>`), printed under
+    // what it means for the run.
+    let cli = CliError::from(error.clone())
+        .context(format!(
+            "run {} stopped before running anything new: the code no longer matches its history",
+            run.0
+        ))
+        .hint(format!(
         "the run is left {status}; `clio runs replay {}` shows the mismatch without running anything",
         run.0
     ));
