@@ -6,11 +6,15 @@
 //! while it is active, and is finished with its final line (✓, ✗, ⊘) when it ends.
 //! Otherwise each change is one plain line, which logs and pipes can keep.
 //!
+//! A resumed run's tasks that had ended before this process started driving it are marked
+//! `(replayed)`: their results come from the journal, nothing ran again. The header counts
+//! the tasks done out of those started.
+//!
 //! Once the run records that it has used 80 % of its journal entries (the runtime's
 //! `entries_warning` event), one warning line is printed, above the tree or among the
 //! lines, so that a person sees the run nearing its cap before it fails there.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::io::Write;
 use std::time::{Duration, Instant};
 
@@ -27,6 +31,8 @@ pub(crate) struct Progress {
     how: Drawing,
     // Whether the entry-cap warning was printed.
     warned: bool,
+    // The tasks that had ended before this process started driving the run: replayed.
+    earlier: HashSet<u64>,
 }
 
 /// The identity under which the runtime records, once per run, that the run has used 80 %
@@ -56,12 +62,23 @@ impl Progress {
     /// The tree is drawn on the process's stderr; when indicatif would draw nothing there
     /// (`TERM=dumb`, say), progress falls back to plain lines.
     pub(crate) fn new(journal: Journal, run: RunId, tty: bool) -> Progress {
+        // Best effort, as all progress: unreadable tasks are simply not marked.
+        let earlier: HashSet<u64> = journal
+            .tasks(run)
+            .unwrap_or_default()
+            .iter()
+            .filter(|t| t.status.is_terminal())
+            .map(|t| t.id.0)
+            .collect();
         let tree = if tty { Tree::on(ProgressDrawTarget::stderr()) } else { None };
         let how = match tree {
-            Some(tree) => Drawing::Tree(Box::new(tree)),
+            Some(mut tree) => {
+                tree.earlier = earlier.clone();
+                Drawing::Tree(Box::new(tree))
+            }
             None => Drawing::Lines { shown: BTreeMap::new() },
         };
-        Progress { journal, run, started: Instant::now(), how, warned: false }
+        Progress { journal, run, started: Instant::now(), how, warned: false, earlier }
     }
 
     /// Returns the time since progress started: the time this process has driven the run.
@@ -97,9 +114,9 @@ impl Progress {
         let elapsed = self.started.elapsed();
         match &mut self.how {
             Drawing::Lines { shown } => {
-                let _ = lines(shown, elapsed, &tasks, out);
+                let _ = lines(shown, &self.earlier, elapsed, &tasks, out);
             }
-            Drawing::Tree(tree) => tree.update(&header(self.run, elapsed, tasks.len()), &tasks),
+            Drawing::Tree(tree) => tree.update(&header(self.run, elapsed, &tasks), &tasks),
         }
         self.warn_entries(out);
     }
@@ -115,13 +132,14 @@ impl Progress {
             return;
         }
         let tasks = self.journal.tasks(self.run).unwrap_or_default();
-        tree.close(&header(self.run, self.started.elapsed(), tasks.len()));
+        tree.close(&header(self.run, self.started.elapsed(), &tasks));
     }
 }
 
 /// Prints a plain line for each task whose state or tokens changed since last shown.
 fn lines(
     shown: &mut BTreeMap<u64, (TaskStatus, u64)>,
+    earlier: &HashSet<u64>,
     elapsed: Duration,
     tasks: &[TaskRecord],
     out: &mut dyn Write,
@@ -135,14 +153,18 @@ fn lines(
             continue;
         }
         shown.insert(task.id.0, now);
-        writeln!(out, "[{elapsed:6.1}s] {}", describe(&numbers, task))?;
+        let replayed = earlier.contains(&task.id.0);
+        writeln!(out, "[{elapsed:6.1}s] {}", describe(&numbers, task, replayed))?;
     }
     Ok(())
 }
 
-/// The first line of the tree: the run, the time since progress started, the task count.
-fn header(run: RunId, elapsed: Duration, tasks: usize) -> String {
-    format!("run {} — {:.1}s — {tasks} task(s)", run.0, elapsed.as_secs_f64())
+/// The first line of the tree: the run, the time since progress started, the tasks done
+/// out of those started.
+fn header(run: RunId, elapsed: Duration, tasks: &[TaskRecord]) -> String {
+    let done = tasks.iter().filter(|t| t.status.is_terminal()).count();
+    let n = tasks.len();
+    format!("run {} — {:.1}s — {done} of {n} task(s) done", run.0, elapsed.as_secs_f64())
 }
 
 /// The tree of bars on stderr: a header, then one bar per task in tree order.
@@ -156,6 +178,8 @@ struct Tree {
     bars: Vec<TaskBar>,
     active: ProgressStyle,
     still: ProgressStyle,
+    // The tasks that had ended before this process started driving the run.
+    earlier: HashSet<u64>,
 }
 
 /// A task's bar, and whether it has the active style (spinner and elapsed time).
@@ -177,7 +201,7 @@ impl Tree {
         let active = ProgressStyle::with_template("{msg} {spinner} {elapsed}")
             .unwrap_or_else(|_| plain_style());
         let header = multi.add(ProgressBar::new_spinner().with_style(still.clone()));
-        Some(Tree { multi, header, bars: Vec::new(), active, still })
+        Some(Tree { multi, header, bars: Vec::new(), active, still, earlier: HashSet::new() })
     }
 
     /// Brings the bars in line with `tasks`.
@@ -206,7 +230,8 @@ impl Tree {
             }
             let b = &mut self.bars[i];
             if !b.bar.is_finished() {
-                let line = task_line(&numbers, *depth, task);
+                let replayed = self.earlier.contains(&task.id.0);
+                let line = task_line(&numbers, *depth, task, replayed);
                 if task.status.is_terminal() {
                     b.bar.set_style(self.still.clone());
                     b.bar.finish_with_message(line);
@@ -280,7 +305,7 @@ fn glyph(status: TaskStatus) -> &'static str {
 
 /// One line about a task: glyph, number within the run, kind, target, the workflow step
 /// it runs, state, model, tokens.
-fn describe(numbers: &TaskNumbers, task: &TaskRecord) -> String {
+fn describe(numbers: &TaskNumbers, task: &TaskRecord, replayed: bool) -> String {
     let mut line = format!(
         "{} #{} {} {}",
         glyph(task.status),
@@ -302,6 +327,9 @@ fn describe(numbers: &TaskNumbers, task: &TaskRecord) -> String {
     if task.status.is_terminal() {
         let ms = task.updated_at_ms.saturating_sub(task.created_at_ms);
         line.push_str(&format!(" in {:.1}s", ms as f64 / 1000.0));
+    }
+    if replayed {
+        line.push_str(" (replayed)");
     }
     if let Some(error) = &task.error {
         line.push_str(&format!(" — {}", error_message(error)));
@@ -351,8 +379,8 @@ fn tree_rows(tasks: &[TaskRecord]) -> Vec<(usize, &TaskRecord)> {
 }
 
 /// A task's line in the tree: indented two spaces per level, below the header.
-fn task_line(numbers: &TaskNumbers, depth: usize, task: &TaskRecord) -> String {
-    format!("{}{}", "  ".repeat(depth + 1), describe(numbers, task))
+fn task_line(numbers: &TaskNumbers, depth: usize, task: &TaskRecord, replayed: bool) -> String {
+    format!("{}{}", "  ".repeat(depth + 1), describe(numbers, task, replayed))
 }
 
 #[cfg(test)]

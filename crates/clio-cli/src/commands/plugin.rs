@@ -19,6 +19,11 @@ use crate::launch::agent_spec;
 
 /// Checks a plugin folder or marketplace; exit 1 when it has errors.
 pub(super) fn check(args: &PluginCheckArgs, out: &mut dyn Write) -> Result<(), CliError> {
+    // A path that is not there is a mistake in the command, not a plugin with a problem.
+    if !args.path.exists() {
+        return Err(CliError::user(anyhow!("{}: no such file or folder", args.path.display()))
+            .hint("name a plugin folder (with ai.iowarp.clio/) or a marketplace folder (with .claude-plugin/marketplace.json)"));
+    }
     let report = check_path(&args.path);
     if args.json {
         write_json(out, &report.to_json())?;
@@ -55,10 +60,9 @@ pub(super) fn install(
         return Err(CliError::usage(anyhow!("name the plugins to install, or pass --agent FILE")));
     }
     let store = Store::new(home.root());
-    let installed = store.install_references(&market, &root, &references).map_err(|error| {
-        CliError::user(error)
-            .hint("`clio plugin check MARKETPLACE` shows what the marketplace offers")
-    })?;
+    let installed = store
+        .install_references(&market, &root, &references)
+        .map_err(|error| CliError::user(error).hint(offered(&market)))?;
     if args.json {
         let value: Vec<_> = installed.iter().map(installed_json).collect();
         return write_json(out, &serde_json::Value::Array(value));
@@ -80,6 +84,17 @@ pub(super) fn install(
         )?;
     }
     Ok(())
+}
+
+/// Returns a hint naming what `market` offers, as `id version` pairs.
+fn offered(market: &Marketplace) -> String {
+    let listed: Vec<String> =
+        market.plugins.iter().map(|l| format!("{}@{}", l.plugin.id, l.plugin.version)).collect();
+    if listed.is_empty() {
+        format!("marketplace {} lists no plugins", market.name)
+    } else {
+        format!("marketplace {} offers: {}", market.name, listed.join(", "))
+    }
 }
 
 fn installed_json(plugin: &Installed) -> serde_json::Value {

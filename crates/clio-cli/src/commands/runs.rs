@@ -202,6 +202,12 @@ pub(super) fn show(home: &Home, args: &RunShowArgs, out: &mut dyn Write) -> Resu
     writeln!(out, "run {}  {}  {}", run.id.0, flow_label(&run.flow), status_name(run.status))?;
     writeln!(out, "  input:  {}", shorten(&answer_text(Some(&run.input)), 100))?;
     writeln!(out, "  took:   {}", took(&run))?;
+    let mut models: Vec<&str> = tasks.iter().filter_map(|t| t.model.as_deref()).collect();
+    models.sort_unstable();
+    models.dedup();
+    if !models.is_empty() {
+        writeln!(out, "  model:  {}", models.join(", "))?;
+    }
     if let Some(launch) = &launch {
         write_agent(launch, out)?;
     }

@@ -66,10 +66,14 @@ fn the_tree_puts_each_task_under_its_parent_indented_by_depth() {
     let numbers = TaskNumbers::of(&tasks);
     let lines: Vec<String> = tree_rows(&tasks)
         .into_iter()
-        .map(|(depth, task)| task_line(&numbers, depth, task))
+        .map(|(depth, task)| task_line(&numbers, depth, task, false))
         .collect();
     assert_eq!(lines, TREE);
-    assert_eq!(header(RunId(7), Duration::from_millis(2_340), 5), "run 7 — 2.3s — 5 task(s)");
+    // Done: the succeeded tool, the failed subagent; the rest are not.
+    assert_eq!(
+        header(RunId(7), Duration::from_millis(2_340), &tasks),
+        "run 7 — 2.3s — 2 of 5 task(s) done"
+    );
 }
 
 #[test]
@@ -77,9 +81,10 @@ fn plain_lines_show_each_change_once() {
     let mut tasks = run_tasks();
     let mut shown = BTreeMap::new();
     let mut out = Vec::new();
-    lines(&mut shown, Duration::from_millis(400), &tasks[..2], &mut out).unwrap();
+    let none = HashSet::new();
+    lines(&mut shown, &none, Duration::from_millis(400), &tasks[..2], &mut out).unwrap();
     tasks[0].output_tokens += 5;
-    lines(&mut shown, Duration::from_millis(800), &tasks, &mut out).unwrap();
+    lines(&mut shown, &none, Duration::from_millis(800), &tasks, &mut out).unwrap();
     assert_eq!(
         String::from_utf8(out).unwrap(),
         "[   0.4s] ▶ #1 agent lead running on m-small 120+30 tokens\n\
@@ -88,6 +93,21 @@ fn plain_lines_show_each_change_once() {
          [   0.8s] ✗ #3 subagent critic failed in 0.2s — model refused\n\
          [   0.8s] · #4 step parse queued\n\
          [   0.8s] ! #5 flow other interrupted\n"
+    );
+}
+
+#[test]
+fn tasks_that_ended_before_a_resume_are_marked_replayed() {
+    let tasks = run_tasks();
+    let mut shown = BTreeMap::new();
+    let mut out = Vec::new();
+    // The tool had ended before this process started driving the run.
+    let earlier = HashSet::from([2]);
+    lines(&mut shown, &earlier, Duration::from_millis(100), &tasks[..2], &mut out).unwrap();
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        "[   0.1s] ▶ #1 agent lead running on m-small 120+30 tokens\n\
+         [   0.1s] ✓ #2 tool read_file succeeded in 1.5s (replayed)\n"
     );
 }
 
@@ -324,8 +344,14 @@ fn the_entry_cap_warning_is_printed_once_above_the_tree() {
     let (journal, run) = journal_with_a_run();
     let screen = Screen::default();
     let how = Drawing::Tree(Box::new(tree_on(&screen)));
-    let mut progress =
-        Progress { journal: journal.clone(), run, started: Instant::now(), how, warned: false };
+    let mut progress = Progress {
+        journal: journal.clone(),
+        run,
+        started: Instant::now(),
+        how,
+        warned: false,
+        earlier: HashSet::new(),
+    };
     record_entries_warning(&journal, run);
     progress.tick(&mut std::io::sink());
     progress.tick(&mut std::io::sink());

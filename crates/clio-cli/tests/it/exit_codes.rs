@@ -22,6 +22,10 @@ fn exit_1_for_bad_input() {
     assert!(outcome.stderr.starts_with("error: cannot read"), "{}", outcome.render());
     // The I/O error stays the cause, not flattened into the message.
     assert!(outcome.stderr.contains("  caused by: No such file"), "{}", outcome.render());
+    // A plugin path that is not there is named as such, not checked as an empty folder.
+    let outcome = clio(&["plugin", "check", "examples/nosuch"]);
+    assert_eq!(outcome.code, 1, "{}", outcome.render());
+    assert!(outcome.stderr.starts_with("error: examples/nosuch: no such file or folder"));
 }
 
 #[test]
