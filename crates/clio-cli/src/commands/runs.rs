@@ -485,7 +485,10 @@ fn write_entry(
             shorten(&payload, 90)
         }
     };
-    writeln!(out, "  {:>5}  {:<18}{task}  {text}", entry.seq, format!("{:?}", entry.kind))?;
+    // The kind as JSON spells it (`call`, `event`, …), one spelling for people and programs.
+    let kind = serde_json::to_value(entry.kind).map_err(CliError::internal)?;
+    let kind = kind.as_str().unwrap_or_default().to_owned();
+    writeln!(out, "  {:>5}  {kind:<18}{task}  {text}", entry.seq)?;
     Ok(())
 }
 
