@@ -19,7 +19,9 @@ use crate::args::{
 use crate::config::{HomeConfig, ModelsChoice};
 use crate::error::{CliError, journal_error};
 use crate::home::Home;
-use crate::launch::{Launch, agent_flow, agent_spec, open_journal, owner, runtime};
+use crate::launch::{
+    Launch, agent_flow, agent_spec, installed_flow_provider, open_journal, owner, runtime,
+};
 use crate::paint::{Paint, Verdict};
 use crate::pin::{self, AgentChange, OnAgentChange};
 use crate::progress::{Progress, entries_warning};
@@ -153,8 +155,14 @@ pub(super) fn run(
         selection.options.insert(key.to_owned(), value);
     }
     let mut launch = launch_of(&args.drive, spec.as_ref().map(|_| path.to_path_buf()))?;
-    if let Some(spec) = &spec {
-        launch.pin(spec);
+    match &spec {
+        Some(spec) => launch.pin(spec),
+        // A flow of an installed, trusted plugin runs without `--plugin`.
+        None => {
+            if let Some(folder) = installed_flow_provider(home, &args.target, &launch.plugins)? {
+                launch.plugins.push(folder);
+            }
+        }
     }
     let input = Value::String(args.input.clone());
     let show = Show::of(&args.drive, paint);
@@ -177,8 +185,8 @@ impl Show {
     }
 }
 
-/// As [`start`], after `check` has passed on the runtime the run would use: mistakes are
-/// caught before a run exists.
+/// Creates a run and drives it, after `check` has passed on the runtime the run would
+/// use: mistakes are caught before a run exists.
 #[allow(clippy::too_many_arguments, reason = "the two ways of starting a run share it")]
 fn start_checked(
     home: &Home,
