@@ -400,6 +400,44 @@ mod tests {
     }
 
     #[test]
+    fn each_flow_error_falls_in_its_class_and_keeps_its_cause() {
+        use std::sync::Arc;
+
+        let journal = |error: JournalError| FlowError::Journal(Arc::new(error));
+        let cases = [
+            (FlowError::CallFailed { handle: None, message: "boom".into() }, 1),
+            (FlowError::RunNotFound { run: clio_journal::RunId(9) }, 1),
+            (FlowError::FlowTargetUnknown { target: "nosuch".into() }, 1),
+            (journal(JournalError::AlreadyOpen { path: PathBuf::from("/h/journal.redb") }), 1),
+            (journal(io(io::ErrorKind::Other)), 255),
+        ];
+        for (error, code) in cases {
+            let text = error.to_string();
+            let cli = CliError::from(error);
+            assert_eq!(cli.exit_code(), code, "{text}");
+            assert_eq!(cli.error.to_string(), text, "the message is the error's own");
+        }
+        // Journal trouble inside a flow error: the whole chain down to the I/O error is
+        // kept, with the journal's hints.
+        let cli = CliError::from(journal(io(io::ErrorKind::StorageFull)));
+        let causes: Vec<String> = cli.error.chain().map(ToString::to_string).collect();
+        assert_eq!(
+            causes,
+            ["journal error", "journal /h/journal.redb: i/o error", "no storage space"]
+        );
+        assert!(cli.hints[0].contains("is full"), "{:?}", cli.hints);
+        // A failed run reads as such, over its cause.
+        let failed = CliError::from(FlowError::CallFailed { handle: None, message: "boom".into() })
+            .context("run 3 failed");
+        let mut rendered = Vec::new();
+        failed.render(&mut rendered).unwrap();
+        assert_eq!(
+            String::from_utf8(rendered).unwrap(),
+            "error: run 3 failed\n  caused by: call failed: boom\n"
+        );
+    }
+
+    #[test]
     fn what_a_person_can_fix_names_the_file_and_what_to_do() {
         let damaged = JournalError::Corrupted {
             path: PathBuf::from("/h/journal.redb-wal"),

@@ -3,9 +3,7 @@
 //! internal fault (stdout that cannot be written). Library errors are classified once,
 //! by the `From` impls of the CLI's error; these tests hold the classes in place.
 
-use std::io::{BufRead, BufReader};
-use std::net::TcpListener;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use crate::support::{clio, temp_home, workspace_root};
 
@@ -62,39 +60,17 @@ fn exit_2_for_usage() {
 
 #[test]
 fn exit_130_when_interrupted() {
-    // A model server that takes connections and never answers: the run waits on its
-    // first model call until Ctrl-C.
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let home = temp_home("exit-interrupted");
-    let config = format!(
-        "[[provider]]\nname = \"local\"\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:{port}/v1\"\n\n\
-         [[model]]\naccount = \"local\"\nid = \"m\"\nprovider = \"local\"\n"
+    // The side-effects plugin's test tool sends the clio process SIGINT at an exact
+    // point (the `pause` step), as a person's Ctrl-C would.
+    let case = crate::side_effects::case("exit-130");
+    let interrupted = case.run(Some("int-at-pause"));
+    assert_eq!(interrupted.code, 130, "{}", interrupted.render());
+    assert!(
+        interrupted.stderr.contains("error: interrupted: run 1 stopped"),
+        "{}",
+        interrupted.render()
     );
-    std::fs::write(home.join("config.toml"), config).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_clio"))
-        .args(["--home", home.to_str().unwrap(), "run", "examples/agents/minimal.toml"])
-        .args(["--input", "x"])
-        .current_dir(workspace_root())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut first = String::new();
-    stderr.read_line(&mut first).unwrap();
-    assert!(first.starts_with("run 1 started"), "{first}");
-    // The model call is under way once the server has a connection.
-    let (_connection, _) = listener.accept().unwrap();
-    let pid = child.id().to_string();
-    let sent = Command::new("kill").args(["-INT", &pid]).status().unwrap();
-    assert!(sent.success());
-    let status = child.wait().unwrap();
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
-    assert_eq!(status.code(), Some(130), "{rest}");
-    assert!(rest.contains("error: interrupted: run 1 stopped"), "{rest}");
-    assert!(rest.contains("hint: continue it with `clio runs resume 1`"), "{rest}");
+    assert!(interrupted.stderr.contains("hint: continue it with `clio runs resume 1`"));
 }
 
 #[test]

@@ -22,7 +22,7 @@ use crate::support::{Sandbox, clio};
 const ALL_TALLIES: [&str; 4] = ["first", "agent-1", "agent-2", "last"];
 
 /// A home and a workspace of their own, whose run is the workflow.
-fn case(name: &str) -> Sandbox {
+pub(crate) fn case(name: &str) -> Sandbox {
     let command = [
         "workflow",
         "run",
