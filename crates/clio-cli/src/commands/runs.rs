@@ -49,6 +49,12 @@ pub(super) fn run_json(run: &RunRecord) -> Result<Value, CliError> {
     for key in ["flow", "fingerprint", "error"] {
         unnest(&mut value, key);
     }
+    // A launch without `--model` recorded the model as empty: it is no model, null.
+    if let Some(model) = value.get_mut("launch").and_then(|l| l.get_mut("model"))
+        && model.as_str() == Some("")
+    {
+        *model = Value::Null;
+    }
     Ok(value)
 }
 
@@ -200,7 +206,13 @@ pub(super) fn show(home: &Home, args: &RunShowArgs, out: &mut dyn Write) -> Resu
         return write_json(out, &value);
     }
     writeln!(out, "run {}  {}  {}", run.id.0, flow_label(&run.flow), status_name(run.status))?;
-    writeln!(out, "  input:  {}", shorten(&answer_text(Some(&run.input)), 100))?;
+    // A workflow run's input is the whole workflow: its task is what a person reads, the
+    // steps are in the tree below.
+    let workflow_task = run.input.get("workflow").and(run.input.get("task"));
+    match workflow_task.and_then(Value::as_str) {
+        Some(task) => writeln!(out, "  task:   {}", shorten(task, 100))?,
+        None => writeln!(out, "  input:  {}", shorten(&answer_text(Some(&run.input)), 100))?,
+    }
     writeln!(out, "  took:   {}", took(&run))?;
     let mut models: Vec<&str> = tasks.iter().filter_map(|t| t.model.as_deref()).collect();
     models.sort_unstable();

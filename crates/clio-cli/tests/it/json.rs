@@ -64,6 +64,7 @@ fn every_command_prints_json_on_success_and_on_failure() {
     assert!(list[0]["flow"].is_object(), "{list}");
     assert!(!list[0]["fingerprint"].is_string(), "{list}");
     assert_eq!(list[0]["status"], "succeeded");
+    assert_ne!(list[0]["launch"]["model"], "", "no model is null, not \"\": {list}");
 
     let (_, show) = json_of(h, &["runs", "show", "1", "--json"]);
     let tasks = show["tasks"].as_array().unwrap();
