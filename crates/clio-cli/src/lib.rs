@@ -4,8 +4,10 @@
 //! that prints. Arguments are parsed in two layers: clap's raw flags (`args.rs`), then the
 //! commands (`commands/`) that turn them into library calls and render the results.
 //!
-//! Exit codes: 0 ok; 1 the thing checked is bad or the run failed; 2 usage; 255 an
-//! internal error; a closed stdout (a broken pipe) ends quietly with 0.
+//! Exit codes: 0 ok; 1 the thing checked is bad or the run failed; 2 usage; 130
+//! interrupted (Ctrl-C); 255 an internal error; a closed stdout (a broken pipe) ends
+//! quietly with 0. A command given `--json` that fails prints the error as JSON on stdout
+//! too (docs/cli.md).
 
 mod args;
 mod commands;
