@@ -31,6 +31,8 @@ const OWNED_DEPENDENCIES: &[(&str, &[&str])] = &[
     ("petgraph", &["clio-workflow", "clio-plugins"]),
     ("tokio", &["clio-flow", "clio-cli"]),
     ("clap", &["clio-cli", "xtask"]),
+    ("clap_complete", &["clio-cli"]),
+    ("clap_mangen", &["clio-cli"]),
     ("anyhow", &["clio-cli", "xtask"]),
     ("semver", &["clio-spec", "clio-plugins"]),
     ("rmcp", &["clio-flow"]),

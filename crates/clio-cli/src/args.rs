@@ -6,13 +6,84 @@ use clap::{Args, Parser, Subcommand};
 
 /// Durable orchestration for AI agents: check, freeze and run agents, flows and workflows.
 #[derive(Debug, Parser)]
-#[command(name = "clio", version, propagate_version = true)]
+#[command(name = "clio", version = VERSION, propagate_version = true)]
 pub(crate) struct Cli {
     /// Where CLIO keeps its journal, store and config [default: $CLIO_HOME, else ~/.clio]
     #[arg(long, global = true, value_name = "DIR")]
     pub(crate) home: Option<PathBuf>,
+    /// When to colour the output: auto colours a terminal unless NO_COLOR is set
+    #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
+    pub(crate) color: ColorChoice,
     #[command(subcommand)]
     pub(crate) command: Command,
+}
+
+impl Cli {
+    /// Returns whether the command asked for JSON output (`--json`, or a command whose
+    /// output is JSON lines), so that an error is printed as JSON on stdout too.
+    pub(crate) fn wants_json(&self) -> bool {
+        match &self.command {
+            Command::Plugin(c) => match c {
+                PluginCommand::Check(a) => a.json,
+                PluginCommand::Install(a) => a.json,
+                PluginCommand::List(a) => a.json,
+                PluginCommand::Trust(a) => a.json,
+                PluginCommand::Remove(a) => a.json,
+            },
+            Command::Agent(AgentCommand::Spec(a)) => a.json,
+            Command::Agent(AgentCommand::Verify(a)) => a.json,
+            Command::Workflow(WorkflowCommand::Check(a)) => a.json,
+            Command::Workflow(WorkflowCommand::Run(a)) => a.drive.json,
+            Command::Workflow(WorkflowCommand::Show(_)) => false,
+            Command::Run(a) => a.drive.json,
+            Command::Models(ModelsCommand::List(a)) => a.json,
+            Command::Runs(c) => match c {
+                RunsCommand::List(a) => a.json,
+                RunsCommand::Show(a) => a.json,
+                RunsCommand::Tree(a) | RunsCommand::Events(a) | RunsCommand::Cancel(a) => a.json,
+                RunsCommand::Export(_) => true,
+                RunsCommand::Answer(a) => a.json,
+                RunsCommand::Resume(a) => a.json,
+                RunsCommand::Replay(a) => a.json,
+                RunsCommand::Prune(a) => a.json,
+            },
+            Command::Journal(JournalCommand::Check(a)) => a.json,
+            Command::Journal(JournalCommand::Salvage(a)) => a.json,
+            Command::Completions(_) | Command::Man => false,
+        }
+    }
+}
+
+/// The version `--version` prints: the package's, and the commit it was built from when
+/// the build could tell (`build.rs`).
+const VERSION: &str = match option_env!("CLIO_COMMIT") {
+    Some(_) => concat!(env!("CARGO_PKG_VERSION"), " (", env!("CLIO_COMMIT"), ")"),
+    None => env!("CARGO_PKG_VERSION"),
+};
+
+/// When to colour what a person reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum ColorChoice {
+    Auto,
+    Always,
+    Never,
+}
+
+/// The shells `clio completions` writes scripts for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Shell {
+    Bash,
+    Zsh,
+    Fish,
+    Elvish,
+    Powershell,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct CompletionsArgs {
+    /// The shell to write completions for
+    #[arg(value_enum)]
+    pub(crate) shell: Shell,
 }
 
 #[derive(Debug, Subcommand)]
@@ -40,6 +111,14 @@ pub(crate) enum Command {
     /// Check the journal file for damage, and salvage what still reads from a damaged one
     #[command(subcommand)]
     Journal(JournalCommand),
+    /// Print a shell completion script on stdout
+    #[command(
+        after_help = "Examples:\n  clio completions bash > ~/.local/share/bash-completion/completions/clio\n  clio completions zsh > ~/.zfunc/_clio"
+    )]
+    Completions(CompletionsArgs),
+    /// Print the clio(1) man page (roff) on stdout
+    #[command(after_help = "Example:\n  clio man > clio.1 && man ./clio.1")]
+    Man,
 }
 
 #[derive(Debug, Subcommand)]
@@ -282,7 +361,7 @@ pub(crate) struct RunExportArgs {
 }
 
 #[derive(Debug, Args)]
-#[group(required = true, multiple = false)]
+#[command(group(clap::ArgGroup::new("when").required(true).args(["older_than", "before"])))]
 pub(crate) struct RunsPruneArgs {
     /// Prune finished runs started more than this long ago: a number and d, h or m (30d, 12h)
     #[arg(long, value_name = "AGE")]
@@ -290,6 +369,9 @@ pub(crate) struct RunsPruneArgs {
     /// Prune finished runs started before this date (YYYY-MM-DD, UTC)
     #[arg(long, value_name = "DATE")]
     pub(crate) before: Option<String>,
+    /// Print what was deleted as JSON
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -347,6 +429,9 @@ pub(crate) struct PluginVersionArgs {
     /// Its installed version, such as `0.1.0`
     #[arg(value_name = "VERSION")]
     pub(crate) plugin_version: String,
+    /// Print what was removed as JSON
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -356,6 +441,9 @@ pub(crate) struct PluginTrustArgs {
     /// The installed version, such as `0.1.0`; none for a folder
     #[arg(value_name = "VERSION")]
     pub(crate) plugin_version: Option<String>,
+    /// Print what was trusted as JSON
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -454,6 +542,9 @@ pub(crate) struct RunAnswerArgs {
     /// Go on although the agent file changed since the run was launched (recorded in the run)
     #[arg(long)]
     pub(crate) accept_changed_agent: bool,
+    /// Print the recorded answer as JSON
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]

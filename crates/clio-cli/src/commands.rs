@@ -8,21 +8,30 @@ mod run;
 mod runs;
 mod workflow;
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::Path;
 
 use anyhow::Context;
+use clap::CommandFactory;
 
 use crate::args::{
-    AgentCommand, Cli, Command, JournalCommand, ModelsCommand, PluginCommand, RunsCommand,
+    AgentCommand, Cli, Command, JournalCommand, ModelsCommand, PluginCommand, RunsCommand, Shell,
     WorkflowCommand,
 };
 use crate::error::CliError;
 use crate::home::Home;
+use crate::paint::Paint;
 
 /// Runs the command `cli` names, writing its output to `out` and progress to `err`.
 pub(crate) fn dispatch(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), CliError> {
+    // Completions and the man page are made from the command line's definition alone.
+    match &cli.command {
+        Command::Completions(args) => return completions(args.shell, out),
+        Command::Man => return man(out),
+        _ => {}
+    }
     let home = Home::locate(cli.home.as_deref())?;
+    let paint = Paint::new(cli.color, std::io::stderr().is_terminal());
     match cli.command {
         Command::Plugin(PluginCommand::Check(args)) => plugin::check(&args, out),
         Command::Plugin(PluginCommand::Install(args)) => plugin::install(&home, &args, out),
@@ -33,11 +42,13 @@ pub(crate) fn dispatch(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Re
         Command::Agent(AgentCommand::Verify(args)) => agent::verify(&args, out),
         Command::Workflow(WorkflowCommand::Check(args)) => workflow::check(&args, out),
         Command::Workflow(WorkflowCommand::Show(args)) => workflow::show(&args, out),
-        Command::Workflow(WorkflowCommand::Run(args)) => run::workflow_run(&home, &args, out, err),
-        Command::Run(args) => run::run(&home, &args, out, err),
+        Command::Workflow(WorkflowCommand::Run(args)) => {
+            run::workflow_run(&home, &args, paint, out, err)
+        }
+        Command::Run(args) => run::run(&home, &args, paint, out, err),
         Command::Models(ModelsCommand::List(args)) => run::models_list(&home, &args, out, err),
         Command::Runs(RunsCommand::Answer(args)) => run::answer(&home, &args, out, err),
-        Command::Runs(RunsCommand::Resume(args)) => run::resume(&home, &args, out, err),
+        Command::Runs(RunsCommand::Resume(args)) => run::resume(&home, &args, paint, out, err),
         Command::Runs(RunsCommand::Replay(args)) => replay::replay(&home, &args, out, err),
         Command::Runs(RunsCommand::Cancel(args)) => run::cancel(&home, &args, out),
         Command::Runs(RunsCommand::List(args)) => runs::list(&home, &args, out),
@@ -48,7 +59,34 @@ pub(crate) fn dispatch(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Re
         Command::Runs(RunsCommand::Prune(args)) => runs::prune(&home, &args, out),
         Command::Journal(JournalCommand::Check(args)) => journal::check(&home, &args, out),
         Command::Journal(JournalCommand::Salvage(args)) => journal::salvage(&home, &args, out),
+        Command::Completions(_) | Command::Man => Ok(()),
     }
+}
+
+/// Writes the completion script of `shell` for `clio`.
+fn completions(shell: Shell, out: &mut dyn Write) -> Result<(), CliError> {
+    use clap_complete::Shell as Target;
+    let target = match shell {
+        Shell::Bash => Target::Bash,
+        Shell::Zsh => Target::Zsh,
+        Shell::Fish => Target::Fish,
+        Shell::Elvish => Target::Elvish,
+        Shell::Powershell => Target::PowerShell,
+    };
+    let mut command = Cli::command();
+    let mut script = Vec::new();
+    clap_complete::generate(target, &mut command, "clio", &mut script);
+    out.write_all(&script)?;
+    Ok(())
+}
+
+/// Writes the man page of `clio`, in roff.
+fn man(out: &mut dyn Write) -> Result<(), CliError> {
+    let page = clap_mangen::Man::new(Cli::command());
+    let mut roff = Vec::new();
+    page.render(&mut roff)?;
+    out.write_all(&roff)?;
+    Ok(())
 }
 
 /// Reads a text file, naming it in the error.
@@ -59,7 +97,7 @@ fn read_text(path: &Path) -> Result<String, CliError> {
 }
 
 /// Writes `value` as pretty JSON followed by a newline.
-fn write_json(out: &mut dyn Write, value: &serde_json::Value) -> Result<(), CliError> {
+pub(crate) fn write_json(out: &mut dyn Write, value: &serde_json::Value) -> Result<(), CliError> {
     let text = serde_json::to_string_pretty(value).map_err(CliError::internal)?;
     writeln!(out, "{text}")?;
     Ok(())

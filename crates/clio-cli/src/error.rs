@@ -1,6 +1,12 @@
 //! [`CliError`]: one error type for every command, classified so that the exit code and
 //! the hints follow from what went wrong.
 //!
+//! Library errors become CLI errors through `From` impls, the one place each family is
+//! classified: [`FlowError`], [`JournalError`] and the plugin store's errors. The library
+//! error is kept as the source of the chain (never flattened into a string), so `render`
+//! prints every cause as a `caused by:` line. Exit codes: 0 ok, 1 bad input or a failed
+//! run, 2 usage, 130 interrupted, 255 internal only.
+//!
 //! Journal errors are classified in one place, [`JournalTrouble::of`]: what a person can
 //! deal with (a damaged or foreign file, permissions, a full disk, a journal in use) exits
 //! 1 with a message naming the file and hints saying what to do; only faults inside CLIO
@@ -9,7 +15,9 @@
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
+use clio_flow::FlowError;
 use clio_journal::JournalError;
+use clio_plugins::{LoadError, StoreError};
 
 /// Who is at fault, which decides the exit code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,6 +64,13 @@ impl CliError {
         CliError { kind: ErrorKind::Internal, error: error.into(), hints: Vec::new() }
     }
 
+    /// Wraps the error in `message`, keeping it as the cause: the message is printed
+    /// first, the error under it as `caused by:`.
+    pub fn context(mut self, message: impl std::fmt::Display + Send + Sync + 'static) -> CliError {
+        self.error = self.error.context(message);
+        self
+    }
+
     /// Adds a hint printed after the error.
     pub fn hint(mut self, hint: impl Into<String>) -> CliError {
         self.hints.push(hint.into());
@@ -81,6 +96,21 @@ impl CliError {
         })
     }
 
+    /// Returns the error as JSON, as `--json` prints it on stdout when a command fails:
+    /// `{"ok": false, "error": {"message", "causes", "hints", "exit_code"}}`.
+    pub fn to_json(&self) -> serde_json::Value {
+        let causes: Vec<String> = self.error.chain().skip(1).map(ToString::to_string).collect();
+        serde_json::json!({
+            "ok": false,
+            "error": {
+                "message": self.error.to_string(),
+                "causes": causes,
+                "hints": self.hints,
+                "exit_code": self.exit_code(),
+            }
+        })
+    }
+
     /// Writes the error, its causes and the hints.
     pub fn render(&self, err: &mut dyn Write) -> std::io::Result<()> {
         writeln!(err, "error: {}", self.error)?;
@@ -97,6 +127,76 @@ impl CliError {
 impl From<std::io::Error> for CliError {
     fn from(error: std::io::Error) -> CliError {
         CliError::internal(error)
+    }
+}
+
+impl From<JournalError> for CliError {
+    fn from(error: JournalError) -> CliError {
+        journal_error(error)
+    }
+}
+
+impl From<FlowError> for CliError {
+    /// Classifies a runtime error: journal trouble as the journal's own errors are, a
+    /// call whose record cannot be confirmed as internal, everything else (a failed or
+    /// refused call, an unknown target or run, a replay mismatch, bad options or
+    /// answers) as the user's, with a hint where a person can act.
+    fn from(error: FlowError) -> CliError {
+        let (kind, hints) = match &error {
+            FlowError::Journal(journal) => journal_advice(journal),
+            FlowError::TaskStateUncertain { .. } => (ErrorKind::Internal, Vec::new()),
+            FlowError::FlowNotTrusted { .. } => (
+                ErrorKind::User,
+                vec![
+                    "trust the plugin with the command above, or run without --no-input to be asked"
+                        .to_owned(),
+                ],
+            ),
+            FlowError::FlowTargetUnknown { .. } => (
+                ErrorKind::User,
+                vec![
+                    "pass the plugin that provides it with --plugin DIR, or install it".to_owned(),
+                ],
+            ),
+            _ => (ErrorKind::User, Vec::new()),
+        };
+        CliError { kind, error: anyhow::Error::new(error), hints }
+    }
+}
+
+impl From<StoreError> for CliError {
+    /// Classifies a plugin store error: a file the person can fix (permissions, a full
+    /// disk, a damaged record, a plugin not listed or installed) is theirs; another I/O
+    /// failure is the machine's.
+    fn from(error: StoreError) -> CliError {
+        let kind = match &error {
+            StoreError::Io { source, .. } => io_kind(source),
+            _ => ErrorKind::User,
+        };
+        CliError { kind, error: anyhow::Error::new(error), hints: Vec::new() }
+    }
+}
+
+impl From<LoadError> for CliError {
+    /// A plugin folder that does not load is bad input.
+    fn from(error: LoadError) -> CliError {
+        CliError::user(error)
+    }
+}
+
+/// Returns the class of an I/O error on a file a person named or owns: access, space and
+/// missing files are theirs to fix; anything else is the machine's.
+fn io_kind(error: &io::Error) -> ErrorKind {
+    match error.kind() {
+        io::ErrorKind::PermissionDenied
+        | io::ErrorKind::ReadOnlyFilesystem
+        | io::ErrorKind::NotFound
+        | io::ErrorKind::IsADirectory
+        | io::ErrorKind::NotADirectory
+        | io::ErrorKind::StorageFull
+        | io::ErrorKind::QuotaExceeded
+        | io::ErrorKind::InvalidData => ErrorKind::User,
+        _ => ErrorKind::Internal,
     }
 }
 
@@ -297,6 +397,44 @@ mod tests {
             let code = if trouble == JournalTrouble::Internal { 255 } else { 1 };
             assert_eq!(cli.exit_code(), code, "{trouble:?}");
         }
+    }
+
+    #[test]
+    fn each_flow_error_falls_in_its_class_and_keeps_its_cause() {
+        use std::sync::Arc;
+
+        let journal = |error: JournalError| FlowError::Journal(Arc::new(error));
+        let cases = [
+            (FlowError::CallFailed { handle: None, message: "boom".into() }, 1),
+            (FlowError::RunNotFound { run: clio_journal::RunId(9) }, 1),
+            (FlowError::FlowTargetUnknown { target: "nosuch".into() }, 1),
+            (journal(JournalError::AlreadyOpen { path: PathBuf::from("/h/journal.redb") }), 1),
+            (journal(io(io::ErrorKind::Other)), 255),
+        ];
+        for (error, code) in cases {
+            let text = error.to_string();
+            let cli = CliError::from(error);
+            assert_eq!(cli.exit_code(), code, "{text}");
+            assert_eq!(cli.error.to_string(), text, "the message is the error's own");
+        }
+        // Journal trouble inside a flow error: the whole chain down to the I/O error is
+        // kept, with the journal's hints.
+        let cli = CliError::from(journal(io(io::ErrorKind::StorageFull)));
+        let causes: Vec<String> = cli.error.chain().map(ToString::to_string).collect();
+        assert_eq!(
+            causes,
+            ["journal error", "journal /h/journal.redb: i/o error", "no storage space"]
+        );
+        assert!(cli.hints[0].contains("is full"), "{:?}", cli.hints);
+        // A failed run reads as such, over its cause.
+        let failed = CliError::from(FlowError::CallFailed { handle: None, message: "boom".into() })
+            .context("run 3 failed");
+        let mut rendered = Vec::new();
+        failed.render(&mut rendered).unwrap();
+        assert_eq!(
+            String::from_utf8(rendered).unwrap(),
+            "error: run 3 failed\n  caused by: call failed: boom\n"
+        );
     }
 
     #[test]

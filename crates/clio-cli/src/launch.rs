@@ -198,10 +198,43 @@ pub(crate) fn agent_spec(path: &Path) -> Result<AgentSpec, CliError> {
     })
 }
 
+/// Returns the folder of the installed, trusted plugin that declares flow `flow` (its
+/// highest version), when none of the folders `passed` with `--plugin` declares it: a
+/// person who installed and trusted a plugin need not name its folder to run its flow.
+/// Folders that do not load are passed over here; a run that names them reports them.
+pub(crate) fn installed_flow_provider(
+    home: &Home,
+    flow: &str,
+    passed: &[PathBuf],
+) -> Result<Option<PathBuf>, CliError> {
+    let declares = |plugin: &Plugin| plugin.flows.iter().any(|f| f.id == flow);
+    if passed.iter().filter_map(|f| load_plugin(f).ok()).any(|p| declares(&p)) {
+        return Ok(None);
+    }
+    let store = Store::new(home.root());
+    let mut best: Option<clio_plugins::Installed> = None;
+    for installed in store.list().map_err(CliError::from)? {
+        if !store.is_trusted(&installed).map_err(CliError::from)? {
+            continue;
+        }
+        let Ok(plugin) = load_plugin(&installed.path) else { continue };
+        if declares(&plugin) && best.as_ref().is_none_or(|b| installed.version > b.version) {
+            best = Some(installed);
+        }
+    }
+    let Some(best) = best else { return Ok(None) };
+    let folder = best
+        .path
+        .canonicalize()
+        .with_context(|| format!("cannot find {}", best.path.display()))
+        .map_err(CliError::user)?;
+    Ok(Some(folder))
+}
+
 /// Returns whether the plugin in `folder` is trusted at its current content.
 fn trusted(store: &Store, plugin: &Plugin, folder: &Path) -> Result<bool, CliError> {
     let digest = digest_folder(folder).map_err(CliError::user)?;
-    store.is_trusted_at(&plugin.id, &plugin.version.to_string(), &digest).map_err(CliError::user)
+    store.is_trusted_at(&plugin.id, &plugin.version.to_string(), &digest).map_err(CliError::from)
 }
 
 /// Builds the runtime a launch describes: the journal, the built-in and basic tools, the
@@ -233,7 +266,7 @@ pub(crate) fn runtime(home: &Home, launch: &Launch, journal: Journal) -> Result<
         .collect();
     let spec = launch.agent.as_deref().map(agent_spec).transpose()?;
     if let Some(spec) = &spec {
-        let installed = store.list().map_err(CliError::user)?;
+        let installed = store.list().map_err(CliError::from)?;
         for reference in spec.plugin_refs() {
             if clio_plugins::BUILTIN_PLUGINS.contains(&reference.id()) {
                 continue;
@@ -263,7 +296,7 @@ pub(crate) fn runtime(home: &Home, launch: &Launch, journal: Journal) -> Result<
     }
     for (folder, trust_with) in &folders {
         let plugin = load_plugin(folder).map_err(|e| {
-            CliError::user(anyhow!("{e}"))
+            CliError::from(e)
                 .hint(format!("`clio plugin check {}` lists every problem", folder.display()))
         })?;
         let is_trusted = trusted(&store, &plugin, folder)?;
@@ -271,7 +304,7 @@ pub(crate) fn runtime(home: &Home, launch: &Launch, journal: Journal) -> Result<
         // subagent of the plugin gets them.
         tool_names.extend(plugin.tool_names().map(str::to_owned));
         registry = register_plugin(registry, &plugin, is_trusted, &workspace)
-            .map_err(|e| CliError::user(anyhow!("{e}")))?
+            .map_err(CliError::from)?
             .trust_with(&plugin.id, trust_with.clone());
     }
     if let Some(spec) = &spec {

@@ -4,8 +4,10 @@
 //! that prints. Arguments are parsed in two layers: clap's raw flags (`args.rs`), then the
 //! commands (`commands/`) that turn them into library calls and render the results.
 //!
-//! Exit codes: 0 ok; 1 the thing checked is bad or the run failed; 2 usage; 255 an
-//! internal error; a closed stdout (a broken pipe) ends quietly with 0.
+//! Exit codes: 0 ok; 1 the thing checked is bad or the run failed; 2 usage; 130
+//! interrupted (Ctrl-C); 255 an internal error; a closed stdout (a broken pipe) ends
+//! quietly with 0. A command given `--json` that fails prints the error as JSON on stdout
+//! too (docs/cli.md).
 
 mod args;
 mod commands;
@@ -13,8 +15,10 @@ mod config;
 mod error;
 mod home;
 mod launch;
+mod paint;
 mod pin;
 mod progress;
+mod tasks;
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -58,12 +62,37 @@ where
             return code;
         }
     };
-    match commands::dispatch(cli, out, err) {
+    let json = cli.wants_json();
+    let mut counted = Counted { inner: out, written: 0 };
+    match commands::dispatch(cli, &mut counted, err) {
         Ok(()) => 0,
         Err(error) if error.is_broken_pipe() => 0,
         Err(error) => {
+            // A program that asked for JSON gets the error as JSON on stdout too, unless
+            // the command already printed its own JSON outcome there.
+            if json && counted.written == 0 {
+                let _ = commands::write_json(counted.inner, &error.to_json());
+            }
             let _ = error.render(err);
             error.exit_code()
         }
+    }
+}
+
+/// A writer that counts what goes through it, to know whether a command printed anything.
+struct Counted<'a> {
+    inner: &'a mut dyn Write,
+    written: usize,
+}
+
+impl Write for Counted<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.written += n;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
     }
 }

@@ -6,16 +6,22 @@
 //! while it is active, and is finished with its final line (✓, ✗, ⊘) when it ends.
 //! Otherwise each change is one plain line, which logs and pipes can keep.
 //!
+//! A resumed run's tasks that had ended before this process started driving it are marked
+//! `(replayed)`: their results come from the journal, nothing ran again. The header counts
+//! the tasks done out of those started.
+//!
 //! Once the run records that it has used 80 % of its journal entries (the runtime's
 //! `entries_warning` event), one warning line is printed, above the tree or among the
 //! lines, so that a person sees the run nearing its cap before it fails there.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::io::Write;
 use std::time::{Duration, Instant};
 
 use clio_journal::{Journal, RunId, TaskRecord, TaskStatus};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use crate::tasks::{TaskNumbers, kind_name, status_name, step_name};
 
 /// Draws a run's progress on a stream.
 pub(crate) struct Progress {
@@ -27,6 +33,8 @@ pub(crate) struct Progress {
     warned: bool,
     /// The journal entries of the run read so far for notices (retries, cut-off answers).
     read_to: u64,
+    // The tasks that had ended before this process started driving the run: replayed.
+    earlier: HashSet<u64>,
 }
 
 /// The identity under which the runtime records, once per run, that the run has used 80 %
@@ -56,12 +64,28 @@ impl Progress {
     /// The tree is drawn on the process's stderr; when indicatif would draw nothing there
     /// (`TERM=dumb`, say), progress falls back to plain lines.
     pub(crate) fn new(journal: Journal, run: RunId, tty: bool) -> Progress {
+        // Best effort, as all progress: unreadable tasks are simply not marked.
+        let earlier: HashSet<u64> = journal
+            .tasks(run)
+            .unwrap_or_default()
+            .iter()
+            .filter(|t| t.status.is_terminal())
+            .map(|t| t.id.0)
+            .collect();
         let tree = if tty { Tree::on(ProgressDrawTarget::stderr()) } else { None };
         let how = match tree {
-            Some(tree) => Drawing::Tree(Box::new(tree)),
+            Some(mut tree) => {
+                tree.earlier = earlier.clone();
+                Drawing::Tree(Box::new(tree))
+            }
             None => Drawing::Lines { shown: BTreeMap::new() },
         };
-        Progress { journal, run, started: Instant::now(), how, warned: false, read_to: 0 }
+        Progress { journal, run, started: Instant::now(), how, warned: false, earlier, read_to: 0 }
+    }
+
+    /// Returns the time since progress started: the time this process has driven the run.
+    pub(crate) fn elapsed(&self) -> Duration {
+        self.started.elapsed()
     }
 
     /// Returns whether the entry-cap warning was printed.
@@ -111,9 +135,9 @@ impl Progress {
         let elapsed = self.started.elapsed();
         match &mut self.how {
             Drawing::Lines { shown } => {
-                let _ = lines(shown, elapsed, &tasks, out);
+                let _ = lines(shown, &self.earlier, elapsed, &tasks, out);
             }
-            Drawing::Tree(tree) => tree.update(&header(self.run, elapsed, tasks.len()), &tasks),
+            Drawing::Tree(tree) => tree.update(&header(self.run, elapsed, &tasks), &tasks),
         }
         self.warn_entries(out);
         self.notices(out);
@@ -130,7 +154,7 @@ impl Progress {
             return;
         }
         let tasks = self.journal.tasks(self.run).unwrap_or_default();
-        tree.close(&header(self.run, self.started.elapsed(), tasks.len()));
+        tree.close(&header(self.run, self.started.elapsed(), &tasks));
     }
 }
 
@@ -178,11 +202,13 @@ fn shorten(text: &str, max: usize) -> String {
 /// Prints a plain line for each task whose state or tokens changed since last shown.
 fn lines(
     shown: &mut BTreeMap<u64, (TaskStatus, u64)>,
+    earlier: &HashSet<u64>,
     elapsed: Duration,
     tasks: &[TaskRecord],
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
     let elapsed = elapsed.as_secs_f64();
+    let numbers = TaskNumbers::of(tasks);
     for task in tasks {
         let tokens = task.input_tokens + task.output_tokens;
         let now = (task.status, tokens);
@@ -190,14 +216,18 @@ fn lines(
             continue;
         }
         shown.insert(task.id.0, now);
-        writeln!(out, "[{elapsed:6.1}s] {}", describe(task))?;
+        let replayed = earlier.contains(&task.id.0);
+        writeln!(out, "[{elapsed:6.1}s] {}", describe(&numbers, task, replayed))?;
     }
     Ok(())
 }
 
-/// The first line of the tree: the run, the time since progress started, the task count.
-fn header(run: RunId, elapsed: Duration, tasks: usize) -> String {
-    format!("run {} — {:.1}s — {tasks} task(s)", run.0, elapsed.as_secs_f64())
+/// The first line of the tree: the run, the time since progress started, the tasks done
+/// out of those started.
+fn header(run: RunId, elapsed: Duration, tasks: &[TaskRecord]) -> String {
+    let done = tasks.iter().filter(|t| t.status.is_terminal()).count();
+    let n = tasks.len();
+    format!("run {} — {:.1}s — {done} of {n} task(s) done", run.0, elapsed.as_secs_f64())
 }
 
 /// The tree of bars on stderr: a header, then one bar per task in tree order.
@@ -211,6 +241,8 @@ struct Tree {
     bars: Vec<TaskBar>,
     active: ProgressStyle,
     still: ProgressStyle,
+    // The tasks that had ended before this process started driving the run.
+    earlier: HashSet<u64>,
 }
 
 /// A task's bar, and whether it has the active style (spinner and elapsed time).
@@ -232,7 +264,7 @@ impl Tree {
         let active = ProgressStyle::with_template("{msg} {spinner} {elapsed}")
             .unwrap_or_else(|_| plain_style());
         let header = multi.add(ProgressBar::new_spinner().with_style(still.clone()));
-        Some(Tree { multi, header, bars: Vec::new(), active, still })
+        Some(Tree { multi, header, bars: Vec::new(), active, still, earlier: HashSet::new() })
     }
 
     /// Brings the bars in line with `tasks`.
@@ -248,6 +280,7 @@ impl Tree {
         }
         self.header.set_message(header.to_owned());
         let now = now_ms();
+        let numbers = TaskNumbers::of(tasks);
         let mut previous = self.header.clone();
         for (i, (depth, task)) in rows.iter().enumerate() {
             if self.bars.get(i).is_none_or(|b| b.task != task.id.0) {
@@ -260,7 +293,8 @@ impl Tree {
             }
             let b = &mut self.bars[i];
             if !b.bar.is_finished() {
-                let line = task_line(*depth, task);
+                let replayed = self.earlier.contains(&task.id.0);
+                let line = task_line(&numbers, *depth, task, replayed);
                 if task.status.is_terminal() {
                     b.bar.set_style(self.still.clone());
                     b.bar.finish_with_message(line);
@@ -332,17 +366,21 @@ fn glyph(status: TaskStatus) -> &'static str {
     }
 }
 
-/// One line about a task: glyph, handle, kind, target, state, model, tokens.
-fn describe(task: &TaskRecord) -> String {
+/// One line about a task: glyph, number within the run, kind, target, the workflow step
+/// it runs, state, model, tokens.
+fn describe(numbers: &TaskNumbers, task: &TaskRecord, replayed: bool) -> String {
     let mut line = format!(
-        "{} #{} {:?} {} {:?}",
+        "{} #{} {} {}",
         glyph(task.status),
-        task.id.0,
-        task.kind,
+        numbers.number(task.id.0),
+        kind_name(task.kind),
         task.target,
-        task.status
-    )
-    .to_lowercase();
+    );
+    if let Some(step) = step_name(task) {
+        line.push_str(&format!(" ({step})"));
+    }
+    line.push(' ');
+    line.push_str(status_name(task.status));
     if let Some(model) = &task.model {
         line.push_str(&format!(" on {model}"));
     }
@@ -352,6 +390,9 @@ fn describe(task: &TaskRecord) -> String {
     if task.status.is_terminal() {
         let ms = task.updated_at_ms.saturating_sub(task.created_at_ms);
         line.push_str(&format!(" in {:.1}s", ms as f64 / 1000.0));
+    }
+    if replayed {
+        line.push_str(" (replayed)");
     }
     if let Some(error) = &task.error {
         line.push_str(&format!(" — {}", error_message(error)));
@@ -401,8 +442,8 @@ fn tree_rows(tasks: &[TaskRecord]) -> Vec<(usize, &TaskRecord)> {
 }
 
 /// A task's line in the tree: indented two spaces per level, below the header.
-fn task_line(depth: usize, task: &TaskRecord) -> String {
-    format!("{}{}", "  ".repeat(depth + 1), describe(task))
+fn task_line(numbers: &TaskNumbers, depth: usize, task: &TaskRecord, replayed: bool) -> String {
+    format!("{}{}", "  ".repeat(depth + 1), describe(numbers, task, replayed))
 }
 
 #[cfg(test)]

@@ -17,7 +17,27 @@ pub(super) fn spec(args: &AgentSpecArgs, out: &mut dyn Write) -> Result<(), CliE
 }
 
 /// Checks the checksum of the spec in `args.file`.
+///
+/// With `--json`, a spec that does not verify prints `{"ok": false, "file", "problems"}` on
+/// stdout, and exits 1 as it does without.
 pub(super) fn verify(args: &AgentVerifyArgs, out: &mut dyn Write) -> Result<(), CliError> {
+    match verified(args) {
+        Err(error) if args.json => {
+            let value = serde_json::json!({
+                "ok": false,
+                "file": args.file.display().to_string(),
+                "problems": super::workflow::problems(&error),
+            });
+            write_json(out, &value)?;
+            Err(error)
+        }
+        Err(error) => Err(error),
+        Ok(spec) => report(args, &spec, out),
+    }
+}
+
+/// Reads the spec in `args.file` and checks its checksum.
+fn verified(args: &AgentVerifyArgs) -> Result<AgentSpec, CliError> {
     let text = read_text(&args.file)?;
     let source = args.file.display().to_string();
     let spec = AgentSpec::from_json(&text).map_err(|error| {
@@ -29,6 +49,11 @@ pub(super) fn verify(args: &AgentVerifyArgs, out: &mut dyn Write) -> Result<(), 
         };
         CliError::user(anyhow!("{source}: {error}")).hint(hint)
     })?;
+    Ok(spec)
+}
+
+/// Writes a verified spec's id, version and checksum.
+fn report(args: &AgentVerifyArgs, spec: &AgentSpec, out: &mut dyn Write) -> Result<(), CliError> {
     if args.json {
         let value = serde_json::json!({
             "ok": true,

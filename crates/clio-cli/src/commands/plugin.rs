@@ -19,6 +19,11 @@ use crate::launch::agent_spec;
 
 /// Checks a plugin folder or marketplace; exit 1 when it has errors.
 pub(super) fn check(args: &PluginCheckArgs, out: &mut dyn Write) -> Result<(), CliError> {
+    // A path that is not there is a mistake in the command, not a plugin with a problem.
+    if !args.path.exists() {
+        return Err(CliError::user(anyhow!("{}: no such file or folder", args.path.display()))
+            .hint("name a plugin folder (with ai.iowarp.clio/) or a marketplace folder (with .claude-plugin/marketplace.json)"));
+    }
     let report = check_path(&args.path);
     if args.json {
         write_json(out, &report.to_json())?;
@@ -55,10 +60,9 @@ pub(super) fn install(
         return Err(CliError::usage(anyhow!("name the plugins to install, or pass --agent FILE")));
     }
     let store = Store::new(home.root());
-    let installed = store.install_references(&market, &root, &references).map_err(|error| {
-        CliError::user(error)
-            .hint("`clio plugin check MARKETPLACE` shows what the marketplace offers")
-    })?;
+    let installed = store
+        .install_references(&market, &root, &references)
+        .map_err(|error| CliError::user(error).hint(offered(&market)))?;
     if args.json {
         let value: Vec<_> = installed.iter().map(installed_json).collect();
         return write_json(out, &serde_json::Value::Array(value));
@@ -82,6 +86,17 @@ pub(super) fn install(
     Ok(())
 }
 
+/// Returns a hint naming what `market` offers, as `id version` pairs.
+fn offered(market: &Marketplace) -> String {
+    let listed: Vec<String> =
+        market.plugins.iter().map(|l| format!("{}@{}", l.plugin.id, l.plugin.version)).collect();
+    if listed.is_empty() {
+        format!("marketplace {} lists no plugins", market.name)
+    } else {
+        format!("marketplace {} offers: {}", market.name, listed.join(", "))
+    }
+}
+
 fn installed_json(plugin: &Installed) -> serde_json::Value {
     serde_json::json!({
         "marketplace": plugin.marketplace,
@@ -96,10 +111,10 @@ fn installed_json(plugin: &Installed) -> serde_json::Value {
 /// Lists installed plugins and whether each is trusted.
 pub(super) fn list(home: &Home, args: &JsonArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let store = Store::new(home.root());
-    let installed = store.list().map_err(CliError::user)?;
+    let installed = store.list().map_err(CliError::from)?;
     let mut rows = Vec::new();
     for plugin in &installed {
-        let trusted = store.is_trusted(plugin).map_err(CliError::user)?;
+        let trusted = store.is_trusted(plugin).map_err(CliError::from)?;
         rows.push((plugin, trusted));
     }
     if args.json {
@@ -129,7 +144,7 @@ fn find_installed(store: &Store, args: &PluginVersionArgs) -> Result<Installed, 
         CliError::usage(anyhow!("name the plugin as MARKETPLACE/ID, such as examples/materials"))
     })?;
     let version = parse_plugin_version(&args.plugin_version).map_err(CliError::usage)?;
-    let installed = store.list().map_err(CliError::user)?;
+    let installed = store.list().map_err(CliError::from)?;
     installed
         .into_iter()
         .find(|p| p.marketplace == marketplace && p.id == id && p.version == version)
@@ -147,11 +162,32 @@ pub(super) fn trust(
 ) -> Result<(), CliError> {
     let store = Store::new(home.root());
     let Some(version) = &args.plugin_version else {
-        return trust_folder(&store, std::path::Path::new(&args.plugin), out);
+        let folder = std::path::Path::new(&args.plugin);
+        if args.json {
+            // The human line goes nowhere: the JSON is the whole report.
+            let entry = trust_folder(&store, folder, &mut std::io::sink())?;
+            let value = serde_json::json!({
+                "id": entry.id, "version": entry.version, "digest": entry.digest,
+                "path": folder.display().to_string(),
+            });
+            return write_json(out, &value);
+        }
+        trust_folder(&store, folder, out)?;
+        return Ok(());
     };
-    let named = PluginVersionArgs { plugin: args.plugin.clone(), plugin_version: version.clone() };
+    let named = PluginVersionArgs {
+        plugin: args.plugin.clone(),
+        plugin_version: version.clone(),
+        json: args.json,
+    };
     let plugin = find_installed(&store, &named)?;
-    let entry = store.trust(&plugin).map_err(CliError::user)?;
+    let entry = store.trust(&plugin).map_err(CliError::from)?;
+    if args.json {
+        let mut value = installed_json(&plugin);
+        value["digest"] = serde_json::Value::String(entry.digest.clone());
+        value["trusted"] = serde_json::Value::Bool(true);
+        return write_json(out, &value);
+    }
     writeln!(
         out,
         "trusted {}/{} {} at digest {}",
@@ -166,7 +202,7 @@ pub(super) fn trust_folder(
     store: &Store,
     folder: &std::path::Path,
     out: &mut dyn Write,
-) -> Result<(), CliError> {
+) -> Result<clio_plugins::TrustEntry, CliError> {
     if !folder.is_dir() {
         return Err(CliError::usage(anyhow!(
             "{} is no plugin folder; name an installed plugin as MARKETPLACE/ID VERSION",
@@ -174,12 +210,12 @@ pub(super) fn trust_folder(
         )));
     }
     let plugin = load_plugin(folder).map_err(|e| {
-        CliError::user(anyhow!("{e}"))
+        CliError::from(e)
             .hint(format!("`clio plugin check {}` lists every problem", folder.display()))
     })?;
     let digest = plugin_digest(&plugin).map_err(CliError::user)?;
     let entry =
-        store.trust_at(&plugin.id, &plugin.version.to_string(), &digest).map_err(CliError::user)?;
+        store.trust_at(&plugin.id, &plugin.version.to_string(), &digest).map_err(CliError::from)?;
     writeln!(
         out,
         "trusted {} {} ({}) at digest {}",
@@ -188,7 +224,7 @@ pub(super) fn trust_folder(
         folder.display(),
         entry.digest
     )?;
-    Ok(())
+    Ok(entry)
 }
 
 /// Removes an installed plugin version.
@@ -199,7 +235,10 @@ pub(super) fn remove(
 ) -> Result<(), CliError> {
     let store = Store::new(home.root());
     let plugin = find_installed(&store, args)?;
-    store.remove(&plugin.marketplace, &plugin.id, &plugin.version).map_err(CliError::user)?;
+    store.remove(&plugin.marketplace, &plugin.id, &plugin.version).map_err(CliError::from)?;
+    if args.json {
+        return write_json(out, &installed_json(&plugin));
+    }
     writeln!(out, "removed {}/{} {}", plugin.marketplace, plugin.id, plugin.version)?;
     Ok(())
 }

@@ -15,7 +15,7 @@ use clio_flow::{FlowError, RecordedCommand, ReplayReport, ReplayVerdict, RunOutc
 use clio_journal::{Journal, RunId};
 use serde_json::{Value, json};
 
-use super::run::{Relaunched, flow_error, relaunch, tokio_runtime};
+use super::run::{Relaunched, relaunch, tokio_runtime};
 use super::runs::status_name;
 use super::write_json;
 use crate::args::RunReplayArgs;
@@ -39,7 +39,7 @@ pub(super) fn replay(
     if let Some(change) = &agent_change {
         pin::note(run, change, false, err)?;
     }
-    let report = rt.block_on(runtime.check_replay(run)).map_err(flow_error)?;
+    let report = rt.block_on(runtime.check_replay(run))?;
     if args.json {
         write_json(out, &report_json(&report))?;
     } else {
@@ -93,11 +93,14 @@ pub(super) fn stopped(
             return write_error;
         }
     }
-    let cli = CliError::user(anyhow!(
-        "run {} stopped before running anything new: the code no longer matches its history: {error}",
-        run.0
-    ))
-    .hint(format!(
+    // The mismatch stays the cause (classified once, `From<FlowError>`), printed under
+    // what it means for the run.
+    let cli = CliError::from(error.clone())
+        .context(format!(
+            "run {} stopped before running anything new: the code no longer matches its history",
+            run.0
+        ))
+        .hint(format!(
         "the run is left {status}; `clio runs replay {}` shows the mismatch without running anything",
         run.0
     ));

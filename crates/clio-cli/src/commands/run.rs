@@ -17,34 +17,15 @@ use crate::args::{
     WorkflowRunArgs,
 };
 use crate::config::{HomeConfig, ModelsChoice};
-use crate::error::{CliError, journal_advice, journal_error};
+use crate::error::{CliError, journal_error};
 use crate::home::Home;
-use crate::launch::{Launch, agent_flow, agent_spec, open_journal, owner, runtime};
+use crate::launch::{
+    Launch, agent_flow, agent_spec, installed_flow_provider, open_journal, owner, runtime,
+};
+use crate::paint::{Paint, Verdict};
 use crate::pin::{self, AgentChange, OnAgentChange};
 use crate::progress::{Progress, entries_warning};
-
-/// Turns a runtime error into a CLI error, with a hint for the errors a person can fix.
-pub(super) fn flow_error(error: FlowError) -> CliError {
-    // The journal's errors are classified as the CLI's own journal errors are.
-    if let FlowError::Journal(journal) = &error {
-        let (kind, hints) = journal_advice(journal);
-        return CliError { kind, error: anyhow::Error::new(error), hints };
-    }
-    let hint = match &error {
-        FlowError::FlowNotTrusted { .. } => {
-            Some("trust the plugin with the command above, or run without --no-input to be asked")
-        }
-        FlowError::FlowTargetUnknown { .. } => {
-            Some("pass the plugin that provides it with --plugin DIR, or install it")
-        }
-        _ => None,
-    };
-    let cli = CliError::user(anyhow!("{error}"));
-    match hint {
-        Some(hint) => cli.hint(hint),
-        None => cli,
-    }
-}
+use crate::tasks::{TaskNumbers, kind_name, step_name};
 
 pub(super) fn tokio_runtime() -> Result<tokio::runtime::Runtime, CliError> {
     tokio::runtime::Builder::new_multi_thread()
@@ -71,6 +52,7 @@ fn launch_of(drive: &DriveArgs, agent: Option<std::path::PathBuf>) -> Result<Lau
 pub(super) fn workflow_run(
     home: &Home,
     args: &WorkflowRunArgs,
+    paint: Paint,
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<(), CliError> {
@@ -99,6 +81,7 @@ pub(super) fn workflow_run(
     }
     let launch = launch_of(&args.drive, None)?;
     let check = |runtime: &Runtime| check_targets(runtime, &workflow, &args.editors, &args.file);
+    let show = Show::of(&args.drive, paint);
     start_checked(
         home,
         launch,
@@ -106,6 +89,7 @@ pub(super) fn workflow_run(
         Value::Object(input),
         &args.drive,
         &check,
+        show,
         out,
         err,
     )
@@ -146,6 +130,7 @@ fn check_targets(
 pub(super) fn run(
     home: &Home,
     args: &RunCommandArgs,
+    paint: Paint,
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<(), CliError> {
@@ -170,26 +155,38 @@ pub(super) fn run(
         selection.options.insert(key.to_owned(), value);
     }
     let mut launch = launch_of(&args.drive, spec.as_ref().map(|_| path.to_path_buf()))?;
-    if let Some(spec) = &spec {
-        launch.pin(spec);
+    match &spec {
+        Some(spec) => launch.pin(spec),
+        // A flow of an installed, trusted plugin runs without `--plugin`.
+        None => {
+            if let Some(folder) = installed_flow_provider(home, &args.target, &launch.plugins)? {
+                launch.plugins.push(folder);
+            }
+        }
     }
-    start(home, launch, selection, Value::String(args.input.clone()), &args.drive, out, err)
+    let input = Value::String(args.input.clone());
+    let show = Show::of(&args.drive, paint);
+    let check = |_: &Runtime| Ok(());
+    start_checked(home, launch, selection, input, &args.drive, &check, show, out, err)
 }
 
-fn start(
-    home: &Home,
-    launch: Launch,
-    selection: FlowSelection,
-    input: Value,
-    drive: &DriveArgs,
-    out: &mut dyn Write,
-    err: &mut dyn Write,
-) -> Result<(), CliError> {
-    start_checked(home, launch, selection, input, drive, &|_: &Runtime| Ok(()), out, err)
+/// What a driven run shows besides its outcome: progress and the closing summary (not
+/// with `--quiet` or `--json`), in colour or not.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Show {
+    progress: bool,
+    json: bool,
+    paint: Paint,
 }
 
-/// As [`start`], after `check` has passed on the runtime the run would use: mistakes are
-/// caught before a run exists.
+impl Show {
+    fn of(drive: &DriveArgs, paint: Paint) -> Show {
+        Show { progress: !(drive.json || drive.quiet), json: drive.json, paint }
+    }
+}
+
+/// Creates a run and drives it, after `check` has passed on the runtime the run would
+/// use: mistakes are caught before a run exists.
 #[allow(clippy::too_many_arguments, reason = "the two ways of starting a run share it")]
 fn start_checked(
     home: &Home,
@@ -198,6 +195,7 @@ fn start_checked(
     input: Value,
     drive: &DriveArgs,
     check: &dyn Fn(&Runtime) -> Result<(), CliError>,
+    show: Show,
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<(), CliError> {
@@ -216,28 +214,26 @@ fn start_checked(
     // The launch goes into the run's record in the run's own transaction: there is no
     // moment at which the run exists without it.
     let create = runtime.create_with_launch(selection, input, launch.to_json()?);
-    let run = rt.block_on(create).map_err(flow_error)?;
-    let show = !(drive.json || drive.quiet);
-    if show {
+    let run = rt.block_on(create)?;
+    if show.progress {
         writeln!(err, "run {} started; `clio runs show {}` shows it", run.0, run.0)?;
     }
-    drive_run(&rt, &runtime, &journal, run, show, drive.json, out, err)
+    drive_run(&rt, &runtime, &journal, run, show, out, err)
 }
 
-#[allow(clippy::too_many_arguments)]
 fn drive_run(
     rt: &tokio::runtime::Runtime,
     runtime: &Runtime,
     journal: &Journal,
     run: RunId,
-    show: bool,
-    json: bool,
+    show: Show,
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<(), CliError> {
+    let json = show.json;
     let tty = std::io::stderr().is_terminal();
     // No progress at all with --quiet or --json: not even a tree's empty header.
-    let mut progress = show.then(|| Progress::new(journal.clone(), run, tty));
+    let mut progress = show.progress.then(|| Progress::new(journal.clone(), run, tty));
     let report = rt.block_on(async {
         // Ctrl-C is listened for before the run starts: a signal that comes while its
         // first work runs is not lost (or taken by the default handler, which kills).
@@ -265,6 +261,7 @@ fn drive_run(
     // The tree must be done drawing before the outcome, the warnings or the resume hint
     // are printed under it.
     let warned = progress.as_ref().is_some_and(Progress::warned);
+    let live = progress.as_ref().map(Progress::elapsed);
     if let Some(progress) = progress {
         progress.finish(report.is_none());
     }
@@ -277,7 +274,7 @@ fn drive_run(
     };
     let report = report.map_err(|error| match error {
         FlowError::Nondeterminism { .. } => replay::stopped(journal, run, &error, json, out),
-        error => flow_error(error),
+        error => CliError::from(error),
     })?;
     let cut = cut_short(journal, run)?;
     warn_cut_short(run, &cut, err)?;
@@ -287,7 +284,62 @@ fn drive_run(
     if !warned {
         warn_entries(journal, run, err)?;
     }
+    if let Some(live) = live {
+        summarize(journal, &report, live, show.paint, err)?;
+    }
     finish(journal, &report, &cut, json, out)
+}
+
+/// Prints the closing line of a run's progress: how it ended, the time this process spent
+/// driving it (not the time it lay stopped, for a resumed run), its tasks by status and
+/// the tokens they spent.
+fn summarize(
+    journal: &Journal,
+    report: &RunReport,
+    live: Duration,
+    paint: Paint,
+    err: &mut dyn Write,
+) -> Result<(), CliError> {
+    let (status, verdict) = match &report.outcome {
+        RunOutcome::Succeeded(_) => ("succeeded", Verdict::Good),
+        RunOutcome::AwaitingInput(_) => ("is waiting for an answer", Verdict::Pending),
+        // A run stopped by a replay mismatch is reported on its own.
+        RunOutcome::Failed(FlowError::Nondeterminism { .. }) => return Ok(()),
+        RunOutcome::Failed(_) => ("failed", Verdict::Bad),
+        RunOutcome::Cancelled => ("was cancelled", Verdict::Bad),
+    };
+    let tasks = journal.tasks(report.run).map_err(journal_error)?;
+    writeln!(
+        err,
+        "run {} {} after {:.1}s: {}",
+        report.run.0,
+        paint.word(status, verdict),
+        live.as_secs_f64(),
+        task_summary(&tasks)
+    )?;
+    Ok(())
+}
+
+/// Returns a run's tasks counted by status, then the tokens they spent:
+/// `9 tasks (8 succeeded, 1 failed), 5370 tokens`.
+fn task_summary(tasks: &[TaskRecord]) -> String {
+    let mut counts: Vec<(&str, usize)> = Vec::new();
+    for task in tasks {
+        let name = crate::tasks::status_name(task.status);
+        match counts.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, count)) => *count += 1,
+            None => counts.push((name, 1)),
+        }
+    }
+    let by_status: Vec<String> = counts.iter().map(|(n, c)| format!("{c} {n}")).collect();
+    let tokens: u64 = tasks.iter().map(|t| t.input_tokens + t.output_tokens).sum();
+    let n = tasks.len();
+    let plural = if n == 1 { "" } else { "s" };
+    if by_status.is_empty() {
+        format!("{n} task{plural}, {tokens} tokens")
+    } else {
+        format!("{n} task{plural} ({}), {tokens} tokens", by_status.join(", "))
+    }
 }
 
 /// Warns, even with `--quiet`, when a run succeeded although some of its tasks failed (a
@@ -307,11 +359,18 @@ fn warn_failed_tasks(
     if failed.is_empty() {
         return Ok(());
     }
+    let numbers = TaskNumbers::of(&tasks);
     writeln!(err, "warning: run {} succeeded, but {} of its tasks failed:", run.0, failed.len())?;
     for task in failed {
         let cause = task.error.as_deref().map(crate::progress::error_message).unwrap_or_default();
-        let kind = format!("{:?}", task.kind).to_lowercase();
-        writeln!(err, "  #{} {kind} {}: {cause}", task.id.0, task.target)?;
+        let step = step_name(task).map(|s| format!(" ({s})")).unwrap_or_default();
+        writeln!(
+            err,
+            "  #{} {} {}{step}: {cause}",
+            numbers.number(task.id.0),
+            kind_name(task.kind),
+            task.target
+        )?;
     }
     Ok(())
 }
@@ -332,25 +391,31 @@ fn warn_entries(journal: &Journal, run: RunId, err: &mut dyn Write) -> Result<()
 struct CutShort {
     task: TaskRecord,
     parent: Option<TaskRecord>,
+    // The numbers of the call and its caller within the run, as people see them.
+    number: u64,
+    parent_number: Option<u64>,
 }
 
 /// Returns the run's calls that were cut short, in task order.
 fn cut_short(journal: &Journal, run: RunId) -> Result<Vec<CutShort>, CliError> {
     let tasks = journal.tasks(run).map_err(journal_error)?;
+    // A recorded error is read back as the `FlowError` it was, and matched by variant.
     let interrupted = |t: &TaskRecord| {
         t.kind == TaskKind::Tool
             && t.status == TaskStatus::Failed
-            && t.error
-                .as_deref()
-                .and_then(|e| serde_json::from_str::<Value>(e).ok())
-                .is_some_and(|e| e["reason"] == "call_interrupted")
+            && t.error.as_deref().and_then(|e| serde_json::from_str::<Value>(e).ok()).is_some_and(
+                |e| matches!(FlowError::from_json(&e), FlowError::CallInterrupted { .. }),
+            )
     };
+    let numbers = TaskNumbers::of(&tasks);
     let cut = tasks
         .iter()
         .filter(|t| interrupted(t))
         .map(|t| CutShort {
             task: t.clone(),
             parent: t.parent.and_then(|p| tasks.iter().find(|c| c.id == p).cloned()),
+            number: numbers.number(t.id.0),
+            parent_number: t.parent.map(|p| numbers.number(p.0)),
         })
         .collect();
     Ok(cut)
@@ -369,24 +434,14 @@ fn warn_cut_short(run: RunId, cut: &[CutShort], err: &mut dyn Write) -> Result<(
         cut.len()
     )?;
     for c in cut {
-        let by = match &c.parent {
-            Some(p) => format!(", called by #{} {} {}", p.id.0, kind_name(p.kind), p.target),
-            None => String::new(),
+        let by = match (&c.parent, c.parent_number) {
+            (Some(p), Some(n)) => format!(", called by #{n} {} {}", kind_name(p.kind), p.target),
+            _ => String::new(),
         };
-        writeln!(err, "  #{} tool {}{by}", c.task.id.0, c.task.target)?;
+        writeln!(err, "  #{} tool {}{by}", c.number, c.task.target)?;
     }
     writeln!(err, "hint: check those effects by hand; `clio runs show {}` shows the calls", run.0)?;
     Ok(())
-}
-
-fn kind_name(kind: TaskKind) -> &'static str {
-    match kind {
-        TaskKind::Agent => "agent",
-        TaskKind::Subagent => "subagent",
-        TaskKind::Flow => "flow",
-        TaskKind::Tool => "tool",
-        TaskKind::Step => "step",
-    }
 }
 
 /// Adds the calls that were cut short to a JSON outcome, when there are any.
@@ -394,7 +449,7 @@ fn with_cut_short(mut value: Value, cut: &[CutShort]) -> Value {
     if !cut.is_empty() {
         let list: Vec<Value> = cut
             .iter()
-            .map(|c| json!({"task": c.task.id.0, "tool": c.task.target, "parent": c.task.parent.map(|p| p.0)}))
+            .map(|c| json!({"task": c.task.id.0, "number": c.number, "tool": c.task.target, "parent": c.task.parent.map(|p| p.0)}))
             .collect();
         value["interrupted_calls"] = Value::Array(list);
     }
@@ -418,7 +473,7 @@ fn finish(
             if json {
                 let value = json!({
                     "run": run, "status": "succeeded", "answer": output.answer,
-                    "outputs": output.outputs, "model": output.model,
+                    "outputs": output.outputs, "model": chosen_model(journal, report.run, &output.model),
                 });
                 return write_json(out, &value);
             }
@@ -462,13 +517,10 @@ fn finish(
                     &json!({"run": run, "status": "failed", "error": error.to_json()}),
                 )?;
             }
-            let failed = CliError::user(anyhow!("run {run} failed: {error}"));
-            let failed = match error {
-                FlowError::FlowNotTrusted { .. } => failed.hint(
-                    "trust the plugin with the command above, or run without --no-input to be asked",
-                ),
-                _ => failed,
-            };
+            // The run's error is the cause, classified once (`From<FlowError>`): a run
+            // that failed on journal trouble exits as that trouble does, any other as the
+            // failed run it is (1).
+            let failed = CliError::from(error.clone()).context(format!("run {run} failed"));
             Err(failed.hint(format!("`clio runs show {run}` shows its steps and events")))
         }
         RunOutcome::Cancelled => {
@@ -477,6 +529,22 @@ fn finish(
             }
             Err(CliError::user(anyhow!("run {run} was cancelled")))
         }
+    }
+}
+
+/// Returns the model a run answered with, for JSON: the one its flow names, else the one
+/// model every model-using task of the run ran on, else null (none, or several).
+fn chosen_model(journal: &Journal, run: RunId, named: &str) -> Value {
+    if !named.is_empty() {
+        return Value::String(named.to_owned());
+    }
+    let tasks = journal.tasks(run).unwrap_or_default();
+    let mut models: Vec<&str> = tasks.iter().filter_map(|t| t.model.as_deref()).collect();
+    models.sort_unstable();
+    models.dedup();
+    match models.as_slice() {
+        [one] => Value::String((*one).to_owned()),
+        _ => Value::Null,
     }
 }
 
@@ -530,8 +598,12 @@ pub(super) fn answer(
     let value =
         rt.block_on(runtime.answer(RunId(args.run), args.question, &args.text)).map_err(|e| {
             let hint = format!("`clio runs show {}` lists the run's questions", args.run);
-            flow_error(e).hint(hint)
+            CliError::from(e).hint(hint)
         })?;
+    if args.json {
+        let value = json!({"run": args.run, "question": args.question, "answer": value});
+        return write_json(out, &value);
+    }
     writeln!(out, "answered question {} of run {} with {value}", args.question, args.run)?;
     writeln!(out, "continue the run with: clio runs resume {}", args.run)?;
     Ok(())
@@ -541,6 +613,7 @@ pub(super) fn answer(
 pub(super) fn resume(
     home: &Home,
     args: &RunResumeArgs,
+    paint: Paint,
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<(), CliError> {
@@ -550,7 +623,7 @@ pub(super) fn resume(
     if let Some(change) = &agent_change {
         pin::note(RunId(args.run), change, true, err)?;
     }
-    let show = !(args.json || args.quiet);
+    let show = Show { progress: !(args.json || args.quiet), json: args.json, paint };
     // A cancelled run is not driven again: its progress would replay every line before
     // saying so.
     if let Some(record) = journal.run(RunId(args.run)).map_err(journal_error)?
@@ -565,14 +638,14 @@ pub(super) fn resume(
         ))
         .hint("start it again with `clio run` or `clio workflow run`"));
     }
-    if show {
+    if show.progress {
         writeln!(
             err,
             "resuming run {}: finished work is replayed from the journal, not done again",
             args.run
         )?;
     }
-    drive_run(&rt, &runtime, &journal, RunId(args.run), show, args.json, out, err)
+    drive_run(&rt, &runtime, &journal, RunId(args.run), show, out, err)
 }
 
 /// Refuses to `what` run `run` when it has ended (succeeded, failed or cancelled), naming
@@ -602,7 +675,7 @@ pub(super) fn cancel(home: &Home, args: &RunArgs, out: &mut dyn Write) -> Result
     refuse_finished(&journal, RunId(args.run), "cancel")?;
     let config = RuntimeConfig { owner: owner(), ..RuntimeConfig::default() };
     let runtime = Runtime::new(journal, Registry::new(), config);
-    let n = rt.block_on(runtime.cancel(RunId(args.run))).map_err(flow_error)?;
+    let n = rt.block_on(runtime.cancel(RunId(args.run)))?;
     if args.json {
         return write_json(out, &json!({"run": args.run, "cancelled_tasks": n}));
     }

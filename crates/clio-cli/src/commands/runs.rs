@@ -18,6 +18,9 @@ use crate::args::{RunArgs, RunExportArgs, RunShowArgs, RunsListArgs, RunsPruneAr
 use crate::error::{CliError, journal_error};
 use crate::home::{Home, as_seen, task_as_seen};
 use crate::launch::Launch;
+use crate::tasks::{
+    TaskNumbers, kind_name, run_status_name, status_name as task_status_name, step_name,
+};
 
 const STATUSES: [(&str, RunStatus); 6] = [
     ("running", RunStatus::Running),
@@ -38,9 +41,58 @@ fn flow_label(flow: &str) -> String {
     }
 }
 
+/// Returns a run as JSON for programs: the journal's record, with what it keeps as JSON
+/// text (the flow selection, the fingerprint, the error) given as the JSON it is, so that
+/// no JSON is nested inside a string.
+pub(super) fn run_json(run: &RunRecord) -> Result<Value, CliError> {
+    let mut value = serde_json::to_value(run).map_err(CliError::internal)?;
+    for key in ["flow", "fingerprint", "error"] {
+        unnest(&mut value, key);
+    }
+    // A launch without `--model` recorded the model as empty: it is no model, null.
+    if let Some(model) = value.get_mut("launch").and_then(|l| l.get_mut("model"))
+        && model.as_str() == Some("")
+    {
+        *model = Value::Null;
+    }
+    Ok(value)
+}
+
+/// Returns a run's tasks as JSON for programs: each journal record with its number within
+/// the run (`number`, as people see it), the workflow step it runs (`step`, or null), and
+/// its error as the JSON it is.
+pub(super) fn tasks_json(tasks: &[TaskRecord]) -> Result<Value, CliError> {
+    let numbers = TaskNumbers::of(tasks);
+    let mut list = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        let mut value = serde_json::to_value(task).map_err(CliError::internal)?;
+        unnest(&mut value, "error");
+        if let Value::Object(map) = &mut value {
+            map.insert("number".into(), Value::from(numbers.number(task.id.0)));
+            let step = task_step(task);
+            map.insert("step".into(), step.map_or(Value::Null, Value::String));
+        }
+        list.push(value);
+    }
+    Ok(Value::Array(list))
+}
+
+/// Returns the workflow step id a task runs (without the words around it), if any.
+fn task_step(task: &TaskRecord) -> Option<String> {
+    step_name(task).map(|name| name.strip_prefix("step ").map(str::to_owned).unwrap_or(name))
+}
+
+/// Replaces the string at `key` of `value` with the JSON it holds, when it holds JSON.
+fn unnest(value: &mut Value, key: &str) {
+    let Some(slot) = value.get_mut(key) else { return };
+    if let Some(parsed) = slot.as_str().and_then(|text| serde_json::from_str::<Value>(text).ok()) {
+        *slot = parsed;
+    }
+}
+
 /// Returns a run status's name, as `--status` takes it and JSON shows it.
 pub(super) fn status_name(status: RunStatus) -> &'static str {
-    STATUSES.iter().find(|(_, s)| *s == status).map_or("unknown", |(name, _)| name)
+    run_status_name(status)
 }
 
 fn parse_status(text: &str) -> Result<RunStatus, CliError> {
@@ -86,8 +138,8 @@ pub(super) fn list(home: &Home, args: &RunsListArgs, out: &mut dyn Write) -> Res
         None => Vec::new(),
     };
     if args.json {
-        let value = serde_json::to_value(&runs).map_err(CliError::internal)?;
-        return write_json(out, &value);
+        let list = runs.iter().map(run_json).collect::<Result<Vec<_>, _>>()?;
+        return write_json(out, &Value::Array(list));
     }
     if runs.is_empty() {
         writeln!(out, "no runs in {}", home.journal_path().display())?;
@@ -144,8 +196,9 @@ pub(super) fn show(home: &Home, args: &RunShowArgs, out: &mut dyn Write) -> Resu
     let launch = Launch::find(home, &run).ok().flatten();
     if args.json {
         let team: Vec<Value> = team.iter().map(SessionSummary::to_json).collect();
-        let mut value =
-            serde_json::json!({ "run": run, "tasks": tasks, "team": team, "entries": entries });
+        let mut value = serde_json::json!({
+            "run": run_json(&run)?, "tasks": tasks_json(&tasks)?, "team": team, "entries": entries
+        });
         if let Some(agent) = launch.as_ref().and_then(|l| l.agent.as_ref()) {
             let checksum = launch.as_ref().and_then(|l| l.agent_checksum.clone());
             value["agent"] = serde_json::json!({ "file": agent, "checksum": checksum });
@@ -153,8 +206,20 @@ pub(super) fn show(home: &Home, args: &RunShowArgs, out: &mut dyn Write) -> Resu
         return write_json(out, &value);
     }
     writeln!(out, "run {}  {}  {}", run.id.0, flow_label(&run.flow), status_name(run.status))?;
-    writeln!(out, "  input:  {}", shorten(&answer_text(Some(&run.input)), 100))?;
+    // A workflow run's input is the whole workflow: its task is what a person reads, the
+    // steps are in the tree below.
+    let workflow_task = run.input.get("workflow").and(run.input.get("task"));
+    match workflow_task.and_then(Value::as_str) {
+        Some(task) => writeln!(out, "  task:   {}", shorten(task, 100))?,
+        None => writeln!(out, "  input:  {}", shorten(&answer_text(Some(&run.input)), 100))?,
+    }
     writeln!(out, "  took:   {}", took(&run))?;
+    let mut models: Vec<&str> = tasks.iter().filter_map(|t| t.model.as_deref()).collect();
+    models.sort_unstable();
+    models.dedup();
+    if !models.is_empty() {
+        writeln!(out, "  model:  {}", models.join(", "))?;
+    }
     if let Some(launch) = &launch {
         write_agent(launch, out)?;
     }
@@ -171,6 +236,7 @@ pub(super) fn show(home: &Home, args: &RunShowArgs, out: &mut dyn Write) -> Resu
     if tokens > 0 {
         writeln!(out, "  tokens: {tokens}")?;
     }
+    let numbers = TaskNumbers::of(&tasks);
     writeln!(out, "tasks ({}):", tasks.len())?;
     write_tree(&tasks, out)?;
     write_team(&team, out)?;
@@ -185,7 +251,7 @@ pub(super) fn show(home: &Home, args: &RunShowArgs, out: &mut dyn Write) -> Resu
     if args.entries {
         writeln!(out, "entries ({}):", entries.len())?;
         for entry in &entries {
-            write_entry(entry, out)?;
+            write_entry(entry, &numbers, out)?;
         }
     } else {
         // What a person must see even without the raw journal: warnings and changes the
@@ -196,7 +262,7 @@ pub(super) fn show(home: &Home, args: &RunShowArgs, out: &mut dyn Write) -> Resu
         if !notable.is_empty() {
             writeln!(out, "events:")?;
             for entry in notable {
-                write_entry(entry, out)?;
+                write_entry(entry, &numbers, out)?;
             }
         }
         writeln!(
@@ -231,7 +297,7 @@ pub(super) fn tree(home: &Home, args: &RunArgs, out: &mut dyn Write) -> Result<(
         journal.tasks(run.id).map_err(journal_error)?.into_iter().map(task_as_seen).collect();
     let team = clio_flow::run_team(&journal, run.id).map_err(journal_error)?;
     if args.json {
-        let tasks = serde_json::to_value(&tasks).map_err(CliError::internal)?;
+        let tasks = tasks_json(&tasks)?;
         let team: Vec<Value> = team.iter().map(SessionSummary::to_json).collect();
         return write_json(out, &serde_json::json!({ "tasks": tasks, "team": team }));
     }
@@ -248,8 +314,10 @@ pub(super) fn events(home: &Home, args: &RunArgs, out: &mut dyn Write) -> Result
         let value = serde_json::to_value(&entries).map_err(CliError::internal)?;
         return write_json(out, &value);
     }
+    let tasks = journal.tasks(run.id).map_err(journal_error)?;
+    let numbers = TaskNumbers::of(&tasks);
     for entry in &entries {
-        write_entry(entry, out)?;
+        write_entry(entry, &numbers, out)?;
     }
     Ok(())
 }
@@ -279,20 +347,37 @@ pub(super) fn prune(
         }
     };
     let Some(journal) = home.existing_journal()? else {
+        if args.json {
+            let value = serde_json::json!({"runs": 0, "tasks": 0, "entries": 0});
+            return write_json(out, &value);
+        }
         writeln!(out, "nothing to prune: no journal at {}", home.journal_path().display())?;
         return Ok(());
     };
     let pruned = journal.prune(before_ms).map_err(journal_error)?;
-    writeln!(out, "pruned {pruned:?}")?;
+    if args.json {
+        let value = serde_json::json!({
+            "runs": pruned.runs, "tasks": pruned.tasks, "entries": pruned.entries
+        });
+        return write_json(out, &value);
+    }
+    writeln!(
+        out,
+        "pruned {} run(s), with {} task(s) and {} journal entries",
+        pruned.runs, pruned.tasks, pruned.entries
+    )?;
     Ok(())
 }
 
+/// Draws a run's tasks as a tree, each numbered within the run.
 fn write_tree(tasks: &[TaskRecord], out: &mut dyn Write) -> Result<(), CliError> {
     let children = crate::progress::children_by_parent(tasks);
+    let numbers = TaskNumbers::of(tasks);
     fn walk(
         parent: Option<u64>,
         prefix: &str,
         children: &BTreeMap<Option<u64>, Vec<&TaskRecord>>,
+        numbers: &TaskNumbers,
         out: &mut dyn Write,
     ) -> std::io::Result<()> {
         let Some(list) = children.get(&parent) else { return Ok(()) };
@@ -300,9 +385,15 @@ fn write_tree(tasks: &[TaskRecord], out: &mut dyn Write) -> Result<(), CliError>
             let last = i + 1 == list.len();
             let branch = if last { "└─ " } else { "├─ " };
             let mut line = format!(
-                "{prefix}{branch}#{} {:?} {} [{:?}]",
-                task.id.0, task.kind, task.target, task.status
+                "{prefix}{branch}#{} {} {}",
+                numbers.number(task.id.0),
+                kind_name(task.kind),
+                task.target
             );
+            if let Some(step) = step_name(task) {
+                line.push_str(&format!(" ({step})"));
+            }
+            line.push_str(&format!(" [{}]", task_status_name(task.status)));
             if !task.label.is_empty() && task.label != task.target {
                 line.push_str(&format!(" \"{}\"", task.label));
             }
@@ -313,15 +404,18 @@ fn write_tree(tasks: &[TaskRecord], out: &mut dyn Write) -> Result<(), CliError>
                 line.push_str(&format!(" tokens {}+{}", task.input_tokens, task.output_tokens));
             }
             if let Some(error) = &task.error {
-                line.push_str(&format!(" error: {}", shorten(error, 60)));
+                line.push_str(&format!(
+                    " error: {}",
+                    shorten(&crate::progress::error_message(error), 60)
+                ));
             }
             writeln!(out, "{line}")?;
             let deeper = format!("{prefix}{}", if last { "   " } else { "│  " });
-            walk(Some(task.id.0), &deeper, children, out)?;
+            walk(Some(task.id.0), &deeper, children, numbers, out)?;
         }
         Ok(())
     }
-    walk(None, "  ", &children, out)?;
+    walk(None, "  ", &children, &numbers, out)?;
     Ok(())
 }
 
@@ -362,7 +456,10 @@ fn write_team(team: &[SessionSummary], out: &mut dyn Write) -> Result<(), CliErr
                 line.push_str(&format!(" question: {}", shorten(question, 60)));
             }
             if let Some(error) = &member.error {
-                line.push_str(&format!(" error: {}", shorten(error, 60)));
+                line.push_str(&format!(
+                    " error: {}",
+                    shorten(&crate::progress::error_message(error), 60)
+                ));
             }
             writeln!(out, "{line}")?;
             let deeper = format!("{prefix}{}", if last { "   " } else { "│  " });
@@ -387,8 +484,12 @@ fn write_agent(launch: &Launch, out: &mut dyn Write) -> Result<(), CliError> {
     Ok(())
 }
 
-fn write_entry(entry: &JournalEntry, out: &mut dyn Write) -> Result<(), CliError> {
-    let task = entry.task.map(|t| format!(" task #{}", t.0)).unwrap_or_default();
+fn write_entry(
+    entry: &JournalEntry,
+    numbers: &TaskNumbers,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    let task = entry.task.map(|t| format!(" task #{}", numbers.number(t.0))).unwrap_or_default();
     let text = match event_text(&entry.payload) {
         Some(text) => text,
         None => {
@@ -396,7 +497,10 @@ fn write_entry(entry: &JournalEntry, out: &mut dyn Write) -> Result<(), CliError
             shorten(&payload, 90)
         }
     };
-    writeln!(out, "  {:>5}  {:<18}{task}  {text}", entry.seq, format!("{:?}", entry.kind))?;
+    // The kind as JSON spells it (`call`, `event`, …), one spelling for people and programs.
+    let kind = serde_json::to_value(entry.kind).map_err(CliError::internal)?;
+    let kind = kind.as_str().unwrap_or_default().to_owned();
+    writeln!(out, "  {:>5}  {kind:<18}{task}  {text}", entry.seq)?;
     Ok(())
 }
 

@@ -21,8 +21,22 @@ fn load(path: &Path) -> Result<Workflow, CliError> {
 }
 
 /// Checks the workflow in `args.file` and summarises it.
+/// With `--json`, a workflow that does not check prints `{"ok": false, "file", "problems"}`
+/// on stdout, and exits 1 as it does without.
 pub(super) fn check(args: &WorkflowCheckArgs, out: &mut dyn Write) -> Result<(), CliError> {
-    let workflow = load(&args.file)?;
+    let workflow = match load(&args.file) {
+        Ok(workflow) => workflow,
+        Err(error) if args.json => {
+            let value = serde_json::json!({
+                "ok": false,
+                "file": args.file.display().to_string(),
+                "problems": problems(&error),
+            });
+            write_json(out, &value)?;
+            return Err(error);
+        }
+        Err(error) => return Err(error),
+    };
     let layers = workflow.layers().len();
     let finals = workflow.final_steps();
     if args.json {
@@ -44,6 +58,11 @@ pub(super) fn check(args: &WorkflowCheckArgs, out: &mut dyn Write) -> Result<(),
         finals.join(", ")
     )?;
     Ok(())
+}
+
+/// Returns the problems an error names, for JSON: its message and each cause.
+pub(super) fn problems(error: &CliError) -> Vec<String> {
+    error.error.chain().map(ToString::to_string).collect()
 }
 
 /// Draws the workflow in `args.file` in the chosen format.

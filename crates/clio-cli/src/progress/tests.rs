@@ -64,10 +64,17 @@ const TREE: [&str; 5] = [
 #[test]
 fn the_tree_puts_each_task_under_its_parent_indented_by_depth() {
     let tasks = run_tasks();
-    let lines: Vec<String> =
-        tree_rows(&tasks).into_iter().map(|(depth, task)| task_line(depth, task)).collect();
+    let numbers = TaskNumbers::of(&tasks);
+    let lines: Vec<String> = tree_rows(&tasks)
+        .into_iter()
+        .map(|(depth, task)| task_line(&numbers, depth, task, false))
+        .collect();
     assert_eq!(lines, TREE);
-    assert_eq!(header(RunId(7), Duration::from_millis(2_340), 5), "run 7 — 2.3s — 5 task(s)");
+    // Done: the succeeded tool, the failed subagent; the rest are not.
+    assert_eq!(
+        header(RunId(7), Duration::from_millis(2_340), &tasks),
+        "run 7 — 2.3s — 2 of 5 task(s) done"
+    );
 }
 
 #[test]
@@ -75,9 +82,10 @@ fn plain_lines_show_each_change_once() {
     let mut tasks = run_tasks();
     let mut shown = BTreeMap::new();
     let mut out = Vec::new();
-    lines(&mut shown, Duration::from_millis(400), &tasks[..2], &mut out).unwrap();
+    let none = HashSet::new();
+    lines(&mut shown, &none, Duration::from_millis(400), &tasks[..2], &mut out).unwrap();
     tasks[0].output_tokens += 5;
-    lines(&mut shown, Duration::from_millis(800), &tasks, &mut out).unwrap();
+    lines(&mut shown, &none, Duration::from_millis(800), &tasks, &mut out).unwrap();
     assert_eq!(
         String::from_utf8(out).unwrap(),
         "[   0.4s] ▶ #1 agent lead running on m-small 120+30 tokens\n\
@@ -86,6 +94,21 @@ fn plain_lines_show_each_change_once() {
          [   0.8s] ✗ #3 subagent critic failed in 0.2s — model refused\n\
          [   0.8s] · #4 step parse queued\n\
          [   0.8s] ! #5 flow other interrupted\n"
+    );
+}
+
+#[test]
+fn tasks_that_ended_before_a_resume_are_marked_replayed() {
+    let tasks = run_tasks();
+    let mut shown = BTreeMap::new();
+    let mut out = Vec::new();
+    // The tool had ended before this process started driving the run.
+    let earlier = HashSet::from([2]);
+    lines(&mut shown, &earlier, Duration::from_millis(100), &tasks[..2], &mut out).unwrap();
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        "[   0.1s] ▶ #1 agent lead running on m-small 120+30 tokens\n\
+         [   0.1s] ✓ #2 tool read_file succeeded in 1.5s (replayed)\n"
     );
 }
 
@@ -257,8 +280,9 @@ fn a_task_that_moves_redraws_the_tree_in_order() {
     let text = screen.text();
     assert_eq!(text.len(), 4, "{text:#?}");
     assert!(text[1].starts_with(&format!("{} ", TREE[0])), "{text:#?}");
-    assert_eq!(text[2], "    ✓ #6 flow outer succeeded in 0.0s");
-    assert_eq!(text[3], "      ! #5 flow other interrupted");
+    // Numbered within the run: the agent, the orphan, then its parent, as created.
+    assert_eq!(text[2], "    ✓ #3 flow outer succeeded in 0.0s");
+    assert_eq!(text[3], "      ! #2 flow other interrupted");
 }
 
 #[test]
@@ -328,6 +352,7 @@ fn the_entry_cap_warning_is_printed_once_above_the_tree() {
         how,
         warned: false,
         read_to: 0,
+        earlier: HashSet::new(),
     };
     record_entries_warning(&journal, run);
     progress.tick(&mut std::io::sink());

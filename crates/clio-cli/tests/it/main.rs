@@ -3,8 +3,11 @@
 
 mod agent;
 mod config;
+mod conventions;
+mod exit_codes;
 mod journal;
 mod journal_trouble;
+mod json;
 mod launch;
 mod native_tools;
 mod orchestration;
@@ -24,7 +27,10 @@ fn no_forgotten_test_files() {
     let listed: &[&str] = &[
         "agent",
         "config",
+        "conventions",
+        "exit_codes",
         "journal",
+        "json",
         "journal_trouble",
         "launch",
         "native_tools",

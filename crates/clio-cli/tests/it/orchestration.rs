@@ -96,10 +96,10 @@ fn an_agent_with_the_orchestration_plugin_runs_a_flow_in_the_background_from_its
     let tree = clio(&["--home", h, "runs", "tree", "1"]);
     assert_eq!(tree.code, 0, "{}", tree.render());
     let text = &tree.stdout;
-    assert!(text.contains("Tool run_flow [Succeeded]"), "{text}");
-    assert!(text.contains("Flow council [Succeeded]"), "{text}");
-    assert!(text.contains("Tool flow_result [Succeeded]"), "{text}");
-    let polls = text.matches("Tool flow_result").count();
+    assert!(text.contains("tool run_flow [succeeded]"), "{text}");
+    assert!(text.contains("flow council [succeeded]"), "{text}");
+    assert!(text.contains("tool flow_result [succeeded]"), "{text}");
+    let polls = text.matches("tool flow_result").count();
     assert_eq!(polls, lead.len() - 2, "one flow_result per turn between start and answer: {text}");
 
     // An agent without the plugin is not offered the tools.

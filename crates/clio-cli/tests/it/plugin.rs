@@ -161,3 +161,37 @@ fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
         }
     }
 }
+
+/// Issue 20: a flow of an installed, trusted plugin runs without `--plugin`; untrusted,
+/// it is still unknown to the run (nothing of an untrusted plugin is picked up unasked).
+#[test]
+fn an_installed_trusted_plugins_flow_runs_without_plugin() {
+    let home = temp_home("installed-flow");
+    let h = home.to_str().unwrap();
+    let run = || {
+        clio(&[
+            "--home",
+            h,
+            "run",
+            "batch7",
+            "--input",
+            "Review batch 7",
+            "--models",
+            "examples/models/models.toml",
+            "--workspace",
+            "examples/workspace",
+            "--quiet",
+        ])
+    };
+    let installed = clio(&["--home", h, "plugin", "install", "examples/marketplace", "materials"]);
+    assert_eq!(installed.code, 0, "{}", installed.render());
+    let untrusted = run();
+    assert_eq!(untrusted.code, 1, "{}", untrusted.render());
+    assert!(untrusted.stderr.contains("unknown call target"), "{}", untrusted.render());
+
+    let trusted = clio(&["--home", h, "plugin", "trust", "examples/materials", "0.1.0"]);
+    assert_eq!(trusted.code, 0, "{}", trusted.render());
+    let outcome = run();
+    assert_eq!(outcome.code, 0, "{}", outcome.render());
+    assert!(!outcome.stdout.is_empty(), "{}", outcome.render());
+}

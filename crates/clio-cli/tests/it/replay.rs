@@ -271,6 +271,6 @@ fn a_run_near_its_entry_cap_warns_once_and_shows_the_warning() {
         let shown = case.clio(&["runs", command, "1"]);
         assert_eq!(shown.code, 0, "{}", shown.render());
         let line = shown.stdout.lines().find(|l| l.contains("warning: ")).unwrap_or_default();
-        assert!(line.ends_with(&format!("Event               warning: {message}")), "{line}");
+        assert!(line.ends_with(&format!("event               warning: {message}")), "{line}");
     }
 }

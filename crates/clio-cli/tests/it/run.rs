@@ -62,7 +62,7 @@ fn the_main_job_answers_with_every_step_and_the_editors_addition() {
     assert!(outcome.stderr.contains("tool workflow_add_step succeeded"), "{}", outcome.stderr);
 
     let tree = clio(&["--home", h, "runs", "tree", "1"]);
-    assert!(tree.stdout.contains("Tool csv_stats [Succeeded]"), "{}", tree.stdout);
+    assert!(tree.stdout.contains("tool csv_stats [succeeded]"), "{}", tree.stdout);
     let listed = clio(&["--home", h, "runs", "list", "--json"]);
     let runs: serde_json::Value = serde_json::from_str(&listed.stdout).unwrap();
     assert_eq!(runs[0]["status"], "succeeded");
@@ -374,9 +374,9 @@ fn a_workflow_step_starts_a_flow_in_the_background_with_run_flow() {
     );
     let tree = clio(&["--home", home, "runs", "tree", "1"]);
     assert_eq!(tree.code, 0, "{}", tree.render());
-    assert!(tree.stdout.contains("#1 Tool run_flow [Succeeded]"), "{}", tree.render());
+    assert!(tree.stdout.contains("#1 tool run_flow (step start) [succeeded]"), "{}", tree.render());
     assert!(
-        tree.stdout.contains("└─ #2 Flow council [Succeeded] \"background council\""),
+        tree.stdout.contains("└─ #2 flow council [succeeded] \"background council\""),
         "the run waited for the started council: {}",
         tree.render()
     );

@@ -100,7 +100,7 @@ fn in_task_order(text: &str) -> String {
         .iter()
         .map(|&i| {
             let line = &lines[i];
-            let tail = &line[line.find(" Agent ").unwrap()..];
+            let tail = &line[line.find(" agent ").unwrap()..];
             tail.to_owned()
         })
         .collect();
@@ -187,7 +187,7 @@ fn prune_removes_finished_runs_only() {
     let home_arg = home.to_str().unwrap();
     let pruned = clio(&["--home", home_arg, "runs", "prune", "--before", "9999-01-01"]);
     assert_eq!(pruned.code, 0, "{}", pruned.render());
-    assert!(pruned.stdout.contains("runs: 1"), "{}", pruned.stdout);
+    assert!(pruned.stdout.starts_with("pruned 1 run(s), with "), "{}", pruned.stdout);
     let list = clio(&["--home", home_arg, "runs", "list", "--json"]);
     let runs: serde_json::Value = serde_json::from_str(&list.stdout).unwrap();
     assert_eq!(runs.as_array().unwrap().len(), 1, "the run awaiting input stays");

@@ -133,8 +133,8 @@ impl Sandbox {
     }
 }
 
-/// Replaces progress timestamps (`[   0.1s]`) and task durations (`in 0.0s`) so that
-/// snapshots do not depend on timing.
+/// Replaces progress timestamps (`[   0.1s]`), task durations (`in 0.0s`) and the time of
+/// a run's closing summary (`after 0.3s`) so that snapshots do not depend on timing.
 pub(crate) fn redact_progress(text: &str) -> String {
     let mut out = String::new();
     for line in text.split_inclusive('\n') {
@@ -144,11 +144,14 @@ pub(crate) fn redact_progress(text: &str) -> String {
         {
             line = format!("[t]{}", &line[end + 2..]);
         }
-        if let Some(start) = line.find(" in ") {
-            let rest = &line[start + 4..];
-            let len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
-            if len > 0 && rest[len..].starts_with('s') {
-                line = format!("{} in [t]{}", &line[..start], &rest[len + 1..]);
+        for word in [" in ", " after "] {
+            if let Some(start) = line.find(word) {
+                let rest = &line[start + word.len()..];
+                let len =
+                    rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+                if len > 0 && rest[len..].starts_with('s') {
+                    line = format!("{}{word}[t]{}", &line[..start], &rest[len + 1..]);
+                }
             }
         }
         out.push_str(&line);

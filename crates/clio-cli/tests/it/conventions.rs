@@ -1,0 +1,89 @@
+//! The conventions a command-line tool keeps: shell completions and a man page made from
+//! the command line's definition, the commit in `--version`, a closing summary line after
+//! a run's progress, coloured only when asked (`--color always`) or on a terminal without
+//! `NO_COLOR`.
+
+use std::process::Command;
+
+use crate::support::{clio, temp_home, workspace_root};
+
+#[test]
+fn completions_and_the_man_page_print_on_stdout() {
+    let bash = clio(&["completions", "bash"]);
+    assert_eq!(bash.code, 0, "{}", bash.render());
+    assert!(bash.stdout.contains("_clio()"), "{}", bash.stdout);
+    assert!(bash.stdout.contains("workflow"), "subcommands complete");
+    for shell in ["zsh", "fish", "elvish", "powershell"] {
+        let script = clio(&["completions", shell]);
+        assert_eq!(script.code, 0, "{shell}: {}", script.render());
+        assert!(!script.stdout.is_empty(), "{shell}");
+    }
+    let unknown = clio(&["completions", "tcsh"]);
+    assert_eq!(unknown.code, 2, "{}", unknown.render());
+
+    let man = clio(&["man"]);
+    assert_eq!(man.code, 0, "{}", man.render());
+    assert!(man.stdout.contains(".TH clio 1"), "{}", man.stdout);
+    assert!(man.stdout.contains("Durable orchestration for AI agents"), "{}", man.stdout);
+}
+
+#[test]
+fn the_version_names_the_commit_when_the_build_knew_it() {
+    let version = clio(&["--version"]);
+    assert_eq!(version.code, 0, "{}", version.render());
+    let text = version.stdout.trim();
+    let expected = format!("clio {}", env!("CARGO_PKG_VERSION"));
+    assert!(text.starts_with(&expected), "{text}");
+    // Built from a git work tree, the short commit follows in parentheses.
+    if let Some(rest) = text.strip_prefix(&format!("{expected} (")) {
+        let commit = rest.trim_end_matches(')');
+        assert!(commit.len() >= 7 && commit.chars().all(|c| c.is_ascii_hexdigit()), "{text}");
+    } else {
+        assert_eq!(text, expected);
+    }
+}
+
+/// Runs the README's main job in a fresh home with `extra` arguments and `env`, returning
+/// its stderr.
+fn main_job(name: &str, extra: &[&str], env: &[(&str, &str)]) -> String {
+    let home = temp_home(name);
+    let h = home.to_str().unwrap();
+    let plugin = "examples/marketplace/plugins/materials";
+    let trusted = clio(&["--home", h, "plugin", "trust", plugin]);
+    assert_eq!(trusted.code, 0, "{}", trusted.render());
+    let mut command = Command::new(env!("CARGO_BIN_EXE_clio"));
+    command
+        .args(["--home", h, "workflow", "run", "examples/workflows/batch7.json"])
+        .args(["--task", "Review batch 7", "--plugin", plugin])
+        .args(["--models", "examples/models/models.toml", "--workspace", "examples/workspace"])
+        .args(["--editor", "independent_reviewer"])
+        .args(extra)
+        .current_dir(workspace_root())
+        .env_remove("NO_COLOR");
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let output = command.output().unwrap();
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    stderr
+}
+
+#[test]
+fn a_run_ends_with_a_summary_line_coloured_only_when_asked() {
+    let plain = main_job("summary-plain", &[], &[]);
+    let last = plain.lines().last().unwrap_or_default();
+    assert!(last.starts_with("run 1 succeeded after "), "{plain}");
+    assert!(last.ends_with("9 tasks (9 succeeded), 4778 tokens"), "{plain}");
+    assert!(!plain.contains('\u{1b}'), "no colour off a terminal: {plain}");
+
+    let coloured = main_job("summary-colour", &["--color", "always"], &[]);
+    assert!(coloured.contains("run 1 \u{1b}[32msucceeded\u{1b}[0m after "), "{coloured}");
+
+    let never = main_job("summary-never", &["--color", "never"], &[("NO_COLOR", "1")]);
+    assert!(!never.contains('\u{1b}'), "{never}");
+
+    // --quiet prints no progress, and so no summary.
+    let quiet = main_job("summary-quiet", &["--quiet"], &[]);
+    assert!(!quiet.contains("succeeded after"), "{quiet}");
+}
