@@ -487,6 +487,14 @@ fn read_hook(
                 event_line,
                 format!("unknown event {key:?}, expected one of: {}", known.join(", ")),
             );
+        } else if key == "pre_compact" {
+            // A hook the runtime would never run is refused, not silently kept.
+            sink.push(
+                ProblemCode::HookNeverFired,
+                format!("{path}.event"),
+                event_line,
+                "event \"pre_compact\" is never fired: this runtime never compacts a conversation (a react loop sends its whole history each turn), so the hook would never run".to_owned(),
+            );
         }
         found
     });
