@@ -20,8 +20,12 @@ const ALLOWED_INTERNAL: &[(&str, &[&str])] = &[
     ("clio-plugins", &["clio-spec"]),
     ("clio-journal", &["clio-spec"]),
     ("clio-workflow", &["clio-spec"]),
-    ("clio-flow", &["clio-spec", "clio-plugins", "clio-journal", "clio-workflow"]),
-    ("clio-cli", &["clio-spec", "clio-plugins", "clio-journal", "clio-workflow", "clio-flow"]),
+    ("clio-models", &["clio-spec"]),
+    ("clio-flow", &["clio-spec", "clio-plugins", "clio-journal", "clio-workflow", "clio-models"]),
+    (
+        "clio-cli",
+        &["clio-spec", "clio-plugins", "clio-journal", "clio-workflow", "clio-models", "clio-flow"],
+    ),
     ("xtask", &[]),
 ];
 
@@ -29,12 +33,12 @@ const ALLOWED_INTERNAL: &[(&str, &[&str])] = &[
 const OWNED_DEPENDENCIES: &[(&str, &[&str])] = &[
     ("redb", &["clio-journal"]),
     ("petgraph", &["clio-workflow", "clio-plugins"]),
-    ("tokio", &["clio-flow", "clio-cli"]),
+    ("tokio", &["clio-models", "clio-flow", "clio-cli"]),
     ("clap", &["clio-cli", "xtask"]),
     ("anyhow", &["clio-cli", "xtask"]),
     ("semver", &["clio-spec", "clio-plugins"]),
     ("rmcp", &["clio-flow"]),
-    ("reqwest", &["clio-flow"]),
+    ("reqwest", &["clio-models"]),
     ("indicatif", &["clio-cli"]),
     ("landlock", &["clio-flow"]),
 ];

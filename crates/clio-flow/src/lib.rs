@@ -1,6 +1,7 @@
 //! The async flow runtime (SPEC §7): the [`Flow`] trait, the flow context [`Ctx`], durable
-//! tasks, replay from the journal, limits, cancellation, model providers, the react loop and
-//! the built-in flows `react` and `workflow`.
+//! tasks, replay from the journal, limits, cancellation, the react loop and the built-in
+//! flows `react` and `workflow`. Models and their providers are clio-models', re-exported
+//! here under the same names.
 //!
 //! - [`Runtime`] runs a flow selection on a [`clio_journal::Journal`] and a [`Registry`] of
 //!   what calls can reach; [`Runtime::resume`], [`Runtime::answer`], [`Runtime::cancel`]
@@ -36,7 +37,6 @@ mod error;
 mod flow;
 mod gate;
 mod mcp;
-mod model;
 mod options;
 mod orchestration;
 mod plugin_bridge;
@@ -51,6 +51,10 @@ mod tool_settings;
 mod workflow_flow;
 mod workspace;
 
+// The models live in their own crate; the modules of this crate name them as `crate::model::*`,
+// as they did when the models were a module here.
+use clio_models as model;
+
 pub use crate::clock::instant;
 pub use crate::command::Command;
 pub use crate::council::CouncilFlow;
@@ -59,12 +63,6 @@ pub use crate::error::{FlowError, Mismatch, OptionProblem, RecordedCommand};
 pub use crate::flow::{Flow, FlowFuture, FnFlow, Limits, reference, selection};
 pub use crate::gate::{HOOK_TIMEOUT, HookRun, HostHook, HostHookFuture, RuntimeHook};
 pub use crate::mcp::{McpConfig, McpError, McpServers, McpTool};
-pub use crate::model::{
-    ChosenModel, FinishReason, Message, ModelCapabilities, ModelCatalog, ModelError, ModelFuture,
-    ModelInfo, ModelProvider, ModelRequest, ModelResponse, ModelSource, Models, ModelsConfig,
-    OpenAiConfig, OpenAiProvider, ProviderConfig, ProviderKind, RetryPolicy, RouterAllowlist,
-    ScriptedProvider, ToolCall, ToolSpec, Usage,
-};
 pub use crate::options::{LIMIT_NAMES, OptionSpec, OptionType, check_options};
 pub use crate::orchestration::{
     ORCHESTRATION_TOOLS, orchestration_tools, register_orchestration_tools, register_team_tools,
@@ -98,4 +96,10 @@ pub use crate::team::{
 pub use crate::tool_settings::{ToolSettingsError, tool_settings_from_toml};
 pub use crate::workflow_flow::WorkflowFlow;
 pub use crate::workspace::Workspace;
+pub use clio_models::{
+    ChosenModel, FinishReason, Message, ModelCapabilities, ModelCatalog, ModelError, ModelFuture,
+    ModelInfo, ModelProvider, ModelRequest, ModelResponse, ModelSource, Models, ModelsConfig,
+    OpenAiConfig, OpenAiProvider, ProviderConfig, ProviderKind, RetryPolicy, RouterAllowlist,
+    ScriptedProvider, ToolCall, ToolSpec, Usage,
+};
 pub use clio_spec::FlowSelection;

@@ -13,7 +13,6 @@ mod gather;
 mod hook_events;
 mod limits;
 mod mcp;
-mod models;
 mod native_tools;
 mod options;
 mod orchestration;
@@ -42,7 +41,6 @@ fn no_forgotten_test_files() {
         "hook_events",
         "limits",
         "mcp",
-        "models",
         "native_tools",
         "options",
         "orchestration",

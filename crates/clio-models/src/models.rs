@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use clio_spec::Requires;
 
-use crate::model::{
+use crate::{
     ModelCapabilities, ModelCatalog, ModelError, ModelInfo, ModelProvider, ModelRequest,
     ModelResponse, RouterAllowlist, ScriptedProvider,
 };

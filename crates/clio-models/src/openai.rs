@@ -14,8 +14,8 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::model::error::excerpt;
-use crate::model::{
+use crate::error::excerpt;
+use crate::{
     FinishReason, Message, ModelError, ModelFuture, ModelInfo, ModelProvider, ModelRequest,
     ModelResponse, ToolCall, Usage,
 };
