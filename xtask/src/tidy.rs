@@ -21,10 +21,29 @@ const ALLOWED_INTERNAL: &[(&str, &[&str])] = &[
     ("clio-journal", &["clio-spec"]),
     ("clio-workflow", &["clio-spec"]),
     ("clio-models", &["clio-spec"]),
-    ("clio-flow", &["clio-spec", "clio-plugins", "clio-journal", "clio-workflow", "clio-models"]),
+    ("clio-tools", &["clio-spec", "clio-plugins"]),
+    (
+        "clio-flow",
+        &[
+            "clio-spec",
+            "clio-plugins",
+            "clio-journal",
+            "clio-workflow",
+            "clio-models",
+            "clio-tools",
+        ],
+    ),
     (
         "clio-cli",
-        &["clio-spec", "clio-plugins", "clio-journal", "clio-workflow", "clio-models", "clio-flow"],
+        &[
+            "clio-spec",
+            "clio-plugins",
+            "clio-journal",
+            "clio-workflow",
+            "clio-models",
+            "clio-tools",
+            "clio-flow",
+        ],
     ),
     ("xtask", &[]),
 ];
@@ -33,14 +52,14 @@ const ALLOWED_INTERNAL: &[(&str, &[&str])] = &[
 const OWNED_DEPENDENCIES: &[(&str, &[&str])] = &[
     ("redb", &["clio-journal"]),
     ("petgraph", &["clio-workflow", "clio-plugins"]),
-    ("tokio", &["clio-models", "clio-flow", "clio-cli"]),
+    ("tokio", &["clio-models", "clio-tools", "clio-flow", "clio-cli"]),
     ("clap", &["clio-cli", "xtask"]),
     ("anyhow", &["clio-cli", "xtask"]),
     ("semver", &["clio-spec", "clio-plugins"]),
-    ("rmcp", &["clio-flow"]),
+    ("rmcp", &["clio-tools", "clio-flow"]),
     ("reqwest", &["clio-models"]),
     ("indicatif", &["clio-cli"]),
-    ("landlock", &["clio-flow"]),
+    ("landlock", &["clio-tools"]),
 ];
 
 /// Crates that must not reach tokio through their normal dependencies.

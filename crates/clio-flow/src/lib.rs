@@ -10,10 +10,10 @@
 //!   each recorded in the journal with its result: every call is a task with its parent,
 //!   and a run resumed after a crash runs its flow from the top, each command finding its
 //!   record.
-//! - [`Sandbox`] confines the code that runs on the person's machine (`run_code` scripts,
-//!   plugin executables): writes to the workspace only, reads of the workspace, the
-//!   code's own files and the system's read-only folders, no network unless declared and
-//!   allowed; bubblewrap, else Landlock, else refused.
+//! - The process side of tools is clio-tools', re-exported here: [`Sandbox`] confines the
+//!   code that runs on the person's machine (`run_code` scripts, plugin executables),
+//!   [`run_executable`] runs an executable tool, [`McpServers`] talks to MCP servers. This
+//!   crate decides whether such code may run at all (the gate) and records what it did.
 //! - [`FlowError`] holds the seed's typed outcomes (`CallFailed` … `GatherFailed`), each
 //!   with `reason`, `handle`, `details` and `to_json`, and the runtime's own errors;
 //!   [`FlowError::Nondeterminism`] is its own variant.
@@ -22,8 +22,8 @@
 //! reads time only through [`Ctx::now_ms`] (a crate-local `clippy.toml` forbids the clock
 //! elsewhere); nothing recorded is submitted twice — an acceptance that cannot be confirmed
 //! is `TaskStateUncertain`, and a side-effecting tool cut short by a crash is
-//! `CallInterrupted`. This is the only library crate that spawns tasks; its public
-//! signatures use plain futures.
+//! `CallInterrupted`. This is the only library crate that spawns tasks but for the two
+//! that clio-tools keeps per MCP server process; its public signatures use plain futures.
 //!
 //! What it does not do: read the environment (but `PATH`, to find the program a sandbox
 //! must let run, as starting it would) or the home folder, print, or own a tokio
@@ -36,7 +36,6 @@ mod ctx;
 mod error;
 mod flow;
 mod gate;
-mod mcp;
 mod options;
 mod orchestration;
 mod plugin_bridge;
@@ -45,7 +44,6 @@ mod registry;
 mod result;
 mod run_code;
 mod runtime;
-mod sandbox;
 mod team;
 mod tool_settings;
 mod workflow_flow;
@@ -62,15 +60,14 @@ pub use crate::ctx::{Call, Ctx, Gather, ReturnWhen, Settled};
 pub use crate::error::{FlowError, Mismatch, OptionProblem, RecordedCommand};
 pub use crate::flow::{Flow, FlowFuture, FnFlow, Limits, reference, selection};
 pub use crate::gate::{HOOK_TIMEOUT, HookRun, HostHook, HostHookFuture, RuntimeHook};
-pub use crate::mcp::{McpConfig, McpError, McpServers, McpTool};
 pub use crate::options::{LIMIT_NAMES, OptionSpec, OptionType, check_options};
 pub use crate::orchestration::{
     ORCHESTRATION_TOOLS, orchestration_tools, register_orchestration_tools, register_team_tools,
     run_leader, run_team,
 };
 pub use crate::plugin_bridge::{
-    TOOL_OUTPUT_LIMIT, TOOL_TIMEOUT, WorkflowFileFlow, register_basic_tools, register_plugin,
-    register_plugin_with_mcp, run_executable, workflow_shape,
+    WorkflowFileFlow, register_basic_tools, register_plugin, register_plugin_with_mcp,
+    run_executable, workflow_shape,
 };
 pub use crate::react::{ReactFlow, SEARCH_TOOLS};
 pub use crate::registry::{
@@ -81,10 +78,6 @@ pub use crate::result::{CallInput, CallKind, CallResult, FlowOutput, input_text}
 pub use crate::run_code::{Binding, HostCallHandler, RunCodeConfig, register_run_code};
 pub use crate::runtime::{
     Question, ReplayReport, ReplayVerdict, RunOutcome, RunReport, Runtime, RuntimeConfig,
-};
-pub use crate::sandbox::{
-    Access, Confined, ETC, ETC_NETWORK, SANDBOX_PATH, Sandbox, SandboxError, SandboxMode,
-    find_program, program_prefixes,
 };
 pub use crate::team::{
     AgentContext, AgentEnv, AgentRecord, AskOptions, CancelSignal, EnabledConfig, LeaderSettings,
@@ -103,3 +96,8 @@ pub use clio_models::{
     ScriptedProvider, ToolCall, ToolSpec, Usage,
 };
 pub use clio_spec::FlowSelection;
+pub use clio_tools::{
+    Access, Confined, ETC, ETC_NETWORK, ExecError, McpConfig, McpError, McpServers, McpTool,
+    SANDBOX_PATH, Sandbox, SandboxError, SandboxMode, TOOL_OUTPUT_LIMIT, TOOL_TIMEOUT,
+    find_program, program_prefixes,
+};
