@@ -22,6 +22,7 @@ const ALLOWED_INTERNAL: &[(&str, &[&str])] = &[
     ("clio-workflow", &["clio-spec"]),
     ("clio-models", &["clio-spec"]),
     ("clio-tools", &["clio-spec", "clio-plugins"]),
+    ("clio-team", &["clio-spec", "clio-journal", "clio-models"]),
     (
         "clio-flow",
         &[
@@ -31,6 +32,7 @@ const ALLOWED_INTERNAL: &[(&str, &[&str])] = &[
             "clio-workflow",
             "clio-models",
             "clio-tools",
+            "clio-team",
         ],
     ),
     (
@@ -42,6 +44,7 @@ const ALLOWED_INTERNAL: &[(&str, &[&str])] = &[
             "clio-workflow",
             "clio-models",
             "clio-tools",
+            "clio-team",
             "clio-flow",
         ],
     ),
