@@ -29,6 +29,7 @@
 //! must let run, as starting it would) or the home folder, print, or own a tokio
 //! runtime (callers bring one).
 
+mod builtin;
 mod clock;
 mod command;
 mod council;
@@ -53,6 +54,7 @@ mod workspace;
 // as they did when the models were a module here.
 use clio_models as model;
 
+pub use crate::builtin::builtin_flows;
 pub use crate::clock::instant;
 pub use crate::command::Command;
 pub use crate::council::CouncilFlow;

@@ -982,7 +982,7 @@ impl Call {
                 Box::pin(declared_flow(worker, selection, req)).await?
             }
             (WorkerRun::React, None) => {
-                let res = crate::react::run_worker(req).await;
+                let res = run.rt.registry.run_react(req).await;
                 // The agent the run's own flow called leads the run's team: its turn has
                 // ended. (Agents deeper down, or inside a subagent's work, do not lead it.)
                 if scope.depth == 0
