@@ -30,6 +30,7 @@ use std::pin::Pin;
 use clio_journal::{
     EntryKind, NewEntry, NewTask, TaskId, TaskKind, TaskRecord, TaskStatus, TaskUpdate,
 };
+use clio_plugins::HookEventKind;
 use serde_json::{Map, Value, json};
 
 use super::Ctx;
@@ -952,7 +953,7 @@ impl Call {
                 payload: json!({ "agent": worker.id }),
                 ..crate::gate::Subject::default()
             };
-            let event = crate::gate::event_kind("SubagentStart")?;
+            let event = HookEventKind::SUBAGENT_START;
             crate::gate::hooks(&self.ctx, &self.identity(), &subject, event, None).await?;
         }
         let req = WorkerRequest {
@@ -1001,7 +1002,7 @@ impl Call {
                 answer: Some(Value::String(reply.answer.clone())),
                 ..crate::gate::Subject::default()
             };
-            let event = crate::gate::event_kind("SubagentStop")?;
+            let event = HookEventKind::SUBAGENT_STOP;
             crate::gate::hooks(&self.ctx, &self.identity(), &subject, event, None).await?;
         }
         run.add_tokens(reply.input_tokens + reply.output_tokens);
