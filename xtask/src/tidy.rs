@@ -2,7 +2,8 @@
 //! plain `cargo test` (the test at the bottom).
 //!
 //! - Internal dependencies point down the layer stack only (SPEC §2, STYLE §A.1),
-//!   dev-dependencies included.
+//!   dev-dependencies included; the layer table lists each crate after every crate it may
+//!   depend on, so no circle of crates can pass it.
 //! - Each third-party dependency has its owners (STYLE §A.2), and the pure and sync
 //!   crates do not reach tokio even transitively (STYLE §C).
 //! - Every `.rs` file starts with a `//!` paragraph (STYLE §E).
@@ -14,14 +15,41 @@ use std::process::Command;
 
 use serde_json::Value;
 
-/// The clio crates each crate may depend on (normal and dev dependencies alike).
+/// The clio crates each crate may depend on (normal and dev dependencies alike), bottom up:
+/// a crate may depend only on crates listed before it (`check_layer_order`).
 const ALLOWED_INTERNAL: &[(&str, &[&str])] = &[
     ("clio-spec", &[]),
     ("clio-plugins", &["clio-spec"]),
     ("clio-journal", &["clio-spec"]),
     ("clio-workflow", &["clio-spec"]),
-    ("clio-flow", &["clio-spec", "clio-plugins", "clio-journal", "clio-workflow"]),
-    ("clio-cli", &["clio-spec", "clio-plugins", "clio-journal", "clio-workflow", "clio-flow"]),
+    ("clio-models", &["clio-spec"]),
+    ("clio-tools", &["clio-spec", "clio-plugins"]),
+    ("clio-team", &["clio-spec", "clio-journal", "clio-models"]),
+    (
+        "clio-flow",
+        &[
+            "clio-spec",
+            "clio-plugins",
+            "clio-journal",
+            "clio-workflow",
+            "clio-models",
+            "clio-tools",
+            "clio-team",
+        ],
+    ),
+    (
+        "clio-cli",
+        &[
+            "clio-spec",
+            "clio-plugins",
+            "clio-journal",
+            "clio-workflow",
+            "clio-models",
+            "clio-tools",
+            "clio-team",
+            "clio-flow",
+        ],
+    ),
     ("xtask", &[]),
 ];
 
@@ -29,16 +57,16 @@ const ALLOWED_INTERNAL: &[(&str, &[&str])] = &[
 const OWNED_DEPENDENCIES: &[(&str, &[&str])] = &[
     ("redb", &["clio-journal"]),
     ("petgraph", &["clio-workflow", "clio-plugins"]),
-    ("tokio", &["clio-flow", "clio-cli"]),
+    ("tokio", &["clio-models", "clio-tools", "clio-flow", "clio-cli"]),
     ("clap", &["clio-cli", "xtask"]),
     ("clap_complete", &["clio-cli"]),
     ("clap_mangen", &["clio-cli"]),
     ("anyhow", &["clio-cli", "xtask"]),
     ("semver", &["clio-spec", "clio-plugins"]),
-    ("rmcp", &["clio-flow"]),
-    ("reqwest", &["clio-flow"]),
+    ("rmcp", &["clio-tools", "clio-flow"]),
+    ("reqwest", &["clio-models"]),
     ("indicatif", &["clio-cli"]),
-    ("landlock", &["clio-flow"]),
+    ("landlock", &["clio-tools"]),
 ];
 
 /// Crates that must not reach tokio through their normal dependencies.
@@ -47,6 +75,7 @@ const NO_TOKIO: &[&str] = &["clio-spec", "clio-plugins", "clio-journal", "clio-w
 /// Runs every check; returns every problem found.
 pub(crate) fn check(root: &Path) -> Result<(), Vec<String>> {
     let mut problems = Vec::new();
+    check_layer_order(ALLOWED_INTERNAL, &mut problems);
     match metadata(root, false) {
         Ok(metadata) => {
             check_dependencies(&metadata, &mut problems);
@@ -110,6 +139,20 @@ fn check_dependencies(metadata: &Value, problems: &mut Vec<String>) {
             {
                 problems.push(format!(
                     "{name} depends on {dep_name}, which only {owners:?} may use (STYLE §A.2)"
+                ));
+            }
+        }
+    }
+}
+
+/// Checks that `table` is in layer order: each crate may depend only on crates listed
+/// before it, which makes the allowed edges acyclic.
+fn check_layer_order(table: &[(&str, &[&str])], problems: &mut Vec<String>) {
+    for (index, (name, allowed)) in table.iter().enumerate() {
+        for dep in *allowed {
+            if !table[..index].iter().any(|(below, _)| below == dep) {
+                problems.push(format!(
+                    "tidy's layer table lets {name} depend on {dep}, which is not listed below it"
                 ));
             }
         }
@@ -225,6 +268,17 @@ mod tests {
         assert_eq!(problems.len(), 2, "{problems:?}");
         assert!(problems[0].contains("does not start with a `//!`"));
         assert!(problems[1].contains("bad.rs:1"));
+    }
+
+    #[test]
+    fn a_layer_table_with_a_circle_is_refused() {
+        let mut problems = Vec::new();
+        check_layer_order(&[("a", &["b"]), ("b", &["a"])], &mut problems);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].contains("lets a depend on b"));
+        let mut problems = Vec::new();
+        check_layer_order(ALLOWED_INTERNAL, &mut problems);
+        assert!(problems.is_empty(), "{problems:?}");
     }
 
     #[test]

@@ -590,3 +590,25 @@ impl FlowError {
 fn str_of(v: &Value, k: &str) -> String {
     v.get(k).and_then(Value::as_str).unwrap_or("").to_owned()
 }
+
+impl From<clio_tools::McpError> for FlowError {
+    fn from(error: clio_tools::McpError) -> FlowError {
+        FlowError::CallFailed { handle: None, message: error.to_string() }
+    }
+}
+
+/// An executable tool that did not answer fails its call, but one that no sandbox could
+/// be had for is refused (`sandbox_unavailable`): nothing ran.
+impl From<clio_tools::ExecError> for FlowError {
+    fn from(error: clio_tools::ExecError) -> FlowError {
+        if error.is_sandbox_unavailable() {
+            FlowError::CallRefused {
+                handle: None,
+                refusal: "sandbox_unavailable".into(),
+                message: error.to_string(),
+            }
+        } else {
+            FlowError::CallFailed { handle: None, message: error.to_string() }
+        }
+    }
+}

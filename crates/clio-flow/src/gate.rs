@@ -359,7 +359,7 @@ pub(crate) async fn before(
             format!("tool {} is denied by the {layer} permission", tool.name),
         ));
     }
-    let kind = event_kind("PreToolUse")?;
+    let kind = HookEventKind::PRE_TOOL_USE;
     let verdict =
         hooks(ctx, identity, &Subject::tool(tool, &input), kind, Some(permission.permission))
             .await?;
@@ -446,7 +446,7 @@ pub(crate) async fn run(
     child: Option<Ctx>,
 ) -> Result<(Value, String), FlowError> {
     let Passed { input, synthesized } = passed;
-    let kind = event_kind("PostToolUse")?;
+    let kind = HookEventKind::POST_TOOL_USE;
     // Most tools have no PostToolUse hook: their input is not kept for one.
     let observed = !ctx.run.rt.registry.hooks_for(kind, &tool.name).is_empty();
     let seen = observed.then(|| input.clone());
@@ -605,7 +605,7 @@ fn trust_question(ctx: &Ctx, plugin: &str, info: &crate::registry::PluginInfo) -
 /// Returns whether any hook observes `SemanticEvent`s, so a caller copies an event for
 /// them only when one does.
 pub(crate) fn semantic_events_observed(ctx: &Ctx) -> Result<bool, FlowError> {
-    let kind = event_kind("SemanticEvent")?;
+    let kind = HookEventKind::SEMANTIC_EVENT;
     Ok(!ctx.run.rt.registry.hooks_for(kind, "").is_empty())
 }
 
@@ -614,20 +614,13 @@ pub(crate) async fn semantic_event(
     identity: &str,
     command: &Command,
 ) -> Result<(), FlowError> {
-    let kind = event_kind("SemanticEvent")?;
+    let kind = HookEventKind::SEMANTIC_EVENT;
     if ctx.run.rt.registry.hooks_for(kind, "").is_empty() {
         return Ok(());
     }
     let subject = Subject { payload: command.to_json(), ..Subject::default() };
     hooks(ctx, identity, &subject, kind, None).await?;
     Ok(())
-}
-
-pub(crate) fn event_kind(name: &str) -> Result<HookEventKind, FlowError> {
-    HookEventKind::from_name(name).ok_or_else(|| FlowError::CallFailed {
-        handle: None,
-        message: format!("hook event {name} is unknown"),
-    })
 }
 
 /// What a hook event is about: the `HookEvent` fields the runtime fills.

@@ -13,8 +13,8 @@
 //! to the workspace, read it and their own plugin folder, and reach the network only when
 //! they declare `network = true` and the deployment allows it.
 //!
-//! A tool on one of the plugin's `[[mcp_servers]]` is called through [`McpServers`] (the
-//! `mcp` module): the server starts on the tool's first call, a crashed server restarts,
+//! A tool on one of the plugin's `[[mcp_servers]]` is called through [`McpServers`]
+//! (clio-tools): the server starts on the tool's first call, a crashed server restarts,
 //! and a tool's `read_only` decides whether a call its crash cut short is sent again.
 //!
 //! A plugin's command hooks are registered with the runtime ([`crate::RuntimeHook`]); its
@@ -31,32 +31,23 @@
 //! tools (SPEC §4: a plugin's unknown values fail when it loads).
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
 
 use clio_plugins::{
     BUILTIN_PLUGINS, Callers, FlowSource, HookHandler, NativeTool, Plugin, Prompt, ToolImpl,
     ToolOptions,
 };
+use clio_tools::{Access, McpConfig, McpServers, Sandbox, TOOL_TIMEOUT};
 use serde_json::{Map, Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::ctx::Ctx;
 use crate::error::FlowError;
 use crate::flow::{Flow, FlowFuture};
 use crate::gate::{HOOK_TIMEOUT, HookRun, RuntimeHook};
-use crate::mcp::{McpConfig, McpServers};
 use crate::options::{OptionSpec, OptionType};
 use crate::registry::{Registry, Tool, Worker};
-use crate::sandbox::{Access, Sandbox};
 use crate::workflow_flow::WorkflowFlow;
 use crate::workspace::Workspace;
-
-/// How long an executable tool may run before it is killed.
-pub const TOOL_TIMEOUT: Duration = Duration::from_secs(120);
-
-/// The most bytes an executable tool may print.
-pub const TOOL_OUTPUT_LIMIT: usize = 4 * 1024 * 1024;
 
 fn failed(message: String) -> FlowError {
     FlowError::CallFailed { handle: None, message }
@@ -367,7 +358,8 @@ pub(crate) fn plugin_root(folder: &Path) -> PathBuf {
 /// Runs `program` under `sandbox` with `access` (in the workspace when there is one),
 /// with `args` as JSON on stdin, and reads one JSON value from its stdout; `label` names
 /// it in errors. A sandbox that cannot be had refuses the call
-/// (`CallRefused(sandbox_unavailable)`), saying how to install one or turn it off.
+/// (`CallRefused(sandbox_unavailable)`), saying how to install one or turn it off; every
+/// other failure fails it (`CallFailed`). The process side is [`clio_tools::run_executable`].
 pub async fn run_executable(
     label: &str,
     program: &Path,
@@ -376,64 +368,9 @@ pub async fn run_executable(
     args: &Value,
     timeout: Duration,
 ) -> Result<Value, FlowError> {
-    // Inside the sandbox a missing program looks like the sandbox's own failure; say it
-    // plainly instead.
-    if let Err(e) = std::fs::metadata(program) {
-        return Err(failed(format!("{label}: cannot start {}: {e}", program.display())));
-    }
-    let mut confined = sandbox.confine(program, access).await.map_err(|e| e.in_call(label))?;
-    confined
-        .command()
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    let mut child = confined.spawn().map_err(|e| e.in_call(label))?;
-    let input = args.to_string();
-    let mut stdin = child.stdin.take();
-    let mut stdout = child.stdout.take();
-    let mut stderr = child.stderr.take();
-    let work = async {
-        if let Some(stdin) = stdin.as_mut() {
-            // A program that exits without reading its input is not an error here.
-            let _ = stdin.write_all(input.as_bytes()).await;
-        }
-        drop(stdin);
-        let mut out = Vec::new();
-        let mut err = Vec::new();
-        if let Some(stdout) = stdout.as_mut() {
-            stdout
-                .take(TOOL_OUTPUT_LIMIT as u64 + 1)
-                .read_to_end(&mut out)
-                .await
-                .map_err(|e| failed(format!("{label}: reading its output: {e}")))?;
-        }
-        if let Some(stderr) = stderr.as_mut() {
-            let _ = stderr.take(64 * 1024).read_to_end(&mut err).await;
-        }
-        let status =
-            child.wait().await.map_err(|e| failed(format!("{label}: waiting for it: {e}")))?;
-        Ok::<_, FlowError>((status, out, err))
-    };
-    let (status, out, err) = tokio::time::timeout(timeout, work)
+    clio_tools::run_executable(label, program, sandbox, access, args, timeout)
         .await
-        .map_err(|_| failed(format!("{label}: timed out after {} s", timeout.as_secs())))??;
-    let stderr_text = String::from_utf8_lossy(&err).trim().to_owned();
-    if !status.success() {
-        let code = match (confined.signal(status), status.code()) {
-            (Some(signal), _) => format!("signal {signal}"),
-            (None, Some(code)) => format!("code {code}"),
-            (None, None) => "an unknown status".to_owned(),
-        };
-        return Err(failed(format!("{label}: exited with {code}: {stderr_text}")));
-    }
-    if out.len() > TOOL_OUTPUT_LIMIT {
-        return Err(failed(format!("{label}: printed more than {TOOL_OUTPUT_LIMIT} bytes")));
-    }
-    serde_json::from_slice(&out).map_err(|e| {
-        let shown: String = String::from_utf8_lossy(&out).chars().take(200).collect();
-        failed(format!("{label}: its output is not JSON ({e}): {shown:?}"))
-    })
+        .map_err(FlowError::from)
 }
 
 /// A workflow file of a plugin (`flows/<id>.json`), run as a flow by the built-in

@@ -30,7 +30,7 @@ use std::sync::Arc;
 mod background;
 mod structured;
 
-use clio_plugins::DecisionKind;
+use clio_plugins::{DecisionKind, HookEventKind};
 use serde_json::{Value, json};
 
 use crate::ctx::Ctx;
@@ -291,8 +291,7 @@ pub(crate) async fn run_worker(req: WorkerRequest) -> Result<WorkerReply, FlowEr
         payload: about.clone(),
         ..gate::Subject::default()
     };
-    let started =
-        gate::hooks(&ctx, &session, &start, gate::event_kind("SessionStart")?, None).await?;
+    let started = gate::hooks(&ctx, &session, &start, HookEventKind::SESSION_START, None).await?;
     let result = converse(&req, started.additional_context).await;
     let ended = match &result {
         Ok(reply) => Some(gate::Subject {
@@ -308,7 +307,7 @@ pub(crate) async fn run_worker(req: WorkerRequest) -> Result<WorkerReply, FlowEr
         Err(_) => None,
     };
     if let Some(end) = ended {
-        let fired = gate::hooks(&ctx, &session, &end, gate::event_kind("SessionEnd")?, None).await;
+        let fired = gate::hooks(&ctx, &session, &end, HookEventKind::SESSION_END, None).await;
         // The loop's own error is the one to report.
         if let (Ok(_), Err(err)) = (&result, fired) {
             return Err(err);
@@ -344,7 +343,7 @@ async fn submit_prompt(req: &WorkerRequest, about: &Value) -> Result<Submitted, 
     };
     let identity = format!("{}prompt", ctx.scope.prefix);
     let verdict =
-        gate::hooks(ctx, &identity, &subject, gate::event_kind("UserPromptSubmit")?, None).await?;
+        gate::hooks(ctx, &identity, &subject, HookEventKind::USER_PROMPT_SUBMIT, None).await?;
     let hook = verdict.decided_by.clone().unwrap_or_else(|| "a hook".to_owned());
     let reason = verdict.reason.clone().unwrap_or_default();
     let refused = |refusal: &str, what: &str| FlowError::CallRefused {
@@ -459,8 +458,7 @@ async fn converse(req: &WorkerRequest, session_context: String) -> Result<Worker
             payload: about.clone(),
             ..gate::Subject::default()
         };
-        let verdict =
-            gate::hooks(&ctx, &turn, &before, gate::event_kind("BeforeModel")?, None).await?;
+        let verdict = gate::hooks(&ctx, &turn, &before, HookEventKind::BEFORE_MODEL, None).await?;
         if verdict.decision == DecisionKind::Deny {
             return Err(FlowError::CallRefused {
                 handle: None,
@@ -515,8 +513,7 @@ async fn converse(req: &WorkerRequest, session_context: String) -> Result<Worker
             answer: serde_json::to_value(&response).ok(),
             ..gate::Subject::default()
         };
-        let observed =
-            gate::hooks(&ctx, &turn, &after, gate::event_kind("AfterModel")?, None).await?;
+        let observed = gate::hooks(&ctx, &turn, &after, HookEventKind::AFTER_MODEL, None).await?;
         if !observed.additional_context.is_empty() {
             carried.push(observed.additional_context);
         }
@@ -577,7 +574,7 @@ async fn converse(req: &WorkerRequest, session_context: String) -> Result<Worker
                 answer: Some(Value::String(response.text.clone())),
                 ..gate::Subject::default()
             };
-            let verdict = gate::hooks(&ctx, &turn, &stop, gate::event_kind("Stop")?, None).await?;
+            let verdict = gate::hooks(&ctx, &turn, &stop, HookEventKind::STOP, None).await?;
             // A Stop hook's deny asks for one more turn, once per loop and within max_iters.
             if verdict.decision == DecisionKind::Deny && !stop_continued {
                 stop_continued = true;
@@ -694,7 +691,7 @@ async fn converse(req: &WorkerRequest, session_context: String) -> Result<Worker
         payload["tools"] = Value::Array(batch);
         let done = gate::Subject { payload, ..gate::Subject::default() };
         let observed =
-            gate::hooks(&ctx, &turn, &done, gate::event_kind("PostToolBatch")?, None).await?;
+            gate::hooks(&ctx, &turn, &done, HookEventKind::POST_TOOL_BATCH, None).await?;
         if !observed.additional_context.is_empty() {
             carried.push(observed.additional_context);
         }

@@ -223,6 +223,14 @@ pub enum WorkerRun {
     Handler(Arc<dyn Fn(WorkerRequest) -> WorkerFuture + Send + Sync>),
 }
 
+/// What runs a react worker (a [`WorkerRun::React`] without a declared flow): the react
+/// loop, which the layer that owns it registers (`builtin.rs`), so that `ctx` dispatches
+/// to it without importing it.
+pub(crate) trait WorkerLoop: Send + Sync {
+    /// Runs the worker of `req` to its reply.
+    fn run(&self, req: WorkerRequest) -> WorkerFuture;
+}
+
 /// An agent or a subagent.
 #[derive(Clone)]
 pub struct Worker {
@@ -434,6 +442,8 @@ pub struct Registry {
     bindings: BTreeMap<String, crate::run_code::Binding>,
     hooks: Vec<crate::gate::RuntimeHook>,
     native: BTreeMap<String, NativeClaims>,
+    // What runs react workers; `None` in a registry without the built-ins.
+    worker_loop: Option<Arc<dyn WorkerLoop>>,
 }
 
 /// The claims loaded plugins made on one built-in tool (`[[native_tools]]`).
@@ -457,22 +467,26 @@ impl fmt::Debug for Registry {
 }
 
 impl Registry {
-    /// Returns a registry holding the built-in flows (`workflow`, `react`, `council`).
-    pub fn new() -> Registry {
-        let mut reg = Registry::default();
-        reg.flows.insert(
-            "workflow".into(),
-            FlowEntry { flow: Arc::new(crate::workflow_flow::WorkflowFlow), plugin: None },
-        );
-        reg.flows.insert(
-            "react".into(),
-            FlowEntry { flow: Arc::new(crate::react::ReactFlow), plugin: None },
-        );
-        reg.flows.insert(
-            "council".into(),
-            FlowEntry { flow: Arc::new(crate::council::CouncilFlow), plugin: None },
-        );
-        reg
+    /// Sets what runs react workers.
+    pub(crate) fn worker_loop(mut self, worker_loop: Arc<dyn WorkerLoop>) -> Registry {
+        self.worker_loop = Some(worker_loop);
+        self
+    }
+
+    /// Runs a react worker's `req` with the registered react loop; without one (a registry
+    /// made without the built-ins) the call fails, naming what is missing.
+    pub(crate) fn run_react(&self, req: WorkerRequest) -> WorkerFuture {
+        match &self.worker_loop {
+            Some(worker_loop) => worker_loop.run(req),
+            None => Box::pin(async {
+                Err(FlowError::CallFailed {
+                    handle: None,
+                    message: "no react loop is registered: build the registry with \
+                              Registry::new or builtin_flows"
+                        .into(),
+                })
+            }),
+        }
     }
 
     /// Adds a flow of no plugin (always trusted).

@@ -28,6 +28,7 @@ use std::time::Duration;
 
 use clio_journal::TaskId;
 use clio_plugins::{Callers, Plugin, ToolOptions};
+use clio_tools::Access;
 use serde_json::{Value, json};
 
 use crate::ctx::Ctx;
@@ -35,7 +36,6 @@ use crate::error::FlowError;
 use crate::registry::{Registry, Tool, ToolFuture};
 use crate::result::{CallInput, CallKind};
 use crate::runtime::blocking;
-use crate::sandbox::Access;
 use crate::workspace::Workspace;
 
 /// How `run_code` runs scripts.
@@ -333,7 +333,7 @@ pub(crate) fn register_plugin_bindings(
                         &sandbox,
                         &access,
                         &input,
-                        crate::plugin_bridge::TOOL_TIMEOUT,
+                        clio_tools::TOOL_TIMEOUT,
                     )
                     .await
                 }

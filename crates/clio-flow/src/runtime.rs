@@ -56,7 +56,7 @@ pub struct RuntimeConfig {
     /// How `run_code` scripts are confined (give a plugin's executables the same policy
     /// through the [`crate::Workspace`] they are registered with). Under mode `off` every
     /// run records a `sandbox_off` event once.
-    pub sandbox: crate::sandbox::Sandbox,
+    pub sandbox: clio_tools::Sandbox,
     /// Whether a person can be asked: the gate's questions (whether to trust a plugin,
     /// whether to allow a tool) wait for an answer (`true`), or, in a run nobody will
     /// answer (the CLI's `--no-input`), are refused at once: `FlowNotTrusted` for trust,
@@ -79,7 +79,7 @@ impl Default for RuntimeConfig {
             max_iters: 20,
             models: Models::default(),
             permissions: clio_plugins::PermissionSettings::default(),
-            sandbox: crate::sandbox::Sandbox::default(),
+            sandbox: clio_tools::Sandbox::default(),
             interactive: true,
             trust_store: None,
         }
@@ -573,7 +573,7 @@ impl Runtime {
         .await?;
         // Code this run starts runs with the process's own rights: the run says so, once.
         if !replay_only
-            && self.inner.config.sandbox.mode == crate::sandbox::SandboxMode::Off
+            && self.inner.config.sandbox.mode == clio_tools::SandboxMode::Off
             && state.recorded(SANDBOX_OFF).is_none()
         {
             let event = NewEntry::new(

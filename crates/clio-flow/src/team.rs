@@ -23,10 +23,7 @@
 //! the checkout).
 
 mod env;
-mod error;
-pub mod rules;
 mod runner;
-mod state;
 mod tools;
 
 use std::collections::{HashMap, HashSet};
@@ -44,17 +41,16 @@ use tokio_util::sync::CancellationToken;
 
 use crate::model::Message;
 
+pub use clio_team::rules;
+pub use clio_team::{EnabledConfig, SessionAllowlist, SessionTree, TeamError, complete_input};
 pub use env::{
     AgentContext, AgentEnv, AskOptions, ReplyOutcome, RestrictedRouter, RouteCommand, RouteIssuer,
     RunOptions, StopReason, TaskSpec, WaitOptions,
 };
-pub use error::TeamError;
-pub use rules::{EnabledConfig, SessionTree};
 pub use runner::ModelRunner;
-pub use state::{SessionAllowlist, complete_input};
 pub use tools::{TEAM_TOOLS, TeamTool};
 
-use state::SessionState;
+use clio_team::SessionState;
 
 /// How a team runs subagents.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -20,6 +20,7 @@ use clio_workflow::{
 };
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
+use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::command::object;
@@ -129,8 +130,50 @@ fn proposal_tools() -> [Tool; 2] {
     ]
 }
 
-fn u32_field(input: &Value, key: &str) -> Option<u32> {
-    input.get(key).and_then(Value::as_u64).map(|n| u32::try_from(n).unwrap_or(u32::MAX))
+/// The workflow flow's settings, parsed once from its input (beside `workflow`, which
+/// [`Workflow::from_value`] reads): a field of the wrong type is refused, naming the
+/// field, rather than dropped. Other fields are ignored, as they always were: the inputs
+/// of runs already in journals may hold them, and their resumes parse them again.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct WorkflowInput {
+    /// The task the steps' `$task` stands for (`""` when absent, kept as given otherwise).
+    #[serde(default = "no_task")]
+    task: Value,
+    editors: Option<Vec<String>>,
+    max_added_steps: Option<u64>,
+    max_edit_rounds: Option<u64>,
+    allowed_targets: Option<Vec<String>>,
+    approve_edits: Option<bool>,
+    model: Option<String>,
+}
+
+fn no_task() -> Value {
+    Value::String(String::new())
+}
+
+impl WorkflowInput {
+    /// Reads the settings of `input`; a wrong-typed field is `workflow_invalid`, naming it.
+    fn parse(input: &Value) -> Result<WorkflowInput, FlowError> {
+        WorkflowInput::deserialize(input).map_err(|e| {
+            // serde's message names no field: the field at fault is the one that fails alone.
+            let alone = |key: &String, value: &Value| {
+                WorkflowInput::deserialize(&Value::Object(Map::from_iter([(
+                    key.clone(),
+                    value.clone(),
+                )])))
+                .is_err()
+            };
+            match input.as_object().and_then(|m| m.iter().find(|(k, v)| alone(k, v))) {
+                Some((key, _)) => invalid(format!("the workflow's `{key}` is wrong: {e}")),
+                None => invalid(format!("the workflow's settings are wrong: {e}")),
+            }
+        })
+    }
+}
+
+fn saturating_u32(n: Option<u64>) -> Option<u32> {
+    n.map(|n| u32::try_from(n).unwrap_or(u32::MAX))
 }
 
 async fn run(input: Value, ctx: Ctx) -> Result<FlowOutput, FlowError> {
@@ -145,24 +188,20 @@ async fn run(input: Value, ctx: Ctx) -> Result<FlowOutput, FlowError> {
     let wf_value = input.as_object_mut().and_then(|m| m.remove("workflow")).unwrap_or(Value::Null);
     let workflow = Workflow::from_value(wf_value).map_err(|e| invalid(e.to_string()))?;
     workflow.check_targets(kind_of).map_err(|e| invalid(e.to_string()))?;
+    let settings = WorkflowInput::parse(&input)?;
     trust_targets(&ctx, &workflow).await?;
-    let strings = |key: &str| {
-        input.get(key).and_then(Value::as_array).map(|items| {
-            items.iter().filter_map(Value::as_str).map(str::to_owned).collect::<Vec<String>>()
-        })
-    };
     let config = RunConfig {
-        task: input.get("task").cloned().unwrap_or(Value::String(String::new())),
-        editors: strings("editors").unwrap_or_default(),
+        task: settings.task,
+        editors: settings.editors.unwrap_or_default(),
         bounds: Bounds {
-            max_added_steps: u32_field(&input, "max_added_steps"),
-            max_edit_rounds: u32_field(&input, "max_edit_rounds"),
-            allowed_targets: strings("allowed_targets"),
-            approve_edits: input.get("approve_edits").and_then(Value::as_bool).unwrap_or(false),
+            max_added_steps: saturating_u32(settings.max_added_steps),
+            max_edit_rounds: saturating_u32(settings.max_edit_rounds),
+            allowed_targets: settings.allowed_targets,
+            approve_edits: settings.approve_edits.unwrap_or(false),
         },
         ..RunConfig::default()
     };
-    let model = input.get("model").and_then(Value::as_str).unwrap_or("").to_owned();
+    let model = settings.model.unwrap_or_default();
     let mut sched = Scheduler::new(workflow, config);
     // The last write of the log sent to the journal and not yet confirmed, first the limits.
     // The scheduler applies events before their commit: the journal commits in order, so

@@ -10,10 +10,10 @@ use std::fs;
 use std::io::Write;
 use std::path::{Component, Path, PathBuf};
 
+use clio_tools::Sandbox;
 use serde_json::Value;
 
 use crate::error::FlowError;
-use crate::sandbox::Sandbox;
 
 /// The conversation's workspace folder, and how code runs on it.
 #[derive(Debug, Clone, PartialEq, Eq)]

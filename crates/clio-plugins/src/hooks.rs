@@ -45,7 +45,36 @@ pub enum EventPower {
     Observe,
 }
 
+/// Each event by name, so that the runtime names the event it fires in code, not in a
+/// string looked up at run time.
 impl HookEventKind {
+    /// `PreToolUse` (`tool_call`).
+    pub const PRE_TOOL_USE: HookEventKind = HookEventKind(0);
+    /// `PostToolUse` (`tool_result`).
+    pub const POST_TOOL_USE: HookEventKind = HookEventKind(1);
+    /// `PostToolBatch` (`tool_batch`).
+    pub const POST_TOOL_BATCH: HookEventKind = HookEventKind(2);
+    /// `UserPromptSubmit` (`prompt_submit`).
+    pub const USER_PROMPT_SUBMIT: HookEventKind = HookEventKind(3);
+    /// `Stop` (`stop`).
+    pub const STOP: HookEventKind = HookEventKind(4);
+    /// `SessionStart` (`session_start`).
+    pub const SESSION_START: HookEventKind = HookEventKind(5);
+    /// `SessionEnd` (`session_end`).
+    pub const SESSION_END: HookEventKind = HookEventKind(6);
+    /// `SubagentStart` (`subagent_start`).
+    pub const SUBAGENT_START: HookEventKind = HookEventKind(7);
+    /// `SubagentStop` (`subagent_stop`).
+    pub const SUBAGENT_STOP: HookEventKind = HookEventKind(8);
+    /// `PreCompact` (`pre_compact`).
+    pub const PRE_COMPACT: HookEventKind = HookEventKind(9);
+    /// `BeforeModel` (`model_request`).
+    pub const BEFORE_MODEL: HookEventKind = HookEventKind(10);
+    /// `AfterModel` (`model_response`).
+    pub const AFTER_MODEL: HookEventKind = HookEventKind(11);
+    /// `SemanticEvent` (`event`).
+    pub const SEMANTIC_EVENT: HookEventKind = HookEventKind(12);
+
     /// Looks up an SDK key such as `tool_call`.
     pub fn from_key(key: &str) -> Option<HookEventKind> {
         HOOK_EVENTS.iter().position(|(k, _)| *k == key).map(HookEventKind)
@@ -286,6 +315,29 @@ fn find_cycle(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_named_event_is_its_row_of_the_table() {
+        let named = [
+            (HookEventKind::PRE_TOOL_USE, "PreToolUse"),
+            (HookEventKind::POST_TOOL_USE, "PostToolUse"),
+            (HookEventKind::POST_TOOL_BATCH, "PostToolBatch"),
+            (HookEventKind::USER_PROMPT_SUBMIT, "UserPromptSubmit"),
+            (HookEventKind::STOP, "Stop"),
+            (HookEventKind::SESSION_START, "SessionStart"),
+            (HookEventKind::SESSION_END, "SessionEnd"),
+            (HookEventKind::SUBAGENT_START, "SubagentStart"),
+            (HookEventKind::SUBAGENT_STOP, "SubagentStop"),
+            (HookEventKind::PRE_COMPACT, "PreCompact"),
+            (HookEventKind::BEFORE_MODEL, "BeforeModel"),
+            (HookEventKind::AFTER_MODEL, "AfterModel"),
+            (HookEventKind::SEMANTIC_EVENT, "SemanticEvent"),
+        ];
+        assert_eq!(named.len(), HOOK_EVENTS.len());
+        for (kind, name) in named {
+            assert_eq!(kind.name(), name);
+        }
+    }
 
     #[test]
     fn glob_matches_stars_anywhere() {

@@ -30,6 +30,7 @@ use std::pin::Pin;
 use clio_journal::{
     EntryKind, NewEntry, NewTask, TaskId, TaskKind, TaskRecord, TaskStatus, TaskUpdate,
 };
+use clio_plugins::HookEventKind;
 use serde_json::{Map, Value, json};
 
 use super::Ctx;
@@ -966,7 +967,7 @@ impl Call {
                 payload: json!({ "agent": worker.id }),
                 ..crate::gate::Subject::default()
             };
-            let event = crate::gate::event_kind("SubagentStart")?;
+            let event = HookEventKind::SUBAGENT_START;
             crate::gate::hooks(&self.ctx, &self.identity(), &subject, event, None).await?;
         }
         let req = WorkerRequest {
@@ -998,7 +999,7 @@ impl Call {
                 Box::pin(declared_flow(worker, selection, req)).await?
             }
             (WorkerRun::React, None) => {
-                let res = crate::react::run_worker(req).await;
+                let res = run.rt.registry.run_react(req).await;
                 // The agent the run's own flow called leads the run's team: its turn has
                 // ended. (Agents deeper down, or inside a subagent's work, do not lead it.)
                 if scope.depth == 0
@@ -1017,7 +1018,7 @@ impl Call {
                 answer: Some(Value::String(reply.answer.clone())),
                 ..crate::gate::Subject::default()
             };
-            let event = crate::gate::event_kind("SubagentStop")?;
+            let event = HookEventKind::SUBAGENT_STOP;
             crate::gate::hooks(&self.ctx, &self.identity(), &subject, event, None).await?;
         }
         run.add_tokens(reply.input_tokens + reply.output_tokens);

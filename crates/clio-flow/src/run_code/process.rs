@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use clio_tools::{Access, Confined, SANDBOX_PATH, SandboxError, SandboxMode};
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use serde_json::{Value, json};
@@ -19,7 +20,6 @@ use tokio::sync::Notify;
 
 use super::RunCodeConfig;
 use crate::ctx::Ctx;
-use crate::sandbox::{Access, Confined, SANDBOX_PATH, SandboxError, SandboxMode};
 
 /// The generated `clio` module a script imports.
 const CLIO_MODULE: &str = include_str!("clio.py");
@@ -350,12 +350,12 @@ async fn confine(
     // The interpreter as found outside, so the sandbox runs the same one.
     let interpreter = match sandbox.mode {
         SandboxMode::Off => config.interpreter.clone(),
-        _ => crate::sandbox::find_program(&config.interpreter)
+        _ => clio_tools::find_program(&config.interpreter)
             .unwrap_or_else(|| config.interpreter.clone()),
     };
     let access = Access {
         workspace: Some(script.cwd.to_path_buf()),
-        read: crate::sandbox::program_prefixes(&interpreter),
+        read: clio_tools::program_prefixes(&interpreter),
         write: vec![scratch.to_path_buf()],
         network: false,
     };

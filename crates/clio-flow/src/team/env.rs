@@ -10,12 +10,12 @@ use std::time::Duration;
 
 use clio_journal::{NewSession, SessionId, SessionRecord, SessionStatus};
 use clio_spec::Requires;
+use clio_team::{SessionAllowlist, SessionState, StoredRoute, complete_input};
 use futures::FutureExt;
 use serde_json::{Value, json};
 use tokio::sync::{Semaphore, oneshot};
 
 use crate::model::{Message, ModelError, ModelRequest, ModelResponse, Models, RouterAllowlist};
-use crate::team::state::{SessionAllowlist, SessionState, StoredRoute, complete_input};
 use crate::team::{
     AgentRecord, CancelSignal, PendingAsk, SubagentJob, SubagentOutcome, SubagentRunner, Team,
     TeamError, blocking, rules,

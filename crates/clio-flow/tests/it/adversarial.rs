@@ -550,12 +550,16 @@ async fn a_workflow_an_agent_writes_cannot_reach_a_code_only_tool() {
 /// Nothing but the gate can run a tool: a tool's code is a `gate::Implementation`, whose
 /// runner only `gate.rs` can reach, and `gate::run` takes a `Passed` that only
 /// `gate::before` makes (the compiler holds both); this test holds the source to it, so
-/// that a later edit cannot open a way around it quietly.
+/// that a later edit cannot open a way around it quietly. The process side of tools lives
+/// in clio-tools (the sandbox, `run_executable`, the MCP client), which cannot reach the
+/// registry or the gate at all (it does not depend on clio-flow); its sources are held to
+/// the same rules: no runner, and `run_executable` only where it is defined.
 #[test]
 fn the_tool_runner_is_private_to_the_gate() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let tools_src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../clio-tools/src");
     let mut files = Vec::new();
-    let mut stack = vec![src.clone()];
+    let mut stack = vec![src.clone(), tools_src.clone()];
     while let Some(dir) = stack.pop() {
         for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();
@@ -573,8 +577,21 @@ fn the_tool_runner_is_private_to_the_gate() {
     let impl_block = gate.split("impl Implementation {").nth(1).unwrap();
     let impl_block = &impl_block[..impl_block.find("\n}\n").unwrap()];
     assert!(!impl_block.contains("-> ToolHandler") && !impl_block.contains("-> ContextualHandler"));
+    let tools_exec = tools_src.join("exec.rs");
+    assert!(files.contains(&tools_exec), "clio-tools defines run_executable in exec.rs");
     for file in &files {
         let text = std::fs::read_to_string(file).unwrap();
+        if let Ok(name) = file.strip_prefix(&tools_src) {
+            let name = name.display().to_string();
+            let reaches = text
+                .match_indices("Runner::")
+                .any(|(at, _)| !text[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_'));
+            assert!(!reaches, "clio-tools/src/{name} reaches a tool's runner");
+            if text.contains("run_executable(") {
+                assert_eq!(name, "exec.rs", "clio-tools/src/{name} runs an executable");
+            }
+            continue;
+        }
         let name = file.strip_prefix(&src).unwrap().display().to_string();
         // `Runner::` as a path of its own, not the end of another name (`ModelRunner::`).
         let reaches = text
@@ -586,6 +603,10 @@ fn the_tool_runner_is_private_to_the_gate() {
         // Executables of plugins run only inside their tools' (or bindings') implementation.
         if text.contains("run_executable(") {
             assert!(["plugin_bridge.rs", "run_code.rs"].contains(&name.as_str()), "{name}");
+        }
+        // MCP servers are called only by the tools a plugin's declaration makes.
+        if text.contains("McpServers") {
+            assert!(["plugin_bridge.rs", "lib.rs"].contains(&name.as_str()), "{name}");
         }
     }
 }

@@ -15,7 +15,6 @@ mod hook_events;
 mod limits;
 mod mcp;
 mod model_replies;
-mod models;
 mod native_tools;
 mod options;
 mod orchestration;
@@ -46,7 +45,6 @@ fn no_forgotten_test_files() {
         "limits",
         "mcp",
         "model_replies",
-        "models",
         "native_tools",
         "options",
         "orchestration",

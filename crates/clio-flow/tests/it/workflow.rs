@@ -107,6 +107,24 @@ async fn an_invalid_workflow_is_refused_naming_the_problem() {
     assert!(err.to_string().contains("nobody"), "{err}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_setting_of_the_wrong_type_is_refused_naming_it() {
+    let c = Counter::default();
+    let journal = Journal::open_in_memory().unwrap();
+    let rt = runtime(&journal, registry(&c));
+    for (field, value) in
+        [("max_added_steps", json!("two")), ("editors", json!(["a", 1])), ("model", json!(7))]
+    {
+        let mut input = json!({ "workflow": seed_workflow(), "task": "t" });
+        input[field] = value;
+        let report = rt.run(sel("workflow"), input).await.unwrap();
+        let err = error(&report);
+        assert_eq!(err.details()["stall"], "workflow_invalid", "{field}");
+        assert!(err.to_string().contains(&format!("`{field}`")), "{field}: {err}");
+    }
+    assert_eq!(c.get(), 0, "no step ran");
+}
+
 /// Returns the workflow-event entries of `run`: (identity, how many events it holds).
 fn event_batches(journal: &Journal, run: clio_journal::RunId) -> Vec<(String, usize)> {
     journal

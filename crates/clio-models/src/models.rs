@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use clio_spec::Requires;
 
-use crate::model::{
+use crate::{
     FinishReason, ModelCapabilities, ModelCatalog, ModelError, ModelInfo, ModelProvider,
     ModelRequest, ModelResponse, RouterAllowlist, ScriptedProvider,
 };
@@ -130,7 +130,7 @@ impl Models {
         };
         let mut response = provider.complete(model, request).await?;
         if model.text_tool_calls && response.tool_calls.is_empty() {
-            let (calls, rest) = crate::model::text_calls::extract(&response.text);
+            let (calls, rest) = crate::text_calls::extract(&response.text);
             if !calls.is_empty() {
                 response.tool_calls = calls;
                 response.text = rest;

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::model::catalog::toml_error;
-use crate::model::{
+use crate::catalog::toml_error;
+use crate::{
     ModelCatalog, ModelError, ModelInfo, Models, OpenAiConfig, OpenAiProvider, RetryPolicy,
     ScriptedProvider,
 };

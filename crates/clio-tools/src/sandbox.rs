@@ -40,8 +40,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::io::AsyncReadExt;
 
-use crate::error::FlowError;
-
 /// The system folders every sandboxed program may read and run programs from.
 const SYSTEM_DIRS: &[&str] = &["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"];
 
@@ -240,20 +238,6 @@ impl SandboxError {
                 | SandboxError::LandlockUnavailable { .. }
                 | SandboxError::Unavailable { .. }
         )
-    }
-
-    /// Returns the error as the outcome of a call of what `label` names: a refusal
-    /// (`sandbox_unavailable`) when no sandbox can be had, else a failure.
-    pub fn in_call(self, label: &str) -> FlowError {
-        if self.is_unavailable() {
-            FlowError::CallRefused {
-                handle: None,
-                refusal: "sandbox_unavailable".into(),
-                message: format!("{label}: {self}"),
-            }
-        } else {
-            FlowError::CallFailed { handle: None, message: format!("{label}: {self}") }
-        }
     }
 }
 

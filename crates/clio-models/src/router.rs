@@ -8,7 +8,7 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
-use crate::model::{ModelError, ModelInfo};
+use crate::{ModelError, ModelInfo};
 
 /// Which providers and models requests may go to.
 ///

@@ -12,9 +12,9 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::model::catalog::{line_column, toml_error};
-use crate::model::error::excerpt;
-use crate::model::{
+use crate::catalog::{line_column, toml_error};
+use crate::error::excerpt;
+use crate::{
     FinishReason, ModelError, ModelFuture, ModelInfo, ModelProvider, ModelRequest, ModelResponse,
     ToolCall, Usage,
 };

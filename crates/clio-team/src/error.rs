@@ -20,7 +20,7 @@ pub enum TeamError {
         /// The id given.
         session: SessionId,
     },
-    /// The actor does not control the target (see [`crate::team::rules::controls`]).
+    /// The actor does not control the target (see [`crate::rules::controls`]).
     #[error("session {actor} does not control session {target}")]
     NotControlled {
         /// The session acting.
@@ -54,7 +54,7 @@ pub enum TeamError {
         /// The child.
         session: SessionId,
     },
-    /// The recipient may not be woken by the author (see [`crate::team::rules::wake_allowed`]).
+    /// The recipient may not be woken by the author (see [`crate::rules::wake_allowed`]).
     #[error("session {author} may not wake session {recipient}")]
     WakeRefused {
         /// The session that would wake it.

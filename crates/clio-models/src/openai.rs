@@ -15,9 +15,9 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::model::error::excerpt;
-use crate::model::stream::Assembler;
-use crate::model::{
+use crate::error::excerpt;
+use crate::stream::Assembler;
+use crate::{
     FinishReason, Message, ModelError, ModelFuture, ModelInfo, ModelProvider, ModelRequest,
     ModelResponse, ToolCall, Usage,
 };

@@ -13,14 +13,15 @@ use clio_journal::{SessionId, SessionRecord};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::model::{Message, RouterAllowlist};
-use crate::team::error::TeamError;
+use clio_models::{Message, RouterAllowlist};
+
+use crate::error::TeamError;
 
 /// The providers and models a session's requests may go to (SPEC §8 `restrict_router`).
 ///
 /// Each side is unrestricted (`None`) or a set of names; a model passes when both its
 /// provider and its name are allowed. A child inherits its parent's allowlist as it is;
-/// a caller narrows further with [`RestrictedRouter::restrict`](crate::RestrictedRouter::restrict),
+/// a caller narrows further with clio-flow's `RestrictedRouter::restrict`,
 /// which keeps each layer's set (a model has two names, so sets are not intersected).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SessionAllowlist {
@@ -47,7 +48,7 @@ impl SessionAllowlist {
     /// Returns the journal's encoding: `None` when unrestricted, else `provider:NAME` and
     /// `model:NAME` entries, with a bare `provider:` or `model:` marking a side that
     /// allows nothing.
-    pub(crate) fn encode(&self) -> Option<Vec<String>> {
+    pub fn encode(&self) -> Option<Vec<String>> {
         if self.providers.is_none() && self.models.is_none() {
             return None;
         }
@@ -64,7 +65,7 @@ impl SessionAllowlist {
 
     /// Reads the journal's encoding back; an entry without a prefix counts as a model name
     /// (the narrower reading).
-    pub(crate) fn decode(stored: Option<&[String]>) -> SessionAllowlist {
+    pub fn decode(stored: Option<&[String]>) -> SessionAllowlist {
         let Some(entries) = stored else { return SessionAllowlist::default() };
         let mut providers: Option<BTreeSet<String>> = None;
         let mut models: Option<BTreeSet<String>> = None;
@@ -88,38 +89,44 @@ impl SessionAllowlist {
 
 /// The route command stored for a session.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct StoredRoute {
-    pub(crate) seq: u64,
-    pub(crate) provider: String,
-    pub(crate) model: String,
-    pub(crate) command: String,
-    pub(crate) issuer: String,
+pub struct StoredRoute {
+    /// Its sequence number among the session's route commands, from 1.
+    pub seq: u64,
+    /// The provider it routes to.
+    pub provider: String,
+    /// The model it routes to.
+    pub model: String,
+    /// The command as issued.
+    pub command: String,
+    /// Who issued it.
+    pub issuer: String,
 }
 
 /// The team state kept in a session's `checkpoint` value.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
-pub(crate) struct SessionState {
+pub struct SessionState {
     /// The last complete model input (the checkpoint proper).
-    pub(crate) messages: Option<Vec<Message>>,
+    pub messages: Option<Vec<Message>>,
     /// The task the session was started on.
-    pub(crate) task: String,
-    /// The model and provider it runs on.
-    pub(crate) model: String,
-    pub(crate) provider: String,
+    pub task: String,
+    /// The model it runs on.
+    pub model: String,
+    /// The provider of that model.
+    pub provider: String,
     /// Its final answer, once done.
-    pub(crate) answer: Option<String>,
+    pub answer: Option<String>,
     /// The question its last turn ended with, while idle.
-    pub(crate) question: Option<String>,
+    pub question: Option<String>,
     /// Why it failed.
-    pub(crate) error: Option<String>,
+    pub error: Option<String>,
     /// The last route command issued for it.
-    pub(crate) route: Option<StoredRoute>,
+    pub route: Option<StoredRoute>,
 }
 
 impl SessionState {
     /// Reads the team state of `record` (empty when it has none).
-    pub(crate) fn of(record: &SessionRecord) -> Result<SessionState, TeamError> {
+    pub fn of(record: &SessionRecord) -> Result<SessionState, TeamError> {
         match &record.checkpoint {
             None | Some(Value::Null) => Ok(SessionState::default()),
             Some(value) => serde_json::from_value(value.clone()).map_err(|err| {
@@ -129,7 +136,7 @@ impl SessionState {
     }
 
     /// Returns the value to store in the session's `checkpoint`.
-    pub(crate) fn to_value(&self, session: &SessionId) -> Result<Value, TeamError> {
+    pub fn to_value(&self, session: &SessionId) -> Result<Value, TeamError> {
         serde_json::to_value(self).map_err(|err| TeamError::BadState {
             session: session.clone(),
             problem: err.to_string(),

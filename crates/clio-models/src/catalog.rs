@@ -14,7 +14,7 @@ use std::path::Path;
 use clio_spec::{Prefers, Requires};
 use serde::{Deserialize, Serialize};
 
-use crate::model::{ModelError, RouterAllowlist};
+use crate::{ModelError, RouterAllowlist};
 
 /// What a model can do, as the catalog records it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -83,7 +83,7 @@ pub struct ModelInfo {
     pub account: String,
     /// The model's id in the catalog, the second half of its name.
     pub id: String,
-    /// The name of the [`ModelProvider`](crate::model::ModelProvider) that serves it.
+    /// The name of the [`ModelProvider`](crate::ModelProvider) that serves it.
     pub provider: String,
     /// The name the provider's service knows the model by (`qwen2.5:7b`); empty means
     /// the same as `id`.

@@ -8,7 +8,7 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 
-use crate::model::{ModelError, ModelInfo, ModelRequest, ModelResponse};
+use crate::{ModelError, ModelInfo, ModelRequest, ModelResponse};
 
 /// The future a [`ModelProvider`] returns.
 pub type ModelFuture<'a> =

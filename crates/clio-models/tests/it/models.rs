@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use clio_flow::{
+use clio_models::{
     FinishReason, Message, ModelCapabilities, ModelCatalog, ModelError, ModelInfo, ModelRequest,
     Models, ModelsConfig, OpenAiConfig, OpenAiProvider, RetryPolicy, RouterAllowlist,
     ScriptedProvider, ToolSpec, Usage,
@@ -96,7 +96,7 @@ async fn scripted_turns_follow_the_chat() -> TestResult {
     assert_eq!(second.usage.total(), 189);
 
     // A response survives the journal's JSON unchanged.
-    let back: clio_flow::ModelResponse = serde_json::from_str(&serde_json::to_string(&second)?)?;
+    let back: clio_models::ModelResponse = serde_json::from_str(&serde_json::to_string(&second)?)?;
     assert_eq!(back, second);
 
     req.messages.push(Message::from_response(&second));
@@ -343,7 +343,7 @@ async fn openai_text_answer_and_the_request_it_sent() -> TestResult {
         description: "Search the web".into(),
         parameters: json!({"type": "object", "properties": {"q": {"type": "string"}}}),
     }];
-    let r = clio_flow::ModelProvider::complete(&provider, &model, &req).await?;
+    let r = clio_models::ModelProvider::complete(&provider, &model, &req).await?;
     assert_eq!(r.text, "Paris.");
     assert_eq!(r.usage, Usage { input_tokens: 21, output_tokens: 2 });
     assert_eq!((r.model.as_str(), r.provider.as_str()), ("local/qwen", "local"));
@@ -372,7 +372,7 @@ async fn openai_tool_call() -> TestResult {
     let server = Server::start(vec![Reply::json(200, &body)]).await?;
     let provider = OpenAiProvider::new(fast_config(&server.url, 3))?;
     let req = request("researcher", "Find Paris");
-    let r = clio_flow::ModelProvider::complete(&provider, &tools_model("l", "m", "local"), &req)
+    let r = clio_models::ModelProvider::complete(&provider, &tools_model("l", "m", "local"), &req)
         .await?;
     assert_eq!(r.finish, FinishReason::ToolCalls);
     assert_eq!(r.text, "");
@@ -399,7 +399,7 @@ async fn openai_retries_a_429_and_honours_retry_after() -> TestResult {
     let provider = OpenAiProvider::new(config)?;
     let req = request("a", "go");
     let model = tools_model("l", "m", "local");
-    let call = clio_flow::ModelProvider::complete(&provider, &model, &req);
+    let call = clio_models::ModelProvider::complete(&provider, &model, &req);
     let r = tokio::time::timeout(Duration::from_secs(10), call).await??;
     assert_eq!(r.text, "done");
     assert_eq!(server.requests().len(), 2);
@@ -411,10 +411,11 @@ async fn openai_500_until_the_attempts_run_out() -> TestResult {
     let server = Server::start(vec![Reply::status(500, "boom: internal error"); 3]).await?;
     let provider = OpenAiProvider::new(fast_config(&server.url, 3))?;
     let req = request("a", "go");
-    let err = clio_flow::ModelProvider::complete(&provider, &tools_model("l", "m", "local"), &req)
-        .await
-        .err()
-        .ok_or("no error")?;
+    let err =
+        clio_models::ModelProvider::complete(&provider, &tools_model("l", "m", "local"), &req)
+            .await
+            .err()
+            .ok_or("no error")?;
     assert_eq!(
         err.to_string(),
         format!(
@@ -427,10 +428,11 @@ async fn openai_500_until_the_attempts_run_out() -> TestResult {
     // A 400 is not retried.
     let server = Server::start(vec![Reply::status(400, "bad request")]).await?;
     let provider = OpenAiProvider::new(fast_config(&server.url, 3))?;
-    let err = clio_flow::ModelProvider::complete(&provider, &tools_model("l", "m", "local"), &req)
-        .await
-        .err()
-        .ok_or("no error")?;
+    let err =
+        clio_models::ModelProvider::complete(&provider, &tools_model("l", "m", "local"), &req)
+            .await
+            .err()
+            .ok_or("no error")?;
     assert!(matches!(err, ModelError::Status { status: 400, attempts: 1, .. }), "{err}");
     Ok(())
 }
@@ -458,8 +460,8 @@ async fn openai_streams_and_reassembles_the_answer() -> TestResult {
     let server = Server::start(vec![sse(SSE)]).await?;
     let provider = OpenAiProvider::new(fast_config(&server.url, 1))?;
     let model = tools_model("l", "m", "local");
-    let r =
-        clio_flow::ModelProvider::complete(&provider, &model, &request("a", "read a.txt")).await?;
+    let r = clio_models::ModelProvider::complete(&provider, &model, &request("a", "read a.txt"))
+        .await?;
     assert_eq!(r.text, "Reading it.");
     assert_eq!(r.finish, FinishReason::ToolCalls);
     assert_eq!(r.tool_calls[0].id, "call_7");
@@ -484,7 +486,7 @@ async fn a_stream_that_goes_quiet_ends_at_the_idle_timeout_and_is_retried() -> T
     let provider = OpenAiProvider::new(config)?;
     let model = tools_model("l", "m", "local");
     let req = request("a", "go");
-    let call = clio_flow::ModelProvider::complete(&provider, &model, &req);
+    let call = clio_models::ModelProvider::complete(&provider, &model, &req);
     let r = tokio::time::timeout(Duration::from_secs(10), call).await??;
     assert_eq!(r.text, "Reading it.");
     assert_eq!(server.requests().len(), 2, "the quiet attempt was retried");
@@ -495,7 +497,7 @@ async fn a_stream_that_goes_quiet_ends_at_the_idle_timeout_and_is_retried() -> T
     let mut config = fast_config(&server.url, 1);
     config.idle_timeout = Duration::from_millis(300);
     let provider = OpenAiProvider::new(config)?;
-    let err = clio_flow::ModelProvider::complete(&provider, &model, &request("a", "go"))
+    let err = clio_models::ModelProvider::complete(&provider, &model, &request("a", "go"))
         .await
         .err()
         .ok_or("a quiet stream must fail")?;
@@ -510,7 +512,7 @@ async fn a_stream_that_goes_quiet_ends_at_the_idle_timeout_and_is_retried() -> T
 async fn a_broken_stream_is_a_malformed_response() -> TestResult {
     let server = Server::start(vec![sse("data: {\"choices\": [\n\n")]).await?;
     let provider = OpenAiProvider::new(fast_config(&server.url, 3))?;
-    let err = clio_flow::ModelProvider::complete(
+    let err = clio_models::ModelProvider::complete(
         &provider,
         &tools_model("l", "m", "local"),
         &request("a", "go"),
@@ -532,10 +534,11 @@ async fn openai_timeout() -> TestResult {
     config.timeout = Duration::from_millis(200);
     let provider = OpenAiProvider::new(config)?;
     let req = request("a", "go");
-    let err = clio_flow::ModelProvider::complete(&provider, &tools_model("l", "m", "local"), &req)
-        .await
-        .err()
-        .ok_or("no error")?;
+    let err =
+        clio_models::ModelProvider::complete(&provider, &tools_model("l", "m", "local"), &req)
+            .await
+            .err()
+            .ok_or("no error")?;
     assert_eq!(
         err.to_string(),
         format!(
@@ -551,10 +554,11 @@ async fn openai_malformed_json_is_not_retried() -> TestResult {
     let server = Server::start(vec![Reply::status(200, "{\"choices\": [oops")]).await?;
     let provider = OpenAiProvider::new(fast_config(&server.url, 3))?;
     let req = request("a", "go");
-    let err = clio_flow::ModelProvider::complete(&provider, &tools_model("l", "m", "local"), &req)
-        .await
-        .err()
-        .ok_or("no error")?;
+    let err =
+        clio_models::ModelProvider::complete(&provider, &tools_model("l", "m", "local"), &req)
+            .await
+            .err()
+            .ok_or("no error")?;
     assert_eq!(err.reason(), "provider_malformed_response");
     let text = err.to_string();
     assert!(
@@ -565,10 +569,11 @@ async fn openai_malformed_json_is_not_retried() -> TestResult {
 
     let server = Server::start(vec![Reply::status(200, "{\"choices\": []}")]).await?;
     let provider = OpenAiProvider::new(fast_config(&server.url, 3))?;
-    let err = clio_flow::ModelProvider::complete(&provider, &tools_model("l", "m", "local"), &req)
-        .await
-        .err()
-        .ok_or("no error")?;
+    let err =
+        clio_models::ModelProvider::complete(&provider, &tools_model("l", "m", "local"), &req)
+            .await
+            .err()
+            .ok_or("no error")?;
     assert!(err.to_string().contains("the completion has no choices"), "{err}");
     Ok(())
 }
@@ -580,10 +585,11 @@ async fn openai_connection_refused_and_bad_config() -> TestResult {
     drop(listener);
     let provider = OpenAiProvider::new(fast_config(&url, 2))?;
     let req = request("a", "go");
-    let err = clio_flow::ModelProvider::complete(&provider, &tools_model("l", "m", "local"), &req)
-        .await
-        .err()
-        .ok_or("no error")?;
+    let err =
+        clio_models::ModelProvider::complete(&provider, &tools_model("l", "m", "local"), &req)
+            .await
+            .err()
+            .ok_or("no error")?;
     assert!(matches!(err, ModelError::Connect { attempts: 2, .. }), "{err}");
     assert!(
         err.to_string()
@@ -665,16 +671,16 @@ proptest::proptest! {
         input_tokens in proptest::num::u64::ANY,
         output_tokens in proptest::num::u64::ANY,
     ) {
-        let response = clio_flow::ModelResponse {
+        let response = clio_models::ModelResponse {
             model: "a/b".into(),
             provider: "p".into(),
             text,
-            tool_calls: vec![clio_flow::ToolCall { id: "c".into(), name, arguments: json!({"n": arg}) }],
+            tool_calls: vec![clio_models::ToolCall { id: "c".into(), name, arguments: json!({"n": arg}) }],
             finish: FinishReason::ToolCalls,
             usage: Usage { input_tokens, output_tokens },
         };
         let json = serde_json::to_string(&response).map_err(|e| proptest::test_runner::TestCaseError::fail(e.to_string()))?;
-        let back: clio_flow::ModelResponse = serde_json::from_str(&json).map_err(|e| proptest::test_runner::TestCaseError::fail(e.to_string()))?;
+        let back: clio_models::ModelResponse = serde_json::from_str(&json).map_err(|e| proptest::test_runner::TestCaseError::fail(e.to_string()))?;
         proptest::prop_assert_eq!(back, response);
     }
 }

@@ -23,8 +23,7 @@ use std::time::Duration;
 use clio_plugins::McpServer;
 use serde_json::{Map, Value};
 
-use crate::error::FlowError;
-use crate::plugin_bridge::TOOL_TIMEOUT;
+use crate::exec::TOOL_TIMEOUT;
 
 use self::server::{Attempt, Server};
 
@@ -211,12 +210,6 @@ pub enum McpError {
 
 fn list(names: &[String]) -> String {
     if names.is_empty() { "none".to_owned() } else { names.join(", ") }
-}
-
-impl From<McpError> for FlowError {
-    fn from(error: McpError) -> FlowError {
-        FlowError::CallFailed { handle: None, message: error.to_string() }
-    }
 }
 
 /// The MCP servers of loaded plugins: a cheap, shareable handle (`Clone`, `Send`,

@@ -6,7 +6,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::model::ToolCall;
+use crate::ToolCall;
 
 const OPEN: &str = "<tool_call>";
 const CLOSE: &str = "</tool_call>";
