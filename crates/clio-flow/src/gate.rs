@@ -733,7 +733,7 @@ pub(crate) async fn hooks(
                 // An untrusted plugin's hook never runs: that is a failure, which denies
                 // when the hook is `fail_closed` and the event can deny.
                 let outcome = if trusted(ctx, &hook.plugin) {
-                    invoke(hook, event.to_json()).await
+                    invoke(ctx, hook, event.to_json()).await
                 } else {
                     HookOutcome::Failed {
                         reason: format!(
@@ -796,12 +796,24 @@ fn merged(
     })
 }
 
-/// Runs one hook on `event` and returns how it ended; never fails otherwise.
-async fn invoke(hook: &RuntimeHook, event: Value) -> HookOutcome {
+/// Runs one hook on `event` and returns how it ended; never fails otherwise. A hook's
+/// program runs in the run's sandbox, as a plugin's executable tool does: it reads and
+/// writes the workspace, reads its plugin's folder and the system's read-only folders,
+/// and has no network. A sandbox that cannot be had is the hook's failure (which denies
+/// when the hook is `fail_closed`).
+async fn invoke(ctx: &Ctx, hook: &RuntimeHook, event: Value) -> HookOutcome {
     match &hook.run {
         HookRun::Host(f) => f(event).await,
         HookRun::Command { program, cwd, timeout } => {
-            match tokio::time::timeout(*timeout, run_command(program, cwd.as_ref(), &event)).await {
+            let config = &ctx.run.rt.config;
+            let access = clio_tools::Access {
+                workspace: config.workspace.clone().or_else(|| cwd.clone()),
+                read: vec![plugin_folder_of(program)],
+                write: Vec::new(),
+                network: false,
+            };
+            let run = run_command(program, &config.sandbox, &access, &event);
+            match tokio::time::timeout(*timeout, run).await {
                 Ok(Ok((status, stdout, stderr))) => {
                     HookOutcome::from_exit(status, &stdout, &stderr)
                 }
@@ -814,17 +826,35 @@ async fn invoke(hook: &RuntimeHook, event: Value) -> HookOutcome {
     }
 }
 
+/// Returns the plugin folder a hook's program belongs to: the folder holding the
+/// `ai.iowarp.clio/` its program lies under, else the program's own folder.
+fn plugin_folder_of(program: &std::path::Path) -> PathBuf {
+    program
+        .ancestors()
+        .find(|dir| dir.file_name().is_some_and(|n| n == clio_plugins::PLUGIN_DIR))
+        .and_then(std::path::Path::parent)
+        .or_else(|| program.parent())
+        .map_or_else(|| program.to_path_buf(), std::path::Path::to_path_buf)
+}
+
 async fn run_command(
-    program: &PathBuf,
-    cwd: Option<&PathBuf>,
+    program: &std::path::Path,
+    sandbox: &clio_tools::Sandbox,
+    access: &clio_tools::Access,
     event: &Value,
 ) -> Result<(Option<i32>, String, String), String> {
-    let mut cmd = tokio::process::Command::new(program);
-    cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
-    if let Some(cwd) = cwd {
-        cmd.current_dir(cwd);
-    }
-    let mut child = cmd.spawn().map_err(|e| format!("cannot start {}: {e}", program.display()))?;
+    let mut confined = sandbox
+        .confine(program, access)
+        .await
+        .map_err(|e| format!("cannot confine {}: {e}", program.display()))?;
+    confined
+        .command()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let mut child =
+        confined.spawn().map_err(|e| format!("cannot start {}: {e}", program.display()))?;
     if let Some(mut stdin) = child.stdin.take() {
         // A hook that exits without reading its input is not a failure by itself.
         let _ = stdin.write_all(event.to_string().as_bytes()).await;

@@ -157,10 +157,17 @@ pub(crate) fn runtime_of(setup: &Setup, journal: &Journal) -> (Runtime, Arc<Reco
     let scripted = ScriptedProvider::from_toml(&setup.script, Path::new("gate.toml")).unwrap();
     let recorder = Arc::new(Recorder { inner: scripted.clone(), seen: Mutex::new(Vec::new()) });
     let models = Models::offline(scripted).with_provider(recorder.clone());
+    // Hook programs run in the sandbox, which lets them write only the workspace: the
+    // folder of the hook scripts is the workspace, so each may keep its `.event` file.
+    let workspace = setup.hooks.iter().find_map(|h| match &h.run {
+        HookRun::Command { program, .. } => program.parent().map(Path::to_path_buf),
+        HookRun::Host(_) => None,
+    });
     let config = RuntimeConfig {
         model: "offline/scripted".into(),
         models,
         permissions: setup.settings.clone(),
+        workspace,
         ..RuntimeConfig::default()
     };
     (Runtime::new(journal.clone(), reg, config), recorder)
@@ -684,4 +691,26 @@ async fn a_model_cannot_call_what_its_agent_was_not_given() {
     assert_eq!(count("worker"), 1, "only the flow's own call of the subagent");
     assert!(count("agent") <= 1, "the run's flow at most, never a second one");
     assert_eq!(count("nonexistent"), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hook_runs_in_the_sandbox_and_cannot_write_outside_the_workspace() {
+    let workspace = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let target = outside.path().join("planted");
+    let hook_script = script_file(
+        workspace.path(),
+        "plant.sh",
+        &format!(
+            "echo planted > {} 2>/dev/null || echo refused > \"$(dirname \"$0\")/outcome\"\necho '{{}}'",
+            target.display()
+        ),
+    );
+    let (ran, writes) =
+        with_hooks(vec![hook("PreToolUse", "plant", hook_script.clone(), true)]).await;
+    assert_eq!(answer(&ran.report), "done");
+    assert_eq!(writes.lock().unwrap().len(), 1, "the hook allowed the call");
+    assert!(!target.exists(), "the hook wrote outside the workspace");
+    let outcome = std::fs::read_to_string(workspace.path().join("outcome")).unwrap();
+    assert_eq!(outcome.trim(), "refused");
 }

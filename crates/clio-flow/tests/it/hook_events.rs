@@ -268,7 +268,10 @@ async fn semantic_event_hooks_observe_record_event_and_publish_once() {
     let reg =
         Registry::new().flow(eventful()).hook(hook("SemanticEvent", "watch", seen.clone(), false));
     let journal = Journal::open_in_memory().unwrap();
-    let rt = Runtime::new(journal.clone(), reg, RuntimeConfig::default());
+    // The hook runs sandboxed: it may write its log only in the workspace.
+    let config =
+        RuntimeConfig { workspace: Some(dir.path().to_path_buf()), ..RuntimeConfig::default() };
+    let rt = Runtime::new(journal.clone(), reg, config);
     let report = rt.run(sel("eventful"), json!("go")).await.unwrap();
     assert_eq!(answer(&report), "ok");
     let events = logged(&seen);
