@@ -24,7 +24,7 @@ fn main() -> ExitCode {
         Some("tidy") => tidy::check(&project_root()).map_err(|problems| problems.join("\n")),
         Some("bench") => bench(&args[1..]),
         Some("test-long") => test_long(),
-        Some("test-models") => test_models::run(),
+        Some("test-models") => test_models::run(&args[1..]),
         Some("help" | "--help" | "-h") | None => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;
@@ -49,9 +49,10 @@ commands:
   bench [F]   run every benchmark target (names containing F only), print JSON lines
               and keep them in target/bench/results.jsonl
   test-long   run the slow tiers: crash suites and PROPTEST_CASES=10000
-  test-models build llama.cpp's llama-server and fetch a small model (both pinned, cached
+  test-models [F]
+              build llama.cpp's llama-server and fetch a small model (both pinned, cached
               in $CLIO_TEST_MODELS_CACHE, else ~/.cache/clio-test-models), serve it on
-              loopback and run the real-model tests against it";
+              loopback and run the real-model tests (names containing F only) against it";
 
 /// Returns the workspace root (the parent of this crate's folder).
 fn project_root() -> PathBuf {

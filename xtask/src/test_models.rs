@@ -65,7 +65,7 @@ const HEALTH_TIMEOUT: Duration = Duration::from_secs(180);
 
 /// Runs the tier: builds or reuses the server, fetches or reuses the model, serves it and
 /// runs the tests; the server is stopped whatever the tests do.
-pub(crate) fn run() -> Result<(), String> {
+pub(crate) fn run(filter: &[String]) -> Result<(), String> {
     let cache = cache_dir()?;
     eprintln!("xtask test-models: cache {}", cache.display());
     let started = Instant::now();
@@ -81,8 +81,12 @@ pub(crate) fn run() -> Result<(), String> {
     let url = server.url();
     eprintln!("xtask test-models: llama-server at {url}");
     let tests_started = Instant::now();
+    let mut args = vec!["test", "-p", "clio-cli", "--test", crate::REAL_MODEL_TIER, "--"];
+    // One test at a time (they share the server), with what each prints: the run times.
+    args.extend(["--test-threads=1", "--nocapture"]);
+    args.extend(filter.iter().map(String::as_str));
     let result = crate::cargo(
-        &["test", "-p", "clio-cli", "--test", crate::REAL_MODEL_TIER, "--", "--test-threads=1"],
+        &args,
         &[
             ("CLIO_TEST_MODEL_URL", url.as_str()),
             ("CLIO_TEST_LLAMA_SERVER", path_str(&server_bin)?),
