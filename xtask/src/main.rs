@@ -6,9 +6,12 @@
 //!   `#[test]`, so plain `cargo test` runs it.
 //! - `bench`: every benchmark target of the workspace, collected as JSON lines.
 //! - `test-long`: the slow test tiers (crash suites, many proptest cases).
+//! - `test-models`: the real-model tier: clio against llama.cpp's `llama-server` serving a
+//!   small model, both built or fetched from pinned packages (see `test_models.rs`).
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod test_models;
 mod tidy;
 
 use std::path::{Path, PathBuf};
@@ -21,6 +24,7 @@ fn main() -> ExitCode {
         Some("tidy") => tidy::check(&project_root()).map_err(|problems| problems.join("\n")),
         Some("bench") => bench(&args[1..]),
         Some("test-long") => test_long(),
+        Some("test-models") => test_models::run(&args[1..]),
         Some("help" | "--help" | "-h") | None => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;
@@ -44,7 +48,11 @@ commands:
   tidy        check the project rules (dependency direction, file docs, markers)
   bench [F]   run every benchmark target (names containing F only), print JSON lines
               and keep them in target/bench/results.jsonl
-  test-long   run the slow tiers: crash suites and PROPTEST_CASES=10000";
+  test-long   run the slow tiers: crash suites and PROPTEST_CASES=10000
+  test-models [F]
+              build llama.cpp's llama-server and fetch a small model (both pinned, cached
+              in $CLIO_TEST_MODELS_CACHE, else ~/.cache/clio-test-models), serve it on
+              loopback and run the real-model tests (names containing F only) against it";
 
 /// Returns the workspace root (the parent of this crate's folder).
 fn project_root() -> PathBuf {
@@ -74,9 +82,13 @@ fn ci() -> Result<(), String> {
     Ok(())
 }
 
+/// The test target of the real-model tier, run by `test-models` and skipped by `test-long`.
+pub(crate) const REAL_MODEL_TIER: &str = "real_model";
+
 fn test_long() -> Result<(), String> {
     let slow = bench_or_slow_targets("test")?;
-    for (package, target) in &slow {
+    // The real-model tier needs a model server: `test-models` runs it.
+    for (package, target) in slow.iter().filter(|(_, target)| target != REAL_MODEL_TIER) {
         cargo(&["test", "--release", "-p", package, "--test", target], &[])?;
     }
     cargo(&["test", "--workspace", "--release"], &[("PROPTEST_CASES", "10000")])
