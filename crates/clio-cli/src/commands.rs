@@ -78,6 +78,7 @@ pub(crate) fn dispatch_in(
         Command::Runs(RunsCommand::Prune(args)) => runs::prune(&home, &args, out),
         Command::Journal(JournalCommand::Check(args)) => journal::check(&home, &args, out),
         Command::Journal(JournalCommand::Salvage(args)) => journal::salvage(&home, &args, out),
+        Command::Serve => run::serve(&home, err),
         Command::Completions(_) | Command::Man => Ok(()),
     }
 }

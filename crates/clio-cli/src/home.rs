@@ -29,8 +29,8 @@ pub(crate) struct Held {
     /// The runtime that drives this process's run: answers and cancellations go through
     /// it, so that the live run hears of them at once.
     pub(crate) runtime: clio_flow::Runtime,
-    /// The run this process drives.
-    pub(crate) run: clio_journal::RunId,
+    /// The run this process drives; none for `clio serve`.
+    pub(crate) run: Option<clio_journal::RunId>,
 }
 
 impl Home {

@@ -60,22 +60,33 @@ where
     }
     let json = cli.wants_json();
     let mut counted = Counted { inner: out, written: 0 };
-    // The journal may be held by a process not serving yet (it is starting its run) or by
-    // a short command: wait a little for it to serve or to let go.
+    // The journal may be held by a short command (another `runs list`) or by a process
+    // not serving yet (it is starting its run): wait a little for it to let go or serve.
+    let home = cli.home.clone();
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         let result = commands::dispatch(cli, &mut counted, err);
         let in_use = matches!(&result, Err(error) if error.is_journal_in_use());
-        let Some(client) = client.as_ref().filter(|_| in_use && counted.written == 0) else {
+        if !in_use || counted.written > 0 || Instant::now() >= deadline {
             return outcome(result, json, &mut counted, err);
-        };
-        if Instant::now() >= deadline {
-            return outcome(result, json, &mut counted, err);
+        }
+        match &client {
+            Some(client) => {
+                if let Some(code) = client.forward(counted.inner, err) {
+                    return code;
+                }
+            }
+            // A process that serves the journal holds it for as long as its run lasts:
+            // a command it does not serve fails at once, saying what works meanwhile.
+            None => {
+                let served =
+                    home::Home::locate(home.as_deref()).is_ok_and(|h| serve::is_served(&h));
+                if served {
+                    return outcome(result, json, &mut counted, err);
+                }
+            }
         }
         std::thread::sleep(Duration::from_millis(50));
-        if let Some(code) = client.forward(counted.inner, err) {
-            return code;
-        }
         cli = match parse(argv.clone(), counted.inner, err) {
             Ok(cli) => cli,
             Err(code) => return code,

@@ -17,7 +17,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -63,6 +63,37 @@ impl Reply {
 pub(crate) struct Endpoint {
     path: PathBuf,
     task: tokio::task::JoinHandle<()>,
+    busy: Arc<Busy>,
+}
+
+/// The number of requests being served, so that the endpoint's end waits for their
+/// replies: a cancel that ends this process's run must still answer its client.
+#[derive(Default)]
+struct Busy {
+    count: Mutex<usize>,
+    idle: Condvar,
+}
+
+impl Busy {
+    fn lock(&self) -> std::sync::MutexGuard<'_, usize> {
+        self.count.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn enter(&self) {
+        *self.lock() += 1;
+    }
+
+    fn leave(&self) {
+        let mut count = self.lock();
+        *count = count.saturating_sub(1);
+        self.idle.notify_all();
+    }
+
+    /// Waits until no request is being served, for at most `limit`.
+    fn wait_idle(&self, limit: Duration) {
+        let count = self.lock();
+        let _ = self.idle.wait_timeout_while(count, limit, |count| *count > 0);
+    }
 }
 
 impl Endpoint {
@@ -88,8 +119,9 @@ impl Endpoint {
         // The socket is this process's file: its owner is this process's user.
         let uid = std::fs::metadata(&path)?.uid();
         let home = home.holding(Arc::new(held));
-        let task = rt.spawn(accept(listener, home, uid));
-        Ok(Endpoint { path, task })
+        let busy = Arc::new(Busy::default());
+        let task = rt.spawn(accept(listener, home, uid, Arc::clone(&busy)));
+        Ok(Endpoint { path, task, busy })
     }
 }
 
@@ -97,12 +129,14 @@ impl Drop for Endpoint {
     fn drop(&mut self) {
         self.task.abort();
         let _ = std::fs::remove_file(&self.path);
+        // Requests in flight get their replies before the process ends.
+        self.busy.wait_idle(Duration::from_secs(30));
     }
 }
 
 /// Accepts connections until the endpoint is dropped; each is served on a thread of its
 /// own, where the command may start a runtime of its own as it does in its own process.
-async fn accept(listener: tokio::net::UnixListener, home: Home, uid: u32) {
+async fn accept(listener: tokio::net::UnixListener, home: Home, uid: u32, busy: Arc<Busy>) {
     loop {
         let stream = match listener.accept().await {
             Ok((stream, _)) => stream,
@@ -115,7 +149,12 @@ async fn accept(listener: tokio::net::UnixListener, home: Home, uid: u32) {
         let same_user = stream.peer_cred().is_ok_and(|peer| peer.uid() == uid);
         let Ok(stream) = stream.into_std() else { continue };
         let home = home.clone();
-        std::thread::spawn(move || serve_one(stream, &home, same_user));
+        let busy = Arc::clone(&busy);
+        busy.enter();
+        std::thread::spawn(move || {
+            serve_one(stream, &home, same_user);
+            busy.leave();
+        });
     }
 }
 
@@ -175,6 +214,11 @@ fn answer(line: &str, home: &Home) -> Reply {
         stderr: String::from_utf8_lossy(&stderr).into_owned(),
         exit,
     }
+}
+
+/// Says whether a process serves the journal of `home` now.
+pub(crate) fn is_served(home: &Home) -> bool {
+    UnixStream::connect(home.socket_path()).is_ok()
 }
 
 /// Asks the process that holds the journal of `home` to run `argv`; `None` when no such

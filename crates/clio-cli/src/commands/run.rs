@@ -237,7 +237,7 @@ fn drive_run(
 ) -> Result<(), CliError> {
     let json = show.json;
     // While this process holds the journal, the others' `runs` commands are run here.
-    let held = Held { journal: journal.clone(), runtime: runtime.clone(), run };
+    let held = Held { journal: journal.clone(), runtime: runtime.clone(), run: Some(run) };
     let _endpoint = match Endpoint::start(rt, home, held) {
         Ok(endpoint) => Some(endpoint),
         Err(error) => {
@@ -627,10 +627,16 @@ pub(super) fn answer(
     writeln!(out, "answered question {} of run {} with {value}", args.question, args.run)?;
     match home.held() {
         // Served by the process driving that run: it goes on at once.
-        Some(held) if held.run.0 == args.run => {
+        Some(held) if held.run == Some(RunId(args.run)) => {
             writeln!(out, "run {} goes on in process {}", args.run, std::process::id())?
         }
-        _ => writeln!(out, "continue the run with: clio runs resume {}", args.run)?,
+        // Served by `clio serve`, which drives no run.
+        Some(_) => writeln!(
+            out,
+            "continue the run with: clio runs resume {} (once `clio serve` has stopped)",
+            args.run
+        )?,
+        None => writeln!(out, "continue the run with: clio runs resume {}", args.run)?,
     }
     Ok(())
 }
@@ -678,21 +684,62 @@ pub(super) fn resume(
 }
 
 /// The error of `runs resume` asked of the process that holds the journal: it drives its
-/// own run, and one process drives one run.
+/// own run, and one process drives one run (`clio serve` drives none yet).
 fn refuse_served_resume(held: &Held, run: u64) -> CliError {
     let pid = std::process::id();
-    if held.run.0 == run {
-        return CliError::user(anyhow!("run {run} is running already, in process {pid}"))
-            .hint(format!("`clio runs show {run}` shows how far it is"));
+    match held.run {
+        Some(live) if live.0 == run => {
+            CliError::user(anyhow!("run {run} is running already, in process {pid}"))
+                .hint(format!("`clio runs show {run}` shows how far it is"))
+        }
+        Some(live) => CliError::user(anyhow!(
+            "cannot resume run {run} now: process {pid} holds the journal while it drives run {}",
+            live.0
+        ))
+        .hint(format!("resume it once run {} has ended (or `clio runs cancel {}`)", live.0, live.0)),
+        None => CliError::user(anyhow!(
+            "cannot resume run {run} now: `clio serve` (process {pid}) holds the journal and does not drive runs"
+        ))
+        .hint("stop `clio serve` (Ctrl-C), then resume the run"),
     }
-    CliError::user(anyhow!(
-        "cannot resume run {run} now: process {pid} holds the journal while it drives run {}",
-        held.run.0
-    ))
-    .hint(format!(
-        "resume it once run {} has ended (or `clio runs cancel {}`)",
-        held.run.0, held.run.0
-    ))
+}
+
+/// Holds the journal and serves the `runs` commands of other processes until Ctrl-C or
+/// SIGTERM (`crate::serve`); their answers and cancellations go through a runtime of its
+/// own, which drives no run.
+pub(super) fn serve(home: &Home, err: &mut dyn Write) -> Result<(), CliError> {
+    let rt = tokio_runtime()?;
+    let journal = open_journal(home)?;
+    let config = RuntimeConfig { owner: owner(), ..RuntimeConfig::default() };
+    let runtime = Runtime::new(journal.clone(), Registry::new(), config);
+    let held = Held { journal, runtime, run: None };
+    let socket = home.socket_path();
+    let endpoint = Endpoint::start(&rt, home, held).map_err(|error| {
+        CliError::user(anyhow!(error).context(format!("cannot listen on {}", socket.display())))
+    })?;
+    writeln!(
+        err,
+        "serving the journal {} on {}: `clio runs …` from other terminals go through this process; Ctrl-C stops it",
+        home.journal_path().display(),
+        socket.display()
+    )?;
+    rt.block_on(async {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut interrupt = signal(SignalKind::interrupt())
+            .context("cannot listen for Ctrl-C")
+            .map_err(CliError::internal)?;
+        let mut terminate = signal(SignalKind::terminate())
+            .context("cannot listen for SIGTERM")
+            .map_err(CliError::internal)?;
+        tokio::select! {
+            _ = interrupt.recv() => {}
+            _ = terminate.recv() => {}
+        }
+        Ok::<_, CliError>(())
+    })?;
+    drop(endpoint);
+    writeln!(err, "stopped serving {}", home.journal_path().display())?;
+    Ok(())
 }
 
 /// Refuses to `what` run `run` when it has ended (succeeded, failed or cancelled), naming

@@ -36,9 +36,26 @@ impl Owner {
     /// Starts the run of `case` quietly in the background.
     fn start(case: &Sandbox, file: &str) -> Owner {
         let workflow = format!("crates/clio-cli/tests/data/serve/{file}");
+        Owner::spawn(&[
+            "--home",
+            case.h(),
+            "workflow",
+            "run",
+            &workflow,
+            "--task",
+            "hold on",
+            "--plugin",
+            PLUGIN,
+            "--workspace",
+            case.ws(),
+            "--quiet",
+        ])
+    }
+
+    /// Starts `clio args…` in the background.
+    fn spawn(args: &[&str]) -> Owner {
         let child = Command::new(env!("CARGO_BIN_EXE_clio"))
-            .args(["--home", case.h(), "workflow", "run", &workflow, "--task", "hold on"])
-            .args(["--plugin", PLUGIN, "--workspace", case.ws(), "--quiet"])
+            .args(args)
             .current_dir(workspace_root())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -56,6 +73,13 @@ impl Owner {
             stdout: String::from_utf8(output.stdout).unwrap(),
             stderr: String::from_utf8(output.stderr).unwrap(),
         }
+    }
+
+    /// Sends the process `signal` (`TERM`, `INT`) as `kill` does.
+    fn signal(&self, signal: &str) {
+        let pid = self.child.as_ref().unwrap().id().to_string();
+        let sent = Command::new("kill").args([&format!("-{signal}"), &pid]).status().unwrap();
+        assert!(sent.success());
     }
 
     /// Kills the process (SIGKILL) and waits for it.
@@ -286,4 +310,32 @@ fn a_socket_left_by_a_killed_owner_breaks_nothing() {
     let ended = owner.finish();
     assert_eq!(ended.code, 0, "{}", ended.render());
     assert!(!socket.exists());
+}
+
+#[test]
+fn clio_serve_holds_the_journal_and_serves_until_stopped() {
+    let case = case("serve", "hold.json");
+    std::fs::write(case.workspace.join("release-hold"), "").unwrap();
+    let ran = case.run(None);
+    assert_eq!(ran.code, 0, "{}", ran.render());
+    let socket = case.home.join("clio.sock");
+    for signal in ["TERM", "INT"] {
+        let server = Owner::spawn(&["--home", case.h(), "serve"]);
+        wait_for("clio serve's socket", || UnixStream::connect(&socket).is_ok());
+        assert_eq!(status(&case, 1), "succeeded");
+        let tree = clio_at(&case, &["runs", "tree", "1"]);
+        assert_eq!(tree.code, 0, "{}", tree.render());
+        assert_eq!(first_line(&tree.stdout), "run 1  workflow  succeeded");
+        let resumed = clio_at(&case, &["runs", "resume", "1"]);
+        assert_eq!(resumed.code, 1, "{}", resumed.render());
+        assert!(resumed.stderr.contains("`clio serve`"), "{}", resumed.render());
+        let second = case.run(None);
+        assert_eq!(second.code, 1, "{}", second.render());
+        assert!(second.stderr.contains("already open in another process"), "{}", second.render());
+        server.signal(signal);
+        let stopped = server.finish();
+        assert_eq!(stopped.code, 0, "{signal}: {}", stopped.render());
+        assert!(stopped.stderr.contains("stopped serving"), "{}", stopped.render());
+        assert!(!socket.exists(), "{signal}: the socket is removed");
+    }
 }
