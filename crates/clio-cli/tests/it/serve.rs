@@ -10,6 +10,7 @@
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -272,6 +273,8 @@ fn a_cancel_from_another_process_stops_the_live_run() {
     let owner = Owner::start(&case, "hold.json");
     let socket = case.home.join("clio.sock");
     wait_for("the run in progress", || socket.exists() && status(&case, 1) == "running");
+    let mode = std::fs::metadata(&socket).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "the socket is its user's only");
     let cancelled = clio_at(&case, &["runs", "cancel", "1", "--json"]);
     assert_eq!(cancelled.code, 0, "{}", cancelled.render());
     let value: Value = serde_json::from_str(&cancelled.stdout).unwrap();
