@@ -49,7 +49,7 @@ impl Cli {
             },
             Command::Journal(JournalCommand::Check(a)) => a.json,
             Command::Journal(JournalCommand::Salvage(a)) => a.json,
-            Command::Completions(_) | Command::Man => false,
+            Command::Completions(_) | Command::Man | Command::Serve => false,
         }
     }
 }
@@ -111,6 +111,11 @@ pub(crate) enum Command {
     /// Check the journal file for damage, and salvage what still reads from a damaged one
     #[command(subcommand)]
     Journal(JournalCommand),
+    /// Hold the journal and serve the `runs` commands of other clio processes, until Ctrl-C
+    #[command(
+        after_help = "While it runs, `clio runs list|show|tree|events|export|answer|cancel|prune|replay` from any terminal go through it (over $CLIO_HOME/clio.sock); `clio run`, `workflow run` and `runs resume` wait until it stops.\n\nExample:\n  clio serve"
+    )]
+    Serve,
     /// Print a shell completion script on stdout
     #[command(
         after_help = "Examples:\n  clio completions bash > ~/.local/share/bash-completion/completions/clio\n  clio completions zsh > ~/.zfunc/_clio"

@@ -32,6 +32,25 @@ pub(crate) fn dispatch(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Re
     }
     let home = Home::locate(cli.home.as_deref())?;
     let paint = Paint::new(cli.color, std::io::stderr().is_terminal());
+    dispatch_in(cli, &home, paint, out, err)
+}
+
+/// Returns whether the process holding the journal runs this command for others
+/// (`crate::serve`): the `runs` commands, which need nothing but the journal and the run.
+pub(crate) fn servable(cli: &Cli) -> bool {
+    matches!(cli.command, Command::Runs(_))
+}
+
+/// Runs the command `cli` names with `home` (which may lend a served command the owner's
+/// journal and runtime) and `paint`.
+pub(crate) fn dispatch_in(
+    cli: Cli,
+    home: &Home,
+    paint: Paint,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<(), CliError> {
+    let home = home.clone();
     match cli.command {
         Command::Plugin(PluginCommand::Check(args)) => plugin::check(&args, out),
         Command::Plugin(PluginCommand::Install(args)) => plugin::install(&home, &args, out),
@@ -59,6 +78,7 @@ pub(crate) fn dispatch(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Re
         Command::Runs(RunsCommand::Prune(args)) => runs::prune(&home, &args, out),
         Command::Journal(JournalCommand::Check(args)) => journal::check(&home, &args, out),
         Command::Journal(JournalCommand::Salvage(args)) => journal::salvage(&home, &args, out),
+        Command::Serve => run::serve(&home, err),
         Command::Completions(_) | Command::Man => Ok(()),
     }
 }

@@ -96,6 +96,13 @@ impl CliError {
         })
     }
 
+    /// Returns true when the error is a journal held by another process.
+    pub(crate) fn is_journal_in_use(&self) -> bool {
+        self.error.chain().any(|cause| {
+            matches!(cause.downcast_ref::<JournalError>(), Some(JournalError::AlreadyOpen { .. }))
+        })
+    }
+
     /// Returns the error as JSON, as `--json` prints it on stdout when a command fails:
     /// `{"ok": false, "error": {"message", "causes", "hints", "exit_code"}}`.
     pub fn to_json(&self) -> serde_json::Value {
@@ -277,7 +284,7 @@ pub(crate) fn journal_advice(error: &JournalError) -> (ErrorKind, Vec<String>) {
     let trouble = JournalTrouble::of(error);
     let hints = match (trouble, error_path(error)) {
         (JournalTrouble::InUse, _) => vec![
-            "another clio process is using this journal; wait for it, or use --home to pick another"
+            "another clio process is using this journal; while it drives a run, `clio runs` commands (list, show, tree, events, answer, cancel, …) work from here, served by it; for anything else wait for it, or use --home to pick another home"
                 .to_owned(),
         ],
         (JournalTrouble::Damaged, Some(path)) => {

@@ -1,7 +1,12 @@
 //! `$CLIO_HOME`: where the journal, the plugin store, the trust list and `config.toml`
 //! live. Chosen by `--home`, else the `CLIO_HOME` variable, else `~/.clio`.
+//!
+//! A command the journal's owner serves for another process (`crate::serve`) runs with a
+//! home that holds the owner's open journal and runtime ([`Held`]): it opens nothing, and
+//! what the journal records running is live in the owner, not interrupted.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::anyhow;
 use clio_journal::{Journal, JournalConfig, JournalError};
@@ -12,22 +17,63 @@ use crate::error::{CliError, journal_error};
 #[derive(Debug, Clone)]
 pub(crate) struct Home {
     root: PathBuf,
+    /// The owner's open journal and runtime, when the command is served (`crate::serve`).
+    held: Option<Arc<Held>>,
+}
+
+/// What the process that holds the journal lends to the commands it serves.
+#[derive(Debug)]
+pub(crate) struct Held {
+    /// The journal this process holds.
+    pub(crate) journal: Journal,
+    /// The runtime that drives this process's run: answers and cancellations go through
+    /// it, so that the live run hears of them at once.
+    pub(crate) runtime: clio_flow::Runtime,
+    /// The run this process drives; none for `clio serve`.
+    pub(crate) run: Option<clio_journal::RunId>,
 }
 
 impl Home {
     /// Finds the home folder from the flag, the environment or the user's home.
     pub(crate) fn locate(flag: Option<&Path>) -> Result<Home, CliError> {
         if let Some(path) = flag {
-            return Ok(Home { root: path.to_path_buf() });
+            return Ok(Home { root: path.to_path_buf(), held: None });
         }
         if let Some(path) = std::env::var_os("CLIO_HOME").filter(|v| !v.is_empty()) {
-            return Ok(Home { root: PathBuf::from(path) });
+            return Ok(Home { root: PathBuf::from(path), held: None });
         }
         match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
-            Some(home) => Ok(Home { root: PathBuf::from(home).join(".clio") }),
+            Some(home) => Ok(Home { root: PathBuf::from(home).join(".clio"), held: None }),
             None => Err(CliError::usage(anyhow!("cannot find a home folder: HOME is not set"))
                 .hint("pass --home DIR or set CLIO_HOME")),
         }
+    }
+
+    /// Returns this home lending `held` to the commands run with it: the journal is not
+    /// opened again, and runs recorded running are live.
+    pub(crate) fn holding(&self, held: Arc<Held>) -> Home {
+        Home { root: self.root.clone(), held: Some(held) }
+    }
+
+    /// Returns what the owner lends, when the command is served.
+    pub(crate) fn held(&self) -> Option<&Held> {
+        self.held.as_deref()
+    }
+
+    /// Returns the path of the endpoint the journal's owner listens on.
+    pub(crate) fn socket_path(&self) -> PathBuf {
+        self.root.join("clio.sock")
+    }
+
+    /// Returns a run as this command sees it: see [`as_seen`]; in a served command the run
+    /// is as recorded, since whatever is recorded running is live in this process.
+    pub(crate) fn seen(&self, run: clio_journal::RunRecord) -> clio_journal::RunRecord {
+        if self.held.is_some() { run } else { as_seen(run) }
+    }
+
+    /// Returns a task as a reader sees it (see [`Home::seen`]).
+    pub(crate) fn task_seen(&self, task: clio_journal::TaskRecord) -> clio_journal::TaskRecord {
+        if self.held.is_some() { task } else { task_as_seen(task) }
     }
 
     /// Returns the home folder itself.
@@ -46,6 +92,10 @@ impl Home {
     /// and `runs show` tell the truth after a SIGKILL: the journal is locked by this
     /// process, so whoever left it running is gone.
     pub(crate) fn existing_journal(&self) -> Result<Option<Journal>, CliError> {
+        // Served: the owner's work is live, nothing to reconcile.
+        if let Some(held) = &self.held {
+            return Ok(Some(held.journal.clone()));
+        }
         let Some(path) = self.recorded_journal()? else { return Ok(None) };
         let journal = Journal::open(&path, JournalConfig::default()).map_err(journal_error)?;
         journal.reconcile::<&str>(&[]).map_err(journal_error)?;
@@ -71,6 +121,9 @@ impl Home {
     /// running belongs to a process that is gone, and readers show it as interrupted
     /// ([`as_seen`]).
     pub(crate) fn reading_journal(&self) -> Result<Option<Journal>, CliError> {
+        if let Some(held) = &self.held {
+            return Ok(Some(held.journal.clone()));
+        }
         let Some(path) = self.recorded_journal()? else { return Ok(None) };
         let journal =
             Journal::open_read_only(&path, JournalConfig::default()).map_err(journal_error)?;
@@ -78,9 +131,9 @@ impl Home {
     }
 }
 
-/// Returns a run as a reader sees it: a run recorded running, whose process is gone (the
+/// Returns a run as a reader that opened the journal itself sees it: a run recorded running, whose process is gone (the
 /// journal could be opened, so no process holds it), is interrupted.
-pub(crate) fn as_seen(mut run: clio_journal::RunRecord) -> clio_journal::RunRecord {
+fn as_seen(mut run: clio_journal::RunRecord) -> clio_journal::RunRecord {
     if run.status == clio_journal::RunStatus::Running {
         run.status = clio_journal::RunStatus::Interrupted;
     }
@@ -88,7 +141,7 @@ pub(crate) fn as_seen(mut run: clio_journal::RunRecord) -> clio_journal::RunReco
 }
 
 /// Returns a task as a reader sees it (see [`as_seen`]): active work is interrupted.
-pub(crate) fn task_as_seen(mut task: clio_journal::TaskRecord) -> clio_journal::TaskRecord {
+fn task_as_seen(mut task: clio_journal::TaskRecord) -> clio_journal::TaskRecord {
     if task.status.is_active() {
         task.status = clio_journal::TaskStatus::Interrupted;
     }

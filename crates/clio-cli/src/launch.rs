@@ -155,6 +155,10 @@ impl Launch {
 /// Opens (creating if needed) the journal under `home`, marking work left running by a
 /// dead process as interrupted.
 pub(crate) fn open_journal(home: &Home) -> Result<Journal, CliError> {
+    // A served command uses the owner's journal, whose running work is live.
+    if let Some(held) = home.held() {
+        return Ok(held.journal.clone());
+    }
     if let Err(error) = std::fs::create_dir_all(home.root()) {
         let denied = error.kind() == std::io::ErrorKind::PermissionDenied;
         let cli = CliError::user(

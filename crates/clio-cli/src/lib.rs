@@ -18,11 +18,13 @@ mod launch;
 mod paint;
 mod pin;
 mod progress;
+mod serve;
 mod tasks;
 
 use std::ffi::OsString;
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
 
 use clap::Parser;
 
@@ -38,14 +40,92 @@ pub fn main() -> ExitCode {
 
 /// Runs `clio` with `args` (the first is the program name), writing to `out` and `err`.
 ///
-/// Returns the exit code. Tests call this directly.
+/// Returns the exit code. Tests call this directly. A `runs` command that finds the
+/// journal held by another `clio` process is run by that process (`serve.rs`).
 pub fn run<I, T>(args: I, out: &mut dyn Write, err: &mut dyn Write) -> u8
 where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
-    let cli = match args::Cli::try_parse_from(args) {
+    let argv: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    let mut cli = match parse(argv.clone(), out, err) {
         Ok(cli) => cli,
+        Err(code) => return code,
+    };
+    let client = Client::of(&cli, &argv);
+    if let Some(client) = &client
+        && let Some(code) = client.forward(out, err)
+    {
+        return code;
+    }
+    let json = cli.wants_json();
+    let mut counted = Counted { inner: out, written: 0 };
+    // The journal may be held by a short command (another `runs list`) or by a process
+    // not serving yet (it is starting its run): wait a little for it to let go or serve.
+    let home = cli.home.clone();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let result = commands::dispatch(cli, &mut counted, err);
+        let in_use = matches!(&result, Err(error) if error.is_journal_in_use());
+        if !in_use || counted.written > 0 || Instant::now() >= deadline {
+            return outcome(result, json, &mut counted, err);
+        }
+        match &client {
+            Some(client) => {
+                if let Some(code) = client.forward(counted.inner, err) {
+                    return code;
+                }
+            }
+            // A process that serves the journal holds it for as long as its run lasts:
+            // a command it does not serve fails at once, saying what works meanwhile.
+            None => {
+                let served =
+                    home::Home::locate(home.as_deref()).is_ok_and(|h| serve::is_served(&h));
+                if served {
+                    return outcome(result, json, &mut counted, err);
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        cli = match parse(argv.clone(), counted.inner, err) {
+            Ok(cli) => cli,
+            Err(code) => return code,
+        };
+    }
+}
+
+/// Runs the command `argv` names for another process, with `home` lending this process's
+/// journal and runtime (`serve.rs`), writing to `out` and `err`; returns the exit code.
+pub(crate) fn run_served(
+    argv: &[String],
+    home: &home::Home,
+    tty: bool,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> u8 {
+    let cli = match parse(argv.iter().map(OsString::from).collect(), out, err) {
+        Ok(cli) => cli,
+        Err(code) => return code,
+    };
+    if !commands::servable(&cli) {
+        let error = CliError::usage(anyhow::anyhow!(
+            "the process holding the journal serves only `clio runs` commands"
+        ));
+        let _ = error.render(err);
+        return error.exit_code();
+    }
+    let json = cli.wants_json();
+    let paint = paint::Paint::new(cli.color, tty);
+    let mut counted = Counted { inner: out, written: 0 };
+    let result = commands::dispatch_in(cli, home, paint, &mut counted, err);
+    outcome(result, json, &mut counted, err)
+}
+
+/// Parses the command line; `Err` holds the exit code of a help, version or usage
+/// request, already printed.
+fn parse(argv: Vec<OsString>, out: &mut dyn Write, err: &mut dyn Write) -> Result<args::Cli, u8> {
+    match args::Cli::try_parse_from(argv) {
+        Ok(cli) => Ok(cli),
         Err(clap_error) => {
             // Help and version requests are successes printed on stdout.
             let rendered = clap_error.render().to_string();
@@ -59,12 +139,19 @@ where
                     2
                 }
             };
-            return code;
+            Err(code)
         }
-    };
-    let json = cli.wants_json();
-    let mut counted = Counted { inner: out, written: 0 };
-    match commands::dispatch(cli, &mut counted, err) {
+    }
+}
+
+/// Prints a command's error, if any, and returns its exit code.
+fn outcome(
+    result: Result<(), CliError>,
+    json: bool,
+    counted: &mut Counted<'_>,
+    err: &mut dyn Write,
+) -> u8 {
+    match result {
         Ok(()) => 0,
         Err(error) if error.is_broken_pipe() => 0,
         Err(error) => {
@@ -76,6 +163,36 @@ where
             let _ = error.render(err);
             error.exit_code()
         }
+    }
+}
+
+/// A command that the process holding the journal would run for this one.
+struct Client {
+    home: home::Home,
+    argv: Vec<String>,
+}
+
+impl Client {
+    /// Returns the client of a servable command line; `None` for any other (or a command
+    /// line that is not UTF-8, which runs here).
+    fn of(cli: &args::Cli, argv: &[OsString]) -> Option<Client> {
+        if !commands::servable(cli) {
+            return None;
+        }
+        let home = home::Home::locate(cli.home.as_deref()).ok()?;
+        let argv = argv.iter().map(|a| a.to_str().map(str::to_owned)).collect::<Option<_>>()?;
+        Some(Client { home, argv })
+    }
+
+    /// Has the journal's owner run the command and prints what it printed; `None` when no
+    /// process serves the journal.
+    fn forward(&self, out: &mut dyn Write, err: &mut dyn Write) -> Option<u8> {
+        let tty = std::io::stderr().is_terminal();
+        let reply = serve::forward(&self.home, &self.argv, tty)?;
+        let _ = out.write_all(reply.stdout.as_bytes());
+        let _ = out.flush();
+        let _ = err.write_all(reply.stderr.as_bytes());
+        Some(reply.exit)
     }
 }
 

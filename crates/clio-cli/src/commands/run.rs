@@ -18,13 +18,14 @@ use crate::args::{
 };
 use crate::config::{HomeConfig, ModelsChoice};
 use crate::error::{CliError, journal_error};
-use crate::home::Home;
+use crate::home::{Held, Home};
 use crate::launch::{
     Launch, agent_flow, agent_spec, installed_flow_provider, open_journal, owner, runtime,
 };
 use crate::paint::{Paint, Verdict};
 use crate::pin::{self, AgentChange, OnAgentChange};
 use crate::progress::{Progress, entries_warning};
+use crate::serve::Endpoint;
 use crate::tasks::{TaskNumbers, kind_name, step_name};
 
 pub(super) fn tokio_runtime() -> Result<tokio::runtime::Runtime, CliError> {
@@ -218,11 +219,15 @@ fn start_checked(
     if show.progress {
         writeln!(err, "run {} started; `clio runs show {}` shows it", run.0, run.0)?;
     }
-    drive_run(&rt, &runtime, &journal, run, show, out, err)
+    drive_run(&rt, home, &runtime, &journal, run, show, out, err)
 }
 
+/// Drives run `run` to its end (or until it waits on people, or Ctrl-C), serving the
+/// `runs` commands of other processes meanwhile (`crate::serve`).
+#[allow(clippy::too_many_arguments, reason = "starting and resuming a run share it")]
 fn drive_run(
     rt: &tokio::runtime::Runtime,
+    home: &Home,
     runtime: &Runtime,
     journal: &Journal,
     run: RunId,
@@ -231,6 +236,19 @@ fn drive_run(
     err: &mut dyn Write,
 ) -> Result<(), CliError> {
     let json = show.json;
+    // While this process holds the journal, the others' `runs` commands are run here.
+    let held = Held { journal: journal.clone(), runtime: runtime.clone(), run: Some(run) };
+    let _endpoint = match Endpoint::start(rt, home, held) {
+        Ok(endpoint) => Some(endpoint),
+        Err(error) => {
+            writeln!(
+                err,
+                "warning: cannot listen on {}: {error}; other clio commands cannot reach this journal until the run ends",
+                home.socket_path().display()
+            )?;
+            None
+        }
+    };
     let tty = std::io::stderr().is_terminal();
     // No progress at all with --quiet or --json: not even a tree's empty header.
     let mut progress = show.progress.then(|| Progress::new(journal.clone(), run, tty));
@@ -591,6 +609,8 @@ pub(super) fn answer(
     let rt = tokio_runtime()?;
     let on_change = OnAgentChange::from_flag(args.accept_changed_agent, true);
     let Relaunched { runtime, journal, agent_change } = relaunch(home, args.run, on_change)?;
+    // Served, the answer goes through the owner's runtime: its live run goes on at once.
+    let runtime = home.held().map_or(runtime, |held| held.runtime.clone());
     refuse_finished(&journal, RunId(args.run), "answer a question of")?;
     if let Some(change) = &agent_change {
         pin::note(RunId(args.run), change, true, err)?;
@@ -605,7 +625,19 @@ pub(super) fn answer(
         return write_json(out, &value);
     }
     writeln!(out, "answered question {} of run {} with {value}", args.question, args.run)?;
-    writeln!(out, "continue the run with: clio runs resume {}", args.run)?;
+    match home.held() {
+        // Served by the process driving that run: it goes on at once.
+        Some(held) if held.run == Some(RunId(args.run)) => {
+            writeln!(out, "run {} goes on in process {}", args.run, std::process::id())?
+        }
+        // Served by `clio serve`, which drives no run.
+        Some(_) => writeln!(
+            out,
+            "continue the run with: clio runs resume {} (once `clio serve` has stopped)",
+            args.run
+        )?,
+        None => writeln!(out, "continue the run with: clio runs resume {}", args.run)?,
+    }
     Ok(())
 }
 
@@ -617,6 +649,9 @@ pub(super) fn resume(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<(), CliError> {
+    if let Some(held) = home.held() {
+        return Err(refuse_served_resume(held, args.run));
+    }
     let rt = tokio_runtime()?;
     let on_change = OnAgentChange::from_flag(args.accept_changed_agent, true);
     let Relaunched { runtime, journal, agent_change } = relaunch(home, args.run, on_change)?;
@@ -645,7 +680,66 @@ pub(super) fn resume(
             args.run
         )?;
     }
-    drive_run(&rt, &runtime, &journal, RunId(args.run), show, out, err)
+    drive_run(&rt, home, &runtime, &journal, RunId(args.run), show, out, err)
+}
+
+/// The error of `runs resume` asked of the process that holds the journal: it drives its
+/// own run, and one process drives one run (`clio serve` drives none yet).
+fn refuse_served_resume(held: &Held, run: u64) -> CliError {
+    let pid = std::process::id();
+    match held.run {
+        Some(live) if live.0 == run => {
+            CliError::user(anyhow!("run {run} is running already, in process {pid}"))
+                .hint(format!("`clio runs show {run}` shows how far it is"))
+        }
+        Some(live) => CliError::user(anyhow!(
+            "cannot resume run {run} now: process {pid} holds the journal while it drives run {}",
+            live.0
+        ))
+        .hint(format!("resume it once run {} has ended (or `clio runs cancel {}`)", live.0, live.0)),
+        None => CliError::user(anyhow!(
+            "cannot resume run {run} now: `clio serve` (process {pid}) holds the journal and does not drive runs"
+        ))
+        .hint("stop `clio serve` (Ctrl-C), then resume the run"),
+    }
+}
+
+/// Holds the journal and serves the `runs` commands of other processes until Ctrl-C or
+/// SIGTERM (`crate::serve`); their answers and cancellations go through a runtime of its
+/// own, which drives no run.
+pub(super) fn serve(home: &Home, err: &mut dyn Write) -> Result<(), CliError> {
+    let rt = tokio_runtime()?;
+    let journal = open_journal(home)?;
+    let config = RuntimeConfig { owner: owner(), ..RuntimeConfig::default() };
+    let runtime = Runtime::new(journal.clone(), Registry::new(), config);
+    let held = Held { journal, runtime, run: None };
+    let socket = home.socket_path();
+    let endpoint = Endpoint::start(&rt, home, held).map_err(|error| {
+        CliError::user(anyhow!(error).context(format!("cannot listen on {}", socket.display())))
+    })?;
+    writeln!(
+        err,
+        "serving the journal {} on {}: `clio runs …` from other terminals go through this process; Ctrl-C stops it",
+        home.journal_path().display(),
+        socket.display()
+    )?;
+    rt.block_on(async {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut interrupt = signal(SignalKind::interrupt())
+            .context("cannot listen for Ctrl-C")
+            .map_err(CliError::internal)?;
+        let mut terminate = signal(SignalKind::terminate())
+            .context("cannot listen for SIGTERM")
+            .map_err(CliError::internal)?;
+        tokio::select! {
+            _ = interrupt.recv() => {}
+            _ = terminate.recv() => {}
+        }
+        Ok::<_, CliError>(())
+    })?;
+    drop(endpoint);
+    writeln!(err, "stopped serving {}", home.journal_path().display())?;
+    Ok(())
 }
 
 /// Refuses to `what` run `run` when it has ended (succeeded, failed or cancelled), naming
@@ -673,8 +767,14 @@ pub(super) fn cancel(home: &Home, args: &RunArgs, out: &mut dyn Write) -> Result
     let journal = open_journal(home)?;
     existing_run(home, &journal, RunId(args.run))?;
     refuse_finished(&journal, RunId(args.run), "cancel")?;
-    let config = RuntimeConfig { owner: owner(), ..RuntimeConfig::default() };
-    let runtime = Runtime::new(journal, Registry::new(), config);
+    // Served, the owner's runtime cancels: its live run stops at once.
+    let runtime = match home.held() {
+        Some(held) => held.runtime.clone(),
+        None => {
+            let config = RuntimeConfig { owner: owner(), ..RuntimeConfig::default() };
+            Runtime::new(journal, Registry::new(), config)
+        }
+    };
     let n = rt.block_on(runtime.cancel(RunId(args.run)))?;
     if args.json {
         return write_json(out, &json!({"run": args.run, "cancelled_tasks": n}));

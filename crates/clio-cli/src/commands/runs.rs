@@ -16,7 +16,7 @@ use serde_json::Value;
 use super::write_json;
 use crate::args::{RunArgs, RunExportArgs, RunShowArgs, RunsListArgs, RunsPruneArgs};
 use crate::error::{CliError, journal_error};
-use crate::home::{Home, as_seen, task_as_seen};
+use crate::home::Home;
 use crate::launch::Launch;
 use crate::tasks::{
     TaskNumbers, kind_name, run_status_name, status_name as task_status_name, step_name,
@@ -105,10 +105,11 @@ fn parse_status(text: &str) -> Result<RunStatus, CliError> {
 /// Opens the journal and the run `id`, or explains why not.
 fn open_run(home: &Home, id: u64) -> Result<(Journal, RunRecord), CliError> {
     let journal = home.reading_journal()?.ok_or_else(|| no_journal(home))?;
-    let run = journal.run(RunId(id)).map_err(journal_error)?.map(as_seen).ok_or_else(|| {
-        CliError::user(anyhow!("run {id} not found in {}", home.journal_path().display()))
-            .hint("`clio runs list` shows the runs there are")
-    })?;
+    let run =
+        journal.run(RunId(id)).map_err(journal_error)?.map(|r| home.seen(r)).ok_or_else(|| {
+            CliError::user(anyhow!("run {id} not found in {}", home.journal_path().display()))
+                .hint("`clio runs list` shows the runs there are")
+        })?;
     Ok((journal, run))
 }
 
@@ -125,14 +126,15 @@ pub(super) fn list(home: &Home, args: &RunsListArgs, out: &mut dyn Write) -> Res
     let statuses = args.status.iter().map(|s| parse_status(s)).collect::<Result<Vec<_>, _>>()?;
     let runs = match home.reading_journal()? {
         Some(journal) => {
-            // A run recorded running is seen as interrupted (see `as_seen`): asking for
+            // A run recorded running is seen as interrupted (see `Home::seen`): asking for
             // interrupted runs asks for those too.
             let mut asked = statuses.clone();
             if asked.contains(&RunStatus::Interrupted) {
                 asked.push(RunStatus::Running);
             }
             let filter = RunFilter { statuses: asked, limit: args.limit, ..RunFilter::default() };
-            let runs = journal.runs(&filter).map_err(journal_error)?.into_iter().map(as_seen);
+            let runs =
+                journal.runs(&filter).map_err(journal_error)?.into_iter().map(|r| home.seen(r));
             runs.filter(|r| statuses.is_empty() || statuses.contains(&r.status)).collect()
         }
         None => Vec::new(),
@@ -187,8 +189,12 @@ fn open_questions(entries: &[JournalEntry]) -> Vec<(u64, String)> {
 /// `--json` gives `{"run": ..., "tasks": [...], "team": [...], "entries": [...]}`.
 pub(super) fn show(home: &Home, args: &RunShowArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let (journal, run) = open_run(home, args.run)?;
-    let tasks: Vec<TaskRecord> =
-        journal.tasks(run.id).map_err(journal_error)?.into_iter().map(task_as_seen).collect();
+    let tasks: Vec<TaskRecord> = journal
+        .tasks(run.id)
+        .map_err(journal_error)?
+        .into_iter()
+        .map(|t| home.task_seen(t))
+        .collect();
     let team = clio_flow::run_team(&journal, run.id).map_err(journal_error)?;
     let entries = journal.entries(run.id).map_err(journal_error)?;
     // Only the launch's agent is shown: a launch record that cannot be read is reported
@@ -293,8 +299,12 @@ pub(super) fn show(home: &Home, args: &RunShowArgs, out: &mut dyn Write) -> Resu
 /// the orchestration plugin's team tools. `--json` gives `{"tasks": [...], "team": [...]}`.
 pub(super) fn tree(home: &Home, args: &RunArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let (journal, run) = open_run(home, args.run)?;
-    let tasks: Vec<TaskRecord> =
-        journal.tasks(run.id).map_err(journal_error)?.into_iter().map(task_as_seen).collect();
+    let tasks: Vec<TaskRecord> = journal
+        .tasks(run.id)
+        .map_err(journal_error)?
+        .into_iter()
+        .map(|t| home.task_seen(t))
+        .collect();
     let team = clio_flow::run_team(&journal, run.id).map_err(journal_error)?;
     if args.json {
         let tasks = tasks_json(&tasks)?;

@@ -17,6 +17,7 @@ mod readme;
 mod replay;
 mod run;
 mod runs;
+mod serve;
 mod side_effects;
 mod support;
 mod team_crash;
@@ -41,6 +42,7 @@ fn no_forgotten_test_files() {
         "replay",
         "run",
         "runs",
+        "serve",
         "side_effects",
         "support",
         "team_crash",
