@@ -100,3 +100,8 @@ pub use crate::tool_settings::{ToolSettingsError, tool_settings_from_toml};
 pub use crate::workflow_flow::WorkflowFlow;
 pub use crate::workspace::Workspace;
 pub use clio_spec::FlowSelection;
+
+/// The crate README's example, run as a doctest so that it cannot go stale.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
