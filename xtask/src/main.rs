@@ -1,14 +1,20 @@
 //! Project automation, run as `cargo xtask <command>`: the same commands locally and in CI.
 //!
 //! - `ci`: formatting, clippy with warnings denied, the tests, the docs with warnings
-//!   denied, and tidy.
+//!   denied, the package dry run, and tidy.
 //! - `tidy`: the project rules that the compiler does not check (see `tidy.rs`); also a
 //!   `#[test]`, so plain `cargo test` runs it.
 //! - `bench`: every benchmark target of the workspace, collected as JSON lines.
 //! - `test-long`: the slow test tiers (crash suites, many proptest cases).
+//! - `package`: every publishable crate packaged in dependency order, nothing uploaded
+//!   (see `release.rs`).
+//! - `release VERSION [--dry-run]`: the version bump, the changelog, the release binary
+//!   and its archive with checksums; no commit, tag or upload (see `release.rs`).
+//! - `docs`: the API docs of the workspace, warnings denied.
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod release;
 mod tidy;
 
 use std::path::{Path, PathBuf};
@@ -21,6 +27,9 @@ fn main() -> ExitCode {
         Some("tidy") => tidy::check(&project_root()).map_err(|problems| problems.join("\n")),
         Some("bench") => bench(&args[1..]),
         Some("test-long") => test_long(),
+        Some("package") => release::package(&args[1..]),
+        Some("release") => release::release(&args[1..]),
+        Some("docs") => docs(),
         Some("help" | "--help" | "-h") | None => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;
@@ -40,11 +49,20 @@ const USAGE: &str = "\
 usage: cargo xtask <command>
 
 commands:
-  ci          fmt --check, clippy -D warnings, tests, docs -D warnings, tidy
+  ci          fmt --check, clippy -D warnings, tests, docs -D warnings, package, tidy
   tidy        check the project rules (dependency direction, file docs, markers)
   bench [F]   run every benchmark target (names containing F only), print JSON lines
               and keep them in target/bench/results.jsonl
-  test-long   run the slow tiers: crash suites and PROPTEST_CASES=10000";
+  test-long   run the slow tiers: crash suites and PROPTEST_CASES=10000
+  package [--verify]
+              package every publishable crate in dependency order (cargo package,
+              --no-verify unless --verify); nothing is uploaded
+  release VERSION [--dry-run]
+              bump every crate to VERSION, move the changelog's Unreleased entries under
+              it, build the release binary and target/dist/clio-VERSION-TRIPLE.tar.gz with
+              SHA256SUMS; print the git commands to commit, tag and publish (it does none
+              of them); --dry-run leaves Cargo.toml and CHANGELOG.md unchanged
+  docs        build the API docs of every crate (cargo doc, warnings denied)";
 
 /// Returns the workspace root (the parent of this crate's folder).
 fn project_root() -> PathBuf {
@@ -68,9 +86,19 @@ fn ci() -> Result<(), String> {
     cargo(&["fmt", "--all", "--", "--check"], &[])?;
     cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"], &[])?;
     cargo(&["test", "--workspace"], &[])?;
-    cargo(&["doc", "--no-deps", "--workspace"], &[("RUSTDOCFLAGS", "-D warnings")])?;
+    docs()?;
+    release::package(&[])?;
     tidy::check(&project_root()).map_err(|problems| problems.join("\n"))?;
     eprintln!("xtask ci: all checks passed");
+    Ok(())
+}
+
+/// Builds the API docs of every workspace crate with rustdoc's warnings denied.
+fn docs() -> Result<(), String> {
+    cargo(&["doc", "--no-deps", "--workspace"], &[("RUSTDOCFLAGS", "-D warnings")])?;
+    let metadata = tidy::metadata(&project_root(), true)?;
+    let target = metadata["target_directory"].as_str().unwrap_or("target");
+    eprintln!("xtask docs: open {target}/doc/clio_flow/index.html (one folder per crate)");
     Ok(())
 }
 
