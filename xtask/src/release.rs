@@ -355,7 +355,14 @@ pub(crate) fn release(args: &[String]) -> Result<(), String> {
     let manifest_path = root.join("Cargo.toml");
     let changelog_path = root.join("CHANGELOG.md");
     let names: Vec<&str> = members.iter().map(|m| m.name.as_str()).collect();
-    let manifest = bump_manifest(&read(&manifest_path)?, &current, &version, &names)?;
+    // The crates another member depends on must be in [workspace.dependencies] with their
+    // version; the others (the CLI) need not be.
+    let depended_on: Vec<&str> = names
+        .iter()
+        .copied()
+        .filter(|n| members.iter().any(|m| m.name != *n && m.internal.contains(*n)))
+        .collect();
+    let manifest = bump_manifest(&read(&manifest_path)?, &current, &version, &depended_on)?;
     let changelog = release_changelog(&read(&changelog_path)?, &version, &date)?;
     if dry_run {
         eprintln!("xtask release: dry run: Cargo.toml and CHANGELOG.md are left as they are");
