@@ -11,9 +11,12 @@
 //! - `release VERSION [--dry-run]`: the version bump, the changelog, the release binary
 //!   and its archive with checksums; no commit, tag or upload (see `release.rs`).
 //! - `docs`: the API docs of the workspace, warnings denied.
+//! - `api [--check]`: each crate's public items listed in `crates/<crate>/api.txt` (see
+//!   `api.rs`).
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod api;
 mod release;
 mod tidy;
 
@@ -30,6 +33,7 @@ fn main() -> ExitCode {
         Some("package") => release::package(&args[1..]),
         Some("release") => release::release(&args[1..]),
         Some("docs") => docs(),
+        Some("api") => api::api(&args[1..]),
         Some("help" | "--help" | "-h") | None => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;
@@ -62,7 +66,10 @@ commands:
               it, build the release binary and target/dist/clio-VERSION-TRIPLE.tar.gz with
               SHA256SUMS; print the git commands to commit, tag and publish (it does none
               of them); --dry-run leaves Cargo.toml and CHANGELOG.md unchanged
-  docs        build the API docs of every crate (cargo doc, warnings denied)";
+  docs        build the API docs of every crate (cargo doc, warnings denied)
+  api [--check]
+              list each publishable crate's public items into crates/<crate>/api.txt;
+              --check fails when a listing is stale (also a test)";
 
 /// Returns the workspace root (the parent of this crate's folder).
 fn project_root() -> PathBuf {
@@ -88,6 +95,7 @@ fn ci() -> Result<(), String> {
     cargo(&["test", "--workspace"], &[])?;
     docs()?;
     release::package(&[])?;
+    api::api(&["--check".to_owned()])?;
     tidy::check(&project_root()).map_err(|problems| problems.join("\n"))?;
     eprintln!("xtask ci: all checks passed");
     Ok(())
