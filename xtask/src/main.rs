@@ -10,6 +10,7 @@
 //!   (see `release.rs`).
 //! - `release VERSION [--dry-run]`: the version bump, the changelog, the release binary
 //!   and its archive with checksums; no commit, tag or upload (see `release.rs`).
+//! - `dist`: the release binary and archive of the current version and commit.
 //! - `docs`: the API docs of the workspace, warnings denied.
 //! - `api [--check]`: each crate's public items listed in `crates/<crate>/api.txt` (see
 //!   `api.rs`).
@@ -32,6 +33,7 @@ fn main() -> ExitCode {
         Some("test-long") => test_long(),
         Some("package") => release::package(&args[1..]),
         Some("release") => release::release(&args[1..]),
+        Some("dist") => release::dist(&args[1..]),
         Some("docs") => docs(),
         Some("api") => api::api(&args[1..]),
         Some("help" | "--help" | "-h") | None => {
@@ -66,6 +68,7 @@ commands:
               it, build the release binary and target/dist/clio-VERSION-TRIPLE.tar.gz with
               SHA256SUMS; print the git commands to commit, tag and publish (it does none
               of them); --dry-run leaves Cargo.toml and CHANGELOG.md unchanged
+  dist        build the release binary and the archive of the current version and commit
   docs        build the API docs of every crate (cargo doc, warnings denied)
   api [--check]
               list each publishable crate's public items into crates/<crate>/api.txt;

@@ -1,7 +1,8 @@
 //! Releases: `cargo xtask package` (every publishable crate packaged, in dependency order,
-//! nothing uploaded) and `cargo xtask release VERSION [--dry-run]` (the version bump, the
+//! nothing uploaded), `cargo xtask release VERSION [--dry-run]` (the version bump, the
 //! changelog, the release binary and its archive with checksums; never a commit, a tag or
-//! an upload — it prints the git and cargo commands a person runs next).
+//! an upload — it prints the git and cargo commands a person runs next) and `cargo xtask
+//! dist` (the archive alone, of the current version and commit).
 //!
 //! The crates come from `cargo metadata`, not from a list: a workspace member is published
 //! unless its manifest says `publish = false`, and the order is a topological sort of the
@@ -374,24 +375,8 @@ pub(crate) fn release(args: &[String]) -> Result<(), String> {
         eprintln!("xtask release: {current} -> {version} in Cargo.toml, Cargo.lock, CHANGELOG.md");
     }
 
-    cargo(&["build", "--release", "-p", "clio-cli"], &[])?;
-    let target_dir = PathBuf::from(
-        metadata["target_directory"].as_str().ok_or("cargo metadata names no target directory")?,
-    );
-    let binary = target_dir.join("release").join("clio");
-    let shown = run_capture(&binary, &["--version"])?;
     let expected = if dry_run { &current } else { &version };
-    if !shown.contains(expected.as_str()) {
-        return Err(format!("`clio --version` says `{}`, not {expected}", shown.trim()));
-    }
-    if !shown.contains('(') {
-        eprintln!("xtask release: warning: `clio --version` carries no commit (no git?)");
-    }
-
-    let triple = host_triple()?;
-    let dist = target_dir.join("dist");
-    let stem = format!("clio-{version}-{triple}");
-    let archive = build_archive(&root, &binary, &dist, &stem, &changelog)?;
+    let (archive, shown) = dist_archive(&root, &metadata, &version, expected, &changelog)?;
     eprintln!("xtask release: {} ({})", archive.display(), shown.trim());
     if dry_run {
         eprintln!(
@@ -404,17 +389,56 @@ pub(crate) fn release(args: &[String]) -> Result<(), String> {
     println!("  git add Cargo.toml Cargo.lock CHANGELOG.md");
     println!("  git commit -m \"Release {version}\"");
     println!("  git tag -a v{version} -m \"clio {version}\"");
+    println!("  cargo xtask dist      # the archive again, its binary naming the release commit");
     println!("  git push origin HEAD v{version}");
     println!(
         "  cargo publish {}",
         names.iter().map(|n| format!("-p {n}")).collect::<Vec<_>>().join(" ")
     );
-    println!(
-        "\nand attach {} and {} to the release.",
-        archive.display(),
-        dist.join("SHA256SUMS").display()
-    );
+    println!("\nand attach the archive and SHA256SUMS of target/dist to the release.");
     Ok(())
+}
+
+/// `cargo xtask dist`: the release archive of the current version and commit (what
+/// `release` builds, again after the release commit, so that `--version` names it).
+pub(crate) fn dist(args: &[String]) -> Result<(), String> {
+    if !args.is_empty() {
+        return Err("usage: cargo xtask dist".to_owned());
+    }
+    let root = project_root();
+    let metadata = tidy::metadata(&root, true)?;
+    let members = publishable(&metadata)?;
+    let version = members.first().map(|m| m.version.clone()).ok_or("no crate to release")?;
+    let changelog = read(&root.join("CHANGELOG.md"))?;
+    let (archive, shown) = dist_archive(&root, &metadata, &version, &version, &changelog)?;
+    eprintln!("xtask dist: {} ({})", archive.display(), shown.trim());
+    Ok(())
+}
+
+/// Builds `clio` in release mode, checks that `--version` names `expected`, and makes the
+/// archive of `version` in the target directory's `dist`; returns it with the version line.
+fn dist_archive(
+    root: &Path,
+    metadata: &Value,
+    version: &str,
+    expected: &str,
+    changelog: &str,
+) -> Result<(PathBuf, String), String> {
+    cargo(&["build", "--release", "-p", "clio-cli"], &[])?;
+    let target_dir = PathBuf::from(
+        metadata["target_directory"].as_str().ok_or("cargo metadata names no target directory")?,
+    );
+    let binary = target_dir.join("release").join("clio");
+    let shown = run_capture(&binary, &["--version"])?;
+    if !shown.contains(expected) {
+        return Err(format!("`clio --version` says `{}`, not {expected}", shown.trim()));
+    }
+    if !shown.contains('(') {
+        eprintln!("xtask: warning: `clio --version` carries no commit (no git?)");
+    }
+    let stem = format!("clio-{version}-{}", host_triple()?);
+    let archive = build_archive(root, &binary, &target_dir.join("dist"), &stem, changelog)?;
+    Ok((archive, shown))
 }
 
 /// Lays out `dist/stem/` (the binary, README, LICENSE, CHANGELOG, the man page and the
