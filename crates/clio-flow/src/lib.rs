@@ -104,3 +104,8 @@ pub use clio_tools::{
     SANDBOX_PATH, Sandbox, SandboxError, SandboxMode, TOOL_OUTPUT_LIMIT, TOOL_TIMEOUT,
     find_program, program_prefixes,
 };
+
+/// The crate README's example, run as a doctest so that it cannot go stale.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

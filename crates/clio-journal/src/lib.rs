@@ -65,3 +65,8 @@ pub use crate::input::{
 pub use crate::journal::{Journal, NonBlocking};
 pub use crate::pending::Pending;
 pub use crate::salvage::{LeftRun, LeftSession, LostTask, SalvageReport, SalvagedRun};
+
+/// The crate README's example, run as a doctest so that it cannot go stale.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -39,3 +39,8 @@ pub use router::RouterAllowlist;
 pub use schema::schema_problems;
 pub use scripted::ScriptedProvider;
 pub use types::{FinishReason, Message, ModelRequest, ModelResponse, ToolCall, ToolSpec, Usage};
+
+/// The crate README's example, run as a doctest so that it cannot go stale.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -59,3 +59,8 @@ pub use schema::{SCHEMA_KEYWORDS, schema_problems, validate as validate_schema};
 pub use store::{
     InstallError, Installed, Store, StoreError, TrustEntry, digest_folder, plugin_digest,
 };
+
+/// The crate README's example, run as a doctest so that it cannot go stale.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

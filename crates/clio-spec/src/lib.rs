@@ -29,3 +29,8 @@ pub use spec::{AgentSpec, SpecPlugin};
 pub use version::{
     VersionRange, VersionRangeError, VersionRangeErrorKind, parse_plugin_version, validate_id,
 };
+
+/// The crate README's example, run as a doctest so that it cannot go stale.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -22,3 +22,8 @@ mod state;
 pub use crate::error::TeamError;
 pub use crate::rules::{EnabledConfig, SessionTree};
 pub use crate::state::{SessionAllowlist, SessionState, StoredRoute, complete_input};
+
+/// The crate README's example, run as a doctest so that it cannot go stale.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

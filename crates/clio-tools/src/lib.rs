@@ -30,3 +30,8 @@ pub use crate::sandbox::{
     Access, Confined, ETC, ETC_NETWORK, SANDBOX_PATH, Sandbox, SandboxError, SandboxMode,
     find_program, program_prefixes,
 };
+
+/// The crate README's example, run as a doctest so that it cannot go stale.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

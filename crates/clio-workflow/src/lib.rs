@@ -44,3 +44,8 @@ pub use crate::report::{
 pub use crate::scheduler::{Scheduler, StepStatusView};
 pub use crate::step::Step;
 pub use crate::workflow::{TargetKind, Workflow};
+
+/// The crate README's example, run as a doctest so that it cannot go stale.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
