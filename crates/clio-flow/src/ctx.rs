@@ -415,6 +415,9 @@ impl Ctx {
         if self.run.recorded(&id).is_some() {
             return Ok(None);
         }
+        if let Some(why) = self.run.suspension() {
+            return Err(FlowError::CallInterrupted { handle: None, message: why });
+        }
         // A replay records nothing; past the end of an unfinished run's history there is
         // nothing to compare a log with.
         if self.run.replay_only && self.run.frontier {

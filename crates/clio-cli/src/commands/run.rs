@@ -528,6 +528,24 @@ fn finish(
         RunOutcome::Failed(error @ FlowError::Nondeterminism { .. }) => {
             Err(replay::stopped(journal, report.run, error, json, out))
         }
+        // The run stopped itself to be resumed (its model provider stayed unreachable):
+        // it is interrupted, not failed, and the person is told how to go on.
+        RunOutcome::Failed(error)
+            if journal.run(report.run).ok().flatten().map(|r| r.status)
+                == Some(clio_journal::RunStatus::Interrupted) =>
+        {
+            if json {
+                write_json(
+                    out,
+                    &json!({"run": run, "status": "interrupted", "error": error.to_json()}),
+                )?;
+            }
+            let stopped =
+                CliError::from(error.clone()).context(format!("run {run} is interrupted"));
+            Err(stopped.hint(format!(
+                "`clio runs resume {run}` continues it once the model provider answers again"
+            )))
+        }
         RunOutcome::Failed(error) => {
             if json {
                 write_json(

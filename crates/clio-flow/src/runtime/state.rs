@@ -404,6 +404,11 @@ impl RunState {
         requested: &str,
         hold: bool,
     ) -> Result<(), FlowError> {
+        // A run suspended to be resumed records nothing more: what its flow would write
+        // now (a step's failure, say) is decided again by the resume.
+        if let Some(why) = self.suspension() {
+            return Err(FlowError::CallInterrupted { handle: None, message: why });
+        }
         let scope = history::scope_of(identity);
         if self.history.diverged() && hold {
             return Err(self.divergence(scope, identity, requested));
