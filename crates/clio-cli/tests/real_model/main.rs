@@ -101,8 +101,9 @@ impl Home {
     }
 }
 
-/// The home's config.toml: the served model as the default, a few react turns, and code
-/// run unconfined (the tally tool may kill the model server, outside any sandbox).
+/// The home's config.toml: the served model as the default, a few react turns, retries
+/// for 20 s (so the restart test's outage suspends the run soon), and code run unconfined
+/// (the tally tool may kill the model server, outside any sandbox).
 fn config_toml(url: &str) -> String {
     format!(
         r#"default_model = "local/smollm2"
@@ -111,6 +112,7 @@ fn config_toml(url: &str) -> String {
 name = "local"
 kind = "openai"
 base_url = "{url}"
+retry_deadline_secs = 20
 
 [[model]]
 account = "local"
