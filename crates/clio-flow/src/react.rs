@@ -444,6 +444,10 @@ async fn converse(req: &WorkerRequest, session_context: String) -> Result<Worker
         let mut request = ModelRequest::new(req.model.clone(), req.id.clone(), messages.clone());
         request.tools = tools.specs();
         request.tools.extend(structured::specs(&req.structured_outputs));
+        if !req.structured_outputs.is_empty() {
+            // Only a call of one of its outputs ends the loop.
+            request.tool_choice = Some("required".to_owned());
+        }
         request.effort.clone_from(&req.effort);
         for context in carried.drain(..) {
             request.messages.push(Message::user(context));

@@ -107,6 +107,12 @@ pub struct ModelInfo {
     /// What a react loop does with an answer cut off at the output-token limit.
     #[serde(default)]
     pub on_cut_off: CutOffPolicy,
+    /// The sampling temperature sent with every request that sets none.
+    #[serde(default)]
+    pub temperature: Option<f64>,
+    /// The sampling seed sent with every request that sets none.
+    #[serde(default)]
+    pub seed: Option<u64>,
 }
 
 /// What a react loop does when the model's answer reached the output-token limit
@@ -139,6 +145,8 @@ impl ModelInfo {
             description: String::new(),
             text_tool_calls: false,
             on_cut_off: CutOffPolicy::Continue,
+            temperature: None,
+            seed: None,
         }
     }
 

@@ -118,13 +118,22 @@ impl Models {
         })?;
         // The model's declared output limit caps every request to it: without one a
         // model that does not stop would write until its context is full.
+        // The model's sampling settings fill what the request leaves unset.
         let declared = model.capabilities.output_tokens;
-        let capped;
-        let request = if declared > 0
-            && (request.max_output_tokens == 0 || request.max_output_tokens > declared)
-        {
-            capped = ModelRequest { max_output_tokens: declared, ..request.clone() };
-            &capped
+        let cap = declared > 0
+            && (request.max_output_tokens == 0 || request.max_output_tokens > declared);
+        let fill = (request.temperature.is_none() && model.temperature.is_some())
+            || (request.seed.is_none() && model.seed.is_some());
+        let adjusted;
+        let request = if cap || fill {
+            let mut changed = request.clone();
+            if cap {
+                changed.max_output_tokens = declared;
+            }
+            changed.temperature = changed.temperature.or(model.temperature);
+            changed.seed = changed.seed.or(model.seed);
+            adjusted = changed;
+            &adjusted
         } else {
             request
         };

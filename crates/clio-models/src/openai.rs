@@ -510,6 +510,14 @@ fn request_body(model: &ModelInfo, request: &ModelRequest, stream: bool) -> Valu
     if let Some(t) = request.temperature {
         body["temperature"] = json!(t);
     }
+    if let Some(seed) = request.seed {
+        body["seed"] = json!(seed);
+    }
+    if let Some(choice) = &request.tool_choice
+        && !request.tools.is_empty()
+    {
+        body["tool_choice"] = json!(choice);
+    }
     if !request.effort.is_empty() {
         body["reasoning_effort"] = json!(request.effort);
     }

@@ -153,8 +153,13 @@ pub struct ModelRequest {
     pub tools: Vec<ToolSpec>,
     /// The most tokens the answer may have; 0 leaves it to the provider.
     pub max_output_tokens: u64,
-    /// The sampling temperature; `None` leaves it to the provider.
+    /// The sampling temperature; `None` takes the model's (catalog), else the provider's.
     pub temperature: Option<f64>,
+    /// The sampling seed, for providers that honour one; `None` takes the model's.
+    pub seed: Option<u64>,
+    /// Whether the model must call a tool: `"required"` when only a tool call can end the
+    /// turn (a subagent with structured outputs), `"auto"` or `"none"`; `None` sends none.
+    pub tool_choice: Option<String>,
     /// The reasoning effort (`low`, `medium`, `high`), from the child's `Prefers`; empty
     /// leaves it to the provider.
     pub effort: String,

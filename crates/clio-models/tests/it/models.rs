@@ -852,3 +852,48 @@ async fn read_request(stream: &mut tokio::net::TcpStream) -> Option<Received> {
     let body = String::from_utf8_lossy(&data[head_end..]).into_owned();
     Some(Received { head, body })
 }
+
+#[tokio::test]
+async fn the_models_sampling_settings_and_limits_go_on_the_wire() -> TestResult {
+    let ok = json!({"choices": [{"message": {"content": "done"}}],
+                    "usage": {"prompt_tokens": 1, "completion_tokens": 1}});
+    let server = Server::start(vec![Reply::json(200, &ok), Reply::json(200, &ok)]).await?;
+    let provider = OpenAiProvider::new(fast_config(&server.url, 1))?;
+    let model = ModelInfo {
+        temperature: Some(0.2),
+        seed: Some(7),
+        ..tools_model("local", "qwen", "local")
+    };
+    let models = Models::new(ModelCatalog::new(vec![model])?).with_provider(Arc::new(provider));
+    let allow = RouterAllowlist::unrestricted();
+    // The model's settings fill an unset request; its declared output limit caps it.
+    let mut req = request("a", "go");
+    req.model = "local/qwen".into();
+    req.tools = vec![ToolSpec {
+        name: "answer".into(),
+        description: "The answer".into(),
+        parameters: json!({"type": "object", "properties": {}}),
+    }];
+    req.tool_choice = Some("required".into());
+    models.complete(&req, &Requires::default(), &allow).await?;
+    // A request's own settings win, and a larger limit is cut to the declared one.
+    req.temperature = Some(0.9);
+    req.seed = Some(1);
+    req.max_output_tokens = 1_000_000;
+    models.complete(&req, &Requires::default(), &allow).await?;
+    let sent: Vec<Value> = server
+        .requests()
+        .iter()
+        .map(|r| serde_json::from_str(&r.body))
+        .collect::<Result<_, _>>()?;
+    assert_eq!(
+        (&sent[0]["temperature"], &sent[0]["seed"], &sent[0]["max_tokens"]),
+        (&json!(0.2), &json!(7), &json!(4_096))
+    );
+    assert_eq!(sent[0]["tool_choice"], "required");
+    assert_eq!(
+        (&sent[1]["temperature"], &sent[1]["seed"], &sent[1]["max_tokens"]),
+        (&json!(0.9), &json!(1), &json!(4_096))
+    );
+    Ok(())
+}
