@@ -14,6 +14,7 @@
 //!   and its archive with checksums; no commit, tag or upload (see `release.rs`).
 //! - `dist`: the release binary and archive of the current version and commit.
 //! - `docs`: the API docs of the workspace, warnings denied.
+//! - `man`: the man page of `clio`, written to `target/man/clio.1`.
 //! - `api [--check]`: each crate's public items listed in `crates/<crate>/api.txt` (see
 //!   `api.rs`).
 
@@ -39,6 +40,7 @@ fn main() -> ExitCode {
         Some("release") => release::release(&args[1..]),
         Some("dist") => release::dist(&args[1..]),
         Some("docs") => docs(),
+        Some("man") => man(),
         Some("api") => api::api(&args[1..]),
         Some("help" | "--help" | "-h") | None => {
             println!("{USAGE}");
@@ -78,6 +80,7 @@ commands:
               of them); --dry-run leaves Cargo.toml and CHANGELOG.md unchanged
   dist        build the release binary and the archive of the current version and commit
   docs        build the API docs of every crate (cargo doc, warnings denied)
+  man         write the man page of clio to target/man/clio.1
   api [--check]
               list each publishable crate's public items into crates/<crate>/api.txt;
               --check fails when a listing is stale (also a test)";
@@ -121,6 +124,29 @@ fn docs() -> Result<(), String> {
     let metadata = tidy::metadata(&project_root(), true)?;
     let target = metadata["target_directory"].as_str().unwrap_or("target");
     eprintln!("xtask docs: open {target}/doc/clio_flow/index.html (one folder per crate)");
+    Ok(())
+}
+
+/// Writes the man page of `clio` (what `clio man` prints, from the same clap definition
+/// the parser uses) to `<target>/man/clio.1`.
+fn man() -> Result<(), String> {
+    let root = project_root();
+    let output = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()))
+        .args(["run", "--quiet", "-p", "clio-cli", "--", "man"])
+        .current_dir(&root)
+        .output()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if !output.status.success() {
+        return Err(format!("clio man failed: {}", String::from_utf8_lossy(&output.stderr)));
+    }
+    let metadata = tidy::metadata(&root, true)?;
+    let target = PathBuf::from(metadata["target_directory"].as_str().unwrap_or("target"));
+    let dir = target.join("man");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let page = dir.join("clio.1");
+    std::fs::write(&page, &output.stdout)
+        .map_err(|e| format!("cannot write {}: {e}", page.display()))?;
+    eprintln!("xtask man: wrote {} (read it with `man {}`)", page.display(), page.display());
     Ok(())
 }
 
