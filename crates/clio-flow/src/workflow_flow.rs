@@ -456,12 +456,9 @@ impl Drop for AbortOnDrop {
 /// Runs `work` as its own task, so that it progresses while the workflow logs and applies
 /// events, and returns a future of its outcome.
 fn spawned(ctx: &Ctx, work: Live, fallback: Done) -> Live {
-    // Counted busy until it first runs, so the run never looks idle in between.
+    // Counted busy until it has first run, so the run never looks idle in between.
     let starting = crate::runtime::Starting::new(&ctx.run);
-    let mut guard = AbortOnDrop(tokio::spawn(async move {
-        drop(starting);
-        work.await
-    }));
+    let mut guard = AbortOnDrop(tokio::spawn(starting.first_poll(work)));
     Box::pin(async move {
         match (&mut guard.0).await {
             Ok(done) => done,

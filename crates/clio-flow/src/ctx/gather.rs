@@ -71,15 +71,14 @@ fn launch(calls: Vec<Call>, limit: usize) -> (mpsc::UnboundedReceiver<Settled>, 
         let tx = tx.clone();
         let sem = sem.clone();
         let run = Arc::clone(call.ctx_run());
-        // Counted busy until the task first runs, so the run never looks idle in between.
+        // Counted busy until the task has first run, so the run never looks idle in between.
         let starting = crate::runtime::Starting::new(&run);
         // The gather's limit is taken once the call may run (see `Call::limited`), so a
         // call replayed from its record needs no slot, and a new call waiting for the
         // history to be reached holds none that a recorded one needs.
         call.slots = sem.clone();
         let handle = tokio::spawn(async move {
-            drop(starting);
-            let result = call.run().await;
+            let result = starting.first_poll(call.run()).await;
             // The receiver may be gone (return_when any); the result is recorded anyway.
             let _ = tx.send(Settled { index, result });
         });

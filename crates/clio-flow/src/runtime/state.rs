@@ -116,6 +116,23 @@ impl Starting {
     }
 }
 
+impl Starting {
+    /// Runs `work`, still counted busy through its first poll: a command it makes there
+    /// (reaching its record, or waiting at the history's barrier) is counted before this
+    /// count ends. Dropped before the first poll, the run could look idle for an instant
+    /// while another thread checks it, and held commands be stalled in that instant.
+    pub(crate) async fn first_poll<F: Future>(self, work: F) -> F::Output {
+        let mut work = std::pin::pin!(work);
+        let mut starting = Some(self);
+        std::future::poll_fn(move |cx| {
+            let polled = work.as_mut().poll(cx);
+            drop(starting.take());
+            polled
+        })
+        .await
+    }
+}
+
 impl Drop for Starting {
     fn drop(&mut self) {
         drop(Busy(&self.0.activity));
