@@ -80,7 +80,10 @@ impl Progress {
             }
             None => Drawing::Lines { shown: BTreeMap::new() },
         };
-        Progress { journal, run, started: Instant::now(), how, warned: false, earlier, read_to: 0 }
+        // Notices are of this process's drive: entries already in the journal (an earlier
+        // drive's retries, say) are neither read again nor shown again.
+        let read_to = journal.entry_count(run).unwrap_or(0);
+        Progress { journal, run, started: Instant::now(), how, warned: false, earlier, read_to }
     }
 
     /// Returns the time since progress started: the time this process has driven the run.

@@ -260,7 +260,7 @@ impl OpenAiProvider {
                 Ok(text) => return self.parse(model, request, &text),
                 Err(failure) => failure,
             };
-            if attempt >= max_attempts || !is_retryable(&err) {
+            if attempt >= max_attempts || !err.is_unreachable() {
                 return Err(err);
             }
             let wait = policy.jittered_wait(attempt, retry_after);
@@ -454,10 +454,6 @@ impl ModelProvider for OpenAiProvider {
     fn complete<'a>(&'a self, model: &'a ModelInfo, request: &'a ModelRequest) -> ModelFuture<'a> {
         Box::pin(self.send(model, request))
     }
-}
-
-fn is_retryable(err: &ModelError) -> bool {
-    err.is_unreachable()
 }
 
 /// Reads a `Retry-After` value given in seconds; an HTTP date is not honoured and falls
