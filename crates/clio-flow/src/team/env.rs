@@ -842,6 +842,17 @@ impl Team {
         let mut rx = self.inner.changes.subscribe();
         loop {
             rx.borrow_and_update();
+            // Liveness is read before the records: a session leaves `live` only once its
+            // record is final, so a wait that sees it settled then reads its final record
+            // (read the other way round, a child ending in between looked settled with
+            // the record of before its answer).
+            let settled = {
+                let live = self.lock_live();
+                ids.iter().all(|id| match live.get(id) {
+                    Some(l) if l.running => l.ask.as_ref().is_some_and(|a| !a.shown),
+                    _ => true,
+                })
+            };
             let (journal, wanted) = (self.inner.journal.clone(), ids.to_vec());
             let found = blocking(move || {
                 wanted.iter().map(|id| journal.session(id)).collect::<Result<Vec<_>, _>>()
@@ -852,13 +863,6 @@ impl Team {
                 let rec = rec.ok_or_else(|| TeamError::SessionNotFound { session: id.clone() })?;
                 records.push(self.record_of(&rec)?);
             }
-            let settled = {
-                let live = self.lock_live();
-                ids.iter().all(|id| match live.get(id) {
-                    Some(l) if l.running => l.ask.as_ref().is_some_and(|a| !a.shown),
-                    _ => true,
-                })
-            };
             let timed_out = tokio::time::Instant::now() >= deadline;
             if settled || timed_out {
                 let mut live = self.lock_live();
