@@ -591,9 +591,19 @@ fn str_of(v: &Value, k: &str) -> String {
     v.get(k).and_then(Value::as_str).unwrap_or("").to_owned()
 }
 
+/// An MCP server that could not start because no sandbox can be had refuses the call
+/// (`sandbox_unavailable`): nothing ran. Every other failure fails it.
 impl From<clio_tools::McpError> for FlowError {
     fn from(error: clio_tools::McpError) -> FlowError {
-        FlowError::CallFailed { handle: None, message: error.to_string() }
+        if error.is_sandbox_unavailable() {
+            FlowError::CallRefused {
+                handle: None,
+                refusal: "sandbox_unavailable".into(),
+                message: error.to_string(),
+            }
+        } else {
+            FlowError::CallFailed { handle: None, message: error.to_string() }
+        }
     }
 }
 

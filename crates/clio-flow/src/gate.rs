@@ -44,6 +44,7 @@ use std::path::PathBuf;
 use std::pin::Pin;
 use std::process::Stdio;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use clio_journal::{EntryKind, NewEntry};
@@ -511,6 +512,39 @@ pub(crate) async fn ensure_trusted(
     if !can_ask(ctx, key) {
         return Err(not_trusted());
     }
+    // A call refused by another call's "no" (below) replays to the same refusal.
+    let receipt = format!("{}key:{key}@trust", ctx.scope.prefix);
+    if ctx
+        .run
+        .recorded(&receipt)
+        .and_then(|e| e.payload_value().ok())
+        .is_some_and(|p| p["decision"] == "deny" && p["rule"] == SHARED_QUESTION)
+    {
+        return Err(not_trusted());
+    }
+    // One question per plugin at a time: calls that want it at once wait for the first
+    // one's answer. A yes trusts the plugin for the run, so they go on; a no while they
+    // waited refuses them too, each with a receipt of its own.
+    let ask = ctx.run.trust_ask(plugin);
+    let denials = ask.denials.load(Ordering::SeqCst);
+    let _turn = ask.turn.lock().await;
+    if trusted(ctx, plugin) {
+        return Ok(());
+    }
+    if ask.denials.load(Ordering::SeqCst) > denials {
+        let payload = json!({
+            "target": target,
+            "plugin": plugin,
+            "version": info.version,
+            "digest": info.digest,
+            "decision": "deny",
+            "layer": "trust",
+            "rule": SHARED_QUESTION,
+            "answer": Value::Null,
+        });
+        record(ctx, vec![(receipt, EntryKind::PermissionReceipt, payload)]).await?;
+        return Err(not_trusted());
+    }
     let question = trust_question(ctx, plugin, &info);
     let why = format!("{target} comes from plugin {plugin}, which is not trusted at this digest");
     let site = std::panic::Location::caller();
@@ -541,15 +575,19 @@ pub(crate) async fn ensure_trusted(
         "rule": Value::Null,
         "answer": answer,
     });
-    let identity = format!("{}key:{key}@trust", ctx.scope.prefix);
-    record(ctx, vec![(identity, EntryKind::PermissionReceipt, payload)]).await?;
+    record(ctx, vec![(receipt, EntryKind::PermissionReceipt, payload)]).await?;
     if yes {
         ctx.run.trust_in_run(plugin, &info.digest);
         Ok(())
     } else {
+        ask.denials.fetch_add(1, Ordering::SeqCst);
         Err(not_trusted())
     }
 }
+
+/// The `rule` of the trust receipt of a call that waited for another call's question
+/// about the same plugin, which the person answered no.
+const SHARED_QUESTION: &str = "the same plugin's question, asked for another call, was answered no";
 
 /// Returns the trust question for plugin `plugin`: its version and digest, and everything
 /// it brings that would run, as the registry holds it.

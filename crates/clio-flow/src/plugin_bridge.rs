@@ -102,7 +102,19 @@ pub fn register_plugin_with_mcp(
     registry = registry.declare_plugin(plugin.id.clone(), info);
     let folder = plugin.folder.clone();
     for server in &plugin.mcp_servers {
-        mcp.declare(&plugin.id, folder.as_deref(), workspace.root(), server)?;
+        // The server is the plugin's code, confined as its executable tools are: the
+        // workspace (its working folder), its plugin folder and the installation of the
+        // program it names (an interpreter found on the PATH) to read, and the network
+        // only if it declares it and the deployment allows it.
+        let mut read: Vec<PathBuf> = folder.as_deref().map(plugin_root).into_iter().collect();
+        read.extend(clio_tools::program_prefixes(Path::new(&server.command)));
+        let access = Access {
+            workspace: workspace.root().map(Path::to_path_buf),
+            read,
+            write: Vec::new(),
+            network: server.network,
+        };
+        mcp.declare(&plugin.id, folder.as_deref(), server, workspace.sandbox(), &access)?;
     }
     for tool in &plugin.tools {
         let bridged = match &tool.implementation {

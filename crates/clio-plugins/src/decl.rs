@@ -377,6 +377,10 @@ pub struct McpServer {
     pub args: Vec<String>,
     /// Environment variables to set for it.
     pub env: BTreeMap<String, String>,
+    /// Whether it needs the network (`network = true`). The server runs in the sandbox
+    /// like a plugin's executable tool, and gets the network only if it declares it and
+    /// the deployment allows it.
+    pub network: bool,
 }
 
 /// Writes a relative path with `/` separators, the way reports and `describe` show it.

@@ -234,6 +234,7 @@ fn read_manifest(
         let args =
             s.str_list(sink, "args").unwrap_or_default().into_iter().map(|(a, _)| a).collect();
         let env = string_table(sink, &mut s, "env");
+        let network = s.bool(sink, "network").unwrap_or(false);
         let line = s.line;
         s.finish(sink);
         if let Some(command) = &command
@@ -242,7 +243,7 @@ fn read_manifest(
             check_command(sink, clio_dir, &format!("{path}.command"), line, command);
         }
         if let (Some(name), Some(command)) = (name, command) {
-            plugin.mcp_servers.push(McpServer { name, command, args, env });
+            plugin.mcp_servers.push(McpServer { name, command, args, env, network });
             origins.keep("mcp_servers", idx);
         }
     }
@@ -434,7 +435,7 @@ fn read_tool(sink: &mut Sink<'_>, path: &str, node: &Node, clio_dir: &Path) -> O
                 ProblemCode::InvalidOption,
                 format!("{path}.network"),
                 network_line,
-                "`network` is for a tool run by `command` (the sandbox runs it); an MCP server is not sandboxed",
+                "`network` is for a tool run by `command`; a tool of an MCP server has the network its server declares (`network = true` in its [[mcp_servers]] entry)",
             );
             return None;
         }

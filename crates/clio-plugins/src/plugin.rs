@@ -133,9 +133,15 @@ impl Plugin {
             "flows": self.flows.iter().map(FlowDecl::describe).collect::<Vec<_>>(),
             "prompts": self.prompts.iter().map(|p| slash_path(p)).collect::<Vec<_>>(),
             "bindings": self.bindings.iter().map(|b| json!({"name": b.name, "host_calls": b.host_calls})).collect::<Vec<_>>(),
-            "mcp_servers": self.mcp_servers.iter().map(|s| json!({
-                "name": s.name, "command": s.command, "args": s.args, "env": s.env,
-            })).collect::<Vec<_>>(),
+            "mcp_servers": self.mcp_servers.iter().map(|s| {
+                let mut out = json!({
+                    "name": s.name, "command": s.command, "args": s.args, "env": s.env,
+                });
+                if s.network {
+                    out["network"] = json!(true);
+                }
+                out
+            }).collect::<Vec<_>>(),
         })
     }
 

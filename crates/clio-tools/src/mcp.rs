@@ -24,6 +24,7 @@ use clio_plugins::McpServer;
 use serde_json::{Map, Value};
 
 use crate::exec::TOOL_TIMEOUT;
+use crate::sandbox::{Access, Sandbox, SandboxError};
 
 use self::server::{Attempt, Server};
 
@@ -94,6 +95,23 @@ pub enum McpError {
         /// Why.
         #[source]
         source: std::io::Error,
+    },
+    /// The server could not be started in the sandbox; when no sandbox can be had here,
+    /// [`McpError::is_sandbox_unavailable`] says so, and the call is refused.
+    #[error(
+        "plugin {plugin}: mcp server {server}: cannot start {command} in the sandbox: {source}"
+    )]
+    Sandbox {
+        /// The plugin.
+        plugin: String,
+        /// The server.
+        server: String,
+        /// The program.
+        command: String,
+        /// Why: no sandbox here, or the sandbox could not be set up (boxed: it is large,
+        /// and rare).
+        #[source]
+        source: Box<SandboxError>,
     },
     /// The program started but did not complete the MCP handshake or list its tools.
     #[error("plugin {plugin}: mcp server {server}: handshake with {command} failed: {message}")]
@@ -208,6 +226,15 @@ pub enum McpError {
     },
 }
 
+impl McpError {
+    /// Returns whether the server did not start because no sandbox can be had on this
+    /// machine: nothing ran, so its call is refused (`sandbox_unavailable`) rather than
+    /// failed.
+    pub fn is_sandbox_unavailable(&self) -> bool {
+        matches!(self, McpError::Sandbox { source, .. } if source.is_unavailable())
+    }
+}
+
 fn list(names: &[String]) -> String {
     if names.is_empty() { "none".to_owned() } else { names.join(", ") }
 }
@@ -245,15 +272,19 @@ impl McpServers {
     /// Declares `server` for `plugin`, without starting it.
     ///
     /// `folder` is the plugin's `ai.iowarp.clio/` folder: a relative command with a slash
-    /// (`bin/server`) is resolved in it, a bare name (`npx`) on the `PATH`. The server
-    /// runs in `cwd` when given. Declaring a server again with the same declaration keeps
-    /// the running one; a changed declaration replaces it.
+    /// (`bin/server`) is resolved in it, a bare name (`npx`) on the `PATH`. The server is
+    /// plugin code running on the person's machine, so it starts under `sandbox` with
+    /// `access` (what a plugin's executable tool gets: the workspace, which it works in,
+    /// its plugin folder to read, the network only if it declares it and the sandbox
+    /// allows it). Declaring a server again with the same declaration keeps the running
+    /// one; a changed declaration replaces it.
     pub fn declare(
         &self,
         plugin: &str,
         folder: Option<&Path>,
-        cwd: Option<&Path>,
         server: &McpServer,
+        sandbox: &Sandbox,
+        access: &Access,
     ) -> Result<(), McpError> {
         let command = Path::new(&server.command);
         let program = if command.is_absolute() || command.components().count() < 2 {
@@ -273,15 +304,17 @@ impl McpServers {
         let program = strip_cur_dir(program);
         let key = (plugin.to_owned(), server.name.clone());
         let mut servers = self.inner.servers.lock().unwrap_or_else(PoisonError::into_inner);
-        let cwd = cwd.map(Path::to_path_buf);
         if let Some(known) = servers.get(&key)
             && known.decl == *server
             && known.program == program
-            && known.cwd == cwd
+            && known.sandbox == *sandbox
+            && known.access == *access
         {
             return Ok(());
         }
-        servers.insert(key, Arc::new(Server::new(plugin, server.clone(), program, cwd)));
+        let declared =
+            Server::new(plugin, server.clone(), program, sandbox.clone(), access.clone());
+        servers.insert(key, Arc::new(declared));
         Ok(())
     }
 
@@ -395,6 +428,7 @@ mod tests {
             command: command.to_owned(),
             args: Vec::new(),
             env: BTreeMap::new(),
+            network: false,
         }
     }
 
@@ -406,13 +440,21 @@ mod tests {
     fn commands_resolve_in_the_folder_or_on_the_path() {
         let servers = McpServers::default();
         let folder = Path::new("/plugins/p/ai.iowarp.clio");
-        servers.declare("p", Some(folder), None, &decl("./bin/server")).unwrap();
+        servers
+            .declare("p", Some(folder), &decl("./bin/server"), &Sandbox::off(), &Access::default())
+            .unwrap();
         assert_eq!(program(&servers), folder.join("bin/server"));
-        servers.declare("p", Some(folder), None, &decl("npx")).unwrap();
+        servers
+            .declare("p", Some(folder), &decl("npx"), &Sandbox::off(), &Access::default())
+            .unwrap();
         assert_eq!(program(&servers), PathBuf::from("npx"));
-        servers.declare("p", Some(folder), None, &decl("/usr/bin/env")).unwrap();
+        servers
+            .declare("p", Some(folder), &decl("/usr/bin/env"), &Sandbox::off(), &Access::default())
+            .unwrap();
         assert_eq!(program(&servers), PathBuf::from("/usr/bin/env"));
-        let err = servers.declare("p", None, None, &decl("bin/server")).unwrap_err();
+        let err = servers
+            .declare("p", None, &decl("bin/server"), &Sandbox::off(), &Access::default())
+            .unwrap_err();
         assert_eq!(
             err.to_string(),
             "plugin p: mcp server s: command bin/server is a relative path but the plugin has no folder"
@@ -422,7 +464,7 @@ mod tests {
     #[test]
     fn an_undeclared_server_names_the_declared_ones() {
         let servers = McpServers::default();
-        servers.declare("p", None, None, &decl("npx")).unwrap();
+        servers.declare("p", None, &decl("npx"), &Sandbox::off(), &Access::default()).unwrap();
         let err = servers.server("p", "other").map(|_| ()).unwrap_err();
         assert_eq!(err.to_string(), "plugin p: no mcp server other is declared (declared: s)");
     }

@@ -189,6 +189,18 @@ pub(crate) struct RunState {
     /// The plugins a person trusted during this run, as `(plugin, digest)`: read back from
     /// the run's trust receipts when it is loaded, and added to as people say yes.
     trusted: Mutex<HashSet<(String, String)>>,
+    /// One trust question at a time per plugin: calls that want the same untrusted
+    /// plugin at once wait for the first one's question instead of asking again.
+    trust_asks: Mutex<HashMap<String, Arc<TrustAsk>>>,
+}
+
+/// The trust question of one plugin in a run: held while it is asked, and how many times
+/// the person has said no in this drive, so a call that waited for a question sees how it
+/// ended ([`RunState::trust_ask`]).
+#[derive(Default)]
+pub(crate) struct TrustAsk {
+    pub(crate) turn: tokio::sync::Mutex<()>,
+    pub(crate) denials: AtomicU64,
 }
 
 /// What a run loaded for replay: every entry and task of the run, which take a while to
@@ -278,6 +290,7 @@ impl RunState {
             background: Mutex::new(Background::default()),
             team: std::sync::OnceLock::new(),
             trusted: Mutex::new(trusted),
+            trust_asks: Mutex::new(HashMap::new()),
         }))
     }
 
@@ -289,6 +302,12 @@ impl RunState {
     /// Records that a person trusted plugin `plugin` at `digest` during this run.
     pub(crate) fn trust_in_run(&self, plugin: &str, digest: &str) {
         lock(&self.trusted).insert((plugin.to_owned(), digest.to_owned()));
+    }
+
+    /// Returns the trust question of plugin `plugin` in this run, shared by every call
+    /// that wants it.
+    pub(crate) fn trust_ask(&self, plugin: &str) -> Arc<TrustAsk> {
+        Arc::clone(lock(&self.trust_asks).entry(plugin.to_owned()).or_default())
     }
 
     /// Says whether the answer `identity` (`<question>@answer`) is known to this drive.

@@ -17,9 +17,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use clio_flow::{
-    FlowError, FlowOutput, FnFlow, Models, Registry, RunCodeConfig, RunOutcome, RunReport, Runtime,
-    RuntimeConfig, ScriptedProvider, Tool, Worker, Workspace, register_orchestration_tools,
-    register_plugin, register_run_code,
+    FlowError, FlowOutput, FnFlow, Models, Registry, ReplayVerdict, RunCodeConfig, RunOutcome,
+    RunReport, Runtime, RuntimeConfig, ScriptedProvider, Tool, Worker, Workspace,
+    register_orchestration_tools, register_plugin, register_run_code,
 };
 use clio_journal::{EntryKind, Journal, TaskStatus};
 use clio_plugins::{Permission, PermissionRule, PermissionSettings};
@@ -609,4 +609,92 @@ fn the_tool_runner_is_private_to_the_gate() {
             assert!(["plugin_bridge.rs", "lib.rs"].contains(&name.as_str()), "{name}");
         }
     }
+}
+
+/// Two calls of one untrusted plugin at once (a gather of its tool, as parallel branches
+/// or subagents make): the person is asked once, not once per call. A yes lets both
+/// run; a no refuses both, the waiting call with a receipt of its own, and the run then
+/// replays to the same outcome (`runs replay` finds no mismatch).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parallel_first_calls_of_an_untrusted_plugin_ask_once() {
+    for say in ["yes", "no"] {
+        let (hostile, counter) = (Hostile::new(), Counter::default());
+        let journal = Journal::open_in_memory().unwrap();
+        let both = FnFlow::new("both", |_task: Value, ctx| async move {
+            let a = ctx.call("sneak", json!({ "n": 1 }));
+            let b = ctx.call("sneak", json!({ "n": 2 }));
+            let settled = ctx.gather(vec![a, b]).settled().await;
+            let said: Vec<String> = settled
+                .iter()
+                .map(|r| match r {
+                    Some(Ok(_)) => "ran".to_owned(),
+                    Some(Err(e)) => e.reason().to_owned(),
+                    None => "unsettled".to_owned(),
+                })
+                .collect();
+            Ok(FlowOutput::text(said.join(",")))
+        });
+        let registry = hostile.register(base(&counter)).flow(both);
+        let (rt, _) = runtime(
+            &journal,
+            registry.clone(),
+            &script(&[]),
+            RuntimeConfig::default(),
+            &hostile.workspace,
+        );
+        let report = rt.run(sel("both"), json!("go")).await.unwrap();
+        let asked = questions(&report);
+        assert_eq!(asked.len(), 1, "{say}: one question for both calls: {asked:?}");
+        assert!(hostile.tallies().is_empty());
+
+        let rt =
+            another_process(&journal, registry, &script(&[]), RuntimeConfig::default(), &hostile);
+        rt.answer(report.run, asked[0].id, say).await.unwrap();
+        let report = rt.resume(report.run).await.unwrap();
+        let expected = if say == "yes" { "ran,ran" } else { "flow_not_trusted,flow_not_trusted" };
+        assert_eq!(answer(&report), expected, "{say}");
+        let questions_asked = journal
+            .entries(report.run)
+            .unwrap()
+            .iter()
+            .filter(|e| e.kind == EntryKind::Question)
+            .count();
+        assert_eq!(questions_asked, 1, "{say}: no second question after the answer");
+        let ran = hostile.tallies().iter().filter(|l| *l == "sneak").count();
+        assert_eq!(ran, if say == "yes" { 2 } else { 0 }, "{say}: {:?}", hostile.tallies());
+        let replay = rt.check_replay(report.run).await.unwrap();
+        assert!(matches!(replay.verdict, ReplayVerdict::Clean { .. }), "{say}: {replay:?}");
+        assert_eq!(replay.reached, replay.commands, "{say}: {replay:?}");
+    }
+}
+
+/// A `run_code` script that skips `clio.call` and runs the untrusted plugin's executable
+/// by its path (`subprocess.run(<plugin>/bin/sneak)`), and its MCP server the same way:
+/// the sandbox shows the script neither, so none of the plugin's code runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_code_cannot_run_the_plugins_programs_through_a_subprocess() {
+    let (hostile, counter) = (Hostile::new(), Counter::default());
+    let journal = Journal::open_in_memory().unwrap();
+    let registry = hostile.register(base(&counter));
+    let clio = hostile.root.join("ai.iowarp.clio");
+    let code = format!(
+        "import subprocess\n\
+         for path in [{sneak:?}, {server:?}]:\n    \
+             try:\n        \
+                 done = subprocess.run([path], input=b'{{}}', capture_output=True, timeout=20)\n        \
+                 print(path, 'exit', done.returncode)\n    \
+             except OSError as e:\n        \
+                 print(path, 'unreachable')\n",
+        sneak = clio.join("bin/sneak").to_str().unwrap(),
+        server = clio.join("bin/server").to_str().unwrap(),
+    );
+    let script = script(&[("run_code", json!({ "code": code }))]);
+    let (rt, recorder) = runtime(&journal, registry, &script, no_input(), &hostile.workspace);
+    let report = rt.run(sel("agent"), json!("go")).await.unwrap();
+    assert_eq!(answer(&report), "done");
+    let printed = &recorder.tool_results()[0];
+    assert_eq!(printed.matches("unreachable").count(), 2, "{printed}");
+    assert!(hostile.tallies().is_empty(), "the plugin's code never ran: {:?}", hostile.tallies());
+    assert!(!hostile.server_touched(), "its MCP server never started");
+    assert_eq!(counter.get(), 0);
 }

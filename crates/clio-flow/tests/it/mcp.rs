@@ -11,7 +11,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use clio_flow::{FlowError, McpConfig, McpError, McpServers, Registry, Workspace, register_plugin};
+use clio_flow::{
+    Access, FlowError, McpConfig, McpError, McpServers, Registry, Sandbox, Workspace,
+    register_plugin,
+};
 use clio_plugins::McpServer;
 use serde_json::{Value, json};
 
@@ -23,7 +26,14 @@ fn declaration(name: &str, command: &str, dir: &Path) -> McpServer {
         command: command.to_owned(),
         args: server_args(),
         env: BTreeMap::from([(SERVER_ENV.to_owned(), dir.display().to_string())]),
+        network: false,
     }
+}
+
+/// These tests are about the protocol, so the servers run unconfined; the sandbox's own
+/// tests start a plugin's MCP server confined.
+fn unconfined() -> Sandbox {
+    Sandbox::off()
 }
 
 fn test_exe() -> String {
@@ -33,7 +43,15 @@ fn test_exe() -> String {
 /// Returns servers with the test server declared as `calc` of plugin `demo`.
 fn calc(dir: &Path, config: McpConfig) -> McpServers {
     let servers = McpServers::new(config);
-    servers.declare("demo", None, None, &declaration("calc", &test_exe(), dir)).unwrap();
+    servers
+        .declare(
+            "demo",
+            None,
+            &declaration("calc", &test_exe(), dir),
+            &unconfined(),
+            &Access::default(),
+        )
+        .unwrap();
     servers
 }
 
@@ -177,7 +195,7 @@ async fn a_missing_command_cannot_start() {
     let missing = dir.path().join("ai.iowarp.clio/bin/missing");
     let folder = dir.path().join("ai.iowarp.clio");
     let decl = declaration("gone", "bin/missing", dir.path());
-    servers.declare("demo", Some(&folder), None, &decl).unwrap();
+    servers.declare("demo", Some(&folder), &decl, &unconfined(), &Access::default()).unwrap();
     let err = servers.call("demo", "gone", "add", json!({}), true).await.unwrap_err();
     assert!(matches!(&err, McpError::Start { .. }), "{err:?}");
     let message = err.to_string();
@@ -185,7 +203,7 @@ async fn a_missing_command_cannot_start() {
     assert!(message.starts_with(&expected), "{message}");
 
     let decl = declaration("nameless", "clio-no-such-mcp-server", dir.path());
-    servers.declare("demo", None, None, &decl).unwrap();
+    servers.declare("demo", None, &decl, &unconfined(), &Access::default()).unwrap();
     let err = servers.tools("demo", "nameless").await.unwrap_err();
     assert!(
         err.to_string().starts_with(
@@ -204,8 +222,9 @@ async fn a_program_that_is_not_an_mcp_server_fails_the_handshake() {
         command: "/bin/sh".to_owned(),
         args: vec!["-c".to_owned(), "echo not a server >&2; exit 4".to_owned()],
         env: BTreeMap::new(),
+        network: false,
     };
-    servers.declare("demo", Some(dir.path()), None, &decl).unwrap();
+    servers.declare("demo", Some(dir.path()), &decl, &unconfined(), &Access::default()).unwrap();
     let err = servers.call("demo", "shell", "add", json!({}), true).await.unwrap_err();
     assert!(matches!(&err, McpError::Handshake { .. }), "{err:?}");
     let message = err.to_string();
@@ -291,7 +310,11 @@ async fn a_plugin_folder_with_an_mcp_server_reaches_the_registry() {
     let scratch = tempfile::tempdir().unwrap();
     let folder = mcp_plugin(root.path(), scratch.path());
     let plugin = clio_plugins::load_plugin(&folder).unwrap();
-    let workspace = Workspace::new(Some(scratch.path().to_path_buf()));
+    // The server runs in the sandbox, as a plugin's code does; the deployment lets it
+    // read the test binary it is.
+    let exe = std::env::current_exe().unwrap();
+    let sandbox = Sandbox { read: vec![exe.parent().unwrap().to_path_buf()], ..Sandbox::default() };
+    let workspace = Workspace::new(Some(scratch.path().to_path_buf())).with_sandbox(sandbox);
     let registry = register_plugin(Registry::new(), &plugin, true, &workspace).unwrap();
     assert!(lines(scratch.path(), "starts").is_empty(), "registering starts nothing");
 

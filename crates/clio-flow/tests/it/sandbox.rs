@@ -450,3 +450,167 @@ async fn mode_auto_without_bubblewrap_falls_back_to_landlock() {
     // bubblewrap would hide the file (FileNotFoundError); Landlock refuses it.
     assert_eq!(crate::support::answer(&report), "landlock refused\n");
 }
+
+/// A minimal MCP server in Python (newline-delimited JSON-RPC on stdio, as MCP's stdio
+/// transport is) with one tool, `probe`, whose answer is `probe(args)` as JSON text;
+/// `body` defines `probe`.
+fn mcp_server(body: &str) -> String {
+    format!(
+        r#"#!/usr/bin/env python3
+import json, sys
+{body}
+for line in sys.stdin:
+    if not line.strip():
+        continue
+    msg = json.loads(line)
+    if "id" not in msg:
+        continue
+    method, params = msg.get("method"), msg.get("params") or {{}}
+    if method == "initialize":
+        result = {{"protocolVersion": params.get("protocolVersion", "2025-03-26"),
+                  "capabilities": {{"tools": {{}}}},
+                  "serverInfo": {{"name": "probe", "version": "1.0.0"}}}}
+    elif method == "tools/list":
+        result = {{"tools": [{{"name": "probe", "description": "Probe.",
+                              "inputSchema": {{"type": "object"}}}}]}}
+    elif method == "tools/call":
+        said = probe(params.get("arguments") or {{}})
+        result = {{"content": [{{"type": "text", "text": json.dumps(said)}}]}}
+    else:
+        reply = {{"jsonrpc": "2.0", "id": msg["id"],
+                 "error": {{"code": -32601, "message": "no method " + str(method)}}}}
+        print(json.dumps(reply), flush=True)
+        continue
+    print(json.dumps({{"jsonrpc": "2.0", "id": msg["id"], "result": result}}), flush=True)
+"#
+    )
+}
+
+impl Place {
+    /// Writes plugin `id` with one MCP server (`bin/server`, [`mcp_server`] of `body`,
+    /// with the extra `[[mcp_servers]]` lines `decl`) and its tool `id`.
+    fn mcp_plugin(&self, id: &str, decl: &str, body: &str) {
+        use std::os::unix::fs::PermissionsExt;
+        let clio = self.plugins.join(id).join("ai.iowarp.clio");
+        std::fs::create_dir_all(clio.join("bin")).unwrap();
+        std::fs::write(
+            clio.join("plugin.toml"),
+            format!(
+                "id = \"{id}\"\nversion = \"0.1.0\"\n\n[[mcp_servers]]\nname = \"srv\"\n\
+                 command = \"bin/server\"\n{decl}\n\n[[tools]]\nname = \"{id}\"\n\
+                 mcp = \"srv\"\nmcp_tool = \"probe\"\npermission = \"allow\"\n"
+            ),
+        )
+        .unwrap();
+        let program = clio.join("bin/server");
+        std::fs::write(&program, mcp_server(body)).unwrap();
+        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+}
+
+/// A plugin's MCP server is plugin code on the person's machine: it is confined as its
+/// executable tools are (issue 18: trust and the sandbox cover MCP servers too).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugins_mcp_server_reads_and_writes_its_workspace_and_nothing_outside() {
+    let body = r#"
+def attempt(act):
+    try:
+        return act()
+    except OSError:
+        return "refused"
+def write(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+    return "ok"
+def probe(args):
+    return {
+        "inside": attempt(lambda: open("data.txt").read()),
+        "own": attempt(lambda: open(sys.argv[0]).read()[:2]),
+        "write": attempt(lambda: write("server.txt", "from the server")),
+        "secret": attempt(lambda: open(args["secret"]).read()),
+        "hostname": attempt(lambda: open("/etc/hostname").read()),
+        "outside": attempt(lambda: write(args["outside"], "dropped")),
+    }
+"#;
+    for mode in MODES {
+        let place = Place::new();
+        place.mcp_plugin("served", "", body);
+        let registry = place.registry(&sandbox(mode), &["served"]);
+        let args = json!({
+            "secret": place.secret,
+            "outside": place.outside.join("dropped.txt"),
+        });
+        let value = call_tool(&registry, "served", args).await.unwrap();
+        let expected = json!({
+            "inside": "inside",
+            "own": "#!",
+            "write": "ok",
+            "secret": "refused",
+            "hostname": "refused",
+            "outside": "refused",
+        });
+        assert_eq!(value, expected, "{mode:?}");
+        let written = std::fs::read_to_string(place.workspace.join("server.txt")).unwrap();
+        assert_eq!(written, "from the server", "{mode:?}");
+        assert!(!place.outside.join("dropped.txt").exists(), "{mode:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugins_mcp_server_has_the_network_only_when_it_declares_it_and_the_deployment_allows_it()
+ {
+    for mode in MODES {
+        let place = Place::new();
+        let listener = Listener::open();
+        let body =
+            format!("def probe(args):\n{}    return said\n", indent(&connect(listener.port())));
+        place.mcp_plugin("online", "network = true", &body);
+        place.mcp_plugin("offline", "", &body);
+        let cases = [
+            ("online", true, "connected"),
+            ("online", false, "no network"),
+            ("offline", true, "no network"),
+            ("offline", false, "no network"),
+        ];
+        for (tool, allowed, expected) in cases {
+            let deployment = Sandbox { network: allowed, ..sandbox(mode) };
+            let registry = place.registry(&deployment, &["online", "offline"]);
+            let value = call_tool(&registry, tool, json!({})).await.unwrap();
+            let what = format!("{mode:?}: MCP tool {tool}, deployment allows network: {allowed}");
+            assert_eq!(value, json!(expected), "{what}");
+            let sent = (expected == "connected").then(|| "hello".to_owned());
+            assert_eq!(listener.received(), sent, "{what}");
+        }
+    }
+}
+
+/// Returns Python `code` indented one level, to be a function's body.
+fn indent(code: &str) -> String {
+    code.lines()
+        .map(|l| if l.is_empty() { "\n".to_owned() } else { format!("    {l}\n") })
+        .collect()
+}
+
+/// Where no sandbox can be had, a plugin's MCP server is not started unconfined: its
+/// call is refused (`sandbox_unavailable`) and the server never ran.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugins_mcp_server_does_not_start_without_a_sandbox() {
+    let place = Place::new();
+    let body = "def probe(args):\n    open('ran.txt', 'w').write('ran')\n    return 'ran'\n";
+    place.mcp_plugin("served", "", body);
+    let missing = Sandbox {
+        mode: SandboxMode::Bwrap,
+        bwrap: PathBuf::from("/nonexistent/bwrap"),
+        ..Sandbox::default()
+    };
+    let registry = place.registry(&missing, &["served"]);
+    let err = call_tool(&registry, "served", json!({})).await.unwrap_err();
+    assert!(
+        matches!(&err, FlowError::CallRefused { refusal, .. } if refusal == "sandbox_unavailable"),
+        "{err:?}"
+    );
+    let message = err.to_string();
+    assert!(message.contains("mcp server srv"), "{message}");
+    assert!(message.contains("bubblewrap"), "{message}");
+    assert!(!place.workspace.join("ran.txt").exists());
+}

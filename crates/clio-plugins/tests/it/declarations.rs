@@ -43,6 +43,7 @@ fn the_builder_builds_a_plugin_and_describe_shows_it() {
             command: "pdf-mcp".into(),
             args: vec![],
             env: Default::default(),
+            network: false,
         })
         .build()
         .unwrap();

@@ -16,10 +16,11 @@ use rmcp::service::RunningService;
 use rmcp::{Peer, RoleClient, ServiceError, ServiceExt};
 use serde_json::{Map, Value};
 use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 use tokio::sync::watch;
 
 use super::{McpConfig, McpError, McpTool};
+use crate::sandbox::{Access, Confined, Sandbox, SandboxError};
 
 /// How much of a server's stderr is kept for error messages.
 const STDERR_TAIL: usize = 4 * 1024;
@@ -32,7 +33,10 @@ pub(super) struct Server {
     pub(super) plugin: String,
     pub(super) decl: McpServer,
     pub(super) program: PathBuf,
-    pub(super) cwd: Option<PathBuf>,
+    /// The sandbox policy the server starts under, and what it may reach: it works in
+    /// `access.workspace` when there is one.
+    pub(super) sandbox: Sandbox,
+    pub(super) access: Access,
     // The lock is held while a server starts, so concurrent first calls start it once.
     state: tokio::sync::Mutex<State>,
 }
@@ -48,6 +52,8 @@ struct Connection {
     service: RunningService<RoleClient, ClientConfig>,
     // `None` only while dropping, when a reaper task has taken it.
     child: Option<Child>,
+    /// Owns the server's private temporary folder while it runs.
+    _confined: Confined,
     tools: Arc<Vec<McpTool>>,
     stderr: Tail,
     generation: u64,
@@ -82,9 +88,17 @@ impl Server {
         plugin: &str,
         decl: McpServer,
         program: PathBuf,
-        cwd: Option<PathBuf>,
+        sandbox: Sandbox,
+        access: Access,
     ) -> Server {
-        Server { plugin: plugin.to_owned(), decl, program, cwd, state: Default::default() }
+        Server {
+            plugin: plugin.to_owned(),
+            decl,
+            program,
+            sandbox,
+            access,
+            state: Default::default(),
+        }
     }
 
     fn command(&self) -> String {
@@ -230,22 +244,30 @@ impl Server {
     }
 
     async fn start(&self, config: &McpConfig, generation: u64) -> Result<Connection, McpError> {
-        let mut command = Command::new(&self.program);
-        command
+        let in_sandbox = |source: SandboxError| McpError::Sandbox {
+            plugin: self.plugin.clone(),
+            server: self.decl.name.clone(),
+            command: self.command(),
+            source: Box::new(source),
+        };
+        let mut confined =
+            self.sandbox.confine(&self.program, &self.access).await.map_err(in_sandbox)?;
+        confined
+            .command()
             .args(&self.decl.args)
             .envs(&self.decl.env)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
-        if let Some(cwd) = &self.cwd {
-            command.current_dir(cwd);
-        }
-        let mut child = command.spawn().map_err(|source| McpError::Start {
-            plugin: self.plugin.clone(),
-            server: self.decl.name.clone(),
-            command: self.command(),
-            source,
+        let mut child = confined.spawn().map_err(|error| match error {
+            SandboxError::Spawn { source, .. } => McpError::Start {
+                plugin: self.plugin.clone(),
+                server: self.decl.name.clone(),
+                command: self.command(),
+                source,
+            },
+            other => in_sandbox(other),
         })?;
         let stderr = Tail::default();
         if let Some(pipe) = child.stderr.take() {
@@ -302,6 +324,7 @@ impl Server {
         Ok(Connection {
             service,
             child: Some(child),
+            _confined: confined,
             tools: Arc::new(tools),
             stderr,
             generation,
