@@ -26,10 +26,6 @@ use crate::config::{HomeConfig, ModelsChoice};
 use crate::error::{CliError, journal_error};
 use crate::home::Home;
 
-/// The names of the basic tools every runtime has.
-const BASIC_TOOLS: [&str; 5] =
-    ["read_file", "write_file", "list_files", "read_notes", "write_note"];
-
 /// What the CLI put around a run.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -257,57 +253,58 @@ pub(crate) fn runtime(home: &Home, launch: &Launch, journal: Journal) -> Result<
     };
     registry = clio_flow::register_run_code(registry, run_code);
     registry = clio_flow::register_orchestration_tools(registry);
-    let mut tool_names: Vec<String> = BASIC_TOOLS.iter().map(|t| (*t).to_owned()).collect();
+    let mut tool_names: Vec<String> =
+        clio_flow::BASIC_TOOLS.iter().map(|t| (*t).to_owned()).collect();
     tool_names.push("run_code".to_owned());
     let store = Store::new(home.root());
 
     // Each plugin folder, with how a person trusts it: a folder passed with `--plugin` by
     // its path, an installed plugin by its marketplace, id and version.
-    let mut folders: Vec<(PathBuf, String)> = launch
+    let folders: Vec<(PathBuf, String)> = launch
         .plugins
         .iter()
         .map(|f| (f.clone(), format!("clio plugin trust {}", f.display())))
         .collect();
     let spec = launch.agent.as_deref().map(agent_spec).transpose()?;
-    if let Some(spec) = &spec {
-        let installed = store.list().map_err(CliError::from)?;
-        for reference in spec.plugin_refs() {
-            if clio_plugins::BUILTIN_PLUGINS.contains(&reference.id()) {
-                continue;
-            }
-            // Already passed as a folder.
-            if folders.iter().any(|(f, _)| f.file_name().is_some_and(|n| n == reference.id())) {
-                continue;
-            }
-            let best = installed
-                .iter()
-                .filter(|p| p.id == reference.id())
-                .filter(|p| reference.marketplace().is_none_or(|m| m == p.marketplace))
-                .filter(|p| reference.accepts_version(&p.version))
-                .max_by(|a, b| a.version.cmp(&b.version));
-            let Some(best) = best else {
-                return Err(CliError::user(anyhow!(
-                    "agent {} needs plugin {reference}, which is not installed in {}",
-                    spec.id(),
-                    home.root().display()
-                ))
-                .hint("install it with `clio plugin install MARKETPLACE --agent AGENT_FILE`"));
-            };
-            let command =
-                format!("clio plugin trust {}/{} {}", best.marketplace, best.id, best.version);
-            folders.push((best.path.clone(), command));
-        }
-    }
-    for (folder, trust_with) in &folders {
-        let plugin = load_plugin(folder).map_err(|e| {
+    // The folders passed by hand, loaded once: they stand in for their ids.
+    let mut loaded: Vec<(Plugin, PathBuf, String)> = Vec::with_capacity(folders.len());
+    for (folder, trust_with) in folders {
+        let plugin = load_plugin(&folder).map_err(|e| {
             CliError::from(e)
                 .hint(format!("`clio plugin check {}` lists every problem", folder.display()))
         })?;
-        let is_trusted = trusted(&store, &plugin, folder)?;
+        loaded.push((plugin, folder, trust_with));
+    }
+    if let Some(spec) = &spec {
+        // Every other plugin the agent needs, transitively, chosen by the resolver among
+        // the installed versions (one per plugin, every range on it satisfied).
+        let given: Vec<Plugin> = loaded.iter().map(|(p, _, _)| p.clone()).collect();
+        let root = format!("agent {}", spec.id());
+        let chosen =
+            store.choose_for_run(&root, &spec.plugin_refs(), &given).map_err(|err| match err {
+                clio_plugins::ChooseError::Resolve(err) => CliError::user(anyhow!(
+                    "the plugins agent {} needs are not installed in {}: {err}",
+                    spec.id(),
+                    home.root().display()
+                ))
+                .hint("install them with `clio plugin install MARKETPLACE --agent AGENT_FILE`"),
+                clio_plugins::ChooseError::Store(err) => CliError::from(err),
+                clio_plugins::ChooseError::Load { path, source } => CliError::from(source)
+                    .hint(format!("`clio plugin check {}` lists every problem", path.display())),
+            })?;
+        for best in chosen {
+            let plugin = load_plugin(&best.path).map_err(CliError::from)?;
+            let command =
+                format!("clio plugin trust {}/{} {}", best.marketplace, best.id, best.version);
+            loaded.push((plugin, best.path.clone(), command));
+        }
+    }
+    for (plugin, folder, trust_with) in &loaded {
+        let is_trusted = trusted(&store, plugin, folder)?;
         // Its own tools and the built-in ones it claims with `[[native_tools]]`, as a
         // subagent of the plugin gets them.
         tool_names.extend(plugin.tool_names().map(str::to_owned));
-        registry = register_plugin(registry, &plugin, is_trusted, &workspace)
+        registry = register_plugin(registry, plugin, is_trusted, &workspace)
             .map_err(CliError::from)?
             .trust_with(&plugin.id, trust_with.clone());
     }

@@ -485,8 +485,14 @@ impl Flow for WorkflowFileFlow {
     }
 }
 
-/// Adds the basic tools of the built-in `core` and `memory` plugins, working in
-/// `workspace`: `read_file`, `write_file`, `list_files`, `read_notes`, `write_note`.
+/// The names of the tools [`register_basic_tools`] adds: what every runtime offers an
+/// agent before plugins.
+pub const BASIC_TOOLS: [&str; 5] =
+    ["read_file", "write_file", "list_files", "read_notes", "write_note"];
+
+/// Adds the basic tools of the built-in `core` and `memory` plugins ([`BASIC_TOOLS`]),
+/// working in `workspace`: `read_file`, `write_file`, `list_files`, `read_notes`,
+/// `write_note`.
 ///
 /// Without a workspace root each of them is refused with `CallRefused(no_workspace)`.
 pub fn register_basic_tools(registry: Registry, workspace: Workspace) -> Registry {

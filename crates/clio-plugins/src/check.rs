@@ -38,7 +38,7 @@ pub fn check(path: &Path) -> Report {
 fn check_plugin(path: &Path, problems: &mut Vec<Problem>) {
     let Some(plugin) = read_plugin(path, "", problems) else { return };
     let mut index = Index::with_builtins();
-    index.add(Candidate::of("local", &plugin));
+    index.add(Candidate::of(crate::resolve::LOCAL, &plugin));
     let file = manifest_file("", &plugin);
     let mut external = BTreeSet::new();
     for reference in plugin.dependencies() {

@@ -54,10 +54,13 @@ pub use permission::{
 };
 pub use plugin::{DeclarationError, Pack, Plugin, PluginBuilder};
 pub use problem::{Problem, ProblemCode, Report, Severity};
-pub use resolve::{Candidate, Index, Link, MAX_STEPS, Resolution, ResolveError, Resolved, resolve};
+pub use resolve::{
+    Candidate, Index, LOCAL, Link, MAX_STEPS, Resolution, ResolveError, Resolved, resolve,
+};
 pub use schema::{SCHEMA_KEYWORDS, schema_problems, validate as validate_schema};
 pub use store::{
-    InstallError, Installed, Store, StoreError, TrustEntry, digest_folder, plugin_digest,
+    ChooseError, InstallError, Installed, Store, StoreError, TrustEntry, digest_folder,
+    plugin_digest,
 };
 
 /// The crate README's example, run as a doctest so that it cannot go stale.

@@ -31,6 +31,11 @@ use crate::plugin::Plugin;
 /// The most candidate versions one resolution may try before giving up.
 pub const MAX_STEPS: usize = 1_000_000;
 
+/// The marketplace name of a plugin folder given by hand (a `--plugin` folder, the folder
+/// `plugin check` reads): it stands in for its id whatever marketplace a reference names,
+/// while the reference's range still applies.
+pub const LOCAL: &str = "local";
+
 /// One version of one plugin that resolution may choose.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Candidate {
@@ -306,7 +311,9 @@ impl Ctx<'_> {
 
     fn fits(&self, candidate: &Candidate, constraints: &[Constraint]) -> bool {
         constraints.iter().all(|c| {
-            c.reference.marketplace().is_none_or(|m| m == candidate.marketplace)
+            c.reference
+                .marketplace()
+                .is_none_or(|m| m == candidate.marketplace || candidate.marketplace == LOCAL)
                 && c.reference.accepts_version(&candidate.version)
         })
     }

@@ -15,6 +15,7 @@
 //! recomputes the digest of the installed copy, so a plugin that changed is no longer
 //! trusted.
 
+use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -24,8 +25,10 @@ use sha2::{Digest, Sha256};
 
 use clio_spec::PluginRef;
 
+use crate::manifest::LoadError;
 use crate::marketplace::Marketplace;
-use crate::resolve::{Resolution, ResolveError, resolve};
+use crate::plugin::Plugin;
+use crate::resolve::{Candidate, Index, Resolution, ResolveError, resolve};
 
 /// One installed plugin version.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -116,6 +119,26 @@ pub enum StoreError {
         id: String,
         /// The version.
         version: Version,
+    },
+}
+
+/// Why the plugins a run loads could not be chosen ([`Store::choose_for_run`]).
+#[derive(Debug, thiserror::Error)]
+pub enum ChooseError {
+    /// No choice satisfies every range, told as a chain of who needs what.
+    #[error(transparent)]
+    Resolve(#[from] ResolveError),
+    /// The store could not be read.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// An installed plugin that might be chosen does not load.
+    #[error("installed plugin {}: {source}", path.display())]
+    Load {
+        /// Its folder in the store.
+        path: PathBuf,
+        /// Why it does not load.
+        #[source]
+        source: LoadError,
     },
 }
 
@@ -224,6 +247,68 @@ impl Store {
     ) -> Result<Vec<Installed>, InstallError> {
         let resolution = resolve(&market.index(), root, references)?;
         Ok(self.install_resolution(market, &resolution)?)
+    }
+
+    /// Chooses the installed plugins a run of `root` (such as `agent x`) loads: one version
+    /// of every plugin `references` need, transitively (the `requires` of each candidate
+    /// count, so a plugin's own needs are met too), every range satisfied, the newest
+    /// preferred ([`resolve`]). The folders in `given` (passed by hand) are the only
+    /// candidates for their ids, from any marketplace ([`LOCAL`](crate::LOCAL)); built-in
+    /// plugins need nothing installed. Returns the installed versions chosen, by id.
+    ///
+    /// Only the installed plugins the references can reach are loaded, so a broken plugin
+    /// the run does not need does not stop it.
+    pub fn choose_for_run(
+        &self,
+        root: &str,
+        references: &[PluginRef],
+        given: &[Plugin],
+    ) -> Result<Vec<Installed>, ChooseError> {
+        let installed = self.list()?;
+        let mut index = Index::with_builtins();
+        let builtin: BTreeSet<String> =
+            crate::BUILTIN_PLUGINS.iter().map(|id| (*id).to_owned()).collect();
+        let mut seen: BTreeSet<String> = builtin.clone();
+        for plugin in given {
+            index.add(Candidate::of(crate::LOCAL, plugin));
+            seen.insert(plugin.id.clone());
+        }
+        let mut wanted: Vec<String> = Vec::new();
+        let want = |id: &str, wanted: &mut Vec<String>, seen: &mut BTreeSet<String>| {
+            if seen.insert(id.to_owned()) {
+                wanted.push(id.to_owned());
+            }
+        };
+        for reference in references.iter().chain(given.iter().flat_map(Plugin::dependencies)) {
+            want(reference.id(), &mut wanted, &mut seen);
+        }
+        while let Some(id) = wanted.pop() {
+            for candidate in installed.iter().filter(|i| i.id == id) {
+                let plugin = crate::load_plugin(&candidate.path)
+                    .map_err(|source| ChooseError::Load { path: candidate.path.clone(), source })?;
+                for reference in plugin.dependencies() {
+                    want(reference.id(), &mut wanted, &mut seen);
+                }
+                index.add(Candidate::of(&candidate.marketplace, &plugin));
+            }
+        }
+        let mut all: Vec<PluginRef> = references.to_vec();
+        // A given folder's own needs count as the run's.
+        all.extend(given.iter().flat_map(Plugin::dependencies).cloned());
+        let resolution = resolve(&index, root, &all)?;
+        Ok(resolution
+            .plugins
+            .iter()
+            .filter(|r| r.marketplace != crate::LOCAL && !builtin.contains(&r.id))
+            .filter_map(|r| {
+                installed
+                    .iter()
+                    .find(|i| {
+                        i.marketplace == r.marketplace && i.id == r.id && i.version == r.version
+                    })
+                    .cloned()
+            })
+            .collect())
     }
 
     /// Lists every installed plugin version, sorted by marketplace, id and version.

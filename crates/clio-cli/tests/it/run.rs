@@ -272,7 +272,12 @@ fn an_installed_and_trusted_agent_runs_its_plugins_flow() {
     };
     let not_installed = run(&[]);
     assert_eq!(not_installed.code, 1, "{}", not_installed.render());
-    assert!(not_installed.stderr.contains("which is not installed"), "{}", not_installed.stderr);
+    assert!(
+        not_installed.stderr.contains("the plugins agent materials-lead needs are not installed")
+            && not_installed.stderr.contains("needs examples/materials@^0.1"),
+        "{}",
+        not_installed.stderr
+    );
 
     let installed =
         clio(&["--home", h, "plugin", "install", "examples/marketplace", "--agent", agent]);

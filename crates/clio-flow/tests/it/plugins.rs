@@ -269,3 +269,22 @@ async fn a_subagents_declared_flow_runs_with_self_as_its_react_loop() {
     let replayed = runtime.replay(report.run).await.unwrap();
     assert_eq!(replayed.output().map(|o| o.answer.clone()), Some(output.answer.clone()));
 }
+
+/// `BASIC_TOOLS` names exactly what `register_basic_tools` adds, so the CLI's list of an
+/// agent's tools cannot drift from the runtime's.
+#[test]
+fn basic_tools_names_what_register_basic_tools_adds() {
+    let empty = Registry::new();
+    let registry = register_basic_tools(Registry::new(), Workspace::new(None));
+    for name in clio_flow::BASIC_TOOLS {
+        assert!(empty.get_tool(name).is_none(), "{name} is not there before");
+        assert!(registry.get_tool(name).is_some(), "{name} is added");
+    }
+    for other in ["run_code", "run_workflow", "search_tools", "flow_result"] {
+        assert_eq!(
+            registry.get_tool(other).is_some(),
+            empty.get_tool(other).is_some(),
+            "{other} is not a basic tool"
+        );
+    }
+}

@@ -113,3 +113,46 @@ fn the_digest_depends_on_content_names_and_mode() -> TestResult {
     }
     Ok(())
 }
+
+/// A run's plugins are chosen by the resolver among the installed versions: the newest
+/// that fits every range, and what each one requires too (pdf brings document-runtime).
+/// A folder given by hand stands in for its id; a range it does not meet is an error.
+#[test]
+fn a_run_chooses_its_installed_plugins_transitively() -> TestResult {
+    let home = tempfile::tempdir()?;
+    let store = Store::new(home.path());
+    let market = Marketplace::load(&data("valid/marketplace"))?;
+    for (id, v) in [("pdf", "1.3.0"), ("pdf", "1.4.0"), ("document-runtime", "2.1.0")] {
+        store.install(&market, id, &Version::parse(v)?)?;
+    }
+    let refs = |list: &[&str]| -> Result<Vec<PluginRef>, Box<dyn std::error::Error>> {
+        Ok(list.iter().map(|r| PluginRef::parse(r)).collect::<Result<_, _>>()?)
+    };
+    let names = |chosen: &[clio_plugins::Installed]| -> Vec<String> {
+        chosen.iter().map(|i| format!("{}/{}@{}", i.marketplace, i.id, i.version)).collect()
+    };
+
+    let chosen = store.choose_for_run("agent writer", &refs(&["core", "pdf@^1.2"])?, &[])?;
+    assert_eq!(names(&chosen), ["clio/document-runtime@2.1.0", "clio/pdf@1.4.0"]);
+    let chosen = store.choose_for_run("agent writer", &refs(&["pdf@~1.3"])?, &[])?;
+    assert_eq!(names(&chosen), ["clio/document-runtime@2.1.0", "clio/pdf@1.3.0"]);
+
+    // A pdf folder passed by hand is the run's pdf, from any marketplace; its own needs
+    // are still met from the store.
+    let folder = clio_plugins::load_plugin(&data("valid/marketplace/plugins/pdf-1.3.0"))?;
+    let chosen = store.choose_for_run(
+        "agent writer",
+        &refs(&["clio/pdf@^1"])?,
+        std::slice::from_ref(&folder),
+    )?;
+    assert_eq!(names(&chosen), ["clio/document-runtime@2.1.0"]);
+    let err = store.choose_for_run("agent writer", &refs(&["pdf@^1.4"])?, &[folder]).unwrap_err();
+    assert!(matches!(err, clio_plugins::ChooseError::Resolve(_)), "{err:?}");
+    assert!(err.to_string().contains("agent writer needs pdf@^1.4"), "{err}");
+
+    // Nothing installed that fits: the chain says who needs what.
+    store.remove("clio", "document-runtime", &Version::new(2, 1, 0))?;
+    let err = store.choose_for_run("agent writer", &refs(&["pdf@^1"])?, &[]).unwrap_err();
+    assert!(err.to_string().contains("document-runtime"), "{err}");
+    Ok(())
+}
