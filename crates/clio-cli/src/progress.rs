@@ -406,10 +406,7 @@ fn describe(numbers: &TaskNumbers, task: &TaskRecord, replayed: bool) -> String 
 /// Returns the message of a task's recorded error, whole: its `message` when it is a
 /// recorded `FlowError`, else the text as it is.
 pub(crate) fn error_message(error: &str) -> String {
-    serde_json::from_str::<serde_json::Value>(error)
-        .ok()
-        .and_then(|v| v.get("message").and_then(serde_json::Value::as_str).map(str::to_owned))
-        .unwrap_or_else(|| error.to_owned())
+    clio_flow::FlowError::recorded_message(error)
 }
 
 /// Groups a run's tasks by parent handle; a task whose parent is not among them (or that

@@ -5,6 +5,59 @@
 
 use serde_json::{Map, Value};
 
+/// What kind of answer a question takes (`ctx.ask`'s `schema`), spelt in the journal as
+/// `text`, `bool` or `options`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AskSchema {
+    /// Any text.
+    #[default]
+    Text,
+    /// Yes or no.
+    Bool,
+    /// One of the question's options.
+    Options,
+}
+
+impl AskSchema {
+    /// Returns the journal's spelling: `text`, `bool` or `options`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AskSchema::Text => "text",
+            AskSchema::Bool => "bool",
+            AskSchema::Options => "options",
+        }
+    }
+
+    /// Reads the journal's spelling; anything else is `Text`, as questions recorded
+    /// with another schema were always answered with text.
+    pub fn parse(text: &str) -> AskSchema {
+        match text {
+            "bool" => AskSchema::Bool,
+            "options" => AskSchema::Options,
+            _ => AskSchema::Text,
+        }
+    }
+}
+
+impl std::fmt::Display for AskSchema {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq<str> for AskSchema {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for AskSchema {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
 /// One operation a flow asks of the runtime.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Command {
@@ -34,8 +87,8 @@ pub enum Command {
     Ask {
         /// The question.
         question: String,
-        /// `text`, `bool` or `options`.
-        schema: String,
+        /// What kind of answer it takes.
+        schema: AskSchema,
         /// The options, lowercase.
         options: Vec<String>,
         /// Why it is asked.
@@ -87,7 +140,7 @@ impl Command {
             Command::Ask { question, schema, options, reason } => object([
                 ("command", "ask".into()),
                 ("question", question.into()),
-                ("schema", schema.into()),
+                ("schema", schema.as_str().into()),
                 ("options", options.into()),
                 ("reason", reason.into()),
             ]),
@@ -140,7 +193,7 @@ mod tests {
             (
                 Command::Ask {
                     question: "go?".into(),
-                    schema: "options".into(),
+                    schema: AskSchema::Options,
                     options: vec!["yes".into(), "no".into()],
                     reason: "why".into(),
                 },

@@ -21,7 +21,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::command::{Command, object};
+use crate::command::{AskSchema, Command, object};
 use crate::error::FlowError;
 use crate::flow::Limits;
 use crate::registry::Target;
@@ -34,6 +34,8 @@ pub use gather::{Gather, ReturnWhen, Settled};
 
 /// Where a context's commands run: the flow or worker task that makes them.
 pub(crate) struct Scope {
+    /// What work this scope is: the run's own flow, a child task's, or a worker's.
+    pub(crate) kind: ScopeKind,
     pub(crate) task: Value,
     pub(crate) options: Map<String, Value>,
     pub(crate) parent: Option<TaskId>,
@@ -57,6 +59,16 @@ pub(crate) struct Scope {
     /// code may call its internal subagents.
     pub(crate) plugin: Option<String>,
     occurrences: Mutex<HashMap<String, u64>>,
+}
+
+/// What work a scope holds, which also decides its identities' prefix (`prefix`): the
+/// run's own flow (no prefix), the work of a child task (`t<task>/`: a flow's, or a
+/// contextual tool's), or a worker's (`w<task>/`: an agent's react loop or a handler).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ScopeKind {
+    Root,
+    Task,
+    Worker,
 }
 
 /// The agent a context works for, as the team tools need it: which agent a subagent it
@@ -87,17 +99,21 @@ impl std::fmt::Debug for Ctx {
 }
 
 impl Ctx {
+    /// Returns the context of the run's own flow; `plugin` is the plugin whose flow it is
+    /// (it may call that plugin's internal subagents).
     pub(crate) fn root(
         run: Arc<RunState>,
         task: Value,
         options: Map<String, Value>,
         model: String,
+        plugin: Option<String>,
     ) -> Ctx {
         let limits = vec![run.limits];
         let cancel = run.cancel.child_token();
         Ctx {
             run,
             scope: Arc::new(Scope {
+                kind: ScopeKind::Root,
                 task,
                 options,
                 parent: None,
@@ -110,15 +126,17 @@ impl Ctx {
                 seat: None,
                 origin: crate::gate::Caller::Flow,
                 this: None,
-                plugin: None,
+                plugin,
                 occurrences: Mutex::new(HashMap::new()),
             }),
         }
     }
 
-    /// Returns a context for the work of child task `task`.
+    /// Returns the scope of the work of child task `task`, for the caller to change before
+    /// it becomes a context ([`Ctx::with_scope`]): a scope is never changed once work can
+    /// see it.
     #[allow(clippy::too_many_arguments, reason = "one place builds child scopes")]
-    pub(crate) fn child(
+    pub(crate) fn child_scope(
         &self,
         task: TaskId,
         input: Value,
@@ -127,28 +145,31 @@ impl Ctx {
         limits: Option<Limits>,
         model: String,
         cancel: CancellationToken,
-    ) -> Ctx {
+    ) -> Scope {
         let mut chain = self.scope.limits.clone();
         chain.extend(limits);
-        Ctx {
-            run: Arc::clone(&self.run),
-            scope: Arc::new(Scope {
-                task: input,
-                options,
-                parent: Some(task),
-                prefix: format!("t{}/", task.0),
-                depth,
-                limits: chain,
-                model,
-                cancel,
-                tools: Vec::new(),
-                seat: self.scope.seat.clone(),
-                origin: self.scope.origin,
-                this: self.scope.this.clone(),
-                plugin: self.scope.plugin.clone(),
-                occurrences: Mutex::new(HashMap::new()),
-            }),
+        Scope {
+            kind: ScopeKind::Task,
+            task: input,
+            options,
+            parent: Some(task),
+            prefix: format!("t{}/", task.0),
+            depth,
+            limits: chain,
+            model,
+            cancel,
+            tools: Vec::new(),
+            seat: self.scope.seat.clone(),
+            origin: self.scope.origin,
+            this: self.scope.this.clone(),
+            plugin: self.scope.plugin.clone(),
+            occurrences: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Returns a context of this run for `scope`.
+    pub(crate) fn with_scope(&self, scope: Scope) -> Ctx {
+        Ctx { run: Arc::clone(&self.run), scope: Arc::new(scope) }
     }
 
     /// Returns this context with its own cancellation `cancel` (a child of the scope's), for
@@ -159,6 +180,7 @@ impl Ctx {
         Ctx {
             run: Arc::clone(&self.run),
             scope: Arc::new(Scope {
+                kind: scope.kind,
                 task: scope.task.clone(),
                 options: scope.options.clone(),
                 parent: scope.parent,
@@ -561,7 +583,7 @@ impl Ctx {
     pub fn ask(&self, question: &str) -> impl Future<Output = Result<String, FlowError>> {
         let site = Location::caller();
         async move {
-            let v = self.ask_with(site, question, "text", &[], "", "").await?;
+            let v = self.ask_with(site, question, AskSchema::Text, &[], "", "").await?;
             Ok(v.as_str().unwrap_or("").to_owned())
         }
     }
@@ -571,7 +593,7 @@ impl Ctx {
     pub fn ask_bool(&self, question: &str) -> impl Future<Output = Result<bool, FlowError>> {
         let site = Location::caller();
         async move {
-            let v = self.ask_with(site, question, "bool", &[], "", "").await?;
+            let v = self.ask_with(site, question, AskSchema::Bool, &[], "", "").await?;
             Ok(v.as_bool().unwrap_or(false))
         }
     }
@@ -585,19 +607,20 @@ impl Ctx {
     ) -> impl Future<Output = Result<String, FlowError>> {
         let site = Location::caller();
         async move {
-            let v = self.ask_with(site, question, "options", options, "", "").await?;
+            let v = self.ask_with(site, question, AskSchema::Options, options, "", "").await?;
             Ok(v.as_str().unwrap_or("").to_owned())
         }
     }
 
-    /// Asks with every argument of the seed: `schema` is `text`, `bool` or `options`,
+    /// Asks with every argument of the seed: `schema` is [`AskSchema::Text`], `Bool` or
+    /// `Options`,
     /// `reason` is recorded with the question, `key` names it stably. Returns the answer's
     /// value (text, bool, or lowercase option).
     #[track_caller]
     pub fn ask_full(
         &self,
         question: &str,
-        schema: &str,
+        schema: AskSchema,
         options: &[&str],
         reason: &str,
         key: &str,
@@ -610,14 +633,14 @@ impl Ctx {
         &self,
         site: &Location<'_>,
         question: &str,
-        schema: &str,
+        schema: AskSchema,
         options: &[&str],
         reason: &str,
         key: &str,
     ) -> Result<Value, FlowError> {
         let cmd = Command::Ask {
             question: question.to_owned(),
-            schema: schema.to_owned(),
+            schema,
             options: options.iter().map(|o| o.to_lowercase()).collect(),
             reason: reason.to_owned(),
         };

@@ -473,6 +473,34 @@ impl FlowError {
         })
     }
 
+    /// Returns the error as the journal records it (a run's or a task's `error`): the
+    /// text of its [`to_json`](Self::to_json) form. [`FlowError::from_record`] reads it
+    /// back; nothing else should parse it.
+    pub fn to_record(&self) -> String {
+        self.to_json().to_string()
+    }
+
+    /// Reads back an error the journal recorded ([`to_record`](Self::to_record)), as the
+    /// `FlowError` it was. Text that is not that form (written by hand, or by a build
+    /// before errors were recorded this way) becomes a `CallFailed` carrying the text, so
+    /// that nothing recorded is lost.
+    pub fn from_record(text: &str) -> FlowError {
+        match serde_json::from_str::<Value>(text) {
+            Ok(value) if value.is_object() => FlowError::from_json(&value),
+            _ => FlowError::CallFailed { handle: None, message: text.to_owned() },
+        }
+    }
+
+    /// Returns the message of an error the journal recorded, as it was written when the
+    /// error happened (a person reads that, not the message a newer build would write);
+    /// text that is not a recorded error is its own message.
+    pub fn recorded_message(text: &str) -> String {
+        serde_json::from_str::<Value>(text)
+            .ok()
+            .and_then(|v| v.get("message").and_then(Value::as_str).map(str::to_owned))
+            .unwrap_or_else(|| text.to_owned())
+    }
+
     /// Reads an error back from its [`to_json`](Self::to_json) form. A form it cannot read
     /// becomes a `CallFailed` carrying the text, so that nothing recorded is lost.
     pub fn from_json(value: &Value) -> FlowError {

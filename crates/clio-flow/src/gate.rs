@@ -416,7 +416,8 @@ pub(crate) async fn before(
                 reason
             };
             let site = std::panic::Location::caller();
-            let answer = ctx.ask_with(site, &question, "bool", &[], &why, &key).await?;
+            let answer =
+                ctx.ask_with(site, &question, crate::AskSchema::Bool, &[], &why, &key).await?;
             let yes = answer.as_bool().unwrap_or(false);
             let decision = if yes { "allow" } else { "deny" };
             let rule = permission.rule.as_deref();
@@ -548,7 +549,7 @@ pub(crate) async fn ensure_trusted(
     let question = trust_question(ctx, plugin, &info);
     let why = format!("{target} comes from plugin {plugin}, which is not trusted at this digest");
     let site = std::panic::Location::caller();
-    let answer = ctx.ask_with(site, &question, "bool", &[], &why, key).await?;
+    let answer = ctx.ask_with(site, &question, crate::AskSchema::Bool, &[], &why, key).await?;
     let yes = answer.as_bool().unwrap_or(false);
     if yes && let Some(store) = ctx.run.rt.config.trust_store.clone() {
         let (id, version, digest) = (plugin.to_owned(), info.version.clone(), info.digest.clone());

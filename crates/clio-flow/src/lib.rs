@@ -56,7 +56,7 @@ use clio_models as model;
 
 pub use crate::builtin::builtin_flows;
 pub use crate::clock::instant;
-pub use crate::command::Command;
+pub use crate::command::{AskSchema, Command};
 pub use crate::council::CouncilFlow;
 pub use crate::ctx::{Call, Ctx, Gather, ReturnWhen, Settled};
 pub use crate::error::{FlowError, Mismatch, OptionProblem, RecordedCommand};
@@ -79,7 +79,7 @@ pub use crate::registry::{
 pub use crate::result::{CallInput, CallKind, CallResult, FlowOutput, input_text};
 pub use crate::run_code::{Binding, HostCallHandler, RunCodeConfig, register_run_code};
 pub use crate::runtime::{
-    Question, ReplayReport, ReplayVerdict, RunOutcome, RunReport, Runtime, RuntimeConfig,
+    Question, ReplayReport, ReplayVerdict, RunHandle, RunOutcome, RunReport, Runtime, RuntimeConfig,
 };
 pub use crate::team::{
     AgentContext, AgentEnv, AgentRecord, AskOptions, CancelSignal, EnabledConfig, LeaderSettings,

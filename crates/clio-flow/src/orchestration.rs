@@ -208,7 +208,7 @@ async fn reattach(ctx: &Ctx, record: &TaskRecord, once: &AsyncMutex<()>) -> Resu
     blocking(move || journal.update_task(id, update)).await?;
     // The scope of the call that started it, under the run's cancellation, working for
     // whoever made that call (so the gate's `callers` sees its workflow's steps as theirs).
-    let mut scope = ctx.child(
+    let mut s = ctx.child_scope(
         starter,
         Value::Null,
         Map::new(),
@@ -217,9 +217,8 @@ async fn reattach(ctx: &Ctx, record: &TaskRecord, once: &AsyncMutex<()>) -> Resu
         ctx.scope.model.clone(),
         ctx.run.cancel.child_token(),
     );
-    if let Some(s) = Arc::get_mut(&mut scope.scope) {
-        s.origin = origin_of(ctx, starter);
-    }
+    s.origin = origin_of(ctx, starter);
+    let scope = ctx.with_scope(s);
     let mut call = scope
         .call(target, CallInput::from(command["input"].clone()))
         .key(BACKGROUND_KEY)

@@ -375,7 +375,9 @@ async fn submit_prompt(req: &WorkerRequest, about: &Value) -> Result<Submitted, 
                 reason.clone()
             };
             let site = std::panic::Location::caller();
-            let yes = ctx.ask_with(site, &question, "bool", &[], &why, "prompt_submit").await?;
+            let yes = ctx
+                .ask_with(site, &question, crate::AskSchema::Bool, &[], &why, "prompt_submit")
+                .await?;
             if !yes.as_bool().unwrap_or(false) {
                 return Err(FlowError::CallRefused {
                     handle: None,

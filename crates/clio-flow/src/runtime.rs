@@ -95,8 +95,8 @@ pub struct Question {
     pub id: u64,
     /// The question's text.
     pub text: String,
-    /// `"text"`, `"bool"` or `"options"`.
-    pub schema: String,
+    /// What kind of answer it takes.
+    pub schema: crate::AskSchema,
     /// The offered options (lowercase values) when `schema` is `options`.
     pub options: Vec<String>,
     /// Why it is asked.
@@ -110,7 +110,7 @@ impl Question {
             run,
             id,
             text: s("question"),
-            schema: s("schema"),
+            schema: crate::AskSchema::parse(&s("schema")),
             options: p
                 .get("options")
                 .and_then(Value::as_array)
@@ -124,15 +124,15 @@ impl Question {
     /// the chosen option's lowercase value.
     pub fn parse_answer(&self, text: &str) -> Result<Value, FlowError> {
         let t = text.trim();
-        match self.schema.as_str() {
-            "bool" => match t.to_lowercase().as_str() {
+        match self.schema {
+            crate::AskSchema::Bool => match t.to_lowercase().as_str() {
                 "y" | "yes" | "true" | "1" => Ok(Value::Bool(true)),
                 "n" | "no" | "false" | "0" => Ok(Value::Bool(false)),
                 _ => {
                     Err(FlowError::AnswerInvalid { answer: text.into(), needs: "yes or no".into() })
                 }
             },
-            "options" => {
+            crate::AskSchema::Options => {
                 let lower = t.to_lowercase();
                 if self.options.contains(&lower) {
                     Ok(Value::String(lower))
@@ -143,7 +143,7 @@ impl Question {
                     })
                 }
             }
-            _ => Ok(Value::String(text.to_owned())),
+            crate::AskSchema::Text => Ok(Value::String(text.to_owned())),
         }
     }
 }
@@ -187,6 +187,31 @@ pub enum ReplayVerdict {
     /// command and what the history holds unreached, or a `FlowReplayMismatch` naming a
     /// changed flow version, plugin set or input.
     Mismatch(FlowError),
+}
+
+/// A run just created by [`Runtime::start`], not yet driven.
+pub struct RunHandle {
+    runtime: Runtime,
+    record: RunRecord,
+}
+
+impl std::fmt::Debug for RunHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunHandle").field("run", &self.record.id).finish()
+    }
+}
+
+impl RunHandle {
+    /// Returns the run's id.
+    pub fn id(&self) -> RunId {
+        self.record.id
+    }
+
+    /// Drives the run until it ends or waits for input, as [`Runtime::run`] does; a drive
+    /// cut short (the process stopped) is taken up again by [`Runtime::resume`].
+    pub async fn drive(self) -> Result<RunReport, FlowError> {
+        self.runtime.drive_record(self.record, Mode::Live, true).await
+    }
 }
 
 /// How a drive of a run ended.
@@ -313,9 +338,22 @@ impl Runtime {
         selection: FlowSelection,
         input: Value,
     ) -> Result<RunReport, FlowError> {
-        let rec = self.create_record(selection, input, None).await?;
-        // Driven from the record as created: nothing to read back or check again.
-        self.drive_record(rec, Mode::Live, true).await
+        self.start(selection, input, None).await?.drive().await
+    }
+
+    /// Creates a run of `selection` on `input`, with `launch` (what the caller put around
+    /// the run, as for [`Runtime::create_with_launch`]) in the same transaction, and
+    /// returns a handle that drives it. Invalid options are refused before anything is
+    /// recorded. The handle drives the run from the record as created: nothing is read
+    /// back, resolved or digested again, as a [`Runtime::resume`] of the new id would.
+    pub async fn start(
+        &self,
+        selection: FlowSelection,
+        input: Value,
+        launch: Option<Value>,
+    ) -> Result<RunHandle, FlowError> {
+        let record = self.create_record(selection, input, launch).await?;
+        Ok(RunHandle { runtime: self.clone(), record })
     }
 
     /// Creates a run of `selection` on `input` without driving it, and returns its id.
@@ -479,8 +517,7 @@ impl Runtime {
             _ => RunOutcome::Failed(
                 rec.error
                     .as_deref()
-                    .and_then(|e| serde_json::from_str::<Value>(e).ok())
-                    .map(|v| FlowError::from_json(&v))
+                    .map(FlowError::from_record)
                     .unwrap_or(FlowError::RunState { run: rec.id, message: "failed".into() }),
             ),
         };
@@ -591,12 +628,9 @@ impl Runtime {
         if !replay_only {
             self.live().insert(run, Arc::clone(&state));
         }
-        let mut ctx =
-            Ctx::root(Arc::clone(&state), rec.input.clone(), options, flow.model().to_owned());
         // A plugin's flow runs as its plugin's code (it may call its internal subagents).
-        if let Some(scope) = Arc::get_mut(&mut ctx.scope) {
-            scope.plugin.clone_from(&plugin);
-        }
+        let model = flow.model().to_owned();
+        let ctx = Ctx::root(Arc::clone(&state), rec.input.clone(), options, model, plugin.clone());
         // Background work a restart cut off starts again now, not when the agent next asks.
         if !replay_only {
             crate::orchestration::reattach_cut_off(&ctx).await;
@@ -659,7 +693,7 @@ impl Runtime {
             }
             RunOutcome::Failed(err) => RunUpdate {
                 status: Some(RunStatus::Failed),
-                error: Some(err.to_json().to_string()),
+                error: Some(err.to_record()),
                 ..RunUpdate::default()
             },
             RunOutcome::AwaitingInput(_) => {

@@ -492,7 +492,9 @@ fn launch(ctx: &Ctx, action: Action, model: &str) -> Live {
                 ctx,
                 Box::pin(async move {
                     let key = format!("wf-decision-{proposal}");
-                    let res = asker.ask_full(&d.question, "bool", &[], &d.reason, &key).await;
+                    let res = asker
+                        .ask_full(&d.question, crate::AskSchema::Bool, &[], &d.reason, &key)
+                        .await;
                     Done::Decision { proposal, res }
                 }),
                 fallback,

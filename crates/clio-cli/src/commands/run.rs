@@ -214,12 +214,29 @@ fn start_checked(
     check(&runtime)?;
     // The launch goes into the run's record in the run's own transaction: there is no
     // moment at which the run exists without it.
-    let create = runtime.create_with_launch(selection, input, launch.to_json()?);
-    let run = rt.block_on(create)?;
+    let start = runtime.start(selection, input, Some(launch.to_json()?));
+    let handle = rt.block_on(start)?;
+    let run = handle.id();
     if show.progress {
         writeln!(err, "run {} started; `clio runs show {}` shows it", run.0, run.0)?;
     }
-    drive_run(&rt, home, &runtime, &journal, run, show, out, err)
+    drive_run(&rt, home, &runtime, &journal, Drive::Start(Box::new(handle)), show, out, err)
+}
+
+/// Which run [`drive_run`] drives: one just started, driven from the record it was created
+/// with, or one recorded before, resumed.
+enum Drive {
+    Start(Box<clio_flow::RunHandle>),
+    Resume(RunId),
+}
+
+impl Drive {
+    fn run(&self) -> RunId {
+        match self {
+            Drive::Start(handle) => handle.id(),
+            Drive::Resume(run) => *run,
+        }
+    }
 }
 
 /// Drives run `run` to its end (or until it waits on people, or Ctrl-C), serving the
@@ -230,11 +247,12 @@ fn drive_run(
     home: &Home,
     runtime: &Runtime,
     journal: &Journal,
-    run: RunId,
+    which: Drive,
     show: Show,
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<(), CliError> {
+    let run = which.run();
     let json = show.json;
     // While this process holds the journal, the others' `runs` commands are run here.
     let held = Held { journal: journal.clone(), runtime: runtime.clone(), run: Some(run) };
@@ -259,7 +277,10 @@ fn drive_run(
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
                 .context("cannot listen for Ctrl-C")
                 .map_err(CliError::internal)?;
-        let mut drive = Box::pin(runtime.resume(run));
+        let mut drive: std::pin::Pin<Box<dyn Future<Output = _> + Send + '_>> = match which {
+            Drive::Start(handle) => Box::pin(handle.drive()),
+            Drive::Resume(run) => Box::pin(runtime.resume(run)),
+        };
         // The first tick comes one period in, not at once: a task that ends within it is
         // shown once, as it ended, instead of as running at a moment decided by timing
         // (which made a snapshot test flaky).
@@ -421,9 +442,10 @@ fn cut_short(journal: &Journal, run: RunId) -> Result<Vec<CutShort>, CliError> {
     let interrupted = |t: &TaskRecord| {
         t.kind == TaskKind::Tool
             && t.status == TaskStatus::Failed
-            && t.error.as_deref().and_then(|e| serde_json::from_str::<Value>(e).ok()).is_some_and(
-                |e| matches!(FlowError::from_json(&e), FlowError::CallInterrupted { .. }),
-            )
+            && t.error
+                .as_deref()
+                .map(FlowError::from_record)
+                .is_some_and(|e| matches!(e, FlowError::CallInterrupted { .. }))
     };
     let numbers = TaskNumbers::of(&tasks);
     let cut = tasks
@@ -698,7 +720,7 @@ pub(super) fn resume(
             args.run
         )?;
     }
-    drive_run(&rt, home, &runtime, &journal, RunId(args.run), show, out, err)
+    drive_run(&rt, home, &runtime, &journal, Drive::Resume(RunId(args.run)), show, out, err)
 }
 
 /// The error of `runs resume` asked of the process that holds the journal: it drives its

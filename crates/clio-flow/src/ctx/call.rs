@@ -566,10 +566,11 @@ impl Call {
         let Unwritten { tool, passed, intent, task } = unwritten;
         let run = std::sync::Arc::clone(&self.ctx.run);
         let token = self.ctx.scope.cancel.child_token();
-        let _permit = match (&run.concurrency, self.ctx.scope.prefix.starts_with('w')) {
-            (Some(sem), false) => Some(sem.clone().acquire_owned().await),
-            _ => None,
-        };
+        let _permit =
+            match (&run.concurrency, (self.ctx.scope.kind == crate::ctx::ScopeKind::Worker)) {
+                (Some(sem), false) => Some(sem.clone().acquire_owned().await),
+                _ => None,
+            };
         let _busy = run.activity.busy();
         let identity = self.identity();
         let value = tokio::select! {
@@ -603,7 +604,7 @@ impl Call {
                 result.insert("handle".into(), json!(handle.0));
             }
             if let Some(err) = error {
-                update.error = Some(err.with_handle(handle).to_json().to_string());
+                update.error = Some(err.with_handle(handle).to_record());
             }
             update
         };
@@ -649,15 +650,12 @@ impl Call {
                 Ok(Accepted::Done(res))
             }
             TaskStatus::Failed => {
-                let err = rec
-                    .error
-                    .as_deref()
-                    .and_then(|e| serde_json::from_str::<Value>(e).ok())
-                    .map(|v| FlowError::from_json(&v))
-                    .unwrap_or(FlowError::CallFailed {
+                let err = rec.error.as_deref().map(FlowError::from_record).unwrap_or(
+                    FlowError::CallFailed {
                         handle,
-                        message: rec.error.clone().unwrap_or_default(),
-                    });
+                        message: "failed with no error recorded".into(),
+                    },
+                );
                 Ok(Accepted::Done(Err(err.with_handle(rec.id))))
             }
             TaskStatus::Cancelled => Ok(Accepted::Done(Err(FlowError::CallCancelled { handle }))),
@@ -762,7 +760,7 @@ impl Call {
         // take one.
         let leaf = !matches!(ready, Ready::Flow { .. })
             && !matches!(&ready, Ready::Tool(t, _) if t.is_contextual())
-            && !self.ctx.scope.prefix.starts_with('w');
+            && !(self.ctx.scope.kind == crate::ctx::ScopeKind::Worker);
         let _permit = match (&run.concurrency, leaf) {
             (Some(sem), true) => Some(sem.clone().acquire_owned().await),
             _ => None,
@@ -814,7 +812,7 @@ impl Call {
                 // except while it waits on them, so a question one of them asks can leave
                 // the run awaiting input.
                 let child = tool.is_contextual().then(|| {
-                    let mut child = self.ctx.child(
+                    let mut s = self.ctx.child_scope(
                         task,
                         passed.input().clone(),
                         Map::new(),
@@ -823,17 +821,15 @@ impl Call {
                         scope.model.clone(),
                         token.child_token(),
                     );
-                    if let Some(s) = std::sync::Arc::get_mut(&mut child.scope) {
-                        s.origin = self.caller();
-                        if let (Some(messages), Some(seat)) = (&self.conversation, &s.seat) {
-                            let seat = crate::ctx::Seat {
-                                messages: std::sync::Arc::clone(messages),
-                                ..seat.as_ref().clone()
-                            };
-                            s.seat = Some(std::sync::Arc::new(seat));
-                        }
+                    s.origin = self.caller();
+                    if let (Some(messages), Some(seat)) = (&self.conversation, &s.seat) {
+                        let seat = crate::ctx::Seat {
+                            messages: std::sync::Arc::clone(messages),
+                            ..seat.as_ref().clone()
+                        };
+                        s.seat = Some(std::sync::Arc::new(seat));
                     }
-                    child
+                    self.ctx.with_scope(s)
                 });
                 let identity = self.identity();
                 let ran = gate::run(&self.ctx, &identity, &tool, passed, child);
@@ -849,7 +845,7 @@ impl Call {
                     .find(|m| !m.is_empty())
                     .unwrap_or("")
                     .to_owned();
-                let mut child = self.ctx.child(
+                let mut s = self.ctx.child_scope(
                     task,
                     input.clone(),
                     options,
@@ -860,7 +856,7 @@ impl Call {
                 );
                 // A flow is no agent: its team calls act as the session it works for (the
                 // run's leader outside any team subagent), with no agent to run as.
-                if let Some(s) = std::sync::Arc::get_mut(&mut child.scope) {
+                {
                     s.origin = self.child_origin();
                     // The flow's code is its plugin's (none for a host's or built-in flow).
                     s.plugin = plugin;
@@ -873,6 +869,7 @@ impl Call {
                         }))
                     });
                 }
+                let child = self.ctx.with_scope(s);
                 let out = flow.forward(input, child).await?;
                 Ok((
                     CallResult {
@@ -926,7 +923,7 @@ impl Call {
                     .push(json!({ "handle": handle.0, "target": rec.target, "answer": answer }));
             }
         }
-        let mut child = self.ctx.child(
+        let mut s = self.ctx.child_scope(
             task,
             input.clone(),
             Map::new(),
@@ -935,7 +932,8 @@ impl Call {
             model.clone(),
             token,
         );
-        if let Some(s) = std::sync::Arc::get_mut(&mut child.scope) {
+        {
+            s.kind = crate::ctx::ScopeKind::Worker;
             s.prefix = format!("w{}/", task.0);
             s.tools = self.extra_tools.clone();
             // A subagent's work is its plugin's code; an agent's is no plugin's.
@@ -960,6 +958,7 @@ impl Call {
                 messages: std::sync::Arc::default(),
             }));
         }
+        let child = self.ctx.with_scope(s);
         let subagent = kind == CallKind::Subagent;
         if subagent {
             let subject = crate::gate::Subject {
@@ -1210,7 +1209,7 @@ fn ended_update(
             } else {
                 TaskStatus::Failed
             }),
-            error: Some(err.to_json().to_string()),
+            error: Some(err.to_record()),
             ..TaskUpdate::default()
         },
     };

@@ -117,9 +117,7 @@ impl Background {
                     .and_then(|r| r.get("answer"))
                     .and_then(Value::as_str)
                     .map(str::to_owned);
-                let error = rec.error.as_deref().map(|e| {
-                    serde_json::from_str(e).unwrap_or_else(|_| Value::String(e.to_owned()))
-                });
+                let error = rec.error.as_deref().map(|e| FlowError::from_record(e).to_json());
                 Some(Delivered {
                     handle: s.handle,
                     tool: s.tool.clone(),

@@ -29,7 +29,9 @@ fn draft_and_review() -> FnFlow {
                 .call("self", json!({ "task": task, "draft": draft.answer, "notes": notes.answer }))
                 .await?;
         }
-        let note = ctx.ask_full("Anything to add?", "text", &[], "for the report", "note").await?;
+        let note = ctx
+            .ask_full("Anything to add?", clio_flow::AskSchema::Text, &[], "for the report", "note")
+            .await?;
         Ok(FlowOutput::text(format!("{} + {}", draft.answer, note.as_str().unwrap_or(""))))
     })
 }

@@ -280,7 +280,7 @@ async fn a_replay_that_finds_another_kind_of_record_is_nondeterminism() {
         let asks = f.load(Ordering::SeqCst);
         async move {
             if asks {
-                ctx.ask_full("which?", "text", &[], "", "k").await?;
+                ctx.ask_full("which?", clio_flow::AskSchema::Text, &[], "", "k").await?;
                 return Ok(FlowOutput::text("asked"));
             }
             let r = ctx.call("writer", "x").key("k").await?;
@@ -300,4 +300,45 @@ async fn a_replay_that_finds_another_kind_of_record_is_nondeterminism() {
         other => panic!("{other:?}"),
     }
     assert_eq!(replay.submitted, 0);
+}
+
+/// The journal's form of an error reads back as the error it was (`to_record` and
+/// `from_record` are the only writer and reader), with the message recorded when it
+/// happened; text that is no recorded error is kept whole as a `CallFailed`.
+#[test]
+fn a_recorded_error_reads_back_as_the_flow_error_it_was() {
+    use clio_journal::TaskId;
+    let errors = [
+        FlowError::CallInterrupted {
+            handle: Some(TaskId(7)),
+            message: "the process stopped".into(),
+        },
+        FlowError::CallRefused {
+            handle: None,
+            refusal: "sandbox_unavailable".into(),
+            message: "no sandbox".into(),
+        },
+        FlowError::FlowNotTrusted {
+            target: "sneak".into(),
+            plugin: "hostile".into(),
+            version: "6.6.6".into(),
+            digest: "sha256:00".into(),
+            trust_with: "clio plugin trust ./hostile".into(),
+        },
+        FlowError::CallCancelled { handle: Some(TaskId(3)) },
+    ];
+    for error in errors {
+        let record = error.to_record();
+        let back = FlowError::from_record(&record);
+        assert_eq!(back.to_json(), error.to_json(), "{record}");
+        assert_eq!(FlowError::recorded_message(&record), error.to_string());
+    }
+    let text = "disk on fire (written by hand)";
+    let back = FlowError::from_record(text);
+    assert!(
+        matches!(&back, FlowError::CallFailed { handle: None, message } if message == text),
+        "{back:?}"
+    );
+    assert_eq!(FlowError::recorded_message(text), text);
+    assert!(matches!(FlowError::from_record("[1, 2]"), FlowError::CallFailed { .. }));
 }

@@ -141,7 +141,7 @@ async fn a_keyed_call_survives_being_moved() {
 fn keyed_version() -> FnFlow {
     FnFlow::new("edited", |_t: Value, ctx| async move {
         let r = ctx.call("tally", json!({ "n": 1 })).key("one").await?;
-        let a = ctx.ask_full("go on?", "text", &[], "", "go-on").await?;
+        let a = ctx.ask_full("go on?", clio_flow::AskSchema::Text, &[], "", "go-on").await?;
         Ok(FlowOutput::text(format!("{}-{}", r.value, a.as_str().unwrap_or(""))))
     })
 }
@@ -155,7 +155,7 @@ fn patched_version() -> FnFlow {
             extra = ctx.call("tally", json!({ "n": 2 })).key("two").await?.value.to_string();
         }
         let r = ctx.call("tally", json!({ "n": 1 })).key("one").await?;
-        let a = ctx.ask_full("go on?", "text", &[], "", "go-on").await?;
+        let a = ctx.ask_full("go on?", clio_flow::AskSchema::Text, &[], "", "go-on").await?;
         Ok(FlowOutput::text(format!("{extra}{}-{}", r.value, a.as_str().unwrap_or(""))))
     })
 }

@@ -434,3 +434,40 @@ async fn a_journal_opens_again_as_soon_as_a_run_returns() {
         rt.replay(fresh.run).await.unwrap();
     }
 }
+
+/// `Runtime::start` creates the run with its launch in one transaction and hands back a
+/// handle that drives it from the record as created; bad options are refused before
+/// anything is recorded; a drive cut short is taken up by `resume` like any other run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_creates_the_run_and_its_handle_drives_it() {
+    let c = Counter::default();
+    let lead = FnFlow::new("lead", |_t: Value, ctx| async move {
+        let r = ctx.call("effect", json!({ "n": 1 })).await?;
+        Ok(FlowOutput::text(r.value.to_string()))
+    });
+    let journal = Journal::open_in_memory().unwrap();
+    let rt = runtime(&journal, registry(&c).flow(lead));
+    let handle = rt.start(sel("lead"), json!("go"), Some(json!({ "by": "test" }))).await.unwrap();
+    let run = handle.id();
+    let rec = journal.run(run).unwrap().unwrap();
+    assert_eq!(rec.status, clio_journal::RunStatus::Running);
+    assert_eq!(rec.launch, Some(json!({ "by": "test" })), "the launch is in the run's record");
+    assert_eq!(c.get(), 0, "nothing runs before the handle drives it");
+    let report = handle.drive().await.unwrap();
+    assert_eq!(report.run, run);
+    assert_eq!(answer(&report), r#"{"done":{"n":1}}"#);
+    assert_eq!(c.get(), 1);
+    // Driven again, the finished run returns its outcome and runs nothing.
+    let again = rt.resume(run).await.unwrap();
+    assert_eq!(answer(&again), r#"{"done":{"n":1}}"#);
+    assert_eq!(c.get(), 1);
+
+    let bad = clio_flow::selection("lead", json!({ "no_such_option": 1 }));
+    let runs_before = journal.runs(&clio_journal::RunFilter::default()).unwrap().len();
+    assert!(rt.start(bad, json!(null), None).await.is_err());
+    assert_eq!(
+        journal.runs(&clio_journal::RunFilter::default()).unwrap().len(),
+        runs_before,
+        "a refused start records nothing"
+    );
+}
