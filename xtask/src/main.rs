@@ -21,6 +21,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod api;
+mod modules;
 mod release;
 mod test_models;
 mod tidy;

@@ -6,6 +6,8 @@
 //!   depend on, so no circle of crates can pass it.
 //! - Each third-party dependency has its owners (STYLE §A.2), and the pure and sync
 //!   crates do not reach tokio even transitively (STYLE §C).
+//! - Inside each crate, the top-level modules form layers: no circle of modules, but for
+//!   clio-flow's engine, which counts as one module (`crate::modules`).
 //! - Every `.rs` file starts with a `//!` paragraph (STYLE §E).
 //! - No debugging or unfinished markers in the code (STYLE §D.10).
 
@@ -83,10 +85,42 @@ pub(crate) fn check(root: &Path) -> Result<(), Vec<String>> {
         }
         Err(error) => problems.push(error),
     }
+    check_module_circles(root, &mut problems);
     for file in rust_files(root) {
         check_file(root, &file, &mut problems);
     }
     if problems.is_empty() { Ok(()) } else { Err(problems) }
+}
+
+/// Reports each circle of top-level modules in each crate under `crates/`
+/// ([`crate::modules`]), naming the crate and the modules in it.
+pub(crate) fn check_module_circles(root: &Path, problems: &mut Vec<String>) {
+    let Ok(entries) = std::fs::read_dir(root.join("crates")) else {
+        problems.push("crates/: cannot be read".to_owned());
+        return;
+    };
+    let mut crates: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+    crates.sort();
+    for dir in crates {
+        let src = dir.join("src");
+        if !src.is_dir() {
+            continue;
+        }
+        let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let knot: &[&str] =
+            if name == crate::modules::ENGINE.0 { crate::modules::ENGINE.1 } else { &[] };
+        match crate::modules::graph(&src) {
+            Ok(graph) => {
+                for circle in crate::modules::circles(&graph, knot) {
+                    problems.push(format!(
+                        "crates/{name}: the modules {} use each other in a circle; move what they share into a module below them",
+                        circle.join(" → ")
+                    ));
+                }
+            }
+            Err(problem) => problems.push(problem),
+        }
+    }
 }
 
 /// Runs `cargo metadata` in `root`.

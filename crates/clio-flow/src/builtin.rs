@@ -23,7 +23,16 @@ impl Registry {
 /// Adds the built-in flows (`workflow`, `react`, `council`) and the react loop that runs
 /// react workers to `registry`.
 pub fn builtin_flows(registry: Registry) -> Registry {
-    registry.flow(WorkflowFlow).flow(ReactFlow).flow(CouncilFlow).worker_loop(Arc::new(React))
+    // Background work (`run_flow`, `run_workflow`) a restart cut off starts again as the
+    // run is driven, not when its agent next asks.
+    let reattach: crate::registry::DriveStart =
+        Arc::new(|ctx| Box::pin(async move { crate::orchestration::reattach_cut_off(&ctx).await }));
+    registry
+        .flow(WorkflowFlow)
+        .flow(ReactFlow)
+        .flow(CouncilFlow)
+        .worker_loop(Arc::new(React))
+        .on_drive_start(reattach)
 }
 
 /// The react loop, as the registry's [`WorkerLoop`].

@@ -29,6 +29,7 @@
 //! must let run, as starting it would) or the home folder, print, or own a tokio
 //! runtime (callers bring one).
 
+mod binding;
 mod builtin;
 mod clock;
 mod command;
@@ -54,6 +55,7 @@ mod workspace;
 // as they did when the models were a module here.
 use clio_models as model;
 
+pub use crate::binding::{Binding, HostCallFuture, HostCallHandler};
 pub use crate::builtin::builtin_flows;
 pub use crate::clock::instant;
 pub use crate::command::{AskSchema, Command};
@@ -77,7 +79,7 @@ pub use crate::registry::{
     WorkerReply, WorkerRequest, WorkerRun,
 };
 pub use crate::result::{CallInput, CallKind, CallResult, FlowOutput, input_text};
-pub use crate::run_code::{Binding, HostCallHandler, RunCodeConfig, register_run_code};
+pub use crate::run_code::{RunCodeConfig, register_run_code};
 pub use crate::runtime::{
     Question, ReplayReport, ReplayVerdict, RunHandle, RunOutcome, RunReport, Runtime, RuntimeConfig,
 };

@@ -528,3 +528,27 @@ pub fn run_team(journal: &Journal, run: RunId) -> Result<Vec<SessionSummary>, Jo
     members.sort_by_cached_key(key);
     Ok(members)
 }
+
+/// The team's tools as registry tools: the team itself knows nothing of the registry, so
+/// the layer that registers them makes them.
+impl crate::team::AgentEnv {
+    /// Returns every team tool as a registry [`Tool`](crate::registry::Tool) acting for this session, named
+    /// `prefix` + its name (`council_run`, ...). Errors come back as data, so the tools
+    /// themselves never fail; the queries are read-only.
+    pub fn tools(&self, prefix: &str) -> Vec<Tool> {
+        TEAM_TOOLS
+            .iter()
+            .map(|t| {
+                let env = self.clone();
+                let name = t.name;
+                let tool = Tool::new(format!("{prefix}{name}"), move |args: Value| {
+                    let env = env.clone();
+                    async move { Ok(env.call_tool(name, args).await) }
+                })
+                .describe(t.description);
+                let tool = Tool { schema: t.schema(), ..tool };
+                if t.read_only() { tool.read_only() } else { tool }
+            })
+            .collect()
+    }
+}

@@ -219,7 +219,7 @@ pub fn register_plugin_with_mcp(
             registry = registry.plugin_flow(plugin.id.clone(), file_flow);
         }
     }
-    registry = crate::run_code::register_plugin_bindings(registry, plugin, workspace);
+    registry = register_plugin_bindings(registry, plugin, workspace);
     Ok(registry)
 }
 
@@ -354,6 +354,53 @@ fn executable_tool(
             (label.clone(), program.clone(), sandbox.clone(), access.clone());
         async move { run_executable(&label, &program, &sandbox, &access, &args, TOOL_TIMEOUT).await }
     })
+}
+
+/// Adds the script bindings of folder plugin `plugin`: binding `name` is answered by the
+/// executable `bindings/<name>` of its `ai.iowarp.clio/` folder, run in `workspace`'s root
+/// under its sandbox (no network), which gets `{call, args}` as JSON on stdin and prints the value as JSON. A plugin built
+/// in code brings its own [`Binding`] with [`Registry::binding`].
+fn register_plugin_bindings(
+    mut registry: Registry,
+    plugin: &Plugin,
+    workspace: &Workspace,
+) -> Registry {
+    let Some(folder) = &plugin.folder else { return registry };
+    let sandbox = workspace.sandbox().clone();
+    let access = Access {
+        workspace: workspace.root().map(PathBuf::from),
+        read: vec![plugin_root(folder)],
+        write: Vec::new(),
+        network: false,
+    };
+    for decl in &plugin.bindings {
+        let program = folder.join("bindings").join(&decl.name);
+        let mut binding = crate::binding::Binding::new(decl.name.clone());
+        binding.plugin = plugin.id.clone();
+        for call in &decl.host_calls {
+            let label = format!("plugin {}: binding {}: {call}", plugin.id, decl.name);
+            let (program, call_name) = (program.clone(), call.clone());
+            let (sandbox, access) = (sandbox.clone(), access.clone());
+            binding = binding.host_call(call.clone(), move |args: Value| {
+                let (label, program) = (label.clone(), program.clone());
+                let (sandbox, access) = (sandbox.clone(), access.clone());
+                let input = json!({ "call": call_name, "args": args });
+                async move {
+                    run_executable(
+                        &label,
+                        &program,
+                        &sandbox,
+                        &access,
+                        &input,
+                        clio_tools::TOOL_TIMEOUT,
+                    )
+                    .await
+                }
+            });
+        }
+        registry = registry.binding(binding);
+    }
+    registry
 }
 
 /// Returns the plugin folder whose `ai.iowarp.clio/` is `folder`: everything a plugin's

@@ -439,12 +439,20 @@ pub struct Registry {
     tools: BTreeMap<String, Tool>,
     this_agent: Option<Worker>,
     plugins: BTreeMap<String, PluginInfo>,
-    bindings: BTreeMap<String, crate::run_code::Binding>,
+    bindings: BTreeMap<String, crate::binding::Binding>,
     hooks: Vec<crate::gate::RuntimeHook>,
     native: BTreeMap<String, NativeClaims>,
     // What runs react workers; `None` in a registry without the built-ins.
     worker_loop: Option<Arc<dyn WorkerLoop>>,
+    // What each drive of a run does before its flow runs, registered by the layer whose
+    // work it is (background work a restart cut off is started again).
+    drive_starts: Vec<DriveStart>,
 }
+
+/// Work a layer does each time a run's drive starts, before its flow runs, given the
+/// run's root context: the core calls it without knowing whose work it is.
+pub(crate) type DriveStart =
+    Arc<dyn Fn(Ctx) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
 
 /// The claims loaded plugins made on one built-in tool (`[[native_tools]]`).
 #[derive(Debug, Clone)]
@@ -468,6 +476,17 @@ impl fmt::Debug for Registry {
 
 impl Registry {
     /// Sets what runs react workers.
+    /// Adds work to do each time a run's drive starts ([`DriveStart`]).
+    pub(crate) fn on_drive_start(mut self, start: DriveStart) -> Registry {
+        self.drive_starts.push(start);
+        self
+    }
+
+    /// Returns the work to do as a run's drive starts, in the order it was added.
+    pub(crate) fn drive_starts(&self) -> &[DriveStart] {
+        &self.drive_starts
+    }
+
     pub(crate) fn worker_loop(mut self, worker_loop: Arc<dyn WorkerLoop>) -> Registry {
         self.worker_loop = Some(worker_loop);
         self
@@ -591,7 +610,7 @@ impl Registry {
 
     /// Adds a script binding whose host calls answer `run_code` scripts' reserved calls;
     /// a binding of the same name is replaced.
-    pub fn binding(mut self, binding: crate::run_code::Binding) -> Registry {
+    pub fn binding(mut self, binding: crate::binding::Binding) -> Registry {
         self.bindings.insert(binding.name().to_owned(), binding);
         self
     }
@@ -669,7 +688,7 @@ impl Registry {
     }
 
     /// Returns the binding that answers reserved call `call`, if one owns and binds it.
-    pub(crate) fn binding_for(&self, call: &str) -> Option<&crate::run_code::Binding> {
+    pub(crate) fn binding_for(&self, call: &str) -> Option<&crate::binding::Binding> {
         self.bindings.values().find(|b| b.answers(call))
     }
 

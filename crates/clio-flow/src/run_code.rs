@@ -19,24 +19,17 @@
 
 mod process;
 
-use std::collections::BTreeMap;
-use std::fmt;
-use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use clio_journal::TaskId;
-use clio_plugins::{Callers, Plugin, ToolOptions};
-use clio_tools::Access;
+use clio_plugins::{Callers, ToolOptions};
 use serde_json::{Value, json};
 
 use crate::ctx::Ctx;
 use crate::error::FlowError;
-use crate::registry::{Registry, Tool, ToolFuture};
+use crate::registry::{Registry, Tool};
 use crate::result::{CallInput, CallKind};
-use crate::runtime::blocking;
-use crate::workspace::Workspace;
 
 /// How `run_code` runs scripts.
 #[derive(Debug, Clone, PartialEq)]
@@ -67,71 +60,6 @@ impl Default for RunCodeConfig {
             max_timeout: Duration::from_secs(600),
             output_limit: 256 * 1024,
         }
-    }
-}
-
-/// A host function answering one reserved call of a script binding.
-pub type HostCallHandler = Arc<dyn Fn(Value) -> ToolFuture + Send + Sync>;
-
-/// A script binding: the host functions that answer a script's reserved calls
-/// `__<name>_<call>__`, without a tool call of their own.
-///
-/// Use a host call only for what a gated tool call already allowed: it asks no
-/// permission. A host call registered under a name outside the binding's prefix is
-/// never answered.
-#[derive(Clone)]
-pub struct Binding {
-    decl: clio_plugins::ScriptBinding,
-    calls: BTreeMap<String, HostCallHandler>,
-    /// The plugin whose code answers its calls (empty: the host's own): an untrusted
-    /// plugin's binding is refused.
-    plugin: String,
-}
-
-impl Binding {
-    /// Returns binding `name` with no host calls.
-    pub fn new(name: impl Into<String>) -> Binding {
-        Binding {
-            decl: clio_plugins::ScriptBinding { name: name.into(), host_calls: Vec::new() },
-            calls: BTreeMap::new(),
-            plugin: String::new(),
-        }
-    }
-
-    /// Returns the binding answering reserved call `call` (the full name,
-    /// `__<binding>_<name>__`) with `handler`, which gets the call's arguments.
-    pub fn host_call<F, Fut>(mut self, call: impl Into<String>, handler: F) -> Binding
-    where
-        F: Fn(Value) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<Value, FlowError>> + Send + 'static,
-    {
-        let call = call.into();
-        self.decl.host_calls.push(call.clone());
-        self.calls.insert(call, Arc::new(move |args| Box::pin(handler(args))));
-        self
-    }
-
-    /// Returns the binding's name.
-    pub fn name(&self) -> &str {
-        &self.decl.name
-    }
-
-    /// Says whether the binding answers `call`: inside its prefix and registered.
-    pub(crate) fn answers(&self, call: &str) -> bool {
-        self.decl.owns(call) && self.calls.contains_key(call)
-    }
-
-    fn handler(&self, call: &str) -> Option<HostCallHandler> {
-        self.calls.get(call).filter(|_| self.decl.owns(call)).cloned()
-    }
-}
-
-impl fmt::Debug for Binding {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Binding")
-            .field("name", &self.decl.name)
-            .field("host_calls", &self.decl.host_calls)
-            .finish()
     }
 }
 
@@ -283,63 +211,4 @@ async fn host_call(ctx: &Ctx, name: &str, args: Value) -> Result<Value, FlowErro
     }
     ctx.record_event(event).await?;
     res
-}
-
-/// Says whether every call the contextual tool running as `task` made is to a read-only
-/// tool, as the journal records them: then the tool may run again after a crash.
-pub(crate) async fn calls_were_read_only(ctx: &Ctx, task: TaskId) -> Result<bool, FlowError> {
-    let journal = ctx.run.rt.journal.clone();
-    let run = ctx.run.run;
-    let tasks = blocking(move || journal.tasks(run)).await?;
-    let registry = &ctx.run.rt.registry;
-    Ok(tasks.iter().filter(|t| t.parent == Some(task)).all(|t| {
-        registry.get_tool(&t.target).is_some_and(|tool| crate::gate::believed_read_only(ctx, tool))
-    }))
-}
-
-/// Adds the script bindings of folder plugin `plugin`: binding `name` is answered by the
-/// executable `bindings/<name>` of its `ai.iowarp.clio/` folder, run in `workspace`'s root
-/// under its sandbox (no network), which gets `{call, args}` as JSON on stdin and prints the value as JSON. A plugin built
-/// in code brings its own [`Binding`] with [`Registry::binding`].
-pub(crate) fn register_plugin_bindings(
-    mut registry: Registry,
-    plugin: &Plugin,
-    workspace: &Workspace,
-) -> Registry {
-    let Some(folder) = &plugin.folder else { return registry };
-    let sandbox = workspace.sandbox().clone();
-    let access = Access {
-        workspace: workspace.root().map(PathBuf::from),
-        read: vec![crate::plugin_bridge::plugin_root(folder)],
-        write: Vec::new(),
-        network: false,
-    };
-    for decl in &plugin.bindings {
-        let program = folder.join("bindings").join(&decl.name);
-        let mut binding = Binding::new(decl.name.clone());
-        binding.plugin = plugin.id.clone();
-        for call in &decl.host_calls {
-            let label = format!("plugin {}: binding {}: {call}", plugin.id, decl.name);
-            let (program, call_name) = (program.clone(), call.clone());
-            let (sandbox, access) = (sandbox.clone(), access.clone());
-            binding = binding.host_call(call.clone(), move |args: Value| {
-                let (label, program) = (label.clone(), program.clone());
-                let (sandbox, access) = (sandbox.clone(), access.clone());
-                let input = json!({ "call": call_name, "args": args });
-                async move {
-                    crate::plugin_bridge::run_executable(
-                        &label,
-                        &program,
-                        &sandbox,
-                        &access,
-                        &input,
-                        clio_tools::TOOL_TIMEOUT,
-                    )
-                    .await
-                }
-            });
-        }
-        registry = registry.binding(binding);
-    }
-    registry
 }

@@ -633,7 +633,9 @@ impl Runtime {
         let ctx = Ctx::root(Arc::clone(&state), rec.input.clone(), options, model, plugin.clone());
         // Background work a restart cut off starts again now, not when the agent next asks.
         if !replay_only {
-            crate::orchestration::reattach_cut_off(&ctx).await;
+            for start in self.inner.registry.drive_starts() {
+                start(ctx.clone()).await;
+            }
         }
         // A flow of a plugin not trusted yet runs only once the person trusts the plugin
         // (the run's first question, `trust:run`), which is asked before anything else.

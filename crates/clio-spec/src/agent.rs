@@ -7,12 +7,12 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde::Deserialize;
 
-use crate::error::AgentDefinitionError;
+use crate::error::{AgentDefinitionError, json_parse_error};
 use crate::plugin_ref::PluginRef;
 use crate::requirements::{Prefers, Requires};
+use crate::selection::FlowSelection;
 use crate::spec::{AgentSpec, SpecContent, SpecPlugin};
 use crate::version::{parse_plugin_version, validate_id};
 
@@ -26,43 +26,6 @@ pub const DEFAULT_LAYER: &str = "<default>";
 
 /// The flow an agent runs when no layer selects one.
 pub const DEFAULT_FLOW: &str = "react";
-
-/// A flow chosen by id, with options for it: `"react"` or `{id = "campaign", options = {...}}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(from = "FlowSelectionRepr")]
-pub struct FlowSelection {
-    /// The flow's id.
-    pub id: String,
-    /// The options passed to the flow; checked by the flow when it runs.
-    pub options: Map<String, Value>,
-}
-
-impl FlowSelection {
-    /// Selects flow `id` with no options.
-    pub fn new(id: impl Into<String>) -> FlowSelection {
-        FlowSelection { id: id.into(), options: Map::new() }
-    }
-}
-
-#[derive(Deserialize)]
-#[serde(untagged, expecting = "a flow id such as \"react\", or a table with `id` and `options`")]
-enum FlowSelectionRepr {
-    Id(String),
-    Selection {
-        id: String,
-        #[serde(default)]
-        options: Map<String, Value>,
-    },
-}
-
-impl From<FlowSelectionRepr> for FlowSelection {
-    fn from(repr: FlowSelectionRepr) -> FlowSelection {
-        match repr {
-            FlowSelectionRepr::Id(id) => FlowSelection::new(id),
-            FlowSelectionRepr::Selection { id, options } => FlowSelection { id, options },
-        }
-    }
-}
 
 /// One layer of an agent definition; unset fields inherit from the layer it extends.
 ///
@@ -329,22 +292,6 @@ fn accumulate_plugins(chain: &[&AgentDef]) -> Result<Vec<SpecPlugin>, AgentDefin
 /// Returns the plugin id of a reference already known to parse.
 fn plugin_id(reference: &str) -> String {
     PluginRef::parse(reference).map(|r| r.id().to_owned()).unwrap_or_default()
-}
-
-/// Turns a serde_json error into a parse error naming the source.
-pub(crate) fn json_parse_error(err: &serde_json::Error, source_name: &str) -> AgentDefinitionError {
-    let message = err.to_string();
-    // serde_json appends " at line L column C"; the position has fields of its own.
-    let message = match message.rfind(" at line ") {
-        Some(cut) => message[..cut].to_owned(),
-        None => message,
-    };
-    AgentDefinitionError::Parse {
-        source_name: source_name.to_owned(),
-        line: err.line(),
-        column: err.column(),
-        message,
-    }
 }
 
 /// Returns the 1-based line and column of byte `offset` in `text`.

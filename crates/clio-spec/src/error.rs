@@ -121,3 +121,19 @@ pub enum AgentDefinitionError {
     #[error("the spec has no `checksum` field; freeze it again with `clio agent spec`")]
     MissingChecksum,
 }
+
+/// Turns a serde_json error into a parse error naming the source.
+pub(crate) fn json_parse_error(err: &serde_json::Error, source_name: &str) -> AgentDefinitionError {
+    let message = err.to_string();
+    // serde_json appends " at line L column C"; the position has fields of its own.
+    let message = match message.rfind(" at line ") {
+        Some(cut) => message[..cut].to_owned(),
+        None => message,
+    };
+    AgentDefinitionError::Parse {
+        source_name: source_name.to_owned(),
+        line: err.line(),
+        column: err.column(),
+        message,
+    }
+}

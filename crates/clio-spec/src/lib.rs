@@ -17,14 +17,16 @@ mod canonical;
 mod error;
 mod plugin_ref;
 mod requirements;
+mod selection;
 mod spec;
 mod version;
 
-pub use agent::{AgentDef, DEFAULT_FLOW, DEFAULT_LAYER, DEFAULT_PLUGINS, FlowSelection};
+pub use agent::{AgentDef, DEFAULT_FLOW, DEFAULT_LAYER, DEFAULT_PLUGINS};
 pub use canonical::{canonical_json, canonical_sha256};
 pub use error::AgentDefinitionError;
 pub use plugin_ref::PluginRef;
 pub use requirements::{Prefers, Requires};
+pub use selection::FlowSelection;
 pub use spec::{AgentSpec, SpecPlugin};
 pub use version::{
     VersionRange, VersionRangeError, VersionRangeErrorKind, parse_plugin_version, validate_id,

@@ -10,11 +10,12 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::agent::{FlowSelection, json_parse_error};
 use crate::canonical::canonical_sha256;
 use crate::error::AgentDefinitionError;
+use crate::error::json_parse_error;
 use crate::plugin_ref::PluginRef;
 use crate::requirements::{Prefers, Requires};
+use crate::selection::FlowSelection;
 
 /// A plugin reference in a spec, with the layer that added it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

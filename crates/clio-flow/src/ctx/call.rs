@@ -675,8 +675,7 @@ impl Call {
             _ => {
                 if let Resolved::Tool(tool) = &resolved
                     && !gate::believed_read_only(&self.ctx, tool)
-                    && !(tool.is_contextual()
-                        && crate::run_code::calls_were_read_only(&self.ctx, rec.id).await?)
+                    && !(tool.is_contextual() && calls_were_read_only(&self.ctx, rec.id).await?)
                 {
                     let err = FlowError::CallInterrupted {
                         handle,
@@ -1223,4 +1222,16 @@ impl IntoFuture for Call {
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(self.run())
     }
+}
+
+/// Says whether every call the contextual tool running as `task` made is to a read-only
+/// tool, as the journal records them: then the tool may run again after a crash.
+async fn calls_were_read_only(ctx: &Ctx, task: TaskId) -> Result<bool, FlowError> {
+    let journal = ctx.run.rt.journal.clone();
+    let run = ctx.run.run;
+    let tasks = blocking(move || journal.tasks(run)).await?;
+    let registry = &ctx.run.rt.registry;
+    Ok(tasks.iter().filter(|t| t.parent == Some(task)).all(|t| {
+        registry.get_tool(&t.target).is_some_and(|tool| crate::gate::believed_read_only(ctx, tool))
+    }))
 }

@@ -1,14 +1,14 @@
 //! The team's functions as tools of the built-in `orchestration` plugin:
 //! [`AgentEnv::call_tool`] takes a tool name and JSON arguments and returns JSON, with
 //! errors as data (`{"error": {"reason", "message"}}`), so the runtime's tool layer can
-//! route calls to it. [`TEAM_TOOLS`] lists the names and what each does, and
-//! [`AgentEnv::tools`] makes them registry [`Tool`]s bound to one session.
+//! route calls to it. [`TEAM_TOOLS`] lists the names and what each does; the
+//! orchestration layer makes them registry tools bound to one session (`AgentEnv::tools`,
+//! in `orchestration.rs`: the team knows nothing of the registry).
 
 use clio_journal::SessionId;
 use serde_json::{Map, Value, json};
 
 use crate::model::Message;
-use crate::registry::Tool;
 use crate::team::{
     AgentEnv, AskOptions, ReplyOutcome, RunOptions, TaskSpec, TeamError, WaitOptions,
 };
@@ -240,26 +240,6 @@ fn tool_schema(name: &str) -> Value {
 }
 
 impl AgentEnv {
-    /// Returns every team tool as a registry [`Tool`] acting for this session, named
-    /// `prefix` + its name (`council_run`, ...). Errors come back as data, so the tools
-    /// themselves never fail; the queries are read-only.
-    pub fn tools(&self, prefix: &str) -> Vec<Tool> {
-        TEAM_TOOLS
-            .iter()
-            .map(|t| {
-                let env = self.clone();
-                let name = t.name;
-                let tool = Tool::new(format!("{prefix}{name}"), move |args: Value| {
-                    let env = env.clone();
-                    async move { Ok(env.call_tool(name, args).await) }
-                })
-                .describe(t.description);
-                let tool = Tool { schema: t.schema(), ..tool };
-                if t.read_only() { tool.read_only() } else { tool }
-            })
-            .collect()
-    }
-
     /// Calls team tool `name` with JSON `args` on behalf of this session and returns its
     /// JSON result, or `{"error": {"reason", "message"}}`.
     pub async fn call_tool(&self, name: &str, args: Value) -> Value {
