@@ -4,6 +4,7 @@
 mod adversarial;
 mod ask;
 mod cancel;
+mod corpus;
 mod council;
 mod crash;
 mod declarations;
