@@ -168,6 +168,22 @@ impl Ctx {
     }
 
     /// Returns a context of this run for `scope`.
+    /// The registry of the run's runtime: the features built on the engine reach the
+    /// runtime through these three, not through its fields.
+    pub(crate) fn registry(&self) -> &crate::registry::Registry {
+        &self.run.rt.registry
+    }
+
+    /// The journal the run is recorded in.
+    pub(crate) fn journal(&self) -> &clio_journal::Journal {
+        &self.run.rt.journal
+    }
+
+    /// The configuration of the run's runtime.
+    pub(crate) fn config(&self) -> &crate::runtime::RuntimeConfig {
+        &self.run.rt.config
+    }
+
     pub(crate) fn with_scope(&self, scope: Scope) -> Ctx {
         Ctx { run: Arc::clone(&self.run), scope: Arc::new(scope) }
     }

@@ -128,7 +128,7 @@ async fn run_flow(args: Value, ctx: Ctx) -> Result<Value, FlowError> {
     let flow = text_arg(&args, "flow")?
         .filter(|f| !f.is_empty())
         .ok_or_else(|| invalid("`flow` names the flow to run"))?;
-    if ctx.run.rt.registry.get_flow(&flow).is_none() {
+    if ctx.registry().get_flow(&flow).is_none() {
         return Err(FlowError::FlowTargetUnknown { target: flow });
     }
     let options = match args.get("options") {
@@ -164,7 +164,7 @@ async fn run_workflow(args: Value, ctx: Ctx) -> Result<Value, FlowError> {
 fn cut_off(ctx: &Ctx, record: &TaskRecord) -> bool {
     match record.status {
         TaskStatus::Interrupted => true,
-        TaskStatus::Running => record.owner != ctx.run.rt.config.owner,
+        TaskStatus::Running => record.owner != ctx.config().owner,
         _ => false,
     }
 }
@@ -184,7 +184,7 @@ async fn reattach(ctx: &Ctx, record: &TaskRecord, once: &AsyncMutex<()>) -> Resu
     };
     let command = intent.payload_value().unwrap_or(Value::Null);
     let _once = once.lock().await;
-    let (journal, id) = (ctx.run.rt.journal.clone(), record.id);
+    let (journal, id) = (ctx.journal().clone(), record.id);
     let now = blocking(move || journal.task(id)).await?;
     if !now.is_some_and(|r| cut_off(ctx, &r)) {
         return Ok(());
@@ -199,7 +199,7 @@ async fn reattach(ctx: &Ctx, record: &TaskRecord, once: &AsyncMutex<()>) -> Resu
         })?),
     };
     let text = |key: &str| command[key].as_str().unwrap_or_default().to_owned();
-    let (journal, owner) = (ctx.run.rt.journal.clone(), ctx.run.rt.config.owner.clone());
+    let (journal, owner) = (ctx.journal().clone(), ctx.config().owner.clone());
     let update = TaskUpdate {
         status: Some(TaskStatus::Running),
         owner: Some(owner),
@@ -271,7 +271,7 @@ async fn flow_result(args: Value, ctx: Ctx, once: Arc<AsyncMutex<()>>) -> Result
         .get("handle")
         .and_then(Value::as_u64)
         .ok_or_else(|| invalid("`handle` is the number run_flow or run_workflow returned"))?;
-    let journal = ctx.run.rt.journal.clone();
+    let journal = ctx.journal().clone();
     let record = blocking(move || journal.task(TaskId(handle))).await?;
     let Some(record) = record.filter(|r| r.run == ctx.run_id()) else {
         return Err(invalid(format!("no task {handle} in this run")));
@@ -421,7 +421,7 @@ async fn call_as_session(source: &TeamSource, tool: &str, args: Value, ctx: &Ctx
         return err.to_json();
     }
     // The children inherit the caller's model: the agent's, else the runtime's default.
-    let model = [ctx.scope.model.as_str(), ctx.run.rt.config.model.as_str()]
+    let model = [ctx.scope.model.as_str(), ctx.config().model.as_str()]
         .into_iter()
         .find(|m| !m.is_empty())
         .unwrap_or("")
@@ -432,7 +432,7 @@ async fn call_as_session(source: &TeamSource, tool: &str, args: Value, ctx: &Ctx
     if let Some(env) = &member
         && tool == "run"
     {
-        let (max, reached) = (ctx.run.rt.config.max_depth, team_depth(env.session()) + 1);
+        let (max, reached) = (ctx.config().max_depth, team_depth(env.session()) + 1);
         if max > 0 && reached > max {
             let err = FlowError::FlowLimitExceeded { limit: "max_depth".into(), max, reached };
             return json!({ "error": err.to_json() });

@@ -406,7 +406,7 @@ enum Submitted {
 /// The loop itself, after `SessionStart` (whose hooks gave `session_context`).
 async fn converse(req: &WorkerRequest, session_context: String) -> Result<WorkerReply, FlowError> {
     let ctx = req.ctx.clone();
-    let models = ctx.run.rt.config.models.clone();
+    let models = ctx.config().models.clone();
     let about = json!({ "agent": req.id, "model": req.model });
     let mut task = match submit_prompt(req, &about).await? {
         Submitted::Prompt(prompt) => prompt,

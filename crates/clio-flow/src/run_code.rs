@@ -160,7 +160,7 @@ pub(crate) async fn answer(ctx: &Ctx, name: &str, args: Value) -> Result<Value, 
     if is_reserved(name) {
         return host_call(ctx, name, args).await;
     }
-    match ctx.run.rt.registry.kind_of(name) {
+    match ctx.registry().kind_of(name) {
         Some(CallKind::Tool) | None => {}
         Some(kind) => {
             return Err(FlowError::CallRefused {
@@ -180,7 +180,7 @@ fn is_reserved(name: &str) -> bool {
 }
 
 async fn host_call(ctx: &Ctx, name: &str, args: Value) -> Result<Value, FlowError> {
-    let registry = &ctx.run.rt.registry;
+    let registry = &ctx.registry();
     let Some((binding, plugin, handler)) = registry
         .binding_for(name)
         .and_then(|b| Some((b.name().to_owned(), b.plugin.clone(), b.handler(name)?)))

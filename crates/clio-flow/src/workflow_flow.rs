@@ -177,7 +177,7 @@ fn saturating_u32(n: Option<u64>) -> Option<u32> {
 }
 
 async fn run(input: Value, ctx: Ctx) -> Result<FlowOutput, FlowError> {
-    let registry = ctx.run.rt.registry.clone();
+    let registry = ctx.registry().clone();
     let kind_of = |target: &str| match registry.kind_of(target) {
         Some(CallKind::Flow) => TargetKind::Flow,
         Some(_) => TargetKind::Other,
@@ -327,7 +327,7 @@ async fn run(input: Value, ctx: Ctx) -> Result<FlowOutput, FlowError> {
 /// ask) ends the workflow with `FlowNotTrusted` before anything ran. Steps editors add
 /// later are asked about by the gate when they are called.
 async fn trust_targets(ctx: &Ctx, workflow: &Workflow) -> Result<(), FlowError> {
-    let registry = &ctx.run.rt.registry;
+    let registry = &ctx.registry();
     let mut plugins: std::collections::BTreeMap<&str, &str> = std::collections::BTreeMap::new();
     for step in workflow.steps() {
         if let Some(plugin) = registry.plugin_of(&step.target) {

@@ -346,7 +346,7 @@ async fn confine(
     ctx: &Ctx,
     scratch: &Path,
 ) -> Result<Confined, RunCodeError> {
-    let sandbox = &ctx.run.rt.config.sandbox;
+    let sandbox = &ctx.config().sandbox;
     // The interpreter as found outside, so the sandbox runs the same one.
     let interpreter = match sandbox.mode {
         SandboxMode::Off => config.interpreter.clone(),

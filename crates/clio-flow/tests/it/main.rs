@@ -35,6 +35,7 @@ fn no_forgotten_test_files() {
         "adversarial",
         "ask",
         "cancel",
+        "corpus",
         "council",
         "crash",
         "declarations",
