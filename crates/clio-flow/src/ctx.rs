@@ -215,6 +215,31 @@ impl Ctx {
         }
     }
 
+    /// Returns a context of the run's own scope (no identity prefix, no parent task) that
+    /// keeps this one's cancellation: for a question that belongs to the run rather than
+    /// to the call that asks it, such as the trust question of a plugin, which any of its
+    /// calls may be the first to ask.
+    pub(crate) fn run_scope(&self) -> Ctx {
+        let scope = &self.scope;
+        self.with_scope(Scope {
+            kind: ScopeKind::Root,
+            task: Value::Null,
+            options: Map::new(),
+            parent: None,
+            prefix: String::new(),
+            depth: 0,
+            limits: scope.limits.clone(),
+            model: scope.model.clone(),
+            cancel: scope.cancel.clone(),
+            tools: Vec::new(),
+            seat: None,
+            origin: scope.origin,
+            this: None,
+            plugin: None,
+            occurrences: Mutex::new(HashMap::new()),
+        })
+    }
+
     /// Returns the replay identity of a command made at `site` about `what`.
     pub(crate) fn identity(&self, site: &Location<'_>, what: &Value, key: &str) -> String {
         if !key.is_empty() {

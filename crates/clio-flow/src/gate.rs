@@ -510,17 +510,22 @@ pub(crate) async fn ensure_trusted(
         digest: info.digest.clone(),
         trust_with: info.trust_with.clone(),
     };
-    if !can_ask(ctx, key) {
+    // The question is the run's, one per plugin and digest, whichever call asks it first;
+    // a run recorded when each call asked its own (`key`, in its scope) keeps to that.
+    let own_question = format!("{}key:{key}", ctx.scope.prefix);
+    let (asker, question_key) = if ctx.run.recorded(&own_question).is_some() {
+        (ctx.clone(), key.to_owned())
+    } else {
+        (ctx.run_scope(), format!("trust:{plugin}@{}", info.digest))
+    };
+    if !can_ask(&asker, &question_key) {
         return Err(not_trusted());
     }
     // A call refused by another call's "no" (below) replays to the same refusal.
     let receipt = format!("{}key:{key}@trust", ctx.scope.prefix);
-    if ctx
-        .run
-        .recorded(&receipt)
-        .and_then(|e| e.payload_value().ok())
-        .is_some_and(|p| p["decision"] == "deny" && p["rule"] == SHARED_QUESTION)
-    {
+    if ctx.run.recorded(&receipt).and_then(|e| e.payload_value().ok()).is_some_and(|p| {
+        p["decision"] == "deny" && p["rule"] == SHARED_QUESTION
+    }) {
         return Err(not_trusted());
     }
     // One question per plugin at a time: calls that want it at once wait for the first
@@ -549,7 +554,8 @@ pub(crate) async fn ensure_trusted(
     let question = trust_question(ctx, plugin, &info);
     let why = format!("{target} comes from plugin {plugin}, which is not trusted at this digest");
     let site = std::panic::Location::caller();
-    let answer = ctx.ask_with(site, &question, crate::AskSchema::Bool, &[], &why, key).await?;
+    let answer =
+        asker.ask_with(site, &question, crate::AskSchema::Bool, &[], &why, &question_key).await?;
     let yes = answer.as_bool().unwrap_or(false);
     if yes && let Some(store) = ctx.run.rt.config.trust_store.clone() {
         let (id, version, digest) = (plugin.to_owned(), info.version.clone(), info.digest.clone());

@@ -130,6 +130,73 @@ fn proposal_tools() -> [Tool; 2] {
     ]
 }
 
+/// A run of the built-in `workflow` flow, as a caller hands it over: the workflow already
+/// parsed and checked, and the settings typed. [`WorkflowRun::input`] is the one writer of
+/// the flow's input (the run's input in the journal), which the flow reads back once
+/// (`WorkflowInput`); callers build no map of settings by name.
+#[derive(Debug, Clone)]
+pub struct WorkflowRun {
+    /// The workflow.
+    pub workflow: Workflow,
+    /// The task its steps' `$task` stands for.
+    pub task: String,
+    /// The subagents that may propose edits after each step (none: no editing).
+    pub editors: Vec<String>,
+    /// The most steps the editors may add (`None`: the flow's default).
+    pub max_added_steps: Option<u64>,
+    /// The most rounds of edits (`None`: the flow's default).
+    pub max_edit_rounds: Option<u64>,
+    /// The targets an added step may name (`None`: the workflow's own targets).
+    pub allowed_targets: Option<Vec<String>>,
+    /// Whether each proposed edit waits for the person's yes.
+    pub approve_edits: bool,
+    /// The model the steps run on (`None`: the runtime's).
+    pub model: Option<String>,
+}
+
+impl WorkflowRun {
+    /// Returns a run of `workflow` on `task` with no editors and the default settings.
+    pub fn new(workflow: Workflow, task: impl Into<String>) -> WorkflowRun {
+        WorkflowRun {
+            workflow,
+            task: task.into(),
+            editors: Vec::new(),
+            max_added_steps: None,
+            max_edit_rounds: None,
+            allowed_targets: None,
+            approve_edits: false,
+            model: None,
+        }
+    }
+
+    /// Returns the run's input as the `workflow` flow reads it: `{workflow, task, ...}`
+    /// with only the settings that are set.
+    pub fn input(&self) -> Value {
+        let mut input = Map::new();
+        input.insert("workflow".into(), self.workflow.to_json());
+        input.insert("task".into(), Value::String(self.task.clone()));
+        if !self.editors.is_empty() {
+            input.insert("editors".into(), serde_json::json!(self.editors));
+        }
+        if let Some(n) = self.max_added_steps {
+            input.insert("max_added_steps".into(), serde_json::json!(n));
+        }
+        if let Some(n) = self.max_edit_rounds {
+            input.insert("max_edit_rounds".into(), serde_json::json!(n));
+        }
+        if let Some(targets) = &self.allowed_targets {
+            input.insert("allowed_targets".into(), serde_json::json!(targets));
+        }
+        if self.approve_edits {
+            input.insert("approve_edits".into(), Value::Bool(true));
+        }
+        if let Some(model) = &self.model {
+            input.insert("model".into(), Value::String(model.clone()));
+        }
+        Value::Object(input)
+    }
+}
+
 /// The workflow flow's settings, parsed once from its input (beside `workflow`, which
 /// [`Workflow::from_value`] reads): a field of the wrong type is refused, naming the
 /// field, rather than dropped. Other fields are ignored, as they always were: the inputs
@@ -629,5 +696,34 @@ mod tests {
             Event::Finished { step: "a".into(), answer: json!("ok"), model: None, state: None };
         sched.apply(finished).expect("finished");
         same(&sched);
+    }
+
+    /// What `WorkflowRun` writes, the flow reads back as the same run: the workflow and
+    /// every setting, and nothing a caller left unset.
+    #[test]
+    fn a_workflow_run_reads_back_as_the_flows_input() {
+        let workflow = Workflow::from_value(
+            json!({ "steps": [{ "id": "a", "target": "t", "input": "$task" }] }),
+        )
+        .expect("workflow");
+        let plain = WorkflowRun::new(workflow.clone(), "essay").input();
+        assert_eq!(plain, json!({ "workflow": workflow.to_json(), "task": "essay" }));
+        let run = WorkflowRun {
+            editors: vec!["editor".into()],
+            max_added_steps: Some(2),
+            max_edit_rounds: Some(3),
+            allowed_targets: Some(vec!["t".into()]),
+            approve_edits: true,
+            model: Some("m/x".into()),
+            ..WorkflowRun::new(workflow.clone(), "essay")
+        };
+        let input = run.input();
+        let read = WorkflowInput::parse(&input).expect("settings");
+        assert_eq!(read.task, json!("essay"));
+        assert_eq!(read.editors, Some(vec!["editor".to_owned()]));
+        assert_eq!((read.max_added_steps, read.max_edit_rounds), (Some(2), Some(3)));
+        assert_eq!(read.allowed_targets, Some(vec!["t".to_owned()]));
+        assert_eq!((read.approve_edits, read.model.as_deref()), (Some(true), Some("m/x")));
+        assert_eq!(Workflow::from_value(input["workflow"].clone()).expect("workflow"), workflow);
     }
 }

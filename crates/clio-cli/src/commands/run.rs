@@ -9,7 +9,7 @@ use clio_flow::{
     FlowError, FlowSelection, Registry, RunOutcome, RunReport, Runtime, RuntimeConfig,
 };
 use clio_journal::{Journal, RunId, RunRecord, TaskKind, TaskRecord, TaskStatus};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::{read_text, replay, write_json};
 use crate::args::{
@@ -62,24 +62,14 @@ pub(super) fn workflow_run(
         CliError::user(anyhow!("{}: {e}", args.file.display()))
             .hint("`clio workflow check FILE` reports the first problem")
     })?;
-    let mut input = Map::new();
-    input.insert("workflow".into(), workflow.to_json());
-    input.insert("task".into(), Value::String(args.task.clone()));
-    if !args.editors.is_empty() {
-        input.insert("editors".into(), json!(args.editors));
-    }
-    if let Some(n) = args.max_added_steps {
-        input.insert("max_added_steps".into(), json!(n));
-    }
-    if let Some(n) = args.max_edit_rounds {
-        input.insert("max_edit_rounds".into(), json!(n));
-    }
-    if args.approve_edits {
-        input.insert("approve_edits".into(), json!(true));
-    }
-    if let Some(model) = &args.drive.model {
-        input.insert("model".into(), json!(model));
-    }
+    let run = clio_flow::WorkflowRun {
+        editors: args.editors.clone(),
+        max_added_steps: args.max_added_steps.map(u64::from),
+        max_edit_rounds: args.max_edit_rounds.map(u64::from),
+        approve_edits: args.approve_edits,
+        model: args.drive.model.clone(),
+        ..clio_flow::WorkflowRun::new(workflow.clone(), args.task.clone())
+    };
     let launch = launch_of(&args.drive, None)?;
     let check = |runtime: &Runtime| check_targets(runtime, &workflow, &args.editors, &args.file);
     let show = Show::of(&args.drive, paint);
@@ -87,7 +77,7 @@ pub(super) fn workflow_run(
         home,
         launch,
         FlowSelection::new("workflow"),
-        Value::Object(input),
+        run.input(),
         &args.drive,
         &check,
         show,
