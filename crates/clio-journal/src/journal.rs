@@ -235,8 +235,10 @@ impl Journal {
         // before the records are sealed. A durable commit, before any write goes through
         // the log (which applies sealed values to whatever the file holds).
         if version < FORMAT_VERSION {
+            tracing::info!(path = %path.display(), from = version, to = FORMAT_VERSION, "journal format upgraded");
             upgrade::seal_records(&db, &path, version, config.quick_repair)?;
         }
+        tracing::debug!(path = %path.display(), format = FORMAT_VERSION, "journal opened");
         let db = Arc::new(db);
         let (sender, rx) = mpsc::channel();
         let writer_panic = Arc::new(Mutex::new(None));
@@ -457,13 +459,29 @@ impl Journal {
     /// Each record changes once; a second call finds nothing to do.
     pub fn reconcile<S: AsRef<str>>(&self, live: &[S]) -> Result<Reconciled> {
         let live: HashSet<String> = live.iter().map(|s| s.as_ref().to_owned()).collect();
-        self.write(move |tx| tx.reconcile(&live))
+        let done = self.write(move |tx| tx.reconcile(&live))?;
+        if done.total() > 0 {
+            tracing::info!(
+                runs = done.runs,
+                tasks = done.tasks,
+                sessions = done.sessions,
+                "work left by a stopped process marked interrupted"
+            );
+        }
+        Ok(done)
     }
 
     /// Removes every finished run (succeeded, failed, cancelled) that finished before
     /// `before_ms` (ms since the Unix epoch), with its entries and tasks.
     pub fn prune(&self, before_ms: u64) -> Result<Pruned> {
-        self.write(move |tx| tx.prune(before_ms))
+        let pruned = self.write(move |tx| tx.prune(before_ms))?;
+        tracing::info!(
+            runs = pruned.runs,
+            entries = pruned.entries,
+            tasks = pruned.tasks,
+            "pruned"
+        );
+        Ok(pruned)
     }
 
     fn read(&self) -> Result<redb::ReadTransaction> {
@@ -1014,6 +1032,12 @@ fn recover(
         )));
     }
     let last = records.last().map_or(held, |r| r.lsn);
+    if !records.is_empty() {
+        tracing::info!(
+            path = %path.display(), records = records.len(),
+            "journal recovered: writes a crash left in the log applied"
+        );
+    }
     for record in &records {
         tx.apply_redo(&record.payload, &wal_path, record.lsn)?;
     }

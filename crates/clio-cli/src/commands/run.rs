@@ -53,6 +53,7 @@ fn launch_of(drive: &DriveArgs, agent: Option<std::path::PathBuf>) -> Result<Lau
 pub(super) fn workflow_run(
     home: &Home,
     args: &WorkflowRunArgs,
+    quiet: bool,
     paint: Paint,
     out: &mut dyn Write,
     err: &mut dyn Write,
@@ -82,7 +83,7 @@ pub(super) fn workflow_run(
     }
     let launch = launch_of(&args.drive, None)?;
     let check = |runtime: &Runtime| check_targets(runtime, &workflow, &args.editors, &args.file);
-    let show = Show::of(&args.drive, paint);
+    let show = Show::of(&args.drive, quiet, paint);
     start_checked(
         home,
         launch,
@@ -131,6 +132,7 @@ fn check_targets(
 pub(super) fn run(
     home: &Home,
     args: &RunCommandArgs,
+    quiet: bool,
     paint: Paint,
     out: &mut dyn Write,
     err: &mut dyn Write,
@@ -166,7 +168,7 @@ pub(super) fn run(
         }
     }
     let input = Value::String(args.input.clone());
-    let show = Show::of(&args.drive, paint);
+    let show = Show::of(&args.drive, quiet, paint);
     let check = |_: &Runtime| Ok(());
     start_checked(home, launch, selection, input, &args.drive, &check, show, out, err)
 }
@@ -181,8 +183,8 @@ pub(super) struct Show {
 }
 
 impl Show {
-    fn of(drive: &DriveArgs, paint: Paint) -> Show {
-        Show { progress: !(drive.json || drive.quiet), json: drive.json, paint }
+    fn of(drive: &DriveArgs, quiet: bool, paint: Paint) -> Show {
+        Show { progress: !(drive.json || quiet), json: drive.json, paint }
     }
 }
 
@@ -249,7 +251,8 @@ fn drive_run(
             None
         }
     };
-    let tty = std::io::stderr().is_terminal();
+    // Log lines would tear a terminal's bars: with logging on, progress is plain lines.
+    let tty = std::io::stderr().is_terminal() && !crate::log::active();
     // No progress at all with --quiet or --json: not even a tree's empty header.
     let mut progress = show.progress.then(|| Progress::new(journal.clone(), run, tty));
     let report = rt.block_on(async {
@@ -663,6 +666,7 @@ pub(super) fn answer(
 pub(super) fn resume(
     home: &Home,
     args: &RunResumeArgs,
+    quiet: bool,
     paint: Paint,
     out: &mut dyn Write,
     err: &mut dyn Write,
@@ -676,7 +680,7 @@ pub(super) fn resume(
     if let Some(change) = &agent_change {
         pin::note(RunId(args.run), change, true, err)?;
     }
-    let show = Show { progress: !(args.json || args.quiet), json: args.json, paint };
+    let show = Show { progress: !(args.json || quiet), json: args.json, paint };
     // A cancelled run is not driven again: its progress would replay every line before
     // saying so.
     if let Some(record) = journal.run(RunId(args.run)).map_err(journal_error)?
@@ -805,6 +809,7 @@ pub(super) fn cancel(home: &Home, args: &RunArgs, out: &mut dyn Write) -> Result
 pub(super) fn models_list(
     home: &Home,
     args: &ModelsListArgs,
+    quiet: bool,
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<(), CliError> {
@@ -821,9 +826,11 @@ pub(super) fn models_list(
     if !choice.default_model.is_empty() {
         from.push_str(&format!("; default {}", choice.default_model));
     }
-    writeln!(err, "{from}")?;
-    if let Some(shadowed) = &choice.shadowed {
-        writeln!(err, "note: {} is not read: config.toml declares models", shadowed.display())?;
+    if !quiet {
+        writeln!(err, "{from}")?;
+        if let Some(shadowed) = &choice.shadowed {
+            writeln!(err, "note: {} is not read: config.toml declares models", shadowed.display())?;
+        }
     }
     let config = choice.config;
     let models = config.catalog.models();
