@@ -241,11 +241,34 @@ fn trusted(store: &Store, plugin: &Plugin, folder: &Path) -> Result<bool, CliErr
     store.is_trusted_at(&plugin.id, &plugin.version.to_string(), &digest).map_err(CliError::from)
 }
 
+/// A plugin of a launch that is not trusted at its content now.
+#[derive(Debug, Clone)]
+pub(crate) struct Untrusted {
+    pub(crate) id: String,
+    pub(crate) version: String,
+    /// The command that trusts it (`clio plugin trust DIR`, or `MARKETPLACE/ID VERSION` for
+    /// an installed one).
+    pub(crate) trust_with: String,
+    /// Whether it is a folder passed with `--plugin` (which `--trust` vouches for).
+    pub(crate) passed: bool,
+}
+
+/// Builds the runtime a launch describes, as [`runtime_and_untrusted`] does.
+pub(crate) fn runtime(home: &Home, launch: &Launch, journal: Journal) -> Result<Runtime, CliError> {
+    Ok(runtime_and_untrusted(home, launch, journal)?.0)
+}
+
 /// Builds the runtime a launch describes: the journal, the built-in and basic tools, the
 /// plugins (passed folders, and an agent's installed plugins), the models. The agent is
 /// offered the basic tools, `run_code`, its plugins' tools and the built-in tools they
 /// claim (`[[native_tools]]`), and the orchestration tools when it carries that plugin.
-pub(crate) fn runtime(home: &Home, launch: &Launch, journal: Journal) -> Result<Runtime, CliError> {
+/// Returns the plugins that are not trusted beside it, which a new run that may not ask
+/// (`--no-input`) refuses before it exists.
+pub(crate) fn runtime_and_untrusted(
+    home: &Home,
+    launch: &Launch,
+    journal: Journal,
+) -> Result<(Runtime, Vec<Untrusted>), CliError> {
     let settings = HomeConfig::load(home)?;
     let sandbox = settings.sandbox();
     let workspace =
@@ -263,10 +286,10 @@ pub(crate) fn runtime(home: &Home, launch: &Launch, journal: Journal) -> Result<
 
     // Each plugin folder, with how a person trusts it: a folder passed with `--plugin` by
     // its path, an installed plugin by its marketplace, id and version.
-    let mut folders: Vec<(PathBuf, String)> = launch
+    let mut folders: Vec<(PathBuf, String, bool)> = launch
         .plugins
         .iter()
-        .map(|f| (f.clone(), format!("clio plugin trust {}", f.display())))
+        .map(|f| (f.clone(), format!("clio plugin trust {}", f.display()), true))
         .collect();
     let spec = launch.agent.as_deref().map(agent_spec).transpose()?;
     if let Some(spec) = &spec {
@@ -276,7 +299,7 @@ pub(crate) fn runtime(home: &Home, launch: &Launch, journal: Journal) -> Result<
                 continue;
             }
             // Already passed as a folder.
-            if folders.iter().any(|(f, _)| f.file_name().is_some_and(|n| n == reference.id())) {
+            if folders.iter().any(|(f, ..)| f.file_name().is_some_and(|n| n == reference.id())) {
                 continue;
             }
             let best = installed
@@ -295,15 +318,24 @@ pub(crate) fn runtime(home: &Home, launch: &Launch, journal: Journal) -> Result<
             };
             let command =
                 format!("clio plugin trust {}/{} {}", best.marketplace, best.id, best.version);
-            folders.push((best.path.clone(), command));
+            folders.push((best.path.clone(), command, false));
         }
     }
-    for (folder, trust_with) in &folders {
+    let mut untrusted = Vec::new();
+    for (folder, trust_with, passed) in &folders {
         let plugin = load_plugin(folder).map_err(|e| {
             CliError::from(e)
                 .hint(format!("`clio plugin check {}` lists every problem", folder.display()))
         })?;
         let is_trusted = trusted(&store, &plugin, folder)?;
+        if !is_trusted {
+            untrusted.push(Untrusted {
+                id: plugin.id.clone(),
+                version: plugin.version.to_string(),
+                trust_with: trust_with.clone(),
+                passed: *passed,
+            });
+        }
         // Its own tools and the built-in ones it claims with `[[native_tools]]`, as a
         // subagent of the plugin gets them.
         tool_names.extend(plugin.tool_names().map(str::to_owned));
@@ -368,7 +400,7 @@ pub(crate) fn runtime(home: &Home, launch: &Launch, journal: Journal) -> Result<
         ..RuntimeConfig::default()
     };
     settings.apply_limits(&mut config);
-    Ok(Runtime::new(journal, registry, config))
+    Ok((Runtime::new(journal, registry, config), untrusted))
 }
 
 /// Returns the flow an agent runs.

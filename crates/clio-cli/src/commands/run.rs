@@ -20,7 +20,8 @@ use crate::config::{HomeConfig, ModelsChoice};
 use crate::error::{CliError, journal_error};
 use crate::home::{Held, Home};
 use crate::launch::{
-    Launch, agent_flow, agent_spec, installed_flow_provider, open_journal, owner, runtime,
+    Launch, Untrusted, agent_flow, agent_spec, installed_flow_provider, open_journal, owner,
+    runtime, runtime_and_untrusted,
 };
 use crate::paint::{Paint, Verdict};
 use crate::pin::{self, AgentChange, OnAgentChange};
@@ -151,9 +152,10 @@ pub(super) fn run(
         None => FlowSelection::new(args.target.clone()),
     };
     for option in &args.options {
-        let (key, value) = option
-            .split_once('=')
-            .ok_or_else(|| CliError::usage(anyhow!("option `{option}` is not KEY=VALUE")))?;
+        let (key, value) = option.split_once('=').ok_or_else(|| {
+            CliError::usage(anyhow!("--option {option}: write it as KEY=VALUE"))
+                .hint("`clio run TARGET --help` shows an example")
+        })?;
         let value = serde_json::from_str(value).unwrap_or_else(|_| Value::String(value.into()));
         selection.options.insert(key.to_owned(), value);
     }
@@ -169,8 +171,56 @@ pub(super) fn run(
     }
     let input = Value::String(args.input.clone());
     let show = Show::of(&args.drive, quiet, paint);
-    let check = |_: &Runtime| Ok(());
+    let chosen = selection.clone();
+    let check = |runtime: &Runtime| check_flow_options(runtime, &chosen, &args.options);
     start_checked(home, launch, selection, input, &args.drive, &check, show, out, err)
+}
+
+/// Checks, before a run exists, the options of the flow `selection` names (`--option`s
+/// given, and an agent's own) against the options it declares; the error names each bad
+/// one, the flag it came from, the type it needs and every option the flow takes.
+fn check_flow_options(
+    runtime: &Runtime,
+    selection: &FlowSelection,
+    given: &[String],
+) -> Result<(), CliError> {
+    // An unknown flow is reported when the run is created, with its own hint.
+    let Some(flow) = runtime.registry().get_flow(&selection.id) else { return Ok(()) };
+    let Err(FlowError::OptionsInvalid { flow: id, problems }) =
+        flow.checked_options(&selection.options)
+    else {
+        return Ok(());
+    };
+    let flag =
+        |name: &str| given.iter().rev().find(|o| o.split_once('=').is_some_and(|(k, _)| k == name));
+    let lines: Vec<String> = problems
+        .iter()
+        .map(|p| {
+            let what = if p.needs == "no such option" {
+                format!("flow {id} has no option {}", p.option)
+            } else {
+                format!("{} needs {} (got {})", p.option, p.needs, p.got)
+            };
+            match flag(&p.option) {
+                Some(option) => format!("--option {option}: {what}"),
+                None => format!("the agent's flow option {}: {what}", p.option),
+            }
+        })
+        .collect();
+    let declared: Vec<String> =
+        flow.options().iter().map(|o| format!("{} ({})", o.name, o.ty.describe())).collect();
+    let limits = clio_flow::LIMIT_NAMES.join(", ");
+    let takes = if declared.is_empty() {
+        format!(
+            "flow {id} takes no options of its own, only the limits every flow takes: {limits} (each an integer >= 0)"
+        )
+    } else {
+        format!(
+            "the options of flow {id}: {}; and the limits every flow takes: {limits} (each an integer >= 0)",
+            declared.join(", ")
+        )
+    };
+    Err(CliError::user(anyhow!("{}", lines.join("; "))).hint(takes).hint("no run was created"))
 }
 
 /// What a driven run shows besides its outcome: progress and the closing summary (not
@@ -207,12 +257,18 @@ fn start_checked(
         // The person vouches for the folders named on this command line, as `clio plugin
         // trust DIR` would, before anything of them runs.
         let store = clio_plugins::Store::new(home.root());
+        // Noted as progress is: not with --quiet or --json.
+        let mut sink = std::io::sink();
+        let note: &mut dyn Write = if show.progress { &mut *err } else { &mut sink };
         for folder in &drive.plugins {
-            super::plugin::trust_folder(&store, folder, err)?;
+            super::plugin::trust_folder(&store, folder, note)?;
         }
     }
     let journal = open_journal(home)?;
-    let runtime = runtime(home, &launch, journal.clone())?;
+    let (runtime, untrusted) = runtime_and_untrusted(home, &launch, journal.clone())?;
+    if launch.no_input && !untrusted.is_empty() {
+        return Err(refuse_untrusted(&untrusted));
+    }
     check(&runtime)?;
     // The launch goes into the run's record in the run's own transaction: there is no
     // moment at which the run exists without it.
@@ -222,6 +278,27 @@ fn start_checked(
         writeln!(err, "run {} started; `clio runs show {}` shows it", run.0, run.0)?;
     }
     drive_run(&rt, home, &runtime, &journal, run, show, out, err)
+}
+
+/// The error of a new run that may not ask (`--no-input`) while some of its plugins are
+/// not trusted: no one could trust them during the run, so it is refused before it exists,
+/// naming each plugin and the command that trusts it.
+fn refuse_untrusted(untrusted: &[Untrusted]) -> CliError {
+    let names: Vec<String> = untrusted.iter().map(|p| format!("{} {}", p.id, p.version)).collect();
+    let (noun, verb) = if names.len() == 1 { ("plugin", "is") } else { ("plugins", "are") };
+    let mut error = CliError::user(anyhow!(
+        "--no-input: {noun} {} {verb} not trusted, and a run that may not ask cannot trust {}; no run was created",
+        names.join(", "),
+        if names.len() == 1 { "it" } else { "them" }
+    ));
+    for plugin in untrusted {
+        error =
+            error.hint(format!("trust {} with `{}`, then run again", plugin.id, plugin.trust_with));
+    }
+    if untrusted.iter().any(|p| p.passed) {
+        error = error.hint("or add --trust to vouch for the --plugin folders of this command");
+    }
+    error.hint("or run without --no-input to be asked before any of its code runs")
 }
 
 /// Drives run `run` to its end (or until it waits on people, or Ctrl-C), serving the
