@@ -374,7 +374,7 @@ pub(crate) struct RunExportArgs {
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("when").required(true).args(["older_than", "before"])))]
 pub(crate) struct RunsPruneArgs {
-    /// Prune finished runs started more than this long ago: a number and d, h or m (30d, 12h)
+    /// Prune finished runs started more than this long ago: 30d, 12h, 90m, 2w or 1h 30m
     #[arg(long, value_name = "AGE")]
     pub(crate) older_than: Option<String>,
     /// Prune finished runs started before this date (YYYY-MM-DD, UTC)
