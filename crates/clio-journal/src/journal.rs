@@ -17,6 +17,7 @@ use redb::{
     TableError,
 };
 
+use crate::changes::{Changes, Commits};
 use crate::checksum::{self, Place, decode};
 use crate::error::{JournalError, Result};
 use crate::format::{
@@ -60,6 +61,8 @@ struct Inner {
     writer: Option<JoinHandle<()>>,
     /// The message of a panic that stopped the writer thread, if one did.
     writer_panic: Arc<Mutex<Option<String>>>,
+    /// The writer's commits, which [`Journal::changes`] notices.
+    commits: Arc<Commits>,
 }
 
 impl Drop for Inner {
@@ -181,6 +184,7 @@ impl Journal {
             sender: None,
             writer: None,
             writer_panic: Arc::new(Mutex::new(None)),
+            commits: Arc::default(),
         };
         Ok(Self { inner: Arc::new(inner) })
     }
@@ -242,15 +246,17 @@ impl Journal {
         let db = Arc::new(db);
         let (sender, rx) = mpsc::channel();
         let writer_panic = Arc::new(Mutex::new(None));
+        let commits = Arc::new(Commits::default());
         let writer = {
             let (db, writer_path) = (Arc::clone(&db), path.clone());
             let panic_slot = Arc::clone(&writer_panic);
+            let counted = Arc::clone(&commits);
             std::thread::Builder::new()
                 .name("clio-journal-writer".into())
                 .spawn(move || {
                     // A panic of the storage engine in a commit stops the writer; the callers
                     // it dropped, and every later one, are told why (see `stopped`).
-                    let run = || writer::run(db, writer_path, config, rx, wal);
+                    let run = || writer::run(db, writer_path, config, rx, wal, &counted);
                     if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(run)) {
                         *lock(&panic_slot) = Some(guard::message(payload.as_ref()));
                     }
@@ -258,8 +264,14 @@ impl Journal {
                 .map_err(|source| JournalError::Io { path: path.clone(), source })?
         };
         let db: Arc<dyn ReadableDatabase + Send + Sync> = db;
-        let inner =
-            Inner { db: Some(db), path, sender: Some(sender), writer: Some(writer), writer_panic };
+        let inner = Inner {
+            db: Some(db),
+            path,
+            sender: Some(sender),
+            writer: Some(writer),
+            writer_panic,
+            commits,
+        };
         Ok(Self { inner: Arc::new(inner) })
     }
 
@@ -351,6 +363,13 @@ impl Journal {
     /// Returns the writes that an async caller awaits instead of blocking a thread on.
     pub fn nonblocking(&self) -> NonBlocking<'_> {
         NonBlocking { journal: self }
+    }
+
+    /// Returns notices of this journal's commits from now on: a view of a run awaits
+    /// [`Changes::changed`] to read the journal again when something was written (by any
+    /// handle of this journal) instead of at a fixed interval.
+    pub fn changes(&self) -> Changes {
+        Changes::new(Arc::clone(&self.inner.commits))
     }
 
     /// Makes every earlier write durable (needed only with [`crate::Durability::Eventual`]).

@@ -340,16 +340,32 @@ fn drive_run(
                 .context("cannot listen for Ctrl-C")
                 .map_err(CliError::internal)?;
         let mut drive = Box::pin(runtime.resume(run));
-        // The first tick comes one period in, not at once: a task that ends within it is
-        // shown once, as it ended, instead of as running at a moment decided by timing
-        // (which made a snapshot test flaky).
-        let period = Duration::from_millis(if tty { 150 } else { 400 });
-        let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+        // Progress is pushed: the journal says when it committed something (`changes`),
+        // and progress reads it then, at most once per `GAP` (a burst of commits is one
+        // read, shown a moment after it began). A change is shown `GAP` after it came at
+        // the earliest: a task that ends within that is shown once, as it ended. The slow
+        // tick only moves the clocks a terminal shows while nothing is written.
+        const GAP: Duration = Duration::from_millis(40);
+        let mut changes = journal.changes();
+        let clock = Duration::from_millis(if tty { 250 } else { 2_000 });
+        let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + clock, clock);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // When a change seen is to be shown.
+        let mut due: Option<tokio::time::Instant> = None;
         loop {
+            let show_at = due.unwrap_or_else(|| tokio::time::Instant::now() + clock);
             tokio::select! {
                 report = &mut drive => {
                     if let Some(p) = progress.as_mut() { p.tick(err); }
                     return Ok::<_, CliError>(Some(report));
+                }
+                () = changes.changed(), if due.is_none() && progress.is_some() => {
+                    due = Some(tokio::time::Instant::now() + GAP);
+                }
+                () = tokio::time::sleep_until(show_at), if due.is_some() => {
+                    due = None;
+                    if let Some(p) = progress.as_mut() { p.tick(err) }
+                    ticks.reset();
                 }
                 _ = ticks.tick() => if let Some(p) = progress.as_mut() { p.tick(err) },
                 _ = interrupt.recv() => return Ok(None),
