@@ -14,6 +14,12 @@ pub(crate) struct Cli {
     /// When to colour the output: auto colours a terminal unless NO_COLOR is set
     #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
     pub(crate) color: ColorChoice,
+    /// Log on stderr: -v a run's start and end, -vv each call too (RUST_LOG chooses in detail)
+    #[arg(long, short, global = true, action = clap::ArgAction::Count)]
+    pub(crate) verbose: u8,
+    /// Print no progress or notes: only the outcome, warnings and errors
+    #[arg(long, short, global = true, conflicts_with = "verbose")]
+    pub(crate) quiet: bool,
     #[command(subcommand)]
     pub(crate) command: Command,
 }
@@ -368,7 +374,7 @@ pub(crate) struct RunExportArgs {
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("when").required(true).args(["older_than", "before"])))]
 pub(crate) struct RunsPruneArgs {
-    /// Prune finished runs started more than this long ago: a number and d, h or m (30d, 12h)
+    /// Prune finished runs started more than this long ago: 30d, 12h, 90m, 2w or 1h 30m
     #[arg(long, value_name = "AGE")]
     pub(crate) older_than: Option<String>,
     /// Prune finished runs started before this date (YYYY-MM-DD, UTC)
@@ -486,9 +492,6 @@ pub(crate) struct DriveArgs {
     /// Print the outcome as JSON instead of the answer, and no progress
     #[arg(long)]
     pub(crate) json: bool,
-    /// Print no progress
-    #[arg(long, short)]
-    pub(crate) quiet: bool,
     /// Ask the person nothing: what would need an answer (trusting a plugin, allowing a tool) is refused instead, and resumes of the run keep to it
     #[arg(long)]
     pub(crate) no_input: bool,
@@ -559,9 +562,6 @@ pub(crate) struct RunResumeArgs {
     /// Print the outcome as JSON instead of the answer, and no progress
     #[arg(long)]
     pub(crate) json: bool,
-    /// Print no progress
-    #[arg(long, short)]
-    pub(crate) quiet: bool,
     /// Continue under the agent file as it is now, although it changed since the run was
     /// launched (recorded in the run)
     #[arg(long)]

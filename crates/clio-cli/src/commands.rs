@@ -51,6 +51,7 @@ pub(crate) fn dispatch_in(
     err: &mut dyn Write,
 ) -> Result<(), CliError> {
     let home = home.clone();
+    let quiet = cli.quiet;
     match cli.command {
         Command::Plugin(PluginCommand::Check(args)) => plugin::check(&args, out),
         Command::Plugin(PluginCommand::Install(args)) => plugin::install(&home, &args, out),
@@ -62,12 +63,16 @@ pub(crate) fn dispatch_in(
         Command::Workflow(WorkflowCommand::Check(args)) => workflow::check(&args, out),
         Command::Workflow(WorkflowCommand::Show(args)) => workflow::show(&args, out),
         Command::Workflow(WorkflowCommand::Run(args)) => {
-            run::workflow_run(&home, &args, paint, out, err)
+            run::workflow_run(&home, &args, quiet, paint, out, err)
         }
-        Command::Run(args) => run::run(&home, &args, paint, out, err),
-        Command::Models(ModelsCommand::List(args)) => run::models_list(&home, &args, out, err),
+        Command::Run(args) => run::run(&home, &args, quiet, paint, out, err),
+        Command::Models(ModelsCommand::List(args)) => {
+            run::models_list(&home, &args, quiet, out, err)
+        }
         Command::Runs(RunsCommand::Answer(args)) => run::answer(&home, &args, out, err),
-        Command::Runs(RunsCommand::Resume(args)) => run::resume(&home, &args, paint, out, err),
+        Command::Runs(RunsCommand::Resume(args)) => {
+            run::resume(&home, &args, quiet, paint, out, err)
+        }
         Command::Runs(RunsCommand::Replay(args)) => replay::replay(&home, &args, out, err),
         Command::Runs(RunsCommand::Cancel(args)) => run::cancel(&home, &args, out),
         Command::Runs(RunsCommand::List(args)) => runs::list(&home, &args, out),

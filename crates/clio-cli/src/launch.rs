@@ -237,11 +237,34 @@ fn trusted(store: &Store, plugin: &Plugin, folder: &Path) -> Result<bool, CliErr
     store.is_trusted_at(&plugin.id, &plugin.version.to_string(), &digest).map_err(CliError::from)
 }
 
+/// A plugin of a launch that is not trusted at its content now.
+#[derive(Debug, Clone)]
+pub(crate) struct Untrusted {
+    pub(crate) id: String,
+    pub(crate) version: String,
+    /// The command that trusts it (`clio plugin trust DIR`, or `MARKETPLACE/ID VERSION` for
+    /// an installed one).
+    pub(crate) trust_with: String,
+    /// Whether it is a folder passed with `--plugin` (which `--trust` vouches for).
+    pub(crate) passed: bool,
+}
+
+/// Builds the runtime a launch describes, as [`runtime_and_untrusted`] does.
+pub(crate) fn runtime(home: &Home, launch: &Launch, journal: Journal) -> Result<Runtime, CliError> {
+    Ok(runtime_and_untrusted(home, launch, journal)?.0)
+}
+
 /// Builds the runtime a launch describes: the journal, the built-in and basic tools, the
 /// plugins (passed folders, and an agent's installed plugins), the models. The agent is
 /// offered the basic tools, `run_code`, its plugins' tools and the built-in tools they
 /// claim (`[[native_tools]]`), and the orchestration tools when it carries that plugin.
-pub(crate) fn runtime(home: &Home, launch: &Launch, journal: Journal) -> Result<Runtime, CliError> {
+/// Returns the plugins that are not trusted beside it, which a new run that may not ask
+/// (`--no-input`) refuses before it exists.
+pub(crate) fn runtime_and_untrusted(
+    home: &Home,
+    launch: &Launch,
+    journal: Journal,
+) -> Result<(Runtime, Vec<Untrusted>), CliError> {
     let settings = HomeConfig::load(home)?;
     let sandbox = settings.sandbox();
     let workspace =
@@ -267,18 +290,18 @@ pub(crate) fn runtime(home: &Home, launch: &Launch, journal: Journal) -> Result<
         .collect();
     let spec = launch.agent.as_deref().map(agent_spec).transpose()?;
     // The folders passed by hand, loaded once: they stand in for their ids.
-    let mut loaded: Vec<(Plugin, PathBuf, String)> = Vec::with_capacity(folders.len());
+    let mut loaded: Vec<(Plugin, PathBuf, String, bool)> = Vec::with_capacity(folders.len());
     for (folder, trust_with) in folders {
         let plugin = load_plugin(&folder).map_err(|e| {
             CliError::from(e)
                 .hint(format!("`clio plugin check {}` lists every problem", folder.display()))
         })?;
-        loaded.push((plugin, folder, trust_with));
+        loaded.push((plugin, folder, trust_with, true));
     }
     if let Some(spec) = &spec {
         // Every other plugin the agent needs, transitively, chosen by the resolver among
         // the installed versions (one per plugin, every range on it satisfied).
-        let given: Vec<Plugin> = loaded.iter().map(|(p, _, _)| p.clone()).collect();
+        let given: Vec<Plugin> = loaded.iter().map(|(p, ..)| p.clone()).collect();
         let root = format!("agent {}", spec.id());
         let chosen =
             store.choose_for_run(&root, &spec.plugin_refs(), &given).map_err(|err| match err {
@@ -296,11 +319,20 @@ pub(crate) fn runtime(home: &Home, launch: &Launch, journal: Journal) -> Result<
             let plugin = load_plugin(&best.path).map_err(CliError::from)?;
             let command =
                 format!("clio plugin trust {}/{} {}", best.marketplace, best.id, best.version);
-            loaded.push((plugin, best.path.clone(), command));
+            loaded.push((plugin, best.path.clone(), command, false));
         }
     }
-    for (plugin, folder, trust_with) in &loaded {
+    let mut untrusted = Vec::new();
+    for (plugin, folder, trust_with, passed) in &loaded {
         let is_trusted = trusted(&store, plugin, folder)?;
+        if !is_trusted {
+            untrusted.push(Untrusted {
+                id: plugin.id.clone(),
+                version: plugin.version.to_string(),
+                trust_with: trust_with.clone(),
+                passed: *passed,
+            });
+        }
         // Its own tools and the built-in ones it claims with `[[native_tools]]`, as a
         // subagent of the plugin gets them.
         tool_names.extend(plugin.tool_names().map(str::to_owned));
@@ -365,7 +397,7 @@ pub(crate) fn runtime(home: &Home, launch: &Launch, journal: Journal) -> Result<
         ..RuntimeConfig::default()
     };
     settings.apply_limits(&mut config);
-    Ok(Runtime::new(journal, registry, config))
+    Ok((Runtime::new(journal, registry, config), untrusted))
 }
 
 /// Returns the flow an agent runs.

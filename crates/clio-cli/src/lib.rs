@@ -15,6 +15,7 @@ mod config;
 mod error;
 mod home;
 mod launch;
+mod log;
 mod paint;
 mod pin;
 mod progress;
@@ -32,9 +33,9 @@ pub use error::{CliError, ErrorKind};
 
 /// Runs `clio` with the process's arguments and streams, returning its exit code.
 pub fn main() -> ExitCode {
-    let stdout = std::io::stdout();
-    let stderr = std::io::stderr();
-    let code = run(std::env::args_os(), &mut stdout.lock(), &mut stderr.lock());
+    // The streams are locked per write, not for the whole command: the log's writer, on
+    // the runtime's threads, writes to stderr too.
+    let code = run(std::env::args_os(), &mut std::io::stdout(), &mut std::io::stderr());
     ExitCode::from(code)
 }
 
@@ -52,6 +53,9 @@ where
         Ok(cli) => cli,
         Err(code) => return code,
     };
+    let verbosity = log::Verbosity { verbose: cli.verbose, quiet: cli.quiet };
+    let color = paint::Paint::new(cli.color, std::io::stderr().is_terminal()).enabled();
+    log::init(verbosity, color, err);
     let client = Client::of(&cli, &argv);
     if let Some(client) = &client
         && let Some(code) = client.forward(out, err)

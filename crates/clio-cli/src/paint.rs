@@ -41,6 +41,11 @@ impl Paint {
         Paint { on }
     }
 
+    /// Returns whether colour is on.
+    pub(crate) fn enabled(self) -> bool {
+        self.on
+    }
+
     /// Returns `text` coloured for `verdict`, or as it is when colour is off.
     pub(crate) fn word(self, text: &str, verdict: Verdict) -> String {
         if !self.on {

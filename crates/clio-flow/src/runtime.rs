@@ -280,6 +280,16 @@ impl std::fmt::Debug for Runtime {
     }
 }
 
+/// Names an outcome in the log.
+fn outcome_name(outcome: &RunOutcome) -> &'static str {
+    match outcome {
+        RunOutcome::Succeeded(_) => "succeeded",
+        RunOutcome::AwaitingInput(_) => "awaiting_input",
+        RunOutcome::Failed(_) => "failed",
+        RunOutcome::Cancelled => "cancelled",
+    }
+}
+
 fn fingerprint(flow: &dyn Flow, registry: &Registry) -> Value {
     json!({ "flow": flow.id(), "version": flow.version(), "plugins": registry.plugin_set() })
 }
@@ -646,12 +656,24 @@ impl Runtime {
             }
             flow.forward(rec.input, ctx.clone()).await
         };
-        let outcome = state.drive(forward).await;
+        // The run's span holds what its calls log, on whichever task they run.
+        let span = tracing::info_span!("run", run = run.0);
+        span.in_scope(|| {
+            if replay_only {
+                tracing::debug!(flow = %selection.id, "replay started");
+            } else if unchanged {
+                tracing::info!(flow = %selection.id, "run started");
+            } else {
+                tracing::info!(flow = %selection.id, was = ?previous, "run resumed");
+            }
+        });
+        let outcome = tracing::Instrument::instrument(state.drive(forward), span.clone()).await;
         self.live().remove(&run);
         let (submitted, steps_run) = (state.submitted(), state.steps_run());
         let cancelled = state.is_cancelled();
         let suspended = state.suspension();
         if replay_only {
+            span.in_scope(|| tracing::debug!(outcome = outcome_name(&outcome), "replay ended"));
             return Ok((RunReport { run, submitted, steps_run, outcome }, Some(state)));
         }
         // The records loaded for replay (every entry of the run) take a while to free; the
@@ -672,6 +694,10 @@ impl Runtime {
             // The code no longer matches the history: nothing new ran, and the run stays
             // as resumable as it was, for code that matches again (a key, a patch marker).
             RunOutcome::Failed(err @ FlowError::Nondeterminism { .. }) => {
+                // Info, not a warning: the caller reports the mismatch to the person.
+                span.in_scope(|| {
+                    tracing::info!(error = %err, "replay mismatch: the run stops, nothing new ran");
+                });
                 let event = NewEntry::new(
                     EntryKind::Event,
                     json!({ "event": "replay_mismatch", "error": err.to_json() }),
@@ -710,6 +736,9 @@ impl Runtime {
         };
         journal.nonblocking().update_run(run, update).await?;
         let outcome = if cancelled { RunOutcome::Cancelled } else { outcome };
+        span.in_scope(|| {
+            tracing::info!(outcome = outcome_name(&outcome), submitted, steps_run, "run ended");
+        });
         Ok((RunReport { run, submitted, steps_run, outcome }, None))
     }
 

@@ -525,7 +525,8 @@ impl Drop for AbortOnDrop {
 fn spawned(ctx: &Ctx, work: Live, fallback: Done) -> Live {
     // Counted busy until it has first run, so the run never looks idle in between.
     let starting = crate::runtime::Starting::new(&ctx.run);
-    let mut guard = AbortOnDrop(tokio::spawn(starting.first_poll(work)));
+    let work = tracing::Instrument::in_current_span(starting.first_poll(work));
+    let mut guard = AbortOnDrop(tokio::spawn(work));
     Box::pin(async move {
         match (&mut guard.0).await {
             Ok(done) => done,

@@ -17,6 +17,7 @@ use redb::{
     TableError,
 };
 
+use crate::changes::{Changes, Commits};
 use crate::checksum::{self, Place, decode};
 use crate::error::{JournalError, Result};
 use crate::format::{
@@ -60,6 +61,8 @@ struct Inner {
     writer: Option<JoinHandle<()>>,
     /// The message of a panic that stopped the writer thread, if one did.
     writer_panic: Arc<Mutex<Option<String>>>,
+    /// The writer's commits, which [`Journal::changes`] notices.
+    commits: Arc<Commits>,
 }
 
 impl Drop for Inner {
@@ -181,6 +184,7 @@ impl Journal {
             sender: None,
             writer: None,
             writer_panic: Arc::new(Mutex::new(None)),
+            commits: Arc::default(),
         };
         Ok(Self { inner: Arc::new(inner) })
     }
@@ -235,20 +239,24 @@ impl Journal {
         // before the records are sealed. A durable commit, before any write goes through
         // the log (which applies sealed values to whatever the file holds).
         if version < FORMAT_VERSION {
+            tracing::info!(path = %path.display(), from = version, to = FORMAT_VERSION, "journal format upgraded");
             upgrade::seal_records(&db, &path, version, config.quick_repair)?;
         }
+        tracing::debug!(path = %path.display(), format = FORMAT_VERSION, "journal opened");
         let db = Arc::new(db);
         let (sender, rx) = mpsc::channel();
         let writer_panic = Arc::new(Mutex::new(None));
+        let commits = Arc::new(Commits::default());
         let writer = {
             let (db, writer_path) = (Arc::clone(&db), path.clone());
             let panic_slot = Arc::clone(&writer_panic);
+            let counted = Arc::clone(&commits);
             std::thread::Builder::new()
                 .name("clio-journal-writer".into())
                 .spawn(move || {
                     // A panic of the storage engine in a commit stops the writer; the callers
                     // it dropped, and every later one, are told why (see `stopped`).
-                    let run = || writer::run(db, writer_path, config, rx, wal);
+                    let run = || writer::run(db, writer_path, config, rx, wal, &counted);
                     if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(run)) {
                         *lock(&panic_slot) = Some(guard::message(payload.as_ref()));
                     }
@@ -256,8 +264,14 @@ impl Journal {
                 .map_err(|source| JournalError::Io { path: path.clone(), source })?
         };
         let db: Arc<dyn ReadableDatabase + Send + Sync> = db;
-        let inner =
-            Inner { db: Some(db), path, sender: Some(sender), writer: Some(writer), writer_panic };
+        let inner = Inner {
+            db: Some(db),
+            path,
+            sender: Some(sender),
+            writer: Some(writer),
+            writer_panic,
+            commits,
+        };
         Ok(Self { inner: Arc::new(inner) })
     }
 
@@ -349,6 +363,13 @@ impl Journal {
     /// Returns the writes that an async caller awaits instead of blocking a thread on.
     pub fn nonblocking(&self) -> NonBlocking<'_> {
         NonBlocking { journal: self }
+    }
+
+    /// Returns notices of this journal's commits from now on: a view of a run awaits
+    /// [`Changes::changed`] to read the journal again when something was written (by any
+    /// handle of this journal) instead of at a fixed interval.
+    pub fn changes(&self) -> Changes {
+        Changes::new(Arc::clone(&self.inner.commits))
     }
 
     /// Makes every earlier write durable (needed only with [`crate::Durability::Eventual`]).
@@ -457,13 +478,29 @@ impl Journal {
     /// Each record changes once; a second call finds nothing to do.
     pub fn reconcile<S: AsRef<str>>(&self, live: &[S]) -> Result<Reconciled> {
         let live: HashSet<String> = live.iter().map(|s| s.as_ref().to_owned()).collect();
-        self.write(move |tx| tx.reconcile(&live))
+        let done = self.write(move |tx| tx.reconcile(&live))?;
+        if done.total() > 0 {
+            tracing::info!(
+                runs = done.runs,
+                tasks = done.tasks,
+                sessions = done.sessions,
+                "work left by a stopped process marked interrupted"
+            );
+        }
+        Ok(done)
     }
 
     /// Removes every finished run (succeeded, failed, cancelled) that finished before
     /// `before_ms` (ms since the Unix epoch), with its entries and tasks.
     pub fn prune(&self, before_ms: u64) -> Result<Pruned> {
-        self.write(move |tx| tx.prune(before_ms))
+        let pruned = self.write(move |tx| tx.prune(before_ms))?;
+        tracing::info!(
+            runs = pruned.runs,
+            entries = pruned.entries,
+            tasks = pruned.tasks,
+            "pruned"
+        );
+        Ok(pruned)
     }
 
     fn read(&self) -> Result<redb::ReadTransaction> {
@@ -1014,6 +1051,12 @@ fn recover(
         )));
     }
     let last = records.last().map_or(held, |r| r.lsn);
+    if !records.is_empty() {
+        tracing::info!(
+            path = %path.display(), records = records.len(),
+            "journal recovered: writes a crash left in the log applied"
+        );
+    }
     for record in &records {
         tx.apply_redo(&record.payload, &wal_path, record.lsn)?;
     }

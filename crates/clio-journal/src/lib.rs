@@ -32,6 +32,7 @@
 //! flows or replay rules, it reads no environment or home folder, and no
 //! redb type appears in its API, so that a second backend can come later.
 
+mod changes;
 mod check;
 mod checksum;
 mod error;
@@ -52,6 +53,7 @@ mod writer;
 #[cfg(test)]
 mod fault;
 
+pub use crate::changes::{Changed, Changes};
 pub use crate::check::{CheckReport, Problem, RecordCounts, StorageCheck};
 pub use crate::error::{JournalError, Result};
 pub use crate::format::{

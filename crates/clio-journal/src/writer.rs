@@ -19,6 +19,7 @@ use std::sync::mpsc::{Receiver, SyncSender};
 
 use redb::Database;
 
+use crate::changes::Commits;
 use crate::error::{JournalError, Result};
 use crate::input::{Durability, JournalConfig};
 use crate::store::{AtPath, Tx, now_ms};
@@ -55,6 +56,7 @@ pub(crate) fn run(
     config: JournalConfig,
     rx: Receiver<Request>,
     wal: Option<Wal>,
+    commits: &Commits,
 ) {
     let mut log = wal.map(|wal| Log { wal, failed: None });
     let mut dirty = false;
@@ -68,7 +70,7 @@ pub(crate) fn run(
         }
         let durable = config.durability == Durability::Immediate
             || batch.iter().any(|r| matches!(r, Request::Flush(_)));
-        let outcome = commit_batch(&db, &path, &config, batch, durable, log.as_mut());
+        let outcome = commit_batch(&db, &path, &config, batch, durable, log.as_mut(), commits);
         dirty = if durable { false } else { dirty || outcome };
     }
     // After a failed write to the log, what it holds is unknown: the next open applies it.
@@ -99,6 +101,7 @@ fn commit_batch(
     batch: Vec<Request>,
     durable: bool,
     log: Option<&mut Log>,
+    commits: &Commits,
 ) -> bool {
     let mut completions = Vec::with_capacity(batch.len());
     let mut flushes = Vec::new();
@@ -197,6 +200,12 @@ fn commit_batch(
         }
     })();
     let committed = outcome.is_ok();
+    // Counted before the replies, after the commit: a reader woken now reads what the batch
+    // committed, and a caller that has its reply and then asks for changes does not take
+    // its own commit for a later one.
+    if committed {
+        commits.bump();
+    }
     for done in completions {
         done(match &outcome {
             Ok(()) => Ok(()),

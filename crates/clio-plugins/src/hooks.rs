@@ -348,6 +348,19 @@ mod tests {
         assert!(glob("*", ""));
         assert!(!glob("read", "read_file"));
         assert!(!glob("ab*ba", "aba"));
+        assert!(glob("a**b", "axyb"), "stars in a row are one star");
+        assert!(glob("files/*", "files/read/deep"), "a star crosses a slash");
+    }
+
+    /// Only `*` is special: the characters other glob syntaxes give a meaning (`?`, `[`,
+    /// `]`, `{`, `}`, `\`) match themselves, so a pattern means what it says
+    /// (docs/decisions.md, "Tool patterns stay hand-matched").
+    #[test]
+    fn glob_takes_every_other_character_literally() {
+        assert!(glob("a?b", "a?b") && !glob("a?b", "axb"));
+        assert!(glob("[x]", "[x]") && !glob("[x]", "x"));
+        assert!(glob("{a,b}", "{a,b}") && !glob("{a,b}", "a"));
+        assert!(glob("a\\b", "a\\b") && !glob("a\\b", "ab"));
     }
 
     #[test]

@@ -20,7 +20,8 @@ use crate::config::{HomeConfig, ModelsChoice};
 use crate::error::{CliError, journal_error};
 use crate::home::{Held, Home};
 use crate::launch::{
-    Launch, agent_flow, agent_spec, installed_flow_provider, open_journal, owner, runtime,
+    Launch, Untrusted, agent_flow, agent_spec, installed_flow_provider, open_journal, owner,
+    runtime, runtime_and_untrusted,
 };
 use crate::paint::{Paint, Verdict};
 use crate::pin::{self, AgentChange, OnAgentChange};
@@ -53,6 +54,7 @@ fn launch_of(drive: &DriveArgs, agent: Option<std::path::PathBuf>) -> Result<Lau
 pub(super) fn workflow_run(
     home: &Home,
     args: &WorkflowRunArgs,
+    quiet: bool,
     paint: Paint,
     out: &mut dyn Write,
     err: &mut dyn Write,
@@ -72,7 +74,7 @@ pub(super) fn workflow_run(
     };
     let launch = launch_of(&args.drive, None)?;
     let check = |runtime: &Runtime| check_targets(runtime, &workflow, &args.editors, &args.file);
-    let show = Show::of(&args.drive, paint);
+    let show = Show::of(&args.drive, quiet, paint);
     start_checked(
         home,
         launch,
@@ -121,6 +123,7 @@ fn check_targets(
 pub(super) fn run(
     home: &Home,
     args: &RunCommandArgs,
+    quiet: bool,
     paint: Paint,
     out: &mut dyn Write,
     err: &mut dyn Write,
@@ -139,9 +142,10 @@ pub(super) fn run(
         None => FlowSelection::new(args.target.clone()),
     };
     for option in &args.options {
-        let (key, value) = option
-            .split_once('=')
-            .ok_or_else(|| CliError::usage(anyhow!("option `{option}` is not KEY=VALUE")))?;
+        let (key, value) = option.split_once('=').ok_or_else(|| {
+            CliError::usage(anyhow!("--option {option}: write it as KEY=VALUE"))
+                .hint("`clio run TARGET --help` shows an example")
+        })?;
         let value = serde_json::from_str(value).unwrap_or_else(|_| Value::String(value.into()));
         selection.options.insert(key.to_owned(), value);
     }
@@ -156,9 +160,57 @@ pub(super) fn run(
         }
     }
     let input = Value::String(args.input.clone());
-    let show = Show::of(&args.drive, paint);
-    let check = |_: &Runtime| Ok(());
+    let show = Show::of(&args.drive, quiet, paint);
+    let chosen = selection.clone();
+    let check = |runtime: &Runtime| check_flow_options(runtime, &chosen, &args.options);
     start_checked(home, launch, selection, input, &args.drive, &check, show, out, err)
+}
+
+/// Checks, before a run exists, the options of the flow `selection` names (`--option`s
+/// given, and an agent's own) against the options it declares; the error names each bad
+/// one, the flag it came from, the type it needs and every option the flow takes.
+fn check_flow_options(
+    runtime: &Runtime,
+    selection: &FlowSelection,
+    given: &[String],
+) -> Result<(), CliError> {
+    // An unknown flow is reported when the run is created, with its own hint.
+    let Some(flow) = runtime.registry().get_flow(&selection.id) else { return Ok(()) };
+    let Err(FlowError::OptionsInvalid { flow: id, problems }) =
+        flow.checked_options(&selection.options)
+    else {
+        return Ok(());
+    };
+    let flag =
+        |name: &str| given.iter().rev().find(|o| o.split_once('=').is_some_and(|(k, _)| k == name));
+    let lines: Vec<String> = problems
+        .iter()
+        .map(|p| {
+            let what = if p.needs == "no such option" {
+                format!("flow {id} has no option {}", p.option)
+            } else {
+                format!("{} needs {} (got {})", p.option, p.needs, p.got)
+            };
+            match flag(&p.option) {
+                Some(option) => format!("--option {option}: {what}"),
+                None => format!("the agent's flow option {}: {what}", p.option),
+            }
+        })
+        .collect();
+    let declared: Vec<String> =
+        flow.options().iter().map(|o| format!("{} ({})", o.name, o.ty.describe())).collect();
+    let limits = clio_flow::LIMIT_NAMES.join(", ");
+    let takes = if declared.is_empty() {
+        format!(
+            "flow {id} takes no options of its own, only the limits every flow takes: {limits} (each an integer >= 0)"
+        )
+    } else {
+        format!(
+            "the options of flow {id}: {}; and the limits every flow takes: {limits} (each an integer >= 0)",
+            declared.join(", ")
+        )
+    };
+    Err(CliError::user(anyhow!("{}", lines.join("; "))).hint(takes).hint("no run was created"))
 }
 
 /// What a driven run shows besides its outcome: progress and the closing summary (not
@@ -171,8 +223,8 @@ pub(super) struct Show {
 }
 
 impl Show {
-    fn of(drive: &DriveArgs, paint: Paint) -> Show {
-        Show { progress: !(drive.json || drive.quiet), json: drive.json, paint }
+    fn of(drive: &DriveArgs, quiet: bool, paint: Paint) -> Show {
+        Show { progress: !(drive.json || quiet), json: drive.json, paint }
     }
 }
 
@@ -195,12 +247,18 @@ fn start_checked(
         // The person vouches for the folders named on this command line, as `clio plugin
         // trust DIR` would, before anything of them runs.
         let store = clio_plugins::Store::new(home.root());
+        // Noted as progress is: not with --quiet or --json.
+        let mut sink = std::io::sink();
+        let note: &mut dyn Write = if show.progress { &mut *err } else { &mut sink };
         for folder in &drive.plugins {
-            super::plugin::trust_folder(&store, folder, err)?;
+            super::plugin::trust_folder(&store, folder, note)?;
         }
     }
     let journal = open_journal(home)?;
-    let runtime = runtime(home, &launch, journal.clone())?;
+    let (runtime, untrusted) = runtime_and_untrusted(home, &launch, journal.clone())?;
+    if launch.no_input && !untrusted.is_empty() {
+        return Err(refuse_untrusted(&untrusted));
+    }
     check(&runtime)?;
     // The launch goes into the run's record in the run's own transaction: there is no
     // moment at which the run exists without it.
@@ -227,6 +285,27 @@ impl Drive {
             Drive::Resume(run) => *run,
         }
     }
+}
+
+/// The error of a new run that may not ask (`--no-input`) while some of its plugins are
+/// not trusted: no one could trust them during the run, so it is refused before it exists,
+/// naming each plugin and the command that trusts it.
+fn refuse_untrusted(untrusted: &[Untrusted]) -> CliError {
+    let names: Vec<String> = untrusted.iter().map(|p| format!("{} {}", p.id, p.version)).collect();
+    let (noun, verb) = if names.len() == 1 { ("plugin", "is") } else { ("plugins", "are") };
+    let mut error = CliError::user(anyhow!(
+        "--no-input: {noun} {} {verb} not trusted, and a run that may not ask cannot trust {}; no run was created",
+        names.join(", "),
+        if names.len() == 1 { "it" } else { "them" }
+    ));
+    for plugin in untrusted {
+        error =
+            error.hint(format!("trust {} with `{}`, then run again", plugin.id, plugin.trust_with));
+    }
+    if untrusted.iter().any(|p| p.passed) {
+        error = error.hint("or add --trust to vouch for the --plugin folders of this command");
+    }
+    error.hint("or run without --no-input to be asked before any of its code runs")
 }
 
 /// Drives run `run` to its end (or until it waits on people, or Ctrl-C), serving the
@@ -257,7 +336,8 @@ fn drive_run(
             None
         }
     };
-    let tty = std::io::stderr().is_terminal();
+    // Log lines would tear a terminal's bars: with logging on, progress is plain lines.
+    let tty = std::io::stderr().is_terminal() && !crate::log::active();
     // No progress at all with --quiet or --json: not even a tree's empty header.
     let mut progress = show.progress.then(|| Progress::new(journal.clone(), run, tty));
     let report = rt.block_on(async {
@@ -271,16 +351,32 @@ fn drive_run(
             Drive::Start(handle) => Box::pin(handle.drive()),
             Drive::Resume(run) => Box::pin(runtime.resume(run)),
         };
-        // The first tick comes one period in, not at once: a task that ends within it is
-        // shown once, as it ended, instead of as running at a moment decided by timing
-        // (which made a snapshot test flaky).
-        let period = Duration::from_millis(if tty { 150 } else { 400 });
-        let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+        // Progress is pushed: the journal says when it committed something (`changes`),
+        // and progress reads it then, at most once per `GAP` (a burst of commits is one
+        // read, shown a moment after it began). A change is shown `GAP` after it came at
+        // the earliest: a task that ends within that is shown once, as it ended. The slow
+        // tick only moves the clocks a terminal shows while nothing is written.
+        const GAP: Duration = Duration::from_millis(40);
+        let mut changes = journal.changes();
+        let clock = Duration::from_millis(if tty { 250 } else { 2_000 });
+        let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + clock, clock);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // When a change seen is to be shown.
+        let mut due: Option<tokio::time::Instant> = None;
         loop {
+            let show_at = due.unwrap_or_else(|| tokio::time::Instant::now() + clock);
             tokio::select! {
                 report = &mut drive => {
                     if let Some(p) = progress.as_mut() { p.tick(err); }
                     return Ok::<_, CliError>(Some(report));
+                }
+                () = changes.changed(), if due.is_none() && progress.is_some() => {
+                    due = Some(tokio::time::Instant::now() + GAP);
+                }
+                () = tokio::time::sleep_until(show_at), if due.is_some() => {
+                    due = None;
+                    if let Some(p) = progress.as_mut() { p.tick(err) }
+                    ticks.reset();
                 }
                 _ = ticks.tick() => if let Some(p) = progress.as_mut() { p.tick(err) },
                 _ = interrupt.recv() => return Ok(None),
@@ -675,6 +771,7 @@ pub(super) fn answer(
 pub(super) fn resume(
     home: &Home,
     args: &RunResumeArgs,
+    quiet: bool,
     paint: Paint,
     out: &mut dyn Write,
     err: &mut dyn Write,
@@ -688,7 +785,7 @@ pub(super) fn resume(
     if let Some(change) = &agent_change {
         pin::note(RunId(args.run), change, true, err)?;
     }
-    let show = Show { progress: !(args.json || args.quiet), json: args.json, paint };
+    let show = Show { progress: !(args.json || quiet), json: args.json, paint };
     // A cancelled run is not driven again: its progress would replay every line before
     // saying so.
     if let Some(record) = journal.run(RunId(args.run)).map_err(journal_error)?
@@ -817,6 +914,7 @@ pub(super) fn cancel(home: &Home, args: &RunArgs, out: &mut dyn Write) -> Result
 pub(super) fn models_list(
     home: &Home,
     args: &ModelsListArgs,
+    quiet: bool,
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<(), CliError> {
@@ -833,9 +931,11 @@ pub(super) fn models_list(
     if !choice.default_model.is_empty() {
         from.push_str(&format!("; default {}", choice.default_model));
     }
-    writeln!(err, "{from}")?;
-    if let Some(shadowed) = &choice.shadowed {
-        writeln!(err, "note: {} is not read: config.toml declares models", shadowed.display())?;
+    if !quiet {
+        writeln!(err, "{from}")?;
+        if let Some(shadowed) = &choice.shadowed {
+            writeln!(err, "note: {} is not read: config.toml declares models", shadowed.display())?;
+        }
     }
     let config = choice.config;
     let models = config.catalog.models();

@@ -578,44 +578,37 @@ fn now_ms() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-/// Parses an age such as `30d`, `12h` or `45m` into milliseconds.
+/// Parses an age such as `30d`, `12h`, `90m`, `2w` or `1h 30m` (humantime's units: `m`
+/// is minutes, `M` months) into milliseconds.
 fn parse_age_ms(text: &str) -> Result<u64, CliError> {
-    let bad = || {
-        CliError::usage(anyhow!("invalid age `{text}`: write a number and d, h or m, as in 30d"))
-    };
-    let (number, unit) = text.split_at(text.len().saturating_sub(1));
-    let number: u64 = number.parse().map_err(|_| bad())?;
-    let unit_ms = match unit {
-        "d" => 86_400_000,
-        "h" => 3_600_000,
-        "m" => 60_000,
-        _ => return Err(bad()),
-    };
-    number.checked_mul(unit_ms).ok_or_else(bad)
+    let age = humantime::parse_duration(text).map_err(|error| {
+        CliError::usage(anyhow!("--older-than {text}: {error}"))
+            .hint("write a number and a unit, as in 30d, 12h, 90m or 2w")
+    })?;
+    u64::try_from(age.as_millis()).map_err(|_| {
+        CliError::usage(anyhow!("--older-than {text}: longer than any run can have lasted"))
+    })
 }
 
-/// Parses `YYYY-MM-DD` (UTC midnight) into milliseconds since the Unix epoch.
+/// Parses `YYYY-MM-DD` (UTC midnight) into milliseconds since the Unix epoch; a day the
+/// month does not have (2026-02-30) is refused.
 fn parse_date_ms(text: &str) -> Result<u64, CliError> {
-    let bad = || CliError::usage(anyhow!("invalid date `{text}`: write it as YYYY-MM-DD"));
-    let parts: Vec<&str> = text.split('-').collect();
-    let [y, m, d] = parts.as_slice() else { return Err(bad()) };
-    let (y, m, d): (i64, i64, i64) = (
-        y.parse().map_err(|_| bad())?,
-        m.parse().map_err(|_| bad())?,
-        d.parse().map_err(|_| bad())?,
-    );
-    if !(1970..=9999).contains(&y) || !(1..=12).contains(&m) || !(1..=31).contains(&d) {
-        return Err(bad());
+    let bad = |why: String| {
+        CliError::usage(anyhow!("--before {text}: {why}")).hint("write the date as YYYY-MM-DD")
+    };
+    let shaped = text.len() == 10
+        && text
+            .char_indices()
+            .all(|(i, c)| if i == 4 || i == 7 { c == '-' } else { c.is_ascii_digit() });
+    if !shaped {
+        return Err(bad("not a date of the form YYYY-MM-DD".into()));
     }
-    // Days from the civil date (proleptic Gregorian), after H. Hinnant's algorithm.
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    u64::try_from(days * 86_400_000).map_err(|_| bad())
+    let midnight = humantime::parse_rfc3339(&format!("{text}T00:00:00Z"))
+        .map_err(|error| bad(format!("no such day in the calendar ({error})")))?;
+    let since = midnight
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_err(|_| bad("before 1970-01-01".into()))?;
+    u64::try_from(since.as_millis()).map_err(|_| bad("too far ahead".into()))
 }
 
 #[cfg(test)]
@@ -627,11 +620,21 @@ mod tests {
         assert_eq!(parse_date_ms("1970-01-01").unwrap(), 0);
         assert_eq!(parse_date_ms("2026-11-29").unwrap(), 1_795_910_400_000);
         assert_eq!(parse_date_ms("2000-03-01").unwrap(), 951_868_800_000);
+        assert_eq!(parse_date_ms("2024-02-29").unwrap(), 1_709_164_800_000);
         assert!(parse_date_ms("2026-13-01").is_err());
+        assert!(parse_date_ms("2026-02-30").is_err(), "a day February does not have");
+        assert!(parse_date_ms("2025-02-29").is_err(), "not a leap year");
+        assert!(parse_date_ms("2026-1-01").is_err());
+        assert!(parse_date_ms("2026-01-01T10:00:00Z").is_err());
         assert!(parse_date_ms("yesterday").is_err());
         assert_eq!(parse_age_ms("2d").unwrap(), 172_800_000);
+        assert_eq!(parse_age_ms("12h").unwrap(), 43_200_000);
         assert_eq!(parse_age_ms("90m").unwrap(), 5_400_000);
-        assert!(parse_age_ms("3w").is_err());
+        assert_eq!(parse_age_ms("1h 30m").unwrap(), 5_400_000);
+        assert_eq!(parse_age_ms("3w").unwrap(), 3 * 7 * 86_400_000);
+        let error = parse_age_ms("3x").unwrap_err();
+        assert!(error.error.to_string().starts_with("--older-than 3x: "), "{}", error.error);
         assert!(parse_age_ms("").is_err());
+        assert!(parse_age_ms("30").is_err(), "a number needs its unit");
     }
 }

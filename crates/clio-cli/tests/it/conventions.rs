@@ -1,7 +1,7 @@
 //! The conventions a command-line tool keeps: shell completions and a man page made from
 //! the command line's definition, the commit in `--version`, a closing summary line after
 //! a run's progress, coloured only when asked (`--color always`) or on a terminal without
-//! `NO_COLOR`.
+//! `NO_COLOR`, and logs on stderr only when asked (`-v`, `RUST_LOG`).
 
 use std::process::Command;
 
@@ -59,7 +59,8 @@ fn main_job(name: &str, extra: &[&str], env: &[(&str, &str)]) -> String {
         .args(["--editor", "independent_reviewer"])
         .args(extra)
         .current_dir(workspace_root())
-        .env_remove("NO_COLOR");
+        .env_remove("NO_COLOR")
+        .env_remove("RUST_LOG");
     for (key, value) in env {
         command.env(key, value);
     }
@@ -86,4 +87,39 @@ fn a_run_ends_with_a_summary_line_coloured_only_when_asked() {
     // --quiet prints no progress, and so no summary.
     let quiet = main_job("summary-quiet", &["--quiet"], &[]);
     assert!(!quiet.contains("succeeded after"), "{quiet}");
+}
+
+/// Logging is off by default (warnings only); `-v` prints a run's start and end as log
+/// lines on stderr, inside the run's span, `-vv` each call too, and `RUST_LOG` chooses
+/// crate by crate; `-q` and `-v` together are a usage error.
+#[test]
+fn logs_go_to_stderr_only_when_asked() {
+    let is_log = |line: &str, what: &str| line.contains("clio_flow") && line.contains(what);
+    let plain = main_job("log-default", &[], &[]);
+    assert!(!plain.lines().any(|l| l.contains("clio_flow")), "no log lines by default: {plain}");
+
+    let verbose = main_job("log-v", &["-v"], &[]);
+    let started = verbose.lines().find(|l| is_log(l, "run started")).unwrap_or_default();
+    assert!(started.contains(" INFO run{run=1}: "), "{verbose}");
+    assert!(started.contains("flow=workflow"), "{verbose}");
+    let ended = verbose.lines().find(|l| is_log(l, "run ended")).unwrap_or_default();
+    assert!(ended.contains("run{run=1}: ") && ended.contains("outcome=\"succeeded\""), "{verbose}");
+    assert!(!verbose.contains("call started"), "calls are debug: {verbose}");
+    // The progress and the summary are still there, after the log lines.
+    assert!(verbose.lines().last().unwrap_or_default().starts_with("run 1 succeeded"), "{verbose}");
+
+    let debug = main_job("log-vv", &["-vv"], &[]);
+    let call = debug.lines().find(|l| is_log(l, "call started")).unwrap_or_default();
+    assert!(call.contains(" DEBUG run{run=1}: "), "in the run's span: {debug}");
+    assert!(call.contains("task=") && call.contains("target="), "{debug}");
+
+    let chosen = main_job("log-rust-log", &[], &[("RUST_LOG", "clio_flow=debug")]);
+    assert!(chosen.lines().any(|l| is_log(l, "call started")), "{chosen}");
+    assert!(!chosen.contains("clio_journal"), "only clio_flow was asked for: {chosen}");
+
+    let bad = main_job("log-bad", &[], &[("RUST_LOG", "clio_flow=loud")]);
+    assert!(bad.starts_with("warning: RUST_LOG=clio_flow=loud: "), "{bad}");
+
+    let both = crate::support::clio(&["-q", "-v", "models", "list"]);
+    assert_eq!(both.code, 2, "{}", both.render());
 }

@@ -42,12 +42,18 @@ fn exit_1_for_a_failed_run_with_its_cause() {
         "examples/models/models.toml",
         "--input",
         "x",
-        "--no-input",
+        "--trust",
+        "--option",
+        "max_model_calls=1",
         "--quiet",
     ]);
     assert_eq!(outcome.code, 1, "{}", outcome.render());
-    assert!(outcome.stderr.contains("error: run 1 failed\n  caused by: "), "{}", outcome.render());
-    assert!(outcome.stderr.contains("which is not trusted"), "{}", outcome.render());
+    assert!(
+        outcome.stderr.starts_with("error: run 1 failed\n  caused by: "),
+        "{}",
+        outcome.render()
+    );
+    assert!(outcome.stderr.contains("limit max_model_calls (1) refused"), "{}", outcome.render());
 }
 
 #[test]

@@ -149,7 +149,7 @@ fn an_untrusted_folder_asks_once_and_a_yes_or_plugin_trust_trusts_its_content() 
 }
 
 /// Copies folder `from` into `to`, keeping executable bits.
-fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+pub(crate) fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
     std::fs::create_dir_all(to).unwrap();
     for entry in std::fs::read_dir(from).unwrap() {
         let path = entry.unwrap().path();

@@ -238,6 +238,11 @@ fn errors_say_what_to_do() {
     let repo = workspace_root().display().to_string();
     let all = all.replace(h, "[home]").replace(&repo, "[repo]");
     assert_snapshot!(crate::support::redact_progress(&redact_digests(&all)));
+    // Every mistake was caught before a run existed: the journal holds none.
+    let runs = clio(&["--home", h, "runs", "list", "--json"]);
+    assert_eq!(runs.code, 0, "{}", runs.render());
+    let runs: serde_json::Value = serde_json::from_str(&runs.stdout).unwrap();
+    assert_eq!(runs, serde_json::json!([]), "no run was created");
 }
 
 /// Replaces content digests (`sha256:` and 64 hex digits), which change with the files.
@@ -293,7 +298,8 @@ fn an_installed_and_trusted_agent_runs_its_plugins_flow() {
     );
     let refused = run(&["--no-input"]);
     assert_eq!(refused.code, 1, "{}", refused.render());
-    assert!(refused.stderr.contains("which is not trusted"), "{}", refused.stderr);
+    assert!(refused.stderr.contains("plugin materials 0.1.0 is not trusted"), "{}", refused.stderr);
+    assert!(refused.stderr.contains("no run was created"), "{}", refused.stderr);
     assert!(
         refused.stderr.contains("`clio plugin trust examples/materials 0.1.0`"),
         "{}",

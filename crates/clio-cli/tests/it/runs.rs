@@ -211,9 +211,12 @@ fn errors_say_what_to_do_next() {
     let bad_status = clio(&["--home", home_arg, "runs", "list", "--status", "done"]);
     assert_eq!(bad_status.code, 2);
     all.push_str(&format!("## bad status\n{}", bad_status.render()));
-    let bad_age = clio(&["--home", home_arg, "runs", "prune", "--older-than", "3w"]);
+    let bad_age = clio(&["--home", home_arg, "runs", "prune", "--older-than", "3x"]);
     assert_eq!(bad_age.code, 2);
     all.push_str(&format!("## bad age\n{}", bad_age.render()));
+    let bad_date = clio(&["--home", home_arg, "runs", "prune", "--before", "2026-02-30"]);
+    assert_eq!(bad_date.code, 2);
+    all.push_str(&format!("## bad date\n{}", bad_date.render()));
     let no_bound = clio(&["--home", home_arg, "runs", "prune"]);
     assert_eq!(no_bound.code, 2);
     std::fs::write(home.join("journal.redb"), "not a journal").unwrap();

@@ -44,6 +44,8 @@ pub(crate) fn clio_in(dir: &Path, args: &[&str]) -> Outcome {
         .args(args)
         .current_dir(dir)
         .env("CLIO_HOME", home)
+        // A developer's RUST_LOG would add log lines to what the tests read.
+        .env_remove("RUST_LOG")
         .output()
         .unwrap();
     Outcome {

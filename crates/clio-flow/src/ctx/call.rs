@@ -310,10 +310,10 @@ impl Call {
             }),
             Accepted::Run { task, ready } => {
                 let run = std::sync::Arc::clone(&self.ctx.run);
-                let handle = tokio::spawn(async move {
+                let handle = tokio::spawn(tracing::Instrument::in_current_span(async move {
                     // The result is recorded on the task; the starter reads it from there.
                     let _ = self.body(task, ready).await;
-                });
+                }));
                 run.spawn_background(handle);
                 Ok(task)
             }
@@ -616,6 +616,13 @@ impl Call {
         run.count_submitted();
         let handle = rec.id;
         run.remember_task(rec);
+        // A read-only tool ran before its task was written: its start and end are one line.
+        match &outcome {
+            Ok(_) => tracing::debug!(task = handle.0, target = %tool.name, "call ran and ended"),
+            Err(error) => {
+                tracing::debug!(task = handle.0, target = %tool.name, %error, "call ran and failed");
+            }
+        }
         match outcome {
             Ok(mut r) => {
                 r.handle = handle;
@@ -769,6 +776,8 @@ impl Call {
         if matches!(ready, Ready::Worker { .. }) {
             run.register_stop(task, stop.clone());
         }
+        let target = self.target.name().to_owned();
+        tracing::debug!(task = task.0, target = %target, "call started");
         let work = self.execute(task, ready, token.clone());
         let res = tokio::select! {
             res = work => res,
@@ -779,6 +788,10 @@ impl Call {
             Ok((r, tokens)) => (Ok(r), tokens),
             Err(err) => (Err(err.with_handle(task)), (0, 0)),
         };
+        match &res {
+            Ok(_) => tracing::debug!(task = task.0, target = %target, "call ended"),
+            Err(error) => tracing::debug!(task = task.0, target = %target, %error, "call failed"),
+        }
         if !run.is_stopping() || res.is_ok() {
             self.finish(task, &res, tokens.0, tokens.1).await?;
         }

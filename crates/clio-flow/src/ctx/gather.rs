@@ -77,11 +77,12 @@ fn launch(calls: Vec<Call>, limit: usize) -> (mpsc::UnboundedReceiver<Settled>, 
         // call replayed from its record needs no slot, and a new call waiting for the
         // history to be reached holds none that a recorded one needs.
         call.slots = sem.clone();
-        let handle = tokio::spawn(async move {
+        // In the run's log span, as the call would be unspawned.
+        let handle = tokio::spawn(tracing::Instrument::in_current_span(async move {
             let result = starting.first_poll(call.run()).await;
             // The receiver may be gone (return_when any); the result is recorded anyway.
             let _ = tx.send(Settled { index, result });
-        });
+        }));
         run.spawn_background(handle);
     }
     (rx, identities)

@@ -416,7 +416,7 @@ impl RunState {
         if background.ended {
             return false;
         }
-        background.handles.push(tokio::spawn(work));
+        background.handles.push(tokio::spawn(tracing::Instrument::in_current_span(work)));
         true
     }
 

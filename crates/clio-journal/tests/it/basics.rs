@@ -538,3 +538,47 @@ fn an_entry_given_as_text_reads_back_as_its_value() -> TestResult {
     assert_eq!(entries[1].identity.as_deref(), Some("b"));
     Ok(())
 }
+
+/// A reader waiting on [`Journal::changes`] is woken by a write from another thread, and
+/// reads what it wrote once woken; a change made before it waited is noticed at once.
+#[test]
+fn changes_wake_a_reader_after_each_commit() -> TestResult {
+    use std::task::{Context, Poll, Wake, Waker};
+
+    /// Wakes the thread that polls.
+    struct Unpark(std::thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    /// Polls `future` on this thread until it is ready, parking in between.
+    fn block_on<F: std::future::Future>(future: F) -> F::Output {
+        let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+        let mut cx = Context::from_waker(&waker);
+        let mut future = std::pin::pin!(future);
+        loop {
+            if let Poll::Ready(out) = future.as_mut().poll(&mut cx) {
+                return out;
+            }
+            std::thread::park();
+        }
+    }
+
+    let (journal, run) = journal_with_run()?;
+    let mut changes = journal.changes();
+    let writer = {
+        let journal = journal.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            journal.append(run, step(1))
+        })
+    };
+    block_on(changes.changed());
+    assert_eq!(journal.entries(run)?.len(), 1, "the commit is read once noticed");
+    writer.join().map_err(|_| "writer panicked")??;
+    journal.append(run, step(2))?;
+    block_on(changes.changed());
+    assert_eq!(journal.entries(run)?.len(), 2);
+    Ok(())
+}
