@@ -1,7 +1,7 @@
 //! Project automation, run as `cargo xtask <command>`: the same commands locally and in CI.
 //!
-//! - `ci`: formatting, clippy with warnings denied, the tests, the docs with warnings
-//!   denied, the package dry run, and tidy.
+//! - `ci`: formatting, clippy with warnings denied, the tests and the examples, the docs
+//!   with warnings denied, the package dry run, and tidy.
 //! - `tidy`: the project rules that the compiler does not check (see `tidy.rs`); also a
 //!   `#[test]`, so plain `cargo test` runs it.
 //! - `bench`: every benchmark target of the workspace, collected as JSON lines.
@@ -61,7 +61,8 @@ const USAGE: &str = "\
 usage: cargo xtask <command>
 
 commands:
-  ci          fmt --check, clippy -D warnings, tests, docs -D warnings, package, tidy
+  ci          fmt --check, clippy -D warnings, tests, examples, docs -D warnings, package,
+              api --check, tidy
   tidy        check the project rules (dependency direction, file docs, markers)
   bench [F]   run every benchmark target (names containing F only), print JSON lines
               and keep them in target/bench/results.jsonl
@@ -107,6 +108,7 @@ fn ci() -> Result<(), String> {
     cargo(&["fmt", "--all", "--", "--check"], &[])?;
     cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"], &[])?;
     cargo(&["test", "--workspace"], &[])?;
+    cargo(&["test", "--workspace", "--examples"], &[])?;
     docs()?;
     release::package(&[])?;
     api::api(&["--check".to_owned()])?;
