@@ -1,7 +1,8 @@
 //! Project automation, run as `cargo xtask <command>`: the same commands locally and in CI.
 //!
 //! - `ci`: formatting, clippy with warnings denied, the tests and the examples, the docs
-//!   with warnings denied, the package dry run, and tidy.
+//!   site (API docs with warnings denied, the guide, links checked), the package dry run,
+//!   the API listings and tidy.
 //! - `tidy`: the project rules that the compiler does not check (see `tidy.rs`); also a
 //!   `#[test]`, so plain `cargo test` runs it.
 //! - `bench`: every benchmark target of the workspace, collected as JSON lines.
@@ -13,7 +14,8 @@
 //! - `release VERSION [--dry-run]`: the version bump, the changelog, the release binary
 //!   and its archive with checksums; no commit, tag or upload (see `release.rs`).
 //! - `dist`: the release binary and archive of the current version and commit.
-//! - `docs`: the API docs of the workspace, warnings denied.
+//! - `docs`: the user guide (mdBook, from `docs/`), the command-line reference and the API
+//!   docs in `target/site`, every link checked (see `docs.rs`).
 //! - `man`: the man page of `clio`, written to `target/man/clio.1`.
 //! - `api [--check]`: each crate's public items listed in `crates/<crate>/api.txt` (see
 //!   `api.rs`).
@@ -21,6 +23,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod api;
+mod docs;
 mod release;
 mod test_models;
 mod tidy;
@@ -39,7 +42,7 @@ fn main() -> ExitCode {
         Some("package") => release::package(&args[1..]),
         Some("release") => release::release(&args[1..]),
         Some("dist") => release::dist(&args[1..]),
-        Some("docs") => docs(),
+        Some("docs") => docs::docs(&args[1..]),
         Some("man") => man(),
         Some("api") => api::api(&args[1..]),
         Some("help" | "--help" | "-h") | None => {
@@ -61,8 +64,8 @@ const USAGE: &str = "\
 usage: cargo xtask <command>
 
 commands:
-  ci          fmt --check, clippy -D warnings, tests, examples, docs -D warnings, package,
-              api --check, tidy
+  ci          fmt --check, clippy -D warnings, tests, examples, docs, package, api --check,
+              tidy
   tidy        check the project rules (dependency direction, file docs, markers)
   bench [F]   run every benchmark target (names containing F only), print JSON lines
               and keep them in target/bench/results.jsonl
@@ -80,7 +83,9 @@ commands:
               SHA256SUMS; print the git commands to commit, tag and publish (it does none
               of them); --dry-run leaves Cargo.toml and CHANGELOG.md unchanged
   dist        build the release binary and the archive of the current version and commit
-  docs        build the API docs of every crate (cargo doc, warnings denied)
+  docs        build target/site: the user guide from docs/ (mdBook, installed when missing
+              into $CLIO_TOOLS_CACHE, else ~/.cache/clio-tools), the command-line
+              reference and the API docs (cargo doc, warnings denied); check every link
   man         write the man page of clio to target/man/clio.1
   api [--check]
               list each publishable crate's public items into crates/<crate>/api.txt;
@@ -109,7 +114,7 @@ fn ci() -> Result<(), String> {
     cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"], &[])?;
     cargo(&["test", "--workspace"], &[])?;
     cargo(&["test", "--workspace", "--examples"], &[])?;
-    docs()?;
+    docs::docs(&[])?;
     release::package(&[])?;
     api::api(&["--check".to_owned()])?;
     tidy::check(&project_root()).map_err(|problems| problems.join("\n"))?;
@@ -119,15 +124,6 @@ fn ci() -> Result<(), String> {
 
 /// The test target of the real-model tier, run by `test-models` and skipped by `test-long`.
 pub(crate) const REAL_MODEL_TIER: &str = "real_model";
-
-/// Builds the API docs of every workspace crate with rustdoc's warnings denied.
-fn docs() -> Result<(), String> {
-    cargo(&["doc", "--no-deps", "--workspace"], &[("RUSTDOCFLAGS", "-D warnings")])?;
-    let metadata = tidy::metadata(&project_root(), true)?;
-    let target = metadata["target_directory"].as_str().unwrap_or("target");
-    eprintln!("xtask docs: open {target}/doc/clio_flow/index.html (one folder per crate)");
-    Ok(())
-}
 
 /// Writes the man page of `clio` (what `clio man` prints, from the same clap definition
 /// the parser uses) to `<target>/man/clio.1`.
