@@ -2,7 +2,7 @@
 //!
 //! - `ci`: formatting, clippy with warnings denied, the tests and the examples, the docs
 //!   site (API docs with warnings denied, the guide, links checked), the package dry run,
-//!   the API listings and tidy.
+//!   the API listings, tidy and the release dry run of the next patch version.
 //! - `tidy`: the project rules that the compiler does not check (see `tidy.rs`); also a
 //!   `#[test]`, so plain `cargo test` runs it.
 //! - `bench`: every benchmark target of the workspace, collected as JSON lines.
@@ -11,8 +11,9 @@
 //!   small model, both built or fetched from pinned packages (see `test_models.rs`).
 //! - `package`: every publishable crate packaged in dependency order, nothing uploaded
 //!   (see `release.rs`).
-//! - `release VERSION [--dry-run]`: the version bump, the changelog, the release binary
-//!   and its archive with checksums; no commit, tag or upload (see `release.rs`).
+//! - `release VERSION|major|minor|patch [--dry-run]`: the version bump, the changelog, the
+//!   release binary and its archive with checksums; no commit, tag or upload (see
+//!   `release.rs`).
 //! - `dist`: the release binary and archive of the current version and commit.
 //! - `docs`: the user guide (mdBook, from `docs/`), the command-line reference and the API
 //!   docs in `target/site`, every link checked (see `docs.rs`).
@@ -65,7 +66,7 @@ usage: cargo xtask <command>
 
 commands:
   ci          fmt --check, clippy -D warnings, tests, examples, docs, package, api --check,
-              tidy
+              tidy, release patch --dry-run
   tidy        check the project rules (dependency direction, file docs, markers)
   bench [F]   run every benchmark target (names containing F only), print JSON lines
               and keep them in target/bench/results.jsonl
@@ -77,11 +78,13 @@ commands:
   package [--verify]
               package every publishable crate in dependency order (cargo package,
               --no-verify unless --verify); nothing is uploaded
-  release VERSION [--dry-run]
-              bump every crate to VERSION, move the changelog's Unreleased entries under
-              it, build the release binary and target/dist/clio-VERSION-TRIPLE.tar.gz with
-              SHA256SUMS; print the git commands to commit, tag and publish (it does none
-              of them); --dry-run leaves Cargo.toml and CHANGELOG.md unchanged
+  release VERSION|major|minor|patch [--dry-run]
+              bump every crate to VERSION (or the next major, minor or patch version),
+              move the changelog's Unreleased entries under it, build the release binary
+              and target/dist/clio-VERSION-TRIPLE.tar.gz with SHA256SUMS and check what
+              the archive holds; print the git commands to commit, tag and publish (it
+              does none of them); --dry-run leaves Cargo.toml, Cargo.lock and
+              CHANGELOG.md unchanged
   dist        build the release binary and the archive of the current version and commit
   docs        build target/site: the user guide from docs/ (mdBook, installed when missing
               into $CLIO_TOOLS_CACHE, else ~/.cache/clio-tools), the command-line
@@ -118,6 +121,8 @@ fn ci() -> Result<(), String> {
     release::package(&[])?;
     api::api(&["--check".to_owned()])?;
     tidy::check(&project_root()).map_err(|problems| problems.join("\n"))?;
+    // The release dry run last: its release build takes minutes.
+    release::release(&["patch".to_owned(), "--dry-run".to_owned()])?;
     eprintln!("xtask ci: all checks passed");
     Ok(())
 }
