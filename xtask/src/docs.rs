@@ -286,10 +286,15 @@ fn guide_pages(summary: &str) -> Result<Vec<Page>, String> {
 
 /// Returns `text` (the page `from`) with each relative link rewritten for the staged
 /// book: to a page of the guide, the path from `from` to it; to any other file of the
-/// repository, that file under `repository`.
+/// repository (SUMMARY.md included: it is the book's contents, not a page), that file
+/// under `repository`.
 fn rewrite_links(text: &str, from: &Page, pages: &[Page], repository: &str) -> String {
-    let by_source: BTreeMap<&Path, &Path> =
-        pages.iter().map(|p| (p.source.as_path(), p.staged.as_path())).collect();
+    // SUMMARY.md is the book's table of contents, not a page of it.
+    let by_source: BTreeMap<&Path, &Path> = pages
+        .iter()
+        .filter(|p| p.staged != Path::new("SUMMARY.md"))
+        .map(|p| (p.source.as_path(), p.staged.as_path()))
+        .collect();
     let source_dir = from.source.parent().unwrap_or(Path::new(""));
     let staged_dir = from.staged.parent().unwrap_or(Path::new(""));
     let mut out = text.to_owned();

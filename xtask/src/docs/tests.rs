@@ -150,11 +150,12 @@ fn links_are_rewritten_for_the_staged_guide() {
     ];
     let repo = "https://git.example/clio";
     let readme = "[CLI](docs/cli.md#json) [spec](crates/clio-spec/README.md) [top](#quick-start) \
-                  `[code](docs/cli.md)` [web](https://x.org)";
+                  `[code](docs/cli.md)` [web](https://x.org) [contents](docs/SUMMARY.md)";
     assert_eq!(
         rewrite_links(readme, &pages[1], &pages, repo),
         "[CLI](cli.md#json) [spec](https://git.example/clio/blob/HEAD/crates/clio-spec/README.md) \
-         [top](#quick-start) `[code](docs/cli.md)` [web](https://x.org)"
+         [top](#quick-start) `[code](docs/cli.md)` [web](https://x.org) \
+         [contents](https://git.example/clio/blob/HEAD/docs/SUMMARY.md)"
     );
     let deep = "[back](../cli.md) [home](../../README.md) [src](../../crates/a/src/lib.rs#L3)";
     assert_eq!(
