@@ -226,7 +226,11 @@ fn mdbook() -> Result<PathBuf, String> {
     if !is_pinned_mdbook(&cached) {
         return Err(format!("{} does not report mdbook v{MDBOOK_VERSION}", cached.display()));
     }
-    eprintln!("xtask docs: installed mdbook {MDBOOK_VERSION} in {:.0?}", started.elapsed());
+    eprintln!(
+        "xtask docs: installed mdbook {MDBOOK_VERSION} in {:.0?} (xtask runs it from there: \
+         it need not be on PATH)",
+        started.elapsed()
+    );
     Ok(cached)
 }
 
@@ -336,7 +340,8 @@ fn relative(from: &Path, to: &Path) -> PathBuf {
 
 /// Lays out the guide's sources in `stage`: `docs/book.toml`, each page `SUMMARY.md`
 /// lists with its links rewritten, and the generated pages. Fails when a page under
-/// `docs/` is missing from SUMMARY.md, so none is left out of the guide unnoticed.
+/// `docs/` is missing from SUMMARY.md, so none is left out of the guide unnoticed, or has
+/// the name of a generated page, which would hide it.
 fn stage_guide(
     root: &Path,
     stage: &Path,
@@ -346,6 +351,9 @@ fn stage_guide(
 ) -> Result<(), String> {
     remove_dir(stage)?;
     create_dir(stage)?;
+    if let Some(clash) = GENERATED.iter().find(|page| root.join("docs").join(page).exists()) {
+        return Err(format!("docs/{clash} is a page `cargo xtask docs` writes; rename it"));
+    }
     let summary = read(&root.join("docs/SUMMARY.md"))?;
     let pages = guide_pages(&summary)?;
     let listed: BTreeSet<&Path> = pages.iter().map(|p| p.source.as_path()).collect();

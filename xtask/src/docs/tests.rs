@@ -8,7 +8,7 @@ use super::links::{
     check_markdown, check_site, heading_id, html_ids, html_links, is_external,
     markdown_heading_ids, markdown_links,
 };
-use super::{Page, guide_pages, relative, rewrite_links};
+use super::{Page, guide_pages, relative, rewrite_links, stage_guide};
 
 /// A temporary folder removed when dropped.
 struct TempDir(PathBuf);
@@ -204,4 +204,38 @@ fn the_site_links_are_checked() {
         ]
     );
     assert_eq!((report.checked, report.unresolved), (8, 1));
+}
+
+#[test]
+fn the_stage_holds_every_page_and_refuses_a_left_out_one() {
+    let repo = TempDir::new("stage");
+    repo.write(
+        "README.md",
+        "# Intro\nSee [the CLI](docs/cli.md) and [the code](crates/x/src/lib.rs).\n",
+    );
+    repo.write("crates/x/src/lib.rs", "");
+    repo.write("docs/book.toml", "[book]\nsrc = \".\"\n");
+    repo.write(
+        "docs/SUMMARY.md",
+        "[Intro](../README.md)\n- [CLI](cli.md)\n- [Ref](cli-reference.md)\n",
+    );
+    repo.write("docs/cli.md", "# CLI\nBack to [the intro](../README.md#intro).\n");
+    let stage = repo.0.join("stage");
+    stage_guide(&repo.0, &stage, "https://git.example/c", "# Reference\n", "# API\n").unwrap();
+    let read = |name: &str| std::fs::read_to_string(stage.join(name)).unwrap();
+    assert_eq!(
+        read("README.md"),
+        "# Intro\nSee [the CLI](cli.md) and [the code](https://git.example/c/blob/HEAD/crates/x/src/lib.rs).\n"
+    );
+    assert_eq!(read("cli.md"), "# CLI\nBack to [the intro](README.md#intro).\n");
+    assert_eq!(read("cli-reference.md"), "# Reference\n");
+    assert!(stage.join("book.toml").is_file());
+
+    repo.write("docs/forgotten.md", "# Forgotten\n");
+    let error = stage_guide(&repo.0, &stage, "u", "", "").unwrap_err();
+    assert!(error.contains("does not list docs/forgotten.md"), "{error}");
+    std::fs::remove_file(repo.0.join("docs/forgotten.md")).unwrap();
+    repo.write("docs/api.md", "# Mine\n");
+    let error = stage_guide(&repo.0, &stage, "u", "", "").unwrap_err();
+    assert!(error.contains("docs/api.md is a page `cargo xtask docs` writes"), "{error}");
 }
