@@ -1,7 +1,8 @@
 //! Project automation, run as `cargo xtask <command>`: the same commands locally and in CI.
 //!
-//! - `ci`: formatting, clippy with warnings denied, the tests, the docs with warnings
-//!   denied, the package dry run, and tidy.
+//! - `ci`: formatting, clippy with warnings denied, the tests and the examples, the docs
+//!   site (API docs with warnings denied, the guide, links checked), the package dry run,
+//!   the API listings, tidy and the release dry run of the next patch version.
 //! - `tidy`: the project rules that the compiler does not check (see `tidy.rs`); also a
 //!   `#[test]`, so plain `cargo test` runs it.
 //! - `bench`: every benchmark target of the workspace, collected as JSON lines.
@@ -10,10 +11,12 @@
 //!   small model, both built or fetched from pinned packages (see `test_models.rs`).
 //! - `package`: every publishable crate packaged in dependency order, nothing uploaded
 //!   (see `release.rs`).
-//! - `release VERSION [--dry-run]`: the version bump, the changelog, the release binary
-//!   and its archive with checksums; no commit, tag or upload (see `release.rs`).
+//! - `release VERSION|major|minor|patch [--dry-run]`: the version bump, the changelog, the
+//!   release binary and its archive with checksums; no commit, tag or upload (see
+//!   `release.rs`).
 //! - `dist`: the release binary and archive of the current version and commit.
-//! - `docs`: the API docs of the workspace, warnings denied.
+//! - `docs`: the user guide (mdBook, from `docs/`), the command-line reference and the API
+//!   docs in `target/site`, every link checked (see `docs.rs`).
 //! - `man`: the man page of `clio`, written to `target/man/clio.1`.
 //! - `api [--check]`: each crate's public items listed in `crates/<crate>/api.txt` (see
 //!   `api.rs`).
@@ -21,6 +24,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod api;
+mod docs;
 mod modules;
 mod release;
 mod test_models;
@@ -40,7 +44,7 @@ fn main() -> ExitCode {
         Some("package") => release::package(&args[1..]),
         Some("release") => release::release(&args[1..]),
         Some("dist") => release::dist(&args[1..]),
-        Some("docs") => docs(),
+        Some("docs") => docs::docs(&args[1..]),
         Some("man") => man(),
         Some("api") => api::api(&args[1..]),
         Some("help" | "--help" | "-h") | None => {
@@ -62,7 +66,8 @@ const USAGE: &str = "\
 usage: cargo xtask <command>
 
 commands:
-  ci          fmt --check, clippy -D warnings, tests, docs -D warnings, package, tidy
+  ci          fmt --check, clippy -D warnings, tests, examples, docs, package, api --check,
+              tidy, release patch --dry-run
   tidy        check the project rules (dependency direction, file docs, markers)
   bench [F]   run every benchmark target (names containing F only), print JSON lines
               and keep them in target/bench/results.jsonl
@@ -74,13 +79,17 @@ commands:
   package [--verify]
               package every publishable crate in dependency order (cargo package,
               --no-verify unless --verify); nothing is uploaded
-  release VERSION [--dry-run]
-              bump every crate to VERSION, move the changelog's Unreleased entries under
-              it, build the release binary and target/dist/clio-VERSION-TRIPLE.tar.gz with
-              SHA256SUMS; print the git commands to commit, tag and publish (it does none
-              of them); --dry-run leaves Cargo.toml and CHANGELOG.md unchanged
+  release VERSION|major|minor|patch [--dry-run]
+              bump every crate to VERSION (or the next major, minor or patch version),
+              move the changelog's Unreleased entries under it, build the release binary
+              and target/dist/clio-VERSION-TRIPLE.tar.gz with SHA256SUMS and check what
+              the archive holds; print the git commands to commit, tag and publish (it
+              does none of them); --dry-run leaves Cargo.toml, Cargo.lock and
+              CHANGELOG.md unchanged
   dist        build the release binary and the archive of the current version and commit
-  docs        build the API docs of every crate (cargo doc, warnings denied)
+  docs        build target/site: the user guide from docs/ (mdBook, installed when missing
+              into $CLIO_TOOLS_CACHE, else ~/.cache/clio-tools), the command-line
+              reference and the API docs (cargo doc, warnings denied); check every link
   man         write the man page of clio to target/man/clio.1
   api [--check]
               list each publishable crate's public items into crates/<crate>/api.txt;
@@ -108,25 +117,19 @@ fn ci() -> Result<(), String> {
     cargo(&["fmt", "--all", "--", "--check"], &[])?;
     cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"], &[])?;
     cargo(&["test", "--workspace"], &[])?;
-    docs()?;
+    cargo(&["test", "--workspace", "--examples"], &[])?;
+    docs::docs(&[])?;
     release::package(&[])?;
     api::api(&["--check".to_owned()])?;
     tidy::check(&project_root()).map_err(|problems| problems.join("\n"))?;
+    // The release dry run last: its release build takes minutes.
+    release::release(&["patch".to_owned(), "--dry-run".to_owned()])?;
     eprintln!("xtask ci: all checks passed");
     Ok(())
 }
 
 /// The test target of the real-model tier, run by `test-models` and skipped by `test-long`.
 pub(crate) const REAL_MODEL_TIER: &str = "real_model";
-
-/// Builds the API docs of every workspace crate with rustdoc's warnings denied.
-fn docs() -> Result<(), String> {
-    cargo(&["doc", "--no-deps", "--workspace"], &[("RUSTDOCFLAGS", "-D warnings")])?;
-    let metadata = tidy::metadata(&project_root(), true)?;
-    let target = metadata["target_directory"].as_str().unwrap_or("target");
-    eprintln!("xtask docs: open {target}/doc/clio_flow/index.html (one folder per crate)");
-    Ok(())
-}
 
 /// Writes the man page of `clio` (what `clio man` prints, from the same clap definition
 /// the parser uses) to `<target>/man/clio.1`.

@@ -206,10 +206,28 @@ impl fmt::Display for Version {
     }
 }
 
-/// Checks that `next` is a version greater than `current`, and returns it parsed.
+/// Returns the version `next` names after `current`, checked to be greater: a version, or
+/// `major`, `minor` or `patch` for the next release of that kind. As npm's `semver inc`
+/// counts, a prerelease's next release of its own kind is the release it leads to
+/// (`1.1.0-rc.1` → `minor` → `1.1.0`), and the bump drops any prerelease and build.
 pub(crate) fn check_next(current: &str, next: &str) -> Result<Version, String> {
     let current = Version::parse(current)?;
-    let next = Version::parse(next)?;
+    let next = match next {
+        "major" | "minor" | "patch" => {
+            let [major, minor, patch] = current.core;
+            let pre = !current.pre.is_empty();
+            let core = match next {
+                "major" if pre && minor == 0 && patch == 0 => [major, 0, 0],
+                "major" => [major + 1, 0, 0],
+                "minor" if pre && patch == 0 => [major, minor, 0],
+                "minor" => [major, minor + 1, 0],
+                _ if pre => [major, minor, patch],
+                _ => [major, minor, patch + 1],
+            };
+            Version { core, pre: Vec::new(), build: String::new() }
+        }
+        _ => Version::parse(next)?,
+    };
     if next.precedence(&current) != Ordering::Greater {
         return Err(format!("{next} is not greater than the current version {current}"));
     }
@@ -330,7 +348,7 @@ pub(crate) fn utc_date(seconds: u64) -> String {
 
 /// `cargo xtask release VERSION [--dry-run]`.
 pub(crate) fn release(args: &[String]) -> Result<(), String> {
-    let usage = "usage: cargo xtask release VERSION [--dry-run]";
+    let usage = "usage: cargo xtask release VERSION|major|minor|patch [--dry-run]";
     let dry_run = args.iter().any(|a| a == "--dry-run");
     let positional: Vec<&String> = args.iter().filter(|a| *a != "--dry-run").collect();
     let [next] = positional.as_slice() else { return Err(usage.to_owned()) };
@@ -480,7 +498,35 @@ fn build_archive(
     let bytes = std::fs::read(&archive).map_err(|e| format!("cannot read {archive:?}: {e}"))?;
     let sum: String = Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect();
     write(&dist.join("SHA256SUMS"), &format!("{sum}  {name}\n"))?;
+    let listing = run_capture(Path::new("tar"), &["-tzf", &archive.to_string_lossy()])?;
+    let missing = missing_from_archive(&listing, stem);
+    if !missing.is_empty() {
+        return Err(format!("{} lacks {}", archive.display(), missing.join(", ")));
+    }
     Ok(archive)
+}
+
+/// The files every release archive holds, under its `stem/` folder.
+pub(crate) const ARCHIVE_FILES: [&str; 8] = [
+    "clio",
+    "README.md",
+    "LICENSE",
+    "CHANGELOG.md",
+    "man/clio.1",
+    "completions/clio.bash",
+    "completions/_clio",
+    "completions/clio.fish",
+];
+
+/// Returns the files of `ARCHIVE_FILES` that `listing` (`tar -t`'s output) does not name
+/// under `stem/`.
+pub(crate) fn missing_from_archive(listing: &str, stem: &str) -> Vec<String> {
+    let names: BTreeSet<&str> = listing.lines().map(|l| l.trim_end_matches('/')).collect();
+    ARCHIVE_FILES
+        .iter()
+        .map(|file| format!("{stem}/{file}"))
+        .filter(|path| !names.contains(path.as_str()))
+        .collect()
 }
 
 /// Returns the host's target triple, from `rustc -vV`.

@@ -55,7 +55,7 @@ impl Cli {
             },
             Command::Journal(JournalCommand::Check(a)) => a.json,
             Command::Journal(JournalCommand::Salvage(a)) => a.json,
-            Command::Completions(_) | Command::Man | Command::Serve => false,
+            Command::Completions(_) | Command::Man(_) | Command::Serve => false,
         }
     }
 }
@@ -128,8 +128,17 @@ pub(crate) enum Command {
     )]
     Completions(CompletionsArgs),
     /// Print the clio(1) man page (roff) on stdout
-    #[command(after_help = "Example:\n  clio man > clio.1 && man ./clio.1")]
-    Man,
+    #[command(
+        after_help = "Examples:\n  clio man > clio.1 && man ./clio.1\n  clio man --markdown > cli-reference.md"
+    )]
+    Man(ManArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ManArgs {
+    /// Print the reference of every command in Markdown instead: each one's --help
+    #[arg(long)]
+    pub(crate) markdown: bool,
 }
 
 #[derive(Debug, Subcommand)]

@@ -3,6 +3,7 @@
 mod agent;
 mod journal;
 mod plugin;
+mod reference;
 mod replay;
 mod run;
 mod runs;
@@ -27,7 +28,8 @@ pub(crate) fn dispatch(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Re
     // Completions and the man page are made from the command line's definition alone.
     match &cli.command {
         Command::Completions(args) => return completions(args.shell, out),
-        Command::Man => return man(out),
+        Command::Man(args) if args.markdown => return reference::markdown(out),
+        Command::Man(_) => return man(out),
         _ => {}
     }
     let home = Home::locate(cli.home.as_deref())?;
@@ -84,7 +86,7 @@ pub(crate) fn dispatch_in(
         Command::Journal(JournalCommand::Check(args)) => journal::check(&home, &args, out),
         Command::Journal(JournalCommand::Salvage(args)) => journal::salvage(&home, &args, out),
         Command::Serve => run::serve(&home, err),
-        Command::Completions(_) | Command::Man => Ok(()),
+        Command::Completions(_) | Command::Man(_) => Ok(()),
     }
 }
 

@@ -83,6 +83,20 @@ fn the_next_version_must_be_greater() {
     assert!(check_next("0.1.0", "0.2").unwrap_err().contains("three numbers"));
 }
 
+#[test]
+fn the_next_version_can_be_named_by_its_kind() {
+    let next = |current: &str, kind: &str| check_next(current, kind).unwrap().to_string();
+    assert_eq!(next("0.1.0", "patch"), "0.1.1");
+    assert_eq!(next("0.1.3+build", "minor"), "0.2.0");
+    assert_eq!(next("0.9.2", "major"), "1.0.0");
+    // A prerelease's own kind of release is the release it leads to.
+    assert_eq!(next("1.2.3-rc.1", "patch"), "1.2.3");
+    assert_eq!(next("1.3.0-rc.1", "minor"), "1.3.0");
+    assert_eq!(next("1.3.1-rc.1", "minor"), "1.4.0");
+    assert_eq!(next("2.0.0-alpha", "major"), "2.0.0");
+    assert_eq!(next("2.1.0-alpha", "major"), "3.0.0");
+}
+
 const MANIFEST: &str = r#"[workspace]
 members = ["crates/*", "xtask"]
 
@@ -183,4 +197,16 @@ fn dates_are_utc_calendar_days() {
     assert_eq!(utc_date(0), "1970-01-01");
     assert_eq!(utc_date(951_782_400), "2000-02-29");
     assert_eq!(utc_date(1_796_105_045), "2026-12-01");
+}
+
+#[test]
+fn an_archive_missing_a_file_is_named() {
+    let stem = "clio-0.1.1-x86_64-unknown-linux-gnu";
+    let full: String = std::iter::once(format!("{stem}/"))
+        .chain(ARCHIVE_FILES.iter().map(|f| format!("{stem}/{f}")))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(missing_from_archive(&full, stem).is_empty());
+    let without_man = full.replace(&format!("{stem}/man/clio.1\n"), "");
+    assert_eq!(missing_from_archive(&without_man, stem), [format!("{stem}/man/clio.1")]);
 }

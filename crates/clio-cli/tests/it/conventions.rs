@@ -1,5 +1,5 @@
-//! The conventions a command-line tool keeps: shell completions and a man page made from
-//! the command line's definition, the commit in `--version`, a closing summary line after
+//! The conventions a command-line tool keeps: shell completions, a man page and a Markdown
+//! reference made from the command line's definition, the commit in `--version`, a closing summary line after
 //! a run's progress, coloured only when asked (`--color always`) or on a terminal without
 //! `NO_COLOR`, and logs on stderr only when asked (`-v`, `RUST_LOG`).
 
@@ -25,6 +25,24 @@ fn completions_and_the_man_page_print_on_stdout() {
     assert_eq!(man.code, 0, "{}", man.render());
     assert!(man.stdout.contains(".TH clio 1"), "{}", man.stdout);
     assert!(man.stdout.contains("Durable orchestration for AI agents"), "{}", man.stdout);
+}
+
+#[test]
+fn the_markdown_reference_holds_every_command_help() {
+    let page = clio(&["man", "--markdown"]);
+    assert_eq!(page.code, 0, "{}", page.render());
+    let text = &page.stdout;
+    assert!(text.starts_with("# Command-line reference\n"), "{text}");
+    // Each command is listed, linked to its heading, and its help shows its full usage.
+    for command in ["clio runs show", "clio workflow run", "clio man"] {
+        let anchor = command.replace(' ', "-");
+        assert!(text.contains(&format!("[`{command}`](#{anchor})")), "{command} not listed");
+        assert!(text.contains(&format!("`{command}`\n\n```text\n")), "{command}: no heading");
+        assert!(text.contains(&format!("Usage: {command} ")), "{command}: no usage");
+    }
+    assert!(text.contains("Examples:\n  clio man > clio.1"), "after_help is part of the help");
+    assert!(!text.contains("clio help"), "clap's own help subcommand is left out");
+    assert_eq!(text.matches("```").count() % 2, 0, "every code block is closed");
 }
 
 #[test]
