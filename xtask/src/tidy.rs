@@ -66,6 +66,8 @@ const OWNED_DEPENDENCIES: &[(&str, &[&str])] = &[
     ("rmcp", &["clio-tools", "clio-flow"]),
     ("reqwest", &["clio-models"]),
     ("indicatif", &["clio-cli"]),
+    // The HTTP API and viewer of `clio serve` (docs/decisions.md, "clio serve's HTTP API").
+    ("axum", &["clio-cli"]),
     ("landlock", &["clio-tools"]),
 ];
 

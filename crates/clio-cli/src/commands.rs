@@ -1,6 +1,7 @@
 //! The commands: each turns validated arguments into library calls and renders the result.
 
 mod agent;
+pub(crate) mod api;
 mod journal;
 mod plugin;
 mod replay;
@@ -36,9 +37,10 @@ pub(crate) fn dispatch(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Re
 }
 
 /// Returns whether the process holding the journal runs this command for others
-/// (`crate::serve`): the `runs` commands, which need nothing but the journal and the run.
+/// (`crate::serve`): the `runs` commands, which need nothing but the journal and the run,
+/// and the runs submitted to `clio serve` with `--detach`.
 pub(crate) fn servable(cli: &Cli) -> bool {
-    matches!(cli.command, Command::Runs(_))
+    matches!(cli.command, Command::Runs(_)) || cli.detached()
 }
 
 /// Runs the command `cli` names with `home` (which may lend a served command the owner's
@@ -78,7 +80,7 @@ pub(crate) fn dispatch_in(
         Command::Runs(RunsCommand::Prune(args)) => runs::prune(&home, &args, out),
         Command::Journal(JournalCommand::Check(args)) => journal::check(&home, &args, out),
         Command::Journal(JournalCommand::Salvage(args)) => journal::salvage(&home, &args, out),
-        Command::Serve => run::serve(&home, err),
+        Command::Serve(args) => run::serve(&home, &args, out, err),
         Command::Completions(_) | Command::Man => Ok(()),
     }
 }

@@ -89,7 +89,7 @@ pub use crate::team::{
     WaitOptions, complete_input, rules as team_rules,
 };
 pub use crate::tool_settings::{ToolSettingsError, tool_settings_from_toml};
-pub use crate::workflow_flow::WorkflowFlow;
+pub use crate::workflow_flow::{WorkflowFlow, workflow_state};
 pub use crate::workspace::Workspace;
 pub use clio_models::{
     ChosenModel, CutOffPolicy, FinishReason, Message, ModelCapabilities, ModelCatalog, ModelError,

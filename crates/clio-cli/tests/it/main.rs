@@ -18,6 +18,7 @@ mod replay;
 mod run;
 mod runs;
 mod serve;
+mod serve_http;
 mod side_effects;
 mod support;
 mod team_crash;
@@ -43,6 +44,7 @@ fn no_forgotten_test_files() {
         "run",
         "runs",
         "serve",
+        "serve_http",
         "side_effects",
         "support",
         "team_crash",
