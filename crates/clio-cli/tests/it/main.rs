@@ -22,6 +22,7 @@ mod serve_http;
 mod side_effects;
 mod support;
 mod team_crash;
+mod viewer_e2e;
 mod workflow;
 
 #[test]
@@ -48,6 +49,7 @@ fn no_forgotten_test_files() {
         "side_effects",
         "support",
         "team_crash",
+        "viewer_e2e",
         "workflow",
     ];
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it");
