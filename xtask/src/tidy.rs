@@ -68,6 +68,8 @@ const OWNED_DEPENDENCIES: &[(&str, &[&str])] = &[
     ("rmcp", &["clio-tools", "clio-flow"]),
     ("reqwest", &["clio-models"]),
     ("indicatif", &["clio-cli"]),
+    // The HTTP API and viewer of `clio serve` (docs/decisions.md, "clio serve's HTTP API").
+    ("axum", &["clio-cli"]),
     ("landlock", &["clio-tools"]),
     // `tracing` is a facade any crate may emit through (no row); what prints the events
     // is the CLI's alone (docs/decisions.md, "Logging through tracing").

@@ -25,6 +25,43 @@ pub(crate) struct Cli {
 }
 
 impl Cli {
+    /// Returns whether the command submits a run to `clio serve` (`--detach`).
+    pub(crate) fn detached(&self) -> bool {
+        match &self.command {
+            Command::Workflow(WorkflowCommand::Run(a)) => a.drive.detach,
+            Command::Run(a) => a.drive.detach,
+            _ => false,
+        }
+    }
+
+    /// Makes the paths of a command submitted by another process absolute against that
+    /// process's folder `cwd`: the process serving it works in a folder of its own.
+    pub(crate) fn resolve_paths(&mut self, cwd: &std::path::Path) {
+        let at = |path: &mut PathBuf| {
+            if path.is_relative() {
+                *path = cwd.join(&*path);
+            }
+        };
+        let drive = match &mut self.command {
+            Command::Workflow(WorkflowCommand::Run(a)) => {
+                at(&mut a.file);
+                &mut a.drive
+            }
+            Command::Run(a) => {
+                // The target is an agent file when one is there, else a flow id.
+                let file = cwd.join(&a.target);
+                if std::path::Path::new(&a.target).is_relative() && file.is_file() {
+                    a.target = file.display().to_string();
+                }
+                &mut a.drive
+            }
+            _ => return,
+        };
+        drive.plugins.iter_mut().for_each(at);
+        drive.workspace.iter_mut().for_each(at);
+        drive.models.iter_mut().for_each(at);
+    }
+
     /// Returns whether the command asked for JSON output (`--json`, or a command whose
     /// output is JSON lines), so that an error is printed as JSON on stdout too.
     pub(crate) fn wants_json(&self) -> bool {
@@ -55,7 +92,7 @@ impl Cli {
             },
             Command::Journal(JournalCommand::Check(a)) => a.json,
             Command::Journal(JournalCommand::Salvage(a)) => a.json,
-            Command::Completions(_) | Command::Man(_) | Command::Serve => false,
+            Command::Completions(_) | Command::Man(_) | Command::Serve(_) => false,
         }
     }
 }
@@ -119,9 +156,9 @@ pub(crate) enum Command {
     Journal(JournalCommand),
     /// Hold the journal and serve the `runs` commands of other clio processes, until Ctrl-C
     #[command(
-        after_help = "While it runs, `clio runs list|show|tree|events|export|answer|cancel|prune|replay` from any terminal go through it (over $CLIO_HOME/clio.sock); `clio run`, `workflow run` and `runs resume` wait until it stops.\n\nExample:\n  clio serve"
+        after_help = "While it runs, `clio runs list|show|tree|events|export|answer|cancel|prune|replay|resume` from any terminal go through it (over $CLIO_HOME/clio.sock), and `clio run … --detach` and `clio workflow run … --detach` submit runs to it. It resumes the runs a crash left interrupted when it starts, drives the runs it holds to their end (a run waiting on a question goes on once it is answered), and serves the HTTP API (docs/api.md) and the run viewer on 127.0.0.1. The first line it prints is the viewer's address, with the token that lets the page answer and cancel.\n\nExamples:\n  clio serve\n  clio serve --port 0"
     )]
-    Serve,
+    Serve(ServeArgs),
     /// Print a shell completion script on stdout
     #[command(
         after_help = "Examples:\n  clio completions bash > ~/.local/share/bash-completion/completions/clio\n  clio completions zsh > ~/.zfunc/_clio"
@@ -509,6 +546,24 @@ pub(crate) struct DriveArgs {
     /// instead of answering the run's trust question
     #[arg(long)]
     pub(crate) trust: bool,
+    /// Submit the run to the `clio serve` that holds the journal and print its id, instead
+    /// of driving it here
+    #[arg(long)]
+    pub(crate) detach: bool,
+}
+
+/// How `clio serve` listens for HTTP.
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    /// The TCP port of the HTTP API and the viewer; 0 picks a free one
+    #[arg(long, default_value_t = 7411)]
+    pub(crate) port: u16,
+    /// The address to listen on; one that is not loopback needs --allow-remote
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1")]
+    pub(crate) bind: std::net::IpAddr,
+    /// Let a non-loopback --bind listen: every request, reads included, then needs the token
+    #[arg(long)]
+    pub(crate) allow_remote: bool,
 }
 
 #[derive(Debug, Args)]

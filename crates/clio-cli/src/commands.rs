@@ -1,6 +1,8 @@
 //! The commands: each turns validated arguments into library calls and renders the result.
 
 mod agent;
+pub(crate) mod api;
+mod http;
 mod journal;
 mod plugin;
 mod reference;
@@ -38,9 +40,10 @@ pub(crate) fn dispatch(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Re
 }
 
 /// Returns whether the process holding the journal runs this command for others
-/// (`crate::serve`): the `runs` commands, which need nothing but the journal and the run.
+/// (`crate::serve`): the `runs` commands, which need nothing but the journal and the run,
+/// and the runs submitted to `clio serve` with `--detach`.
 pub(crate) fn servable(cli: &Cli) -> bool {
-    matches!(cli.command, Command::Runs(_))
+    matches!(cli.command, Command::Runs(_)) || cli.detached()
 }
 
 /// Runs the command `cli` names with `home` (which may lend a served command the owner's
@@ -85,7 +88,7 @@ pub(crate) fn dispatch_in(
         Command::Runs(RunsCommand::Prune(args)) => runs::prune(&home, &args, out),
         Command::Journal(JournalCommand::Check(args)) => journal::check(&home, &args, out),
         Command::Journal(JournalCommand::Salvage(args)) => journal::salvage(&home, &args, out),
-        Command::Serve => run::serve(&home, err),
+        Command::Serve(args) => run::serve(&home, &args, out, err),
         Command::Completions(_) | Command::Man(_) => Ok(()),
     }
 }

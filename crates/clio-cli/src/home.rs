@@ -31,6 +31,20 @@ pub(crate) struct Held {
     pub(crate) runtime: clio_flow::Runtime,
     /// The run this process drives; none for `clio serve`.
     pub(crate) run: Option<clio_journal::RunId>,
+    /// The runs `clio serve` drives, each on the runtime it was launched with; none in a
+    /// process that drives its own run.
+    pub(crate) drivers: Option<Arc<crate::drivers::Drivers>>,
+}
+
+impl Held {
+    /// Returns the runtime that drives run `run` in this process, if one does: an answer
+    /// or a cancel given to it reaches the live run at once.
+    pub(crate) fn runtime_of(&self, run: clio_journal::RunId) -> Option<clio_flow::Runtime> {
+        if self.run == Some(run) {
+            return Some(self.runtime.clone());
+        }
+        self.drivers.as_ref().and_then(|d| d.runtime_of(run))
+    }
 }
 
 impl Home {

@@ -12,6 +12,7 @@
 mod args;
 mod commands;
 mod config;
+mod drivers;
 mod error;
 mod home;
 mod launch;
@@ -62,6 +63,16 @@ where
     {
         return code;
     }
+    // A detached run is submitted to `clio serve`, or not at all.
+    if cli.detached() {
+        let error = CliError::user(anyhow::anyhow!(
+            "--detach submits the run to `clio serve`, and no `clio serve` holds this journal"
+        ))
+        .hint("start `clio serve` (in another terminal, or in the background), then submit the run again; without --detach the run is driven here");
+        let json = cli.wants_json();
+        let mut counted = Counted { inner: out, written: 0 };
+        return outcome(Err(error), json, &mut counted, err);
+    }
     let json = cli.wants_json();
     let mut counted = Counted { inner: out, written: 0 };
     // The journal may be held by a short command (another `runs list`) or by a process
@@ -104,19 +115,29 @@ pub(crate) fn run_served(
     argv: &[String],
     home: &home::Home,
     tty: bool,
+    cwd: Option<&std::path::Path>,
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> u8 {
-    let cli = match parse(argv.iter().map(OsString::from).collect(), out, err) {
+    let mut cli = match parse(argv.iter().map(OsString::from).collect(), out, err) {
         Ok(cli) => cli,
         Err(code) => return code,
     };
-    if !commands::servable(&cli) {
+    let submits = cli.detached() && home.held().is_some_and(|h| h.drivers.is_some());
+    if !commands::servable(&cli) || (cli.detached() && !submits) {
         let error = CliError::usage(anyhow::anyhow!(
-            "the process holding the journal serves only `clio runs` commands"
+            "the process holding the journal serves only `clio runs` commands{}",
+            if cli.detached() {
+                ": it drives a run of its own, and only `clio serve` takes runs with --detach"
+            } else {
+                ""
+            }
         ));
         let _ = error.render(err);
         return error.exit_code();
+    }
+    if let Some(cwd) = cwd {
+        cli.resolve_paths(cwd);
     }
     let json = cli.wants_json();
     let paint = paint::Paint::new(cli.color, tty);

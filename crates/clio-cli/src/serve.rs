@@ -12,6 +12,10 @@
 //! would, runs the same command with its output captured, and answers [`Reply`] (stdout,
 //! stderr and the exit code), which the client prints and exits with. The output is the
 //! same by construction: it is the same code writing it.
+//!
+//! `clio serve` also drives runs ([`Drivers`](crate::drivers::Drivers): submitted with `--detach`, resumed, left
+//! interrupted by a crash, or answered) and serves the HTTP API and the run viewer beside
+//! the socket, on the same journal and drivers (`http`, with its token in `token`).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -23,6 +27,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::home::{Held, Home};
+
+pub(crate) mod token;
 
 /// The longest request line read, in bytes: argv is small, a larger line is refused.
 const MAX_REQUEST: u64 = 1 << 20;
@@ -38,6 +44,10 @@ pub(crate) struct Request {
     /// Whether the client's stderr is a terminal, for colour.
     #[serde(default)]
     pub(crate) tty: bool,
+    /// The client's working folder, absolute: the relative paths of a run it submits
+    /// (`--detach`) are read from there.
+    #[serde(default)]
+    pub(crate) cwd: Option<PathBuf>,
 }
 
 /// What the owner answers: what the command printed and its exit code.
@@ -103,7 +113,7 @@ impl Endpoint {
     pub(crate) fn start(
         rt: &tokio::runtime::Runtime,
         home: &Home,
-        held: Held,
+        held: Arc<Held>,
     ) -> std::io::Result<Endpoint> {
         let path = home.socket_path();
         match std::fs::remove_file(&path) {
@@ -118,7 +128,7 @@ impl Endpoint {
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
         // The socket is this process's file: its owner is this process's user.
         let uid = std::fs::metadata(&path)?.uid();
-        let home = home.holding(Arc::new(held));
+        let home = home.holding(held);
         let busy = Arc::new(Busy::default());
         let task = rt.spawn(accept(listener, home, uid, Arc::clone(&busy)));
         Ok(Endpoint { path, task, busy })
@@ -208,7 +218,14 @@ fn answer(line: &str, home: &Home) -> Reply {
     }
     let mut stdout = Vec::new();
     let mut stderr = Vec::new();
-    let exit = crate::run_served(&request.argv, home, request.tty, &mut stdout, &mut stderr);
+    let exit = crate::run_served(
+        &request.argv,
+        home,
+        request.tty,
+        request.cwd.as_deref(),
+        &mut stdout,
+        &mut stderr,
+    );
     Reply {
         stdout: String::from_utf8_lossy(&stdout).into_owned(),
         stderr: String::from_utf8_lossy(&stderr).into_owned(),
@@ -226,7 +243,8 @@ pub(crate) fn is_served(home: &Home) -> bool {
 pub(crate) fn forward(home: &Home, argv: &[String], tty: bool) -> Option<Reply> {
     let root = home.root().canonicalize().ok()?;
     let mut stream = UnixStream::connect(home.socket_path()).ok()?;
-    let request = Request { argv: argv.to_vec(), home: root, tty };
+    let cwd = std::env::current_dir().ok();
+    let request = Request { argv: argv.to_vec(), home: root, tty, cwd };
     let mut line = serde_json::to_string(&request).ok()?;
     line.push('\n');
     stream.write_all(line.as_bytes()).ok()?;

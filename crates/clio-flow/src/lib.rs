@@ -91,7 +91,7 @@ pub use crate::team::{
     WaitOptions, complete_input, rules as team_rules,
 };
 pub use crate::tool_settings::{ToolSettingsError, tool_settings_from_toml};
-pub use crate::workflow_flow::{WorkflowFlow, WorkflowRun};
+pub use crate::workflow_flow::{WorkflowFlow, WorkflowRun, workflow_state};
 pub use crate::workspace::Workspace;
 pub use clio_models::{
     ChosenModel, CutOffPolicy, FinishReason, Message, ModelCapabilities, ModelCatalog, ModelError,

@@ -239,6 +239,23 @@ impl WorkflowInput {
     }
 }
 
+impl WorkflowInput {
+    /// Returns the scheduler's configuration these settings make.
+    fn run_config(self) -> RunConfig {
+        RunConfig {
+            task: self.task,
+            editors: self.editors.unwrap_or_default(),
+            bounds: Bounds {
+                max_added_steps: saturating_u32(self.max_added_steps),
+                max_edit_rounds: saturating_u32(self.max_edit_rounds),
+                allowed_targets: self.allowed_targets,
+                approve_edits: self.approve_edits.unwrap_or(false),
+            },
+            ..RunConfig::default()
+        }
+    }
+}
+
 fn saturating_u32(n: Option<u64>) -> Option<u32> {
     n.map(|n| u32::try_from(n).unwrap_or(u32::MAX))
 }
@@ -255,20 +272,10 @@ async fn run(input: Value, ctx: Ctx) -> Result<FlowOutput, FlowError> {
     let wf_value = input.as_object_mut().and_then(|m| m.remove("workflow")).unwrap_or(Value::Null);
     let workflow = Workflow::from_value(wf_value).map_err(|e| invalid(e.to_string()))?;
     workflow.check_targets(kind_of).map_err(|e| invalid(e.to_string()))?;
-    let settings = WorkflowInput::parse(&input)?;
+    let mut settings = WorkflowInput::parse(&input)?;
     trust_targets(&ctx, &workflow).await?;
-    let config = RunConfig {
-        task: settings.task,
-        editors: settings.editors.unwrap_or_default(),
-        bounds: Bounds {
-            max_added_steps: saturating_u32(settings.max_added_steps),
-            max_edit_rounds: saturating_u32(settings.max_edit_rounds),
-            allowed_targets: settings.allowed_targets,
-            approve_edits: settings.approve_edits.unwrap_or(false),
-        },
-        ..RunConfig::default()
-    };
-    let model = settings.model.unwrap_or_default();
+    let model = settings.model.take().unwrap_or_default();
+    let config = settings.run_config();
     let mut sched = Scheduler::new(workflow, config);
     // The last write of the log sent to the journal and not yet confirmed, first the limits.
     // The scheduler applies events before their commit: the journal commits in order, so
@@ -669,6 +676,80 @@ fn events_of(done: Done, registry: &crate::registry::Registry) -> Result<Vec<Eve
             Err(err) => vec![Event::RepairEnded { step, editor, error: Some(err.to_string()) }],
         },
     })
+}
+
+/// Returns the workflow of `workflow` run `run` as it stands in the journal, for a viewer:
+/// `{"steps": [..], "edits": [..], "limits": {..}}`, each step as
+/// [`clio_workflow::StepReport`] gives it (its status, the steps it waits on, the proposal
+/// that added it) and each edit as [`clio_workflow::EditRecord`] does (a proposal waiting
+/// for the person's decision included). The scheduler is rebuilt from the run's input and
+/// the events it logged, as a resume rebuilds it; nothing runs and nothing is written.
+/// `None` for a run of another flow, or one whose input holds no workflow. An event that
+/// does not apply stops the rebuild there, and `problem` says which.
+pub fn workflow_state(
+    journal: &clio_journal::Journal,
+    run: clio_journal::RunId,
+) -> Result<Option<Value>, FlowError> {
+    let Some(record) = journal.run(run)? else { return Ok(None) };
+    let flow: Value = serde_json::from_str(&record.flow).unwrap_or(Value::Null);
+    if flow.get("id").and_then(Value::as_str) != Some("workflow") {
+        return Ok(None);
+    }
+    let mut input = record.input;
+    let wf_value = input.as_object_mut().and_then(|m| m.remove("workflow")).unwrap_or(Value::Null);
+    let Ok(workflow) = Workflow::from_value(wf_value) else { return Ok(None) };
+    let Ok(settings) = WorkflowInput::parse(&input) else { return Ok(None) };
+    let mut sched = Scheduler::new(workflow, settings.run_config());
+    // The top-level flow's logged values, by key (a nested workflow's keys carry a prefix).
+    let logged: HashMap<String, Value> = journal
+        .entries(run)?
+        .into_iter()
+        .filter_map(|e| {
+            let key = e.identity.as_deref()?.strip_prefix("key:")?.to_owned();
+            let result = e.payload.get("result").cloned().unwrap_or(Value::Null);
+            Some((key, result))
+        })
+        .collect();
+    let read = |item: &Value| -> Option<Event> {
+        serde_json::from_value(item.get("event").cloned().unwrap_or(Value::Null)).ok()
+    };
+    let (mut batch, mut n) = (0u64, 0u64);
+    let mut problem = None;
+    'log: loop {
+        let events: Vec<Option<Event>> =
+            if let Some(logged) = logged.get(&format!("wf-events-{batch}")) {
+                batch += 1;
+                logged
+                    .get("events")
+                    .and_then(Value::as_array)
+                    .map_or(&[][..], Vec::as_slice)
+                    .iter()
+                    .map(read)
+                    .collect()
+            } else if let Some(logged) = logged.get(&format!("wf-event-{n}")) {
+                vec![read(logged)]
+            } else {
+                break;
+            };
+        for event in events {
+            n += 1;
+            let applied = match event {
+                Some(event) => sched.apply(event).map_err(|e| e.to_string()),
+                None => Err("it does not read as an event".to_owned()),
+            };
+            if let Err(message) = applied {
+                problem = Some(format!("event {n} of the log does not apply: {message}"));
+                break 'log;
+            }
+        }
+    }
+    let json = |v: Result<Value, serde_json::Error>| v.unwrap_or(Value::Null);
+    let mut map = Map::new();
+    map.insert("steps".into(), json(serde_json::to_value(sched.snapshot())));
+    map.insert("edits".into(), json(serde_json::to_value(sched.edits())));
+    map.insert("limits".into(), json(serde_json::to_value(sched.limits())));
+    map.insert("problem".into(), problem.map_or(Value::Null, Value::String));
+    Ok(Some(Value::Object(map)))
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! list`: the commands that drive runs, with live progress, and leave every run resumable.
 
 use std::io::{IsTerminal, Write};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, anyhow};
@@ -17,6 +18,7 @@ use crate::args::{
     WorkflowRunArgs,
 };
 use crate::config::{HomeConfig, ModelsChoice};
+use crate::drivers::Drivers;
 use crate::error::{CliError, journal_error};
 use crate::home::{Held, Home};
 use crate::launch::{
@@ -265,6 +267,10 @@ fn start_checked(
     let start = runtime.start(selection, input, Some(launch.to_json()?));
     let handle = rt.block_on(start)?;
     let run = handle.id();
+    if drive.detach {
+        // serve drives it, resuming it from its record (the handle is not needed there).
+        return submitted(home, run, runtime, show, out, err);
+    }
     if show.progress {
         writeln!(err, "run {} started; `clio runs show {}` shows it", run.0, run.0)?;
     }
@@ -308,6 +314,38 @@ fn refuse_untrusted(untrusted: &[Untrusted]) -> CliError {
     error.hint("or run without --no-input to be asked before any of its code runs")
 }
 
+/// Hands a run created for `--detach` to the `clio serve` that serves this command, and
+/// prints its id (alone on stdout, or `{"run", "status": "submitted"}` with `--json`).
+fn submitted(
+    home: &Home,
+    run: RunId,
+    runtime: Runtime,
+    show: Show,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<(), CliError> {
+    let Some(drivers) = home.held().and_then(|held| held.drivers.as_ref()) else {
+        return Err(CliError::internal(anyhow!(
+            "run {} was created, but no `clio serve` drives it",
+            run.0
+        )));
+    };
+    hand_over(drivers, run, runtime);
+    let pid = std::process::id();
+    if show.json {
+        return write_json(out, &json!({"run": run.0, "status": "submitted", "process": pid}));
+    }
+    writeln!(out, "{}", run.0)?;
+    if show.progress {
+        writeln!(
+            err,
+            "run {} started in clio serve (process {pid}); `clio runs show {}` shows it",
+            run.0, run.0
+        )?;
+    }
+    Ok(())
+}
+
 /// Drives run `run` to its end (or until it waits on people, or Ctrl-C), serving the
 /// `runs` commands of other processes meanwhile (`crate::serve`).
 #[allow(clippy::too_many_arguments, reason = "starting and resuming a run share it")]
@@ -324,8 +362,9 @@ fn drive_run(
     let run = which.run();
     let json = show.json;
     // While this process holds the journal, the others' `runs` commands are run here.
-    let held = Held { journal: journal.clone(), runtime: runtime.clone(), run: Some(run) };
-    let _endpoint = match Endpoint::start(rt, home, held) {
+    let held =
+        Held { journal: journal.clone(), runtime: runtime.clone(), run: Some(run), drivers: None };
+    let _endpoint = match Endpoint::start(rt, home, Arc::new(held)) {
         Ok(endpoint) => Some(endpoint),
         Err(error) => {
             writeln!(
@@ -735,8 +774,9 @@ pub(super) fn answer(
     let rt = tokio_runtime()?;
     let on_change = OnAgentChange::from_flag(args.accept_changed_agent, true);
     let Relaunched { runtime, journal, agent_change } = relaunch(home, args.run, on_change)?;
-    // Served, the answer goes through the owner's runtime: its live run goes on at once.
-    let runtime = home.held().map_or(runtime, |held| held.runtime.clone());
+    // Served, the answer goes through the runtime driving the run, if one does here: the
+    // live run goes on at once.
+    let runtime = home.held().and_then(|held| held.runtime_of(RunId(args.run))).unwrap_or(runtime);
     refuse_finished(&journal, RunId(args.run), "answer a question of")?;
     if let Some(change) = &agent_change {
         pin::note(RunId(args.run), change, true, err)?;
@@ -746,25 +786,108 @@ pub(super) fn answer(
             let hint = format!("`clio runs show {}` lists the run's questions", args.run);
             CliError::from(e).hint(hint)
         })?;
+    // Served by `clio serve`, the run goes on there: its live drive hears of the answer,
+    // or a new drive starts on the runtime the run was launched with.
+    let continued = match home.held().and_then(|held| held.drivers.as_ref()) {
+        Some(drivers) => {
+            if !drivers.answered(RunId(args.run)) {
+                hand_over(drivers, RunId(args.run), runtime.clone());
+            }
+            true
+        }
+        None => false,
+    };
     if args.json {
-        let value = json!({"run": args.run, "question": args.question, "answer": value});
+        let mut value = json!({"run": args.run, "question": args.question, "answer": value});
+        if continued {
+            value["continues"] = json!(true);
+        }
         return write_json(out, &value);
     }
     writeln!(out, "answered question {} of run {} with {value}", args.question, args.run)?;
     match home.held() {
         // Served by the process driving that run: it goes on at once.
-        Some(held) if held.run == Some(RunId(args.run)) => {
+        Some(held) if held.run == Some(RunId(args.run)) || continued => {
             writeln!(out, "run {} goes on in process {}", args.run, std::process::id())?
         }
-        // Served by `clio serve`, which drives no run.
+        // Served by a process that drives another run.
         Some(_) => writeln!(
             out,
-            "continue the run with: clio runs resume {} (once `clio serve` has stopped)",
-            args.run
+            "continue the run with: clio runs resume {} (once process {} has ended)",
+            args.run,
+            std::process::id()
         )?,
         None => writeln!(out, "continue the run with: clio runs resume {}", args.run)?,
     }
     Ok(())
+}
+
+/// Returns a question as JSON for programs, as a run waiting on it prints it.
+pub(crate) fn question_json(q: &clio_flow::Question) -> Value {
+    json!({"id": q.id, "question": q.text, "schema": q.schema, "options": q.options, "reason": q.reason})
+}
+
+/// Returns the paint of output nobody reads on a terminal.
+pub(super) fn quiet_paint() -> Paint {
+    Paint::new(crate::args::ColorChoice::Never, false)
+}
+
+/// Has `clio serve` drive run `run` on `runtime` (the runtime it was launched with);
+/// its end is reported on serve's stderr. Returns `false` when it is driven already.
+fn hand_over(drivers: &Arc<Drivers>, run: RunId, runtime: Runtime) -> bool {
+    let log = Arc::clone(drivers);
+    drivers.drive(run, runtime, move |runtime, report| {
+        let mut text = Vec::new();
+        if let Err(error) = report_served(runtime.journal(), run, report, &mut text) {
+            let _ = error.render(&mut text);
+        }
+        log.log(String::from_utf8_lossy(&text).into_owned());
+    })
+}
+
+/// Has `clio serve` drive run `run`, rebuilding the runtime it was launched with (after
+/// checking its agent file as `on_change` says). Returns `false` when it is driven
+/// already.
+pub(crate) fn serve_drive(
+    home: &Home,
+    drivers: &Arc<Drivers>,
+    run: RunId,
+    on_change: OnAgentChange,
+    err: &mut dyn Write,
+) -> Result<bool, CliError> {
+    if drivers.is_live(run) {
+        return Ok(false);
+    }
+    let Relaunched { runtime, journal: _, agent_change } = relaunch(home, run.0, on_change)?;
+    if let Some(change) = &agent_change {
+        pin::note(run, change, true, err)?;
+    }
+    Ok(hand_over(drivers, run, runtime))
+}
+
+/// Reports on serve's stderr how a drive of run `run` ended: one line, then the calls
+/// cut short by a crash, as `runs resume` warns of them.
+fn report_served(
+    journal: &Journal,
+    run: RunId,
+    report: Result<RunReport, FlowError>,
+    err: &mut dyn Write,
+) -> Result<(), CliError> {
+    let how = match &report {
+        Ok(report) => match &report.outcome {
+            RunOutcome::Succeeded(_) => "succeeded".to_owned(),
+            RunOutcome::AwaitingInput(questions) => {
+                format!("is waiting for an answer ({} question(s))", questions.len())
+            }
+            RunOutcome::Failed(error) => format!("failed: {error}"),
+            RunOutcome::Cancelled => "was cancelled".to_owned(),
+        },
+        Err(error) => format!("stopped: {error}"),
+    };
+    let tasks = journal.tasks(run).map_err(journal_error)?;
+    writeln!(err, "run {} {how}: {}", run.0, task_summary(&tasks))?;
+    let cut = cut_short(journal, run)?;
+    warn_cut_short(run, &cut, err)
 }
 
 /// Continues a run from its journal.
@@ -777,7 +900,10 @@ pub(super) fn resume(
     err: &mut dyn Write,
 ) -> Result<(), CliError> {
     if let Some(held) = home.held() {
-        return Err(refuse_served_resume(held, args.run));
+        match &held.drivers {
+            Some(drivers) => return resume_in_serve(home, drivers, args, out, err),
+            None => return Err(refuse_served_resume(held, args.run)),
+        }
     }
     let rt = tokio_runtime()?;
     let on_change = OnAgentChange::from_flag(args.accept_changed_agent, true);
@@ -810,8 +936,38 @@ pub(super) fn resume(
     drive_run(&rt, home, &runtime, &journal, Drive::Resume(RunId(args.run)), show, out, err)
 }
 
-/// The error of `runs resume` asked of the process that holds the journal: it drives its
-/// own run, and one process drives one run (`clio serve` drives none yet).
+/// Resumes a run in `clio serve`, which drives it from now on: the command returns at
+/// once, saying so.
+fn resume_in_serve(
+    home: &Home,
+    drivers: &Arc<Drivers>,
+    args: &RunResumeArgs,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<(), CliError> {
+    let run = RunId(args.run);
+    let journal = open_journal(home)?;
+    existing_run(home, &journal, run)?;
+    refuse_finished(&journal, run, "resume")?;
+    let on_change = OnAgentChange::from_flag(args.accept_changed_agent, true);
+    let pid = std::process::id();
+    if !serve_drive(home, drivers, run, on_change, err)? {
+        return Err(CliError::user(anyhow!("run {} is running already, in process {pid}", run.0))
+            .hint(format!("`clio runs show {}` shows how far it is", run.0)));
+    }
+    if args.json {
+        return write_json(out, &json!({"run": run.0, "status": "resumed", "process": pid}));
+    }
+    writeln!(
+        out,
+        "run {} resumed in clio serve (process {pid}); `clio runs show {}` shows how far it is",
+        run.0, run.0
+    )?;
+    Ok(())
+}
+
+/// The error of `runs resume` asked of a process that drives its own run: one such
+/// process drives one run.
 fn refuse_served_resume(held: &Held, run: u64) -> CliError {
     let pid = std::process::id();
     match held.run {
@@ -823,33 +979,60 @@ fn refuse_served_resume(held: &Held, run: u64) -> CliError {
             "cannot resume run {run} now: process {pid} holds the journal while it drives run {}",
             live.0
         ))
-        .hint(format!("resume it once run {} has ended (or `clio runs cancel {}`)", live.0, live.0)),
-        None => CliError::user(anyhow!(
-            "cannot resume run {run} now: `clio serve` (process {pid}) holds the journal and does not drive runs"
-        ))
-        .hint("stop `clio serve` (Ctrl-C), then resume the run"),
+        .hint(format!(
+            "resume it once run {} has ended (or `clio runs cancel {}`)",
+            live.0, live.0
+        )),
+        None => CliError::internal(anyhow!(
+            "process {pid} holds the journal and has no driver for run {run}"
+        )),
     }
 }
 
-/// Holds the journal and serves the `runs` commands of other processes until Ctrl-C or
-/// SIGTERM (`crate::serve`); their answers and cancellations go through a runtime of its
-/// own, which drives no run.
-pub(super) fn serve(home: &Home, err: &mut dyn Write) -> Result<(), CliError> {
+/// Holds the journal and serves the other processes until Ctrl-C or SIGTERM: their `runs`
+/// commands and detached runs over the socket (`crate::serve`), the HTTP API and the
+/// viewer on `args.bind`:`args.port` (`crate::serve::http`). It drives runs: those a
+/// crash left interrupted, from the start; those submitted or resumed; those whose
+/// questions are answered. Cancels of runs it does not drive go through a runtime of its
+/// own.
+pub(super) fn serve(
+    home: &Home,
+    args: &crate::args::ServeArgs,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<(), CliError> {
     let rt = tokio_runtime()?;
+    let http = super::http::Config::of(args)?;
     let journal = open_journal(home)?;
     let config = RuntimeConfig { owner: owner(), ..RuntimeConfig::default() };
     let runtime = Runtime::new(journal.clone(), Registry::new(), config);
-    let held = Held { journal, runtime, run: None };
+    let (drivers, mut reports) = Drivers::new(rt.handle().clone());
+    let held = Arc::new(Held {
+        journal: journal.clone(),
+        runtime,
+        run: None,
+        drivers: Some(Arc::clone(&drivers)),
+    });
+    let served = home.holding(Arc::clone(&held));
+    let token = crate::serve::token::load_or_create(home)?;
+    let listener = rt.block_on(http.bind())?;
+    let url = http.url(&listener, &token)?;
     let socket = home.socket_path();
-    let endpoint = Endpoint::start(&rt, home, held).map_err(|error| {
+    let endpoint = Endpoint::start(&rt, home, Arc::clone(&held)).map_err(|error| {
         CliError::user(anyhow!(error).context(format!("cannot listen on {}", socket.display())))
     })?;
+    // The address comes first, alone on its line, for people and for programs.
+    writeln!(out, "{url}")?;
+    out.flush()?;
     writeln!(
         err,
-        "serving the journal {} on {}: `clio runs …` from other terminals go through this process; Ctrl-C stops it",
+        "serving the journal {} on {} and {}: `clio runs …` from other terminals go through this process; Ctrl-C stops it",
         home.journal_path().display(),
-        socket.display()
+        socket.display(),
+        url.split('#').next().unwrap_or(&url)
     )?;
+    resume_interrupted(&served, &drivers, err)?;
+    let server = rt.spawn(super::http::serve(listener, http, served, token));
     rt.block_on(async {
         use tokio::signal::unix::{SignalKind, signal};
         let mut interrupt = signal(SignalKind::interrupt())
@@ -858,14 +1041,70 @@ pub(super) fn serve(home: &Home, err: &mut dyn Write) -> Result<(), CliError> {
         let mut terminate = signal(SignalKind::terminate())
             .context("cannot listen for SIGTERM")
             .map_err(CliError::internal)?;
-        tokio::select! {
-            _ = interrupt.recv() => {}
-            _ = terminate.recv() => {}
+        loop {
+            tokio::select! {
+                _ = interrupt.recv() => break,
+                _ = terminate.recv() => break,
+                Some(report) = reports.recv() => write!(err, "{report}")?,
+            }
         }
         Ok::<_, CliError>(())
     })?;
+    server.abort();
     drop(endpoint);
+    let n = drivers.n_live();
+    // The drives in flight stop with the process; recording their work as interrupted now
+    // tells `runs list` the truth at once, and the next `clio serve` resumes them.
+    rt.shutdown_timeout(Duration::from_secs(5));
+    journal.reconcile::<&str>(&[]).map_err(journal_error)?;
+    if n > 0 {
+        writeln!(
+            err,
+            "{n} run(s) in progress stopped: the next `clio serve` (or `clio runs resume N`) continues them"
+        )?;
+    }
     writeln!(err, "stopped serving {}", home.journal_path().display())?;
+    Ok(())
+}
+
+/// Has `clio serve` drive, from its start, the runs a crash left interrupted and the runs
+/// waiting on questions that have all been answered; a run whose launch cannot be rebuilt
+/// (its agent file changed, a plugin folder gone) is reported and left as it is.
+fn resume_interrupted(
+    home: &Home,
+    drivers: &Arc<Drivers>,
+    err: &mut dyn Write,
+) -> Result<(), CliError> {
+    let Some(held) = home.held() else { return Ok(()) };
+    let filter = clio_journal::RunFilter {
+        statuses: vec![
+            clio_journal::RunStatus::Interrupted,
+            clio_journal::RunStatus::AwaitingInput,
+        ],
+        ..clio_journal::RunFilter::default()
+    };
+    let mut runs = held.journal.runs(&filter).map_err(journal_error)?;
+    runs.reverse();
+    for record in runs {
+        let answered = record.status == clio_journal::RunStatus::AwaitingInput
+            && held.runtime.questions(record.id).is_ok_and(|q| q.is_empty());
+        if record.status != clio_journal::RunStatus::Interrupted && !answered {
+            continue;
+        }
+        let on_change = OnAgentChange::from_flag(false, true);
+        match serve_drive(home, drivers, record.id, on_change, err) {
+            Ok(_) => writeln!(
+                err,
+                "resuming run {} ({}): finished work is replayed from the journal, not done again",
+                record.id.0,
+                super::runs::status_name(record.status)
+            )?,
+            Err(error) => {
+                writeln!(err, "warning: run {} is not resumed:", record.id.0)?;
+                error.render(err)?;
+            }
+        }
+    }
     Ok(())
 }
 
@@ -894,9 +1133,10 @@ pub(super) fn cancel(home: &Home, args: &RunArgs, out: &mut dyn Write) -> Result
     let journal = open_journal(home)?;
     existing_run(home, &journal, RunId(args.run))?;
     refuse_finished(&journal, RunId(args.run), "cancel")?;
-    // Served, the owner's runtime cancels: its live run stops at once.
+    // Served, the owner's runtime cancels (the one driving the run, if one does): its
+    // live run stops at once.
     let runtime = match home.held() {
-        Some(held) => held.runtime.clone(),
+        Some(held) => held.runtime_of(RunId(args.run)).unwrap_or_else(|| held.runtime.clone()),
         None => {
             let config = RuntimeConfig { owner: owner(), ..RuntimeConfig::default() };
             Runtime::new(journal, Registry::new(), config)

@@ -77,6 +77,36 @@ pub(super) fn tasks_json(tasks: &[TaskRecord]) -> Result<Value, CliError> {
     Ok(Value::Array(list))
 }
 
+/// Returns what a viewer shows of a run at a glance: its flow's name, what it works on,
+/// the agent it was launched with, the models its tasks ran on, the tokens they spent and
+/// how long it took (to its end, or to its last change while it goes on).
+pub(super) fn summary_json(home: &Home, run: &RunRecord, tasks: &[TaskRecord]) -> Value {
+    let launch = Launch::find(home, run).ok().flatten();
+    let agent = launch.as_ref().and_then(|l| l.agent.as_ref()).map(|file| {
+        let checksum = launch.as_ref().and_then(|l| l.agent_checksum.clone());
+        serde_json::json!({ "file": file, "checksum": checksum })
+    });
+    let mut models: Vec<&str> = tasks.iter().filter_map(|t| t.model.as_deref()).collect();
+    models.sort_unstable();
+    models.dedup();
+    let tokens: u64 = tasks.iter().map(|t| t.input_tokens + t.output_tokens).sum();
+    let end = run.finished_at_ms.unwrap_or(run.updated_at_ms);
+    let workflow_task = run.input.get("workflow").and(run.input.get("task"));
+    let task = match workflow_task.and_then(Value::as_str) {
+        Some(task) => task.to_owned(),
+        None => answer_text(Some(&run.input)),
+    };
+    serde_json::json!({
+        "flow_name": flow_label(&run.flow),
+        "task": task,
+        "agent": agent,
+        "models": models,
+        "tokens": tokens,
+        "duration_ms": end.saturating_sub(run.started_at_ms),
+        "n_tasks": tasks.len(),
+    })
+}
+
 /// Returns the workflow step id a task runs (without the words around it), if any.
 fn task_step(task: &TaskRecord) -> Option<String> {
     step_name(task).map(|name| name.strip_prefix("step ").map(str::to_owned).unwrap_or(name))
@@ -572,7 +602,7 @@ fn shorten(text: &str, max: usize) -> String {
     format!("{cut}…")
 }
 
-fn now_ms() -> u64 {
+pub(super) fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))

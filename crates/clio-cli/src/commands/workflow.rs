@@ -60,6 +60,30 @@ pub(super) fn check(args: &WorkflowCheckArgs, out: &mut dyn Write) -> Result<(),
     Ok(())
 }
 
+/// Checks a workflow given as text, JSON or TOML (the HTTP API's `workflows/check`):
+/// `{"ok": true, "steps", "layers", "final"}`, or `{"ok": false, "problems"}`.
+pub(super) fn check_text(text: &str) -> serde_json::Value {
+    let parsed = match serde_json::from_str::<serde_json::Value>(text) {
+        Ok(value) => Workflow::from_value(value).map_err(|e| e.to_string()),
+        Err(json_error) => match toml::from_str::<serde_json::Value>(text) {
+            Ok(value) => Workflow::from_value(value).map_err(|e| e.to_string()),
+            Err(toml_error) => Err(format!(
+                "the workflow is neither JSON ({json_error}) nor TOML ({})",
+                toml_error.message()
+            )),
+        },
+    };
+    match parsed {
+        Ok(workflow) => serde_json::json!({
+            "ok": true,
+            "steps": workflow.steps().len(),
+            "layers": workflow.layers().len(),
+            "final": workflow.final_steps(),
+        }),
+        Err(problem) => serde_json::json!({ "ok": false, "problems": [problem] }),
+    }
+}
+
 /// Returns the problems an error names, for JSON: its message and each cause.
 pub(super) fn problems(error: &CliError) -> Vec<String> {
     error.error.chain().map(ToString::to_string).collect()

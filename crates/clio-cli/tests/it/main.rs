@@ -18,9 +18,11 @@ mod replay;
 mod run;
 mod runs;
 mod serve;
+mod serve_http;
 mod side_effects;
 mod support;
 mod team_crash;
+mod viewer_e2e;
 mod workflow;
 
 #[test]
@@ -43,9 +45,11 @@ fn no_forgotten_test_files() {
         "run",
         "runs",
         "serve",
+        "serve_http",
         "side_effects",
         "support",
         "team_crash",
+        "viewer_e2e",
         "workflow",
     ];
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it");

@@ -35,8 +35,27 @@ fn readme_has_the_two_commands() {
 #[test]
 fn every_readme_command_runs() {
     const CLIO: &str = "cargo run -q -p clio-cli -- ";
+    // `clio serve` runs until stopped: it is started in the background (on a free port)
+    // for the commands after it, and stopped at the end.
+    let mut serve: Option<std::process::Child> = None;
     for command in readme_commands() {
-        if let Some(rest) = command.strip_prefix(CLIO) {
+        if command == format!("{CLIO}serve") {
+            let home =
+                std::env::temp_dir().join(format!("clio-cli-default-home-{}", std::process::id()));
+            let mut child = Command::new(env!("CARGO_BIN_EXE_clio"))
+                .args(["serve", "--port", "0"])
+                .current_dir(workspace_root())
+                .env("CLIO_HOME", home)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            let mut line = String::new();
+            let stdout = child.stdout.take().unwrap();
+            std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line).unwrap();
+            assert!(line.starts_with("http://127.0.0.1:"), "`{command}` printed {line:?}");
+            serve = Some(child);
+        } else if let Some(rest) = command.strip_prefix(CLIO) {
             // The built binary stands in for `cargo run`, which would contend for the build lock.
             let args = shell_words(rest);
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -53,6 +72,12 @@ fn every_readme_command_runs() {
                 Command::new("sh").arg("-c").arg(&command).current_dir(workspace_root()).status();
             assert!(status.unwrap().success(), "`{command}` failed");
         }
+    }
+    if let Some(mut serve) = serve {
+        let pid = serve.id().to_string();
+        assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+        let status = serve.wait().unwrap();
+        assert!(status.success(), "`clio serve` did not stop cleanly: {status}");
     }
 }
 

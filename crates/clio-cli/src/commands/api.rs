@@ -1,0 +1,293 @@
+//! What `clio serve`'s HTTP API answers (`crate::serve::http`, docs/api.md), as JSON
+//! values: each view is the `--json` output of the `runs` command that shows the same
+//! thing (`runs list|show|tree|events|answer|cancel|resume`, `workflow check`, `plugin
+//! list`), produced by the same function on the journal this process holds, with what a
+//! viewer needs besides (a run's questions, its workflow as it stands, its error with the
+//! whole cause). A request that cannot be answered is an [`ApiFailure`]: the HTTP status
+//! that says why, and the error as the CLI would print it.
+
+use std::io::Write;
+
+use anyhow::anyhow;
+use clio_flow::FlowError;
+use clio_journal::{RunId, RunRecord, RunStatus};
+use serde_json::{Value, json};
+
+use super::{plugin, run, runs, workflow};
+use crate::args::{JsonArgs, RunAnswerArgs, RunArgs, RunResumeArgs, RunShowArgs, RunsListArgs};
+use crate::error::{CliError, ErrorKind, journal_error};
+use crate::home::Home;
+
+/// A request the API refuses: its HTTP status and the error.
+#[derive(Debug)]
+pub(crate) struct ApiFailure {
+    /// 400 bad input, 404 no such run or question, 409 the run's state forbids it, 500
+    /// trouble on this side.
+    pub(crate) status: u16,
+    pub(crate) error: CliError,
+}
+
+impl ApiFailure {
+    fn new(status: u16, error: CliError) -> ApiFailure {
+        ApiFailure { status, error }
+    }
+
+    /// A failure of bad input (400).
+    pub(crate) fn bad_input(message: String) -> ApiFailure {
+        ApiFailure::new(400, CliError::usage(anyhow!(message)))
+    }
+
+    /// A command's own error: the person's mistake is 400, trouble here is 500.
+    fn of(error: CliError) -> ApiFailure {
+        let status = match error.kind {
+            ErrorKind::User | ErrorKind::Usage => 400,
+            ErrorKind::Interrupted | ErrorKind::Internal => 500,
+        };
+        ApiFailure { status, error }
+    }
+}
+
+impl From<CliError> for ApiFailure {
+    fn from(error: CliError) -> ApiFailure {
+        ApiFailure::of(error)
+    }
+}
+
+type Answer = Result<Value, ApiFailure>;
+
+/// Runs a command that writes JSON on `out` and returns that JSON.
+fn captured(
+    command: impl FnOnce(&mut dyn Write, &mut dyn Write) -> Result<(), CliError>,
+) -> Answer {
+    let mut out = Vec::new();
+    command(&mut out, &mut std::io::sink())?;
+    serde_json::from_slice(&out).map_err(|e| ApiFailure::of(CliError::internal(e)))
+}
+
+/// Returns the record of run `id`, or the 404 that names it.
+fn existing(home: &Home, id: u64) -> Result<RunRecord, ApiFailure> {
+    let journal = home.reading_journal()?;
+    let record = match journal {
+        Some(journal) => journal.run(RunId(id)).map_err(journal_error)?,
+        None => None,
+    };
+    record.map(|r| home.seen(r)).ok_or_else(|| {
+        let error =
+            CliError::user(anyhow!("run {id} not found in {}", home.journal_path().display()))
+                .hint("GET /api/v1/runs lists the runs there are");
+        ApiFailure::new(404, error)
+    })
+}
+
+/// Refuses (409) to `what` run `record` when it has ended.
+fn refuse_ended(record: &RunRecord, what: &str) -> Result<(), ApiFailure> {
+    if record.status.is_finished() {
+        let status = runs::status_name(record.status);
+        let error =
+            CliError::user(anyhow!("cannot {what} run {}: it has ended ({status})", record.id.0));
+        return Err(ApiFailure::new(409, error));
+    }
+    Ok(())
+}
+
+/// `GET runs`: every run, newest first, as `runs list --json` gives it, each with its
+/// flow's name, agent file, models and age beside.
+pub(crate) fn list(home: &Home, limit: Option<usize>) -> Answer {
+    let args = RunsListArgs { status: Vec::new(), limit, json: true };
+    let mut value = captured(|out, _| runs::list(home, &args, out))?;
+    let now = runs::now_ms();
+    let journal = home.reading_journal()?;
+    if let (Some(list), Some(journal)) = (value.as_array_mut(), journal) {
+        for item in list {
+            let Some(id) = item.get("id").and_then(Value::as_u64) else { continue };
+            let Some(record) = journal.run(RunId(id)).map_err(journal_error)? else { continue };
+            let tasks = journal.tasks(record.id).map_err(journal_error)?;
+            let mut summary = runs::summary_json(home, &record, &tasks);
+            summary["age_ms"] = json!(now.saturating_sub(record.updated_at_ms));
+            if let (Value::Object(item), Value::Object(summary)) = (&mut *item, summary) {
+                item.extend(summary);
+            }
+        }
+    }
+    Ok(value)
+}
+
+/// `GET runs/{id}`: the run as `runs show --json` gives it, with its summary (flow,
+/// agent, models, tokens, duration), its error with its whole cause, the questions it
+/// waits on and, for a workflow, the workflow as it stands.
+pub(crate) fn show(home: &Home, id: u64) -> Answer {
+    let record = existing(home, id)?;
+    let args = RunShowArgs { run: id, json: true, entries: false };
+    let mut value = captured(|out, _| runs::show(home, &args, out))?;
+    let journal =
+        home.reading_journal()?.ok_or_else(|| ApiFailure::bad_input("no journal".into()))?;
+    let tasks = journal.tasks(record.id).map_err(journal_error)?;
+    value["summary"] = runs::summary_json(home, &record, &tasks);
+    value["error"] = record.error.as_deref().map_or(Value::Null, error_json);
+    value["questions"] = questions_of(home, id)?;
+    value["workflow"] = clio_flow::workflow_state(&journal, record.id)
+        .map_err(|e| ApiFailure::of(CliError::from(e)))?
+        .unwrap_or(Value::Null);
+    // The entries are at `events`; the run page reads them from there.
+    if let Value::Object(map) = &mut value {
+        map.remove("entries");
+    }
+    Ok(value)
+}
+
+/// Returns a recorded error (the JSON a `FlowError` is stored as) with its message and
+/// every cause, as the CLI prints them.
+fn error_json(text: &str) -> Value {
+    let Ok(recorded) = serde_json::from_str::<Value>(text) else {
+        return json!({ "message": text, "causes": [], "recorded": text });
+    };
+    let error = FlowError::from_json(&recorded);
+    let mut causes = Vec::new();
+    let mut source = std::error::Error::source(&error);
+    while let Some(cause) = source {
+        causes.push(cause.to_string());
+        source = cause.source();
+    }
+    json!({ "message": error.to_string(), "causes": causes, "recorded": recorded })
+}
+
+/// `GET runs/{id}/tasks`: the task tree and team as `runs tree --json` gives them.
+pub(crate) fn tasks(home: &Home, id: u64) -> Answer {
+    existing(home, id)?;
+    let args = RunArgs { run: id, json: true };
+    let mut value = captured(|out, _| runs::tree(home, &args, out))?;
+    value["run"] = json!(id);
+    Ok(value)
+}
+
+/// `GET runs/{id}/events?after=SEQ`: the entries after `after` (all without it), as
+/// `runs events --json` gives them.
+pub(crate) fn events(home: &Home, id: u64, after: Option<u64>) -> Answer {
+    let record = existing(home, id)?;
+    let args = RunArgs { run: id, json: true };
+    let all = captured(|out, _| runs::events(home, &args, out))?;
+    let entries: Vec<Value> = all
+        .as_array()
+        .map(|list| {
+            list.iter()
+                .filter(|e| after.is_none_or(|a| e["seq"].as_u64().is_some_and(|s| s > a)))
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default();
+    let status = runs::status_name(record.status);
+    Ok(json!({ "run": id, "status": status, "entries": entries }))
+}
+
+/// Returns the entries of run `id` after `after` (all with `None`), and whether the run
+/// had ended before they were read (so that no entry comes after them): the event stream.
+pub(crate) fn entries_after(
+    home: &Home,
+    id: u64,
+    after: Option<u64>,
+) -> Result<(Vec<Value>, Option<&'static str>), ApiFailure> {
+    let record = existing(home, id)?;
+    let ended = record.status.is_finished().then(|| runs::status_name(record.status));
+    let journal =
+        home.reading_journal()?.ok_or_else(|| ApiFailure::bad_input("no journal".into()))?;
+    let from = after.map_or(0, |a| a + 1);
+    let entries = journal.entries_from(record.id, from).map_err(journal_error)?;
+    let values = entries
+        .iter()
+        .map(serde_json::to_value)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| ApiFailure::of(CliError::internal(e)))?;
+    Ok((values, ended))
+}
+
+/// `GET runs/{id}/questions`: the questions run `id` waits on.
+pub(crate) fn questions(home: &Home, id: u64) -> Answer {
+    existing(home, id)?;
+    Ok(json!({ "run": id, "questions": questions_of(home, id)? }))
+}
+
+fn questions_of(home: &Home, id: u64) -> Answer {
+    let held = home.held().ok_or_else(|| ApiFailure::bad_input("not served".into()))?;
+    let list = held.runtime.questions(RunId(id)).map_err(|e| ApiFailure::of(e.into()))?;
+    Ok(Value::Array(list.iter().map(run::question_json).collect()))
+}
+
+/// `POST runs/{id}/answer` with `{"question": ID, "answer": TEXT}`: answers as `runs
+/// answer --json` does, and the run goes on in this process.
+pub(crate) fn answer(home: &Home, id: u64, body: &[u8]) -> Answer {
+    let record = existing(home, id)?;
+    let body: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiFailure::bad_input(format!("the body of answer is not JSON: {e}")))?;
+    let question = body.get("question").and_then(Value::as_u64).ok_or_else(|| {
+        ApiFailure::bad_input("the body of answer needs `question`, a question's id".into())
+    })?;
+    let text = match body.get("answer") {
+        Some(Value::String(text)) => text.clone(),
+        Some(Value::Bool(yes)) => if *yes { "yes" } else { "no" }.to_owned(),
+        _ => {
+            return Err(ApiFailure::bad_input(
+                "the body of answer needs `answer`, the answer's text".into(),
+            ));
+        }
+    };
+    refuse_ended(&record, "answer a question of")?;
+    let open = questions_of(home, id)?;
+    let is_open = open.as_array().is_some_and(|l| l.iter().any(|q| q["id"] == question));
+    if !is_open {
+        let journal = home.reading_journal()?;
+        let asked = match journal {
+            Some(journal) => journal
+                .entry(record.id, question)
+                .map_err(journal_error)?
+                .is_some_and(|e| e.kind == clio_journal::EntryKind::Question),
+            None => false,
+        };
+        let error = if asked {
+            ApiFailure::new(
+                409,
+                CliError::user(anyhow!("question {question} of run {id} is answered already")),
+            )
+        } else {
+            ApiFailure::new(404, CliError::user(anyhow!("run {id} has no question {question}")))
+        };
+        return Err(error);
+    }
+    let args = RunAnswerArgs { run: id, question, text, accept_changed_agent: false, json: true };
+    captured(|out, err| run::answer(home, &args, out, err))
+}
+
+/// `POST runs/{id}/cancel`: cancels as `runs cancel --json` does.
+pub(crate) fn cancel(home: &Home, id: u64) -> Answer {
+    let record = existing(home, id)?;
+    refuse_ended(&record, "cancel")?;
+    let args = RunArgs { run: id, json: true };
+    captured(|out, _| run::cancel(home, &args, out))
+}
+
+/// `POST runs/{id}/resume`: has this process drive the run again, as `runs resume --json`
+/// does when served.
+pub(crate) fn resume(home: &Home, id: u64) -> Answer {
+    let record = existing(home, id)?;
+    refuse_ended(&record, "resume")?;
+    let live = home.held().and_then(|h| h.drivers.as_ref()).is_some_and(|d| d.is_live(record.id));
+    if live || record.status == RunStatus::Running {
+        let error = CliError::user(anyhow!("run {id} is running already, in this process"));
+        return Err(ApiFailure::new(409, error));
+    }
+    let args = RunResumeArgs { run: id, json: true, accept_changed_agent: false };
+    captured(|out, err| run::resume(home, &args, true, run::quiet_paint(), out, err))
+}
+
+/// `POST workflows/check` with a workflow's text (JSON, or TOML): what `workflow check
+/// --json` says of it.
+pub(crate) fn check_workflow(body: &[u8]) -> Answer {
+    let text = std::str::from_utf8(body)
+        .map_err(|e| ApiFailure::bad_input(format!("the workflow is not UTF-8 text: {e}")))?;
+    Ok(workflow::check_text(text))
+}
+
+/// `GET plugins`: the installed plugins as `plugin list --json` gives them.
+pub(crate) fn plugins(home: &Home) -> Answer {
+    let value = captured(|out, _| plugin::list(home, &JsonArgs { json: true }, out))?;
+    Ok(json!({ "plugins": value }))
+}
