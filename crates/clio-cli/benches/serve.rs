@@ -10,6 +10,8 @@
 //! The client is a few lines of HTTP/1.0 over TCP: the response ends when the server
 //! closes the connection, so nothing needs decoding but the status line.
 
+#![allow(clippy::print_stdout, reason = "a benchmark reports on stdout")]
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
