@@ -36,8 +36,9 @@ use crate::args::ServeArgs;
 use crate::error::CliError;
 use crate::home::Home;
 
-/// How often a live event stream looks for new entries.
-const POLL: Duration = Duration::from_millis(200);
+/// The longest a live event stream waits before it looks for new entries even though no
+/// commit woke it (it is woken by each of the journal's commits).
+const POLL: Duration = Duration::from_secs(2);
 
 /// Where and how the HTTP side listens.
 #[derive(Debug, Clone, Copy)]
@@ -336,6 +337,9 @@ async fn no_route(request: Request) -> Response {
 /// run's end once the entries read hold it.
 struct Live {
     app: App,
+    /// Notices of the journal's commits: the stream reads the run again when something was
+    /// written, not at a fixed interval.
+    changes: Option<clio_journal::Changes>,
     run: u64,
     after: Option<u64>,
     queue: VecDeque<Value>,
@@ -358,12 +362,14 @@ async fn stream(
     };
     let resumed = headers.get("last-event-id").and_then(|v| v.to_str().ok()?.parse().ok());
     let after = resumed.or(q.after);
+    // Taken before the first read, so that no commit after it goes unnoticed.
+    let changes = app.home.held().map(|held| held.journal.changes());
     let first = app.blocking(move |home| api::entries_after(home, run, after)).await;
     let (entries, ended) = match first {
         Ok(first) => first,
         Err(error) => return failure(error),
     };
-    let live = Live { app, run, after, queue: entries.into(), ended, done: false };
+    let live = Live { app, changes, run, after, queue: entries.into(), ended, done: false };
     let events = futures::stream::unfold(live, next_event);
     Sse::new(events).keep_alive(KeepAlive::default()).into_response()
 }
@@ -387,7 +393,13 @@ async fn next_event(mut live: Live) -> Option<(Result<Event, Infallible>, Live)>
             let data = json!({ "run": live.run, "status": status });
             return Some((Ok(Event::default().event("end").data(data.to_string())), live));
         }
-        tokio::time::sleep(POLL).await;
+        match live.changes.as_mut() {
+            // A commit of any run wakes the stream; `POLL` only bounds the wait.
+            Some(changes) => {
+                let _ = tokio::time::timeout(POLL, changes.changed()).await;
+            }
+            None => tokio::time::sleep(POLL).await,
+        }
         let (run, after) = (live.run, live.after);
         match live.app.blocking(move |home| api::entries_after(home, run, after)).await {
             Ok((entries, ended)) => {
