@@ -1063,7 +1063,21 @@ fn recover(
     let next = last
         .checked_add(1)
         .ok_or_else(|| damaged(format!("record number {last} leaves no room for another")))?;
-    let generation = generation.map_or(1, |g| g + 1);
+    // A new generation starts only once something was written in the one the file names:
+    // an open killed before its first write leaves the log of the generation before, which
+    // the next open reads as such, while starting yet another generation would leave that
+    // log two behind, which reads as a log replaced without its journal.
+    let written = match &source {
+        LogSource::Path(wal_path) => wal::holds_generation_at(wal_path, &expected)?,
+        #[cfg(test)]
+        LogSource::File(file) => wal::holds_generation(file.as_ref(), &expected)
+            .map_err(|source| JournalError::Io { path: wal_path.clone(), source })?,
+    };
+    let generation = match generation {
+        None => 1,
+        Some(g) if written => g + 1,
+        Some(g) => g,
+    };
     // The log exists, grown, before the file says it is live: a crash in between must not
     // leave a live log missing or empty, which reads as damage.
     let wal = if config.write_ahead_log {

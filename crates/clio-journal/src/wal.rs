@@ -202,6 +202,29 @@ pub(crate) fn read_from(
     read_generation(path, len, read_at, expected, generation)
 }
 
+/// Returns whether the log at `path` starts with the header of the generation `expected`
+/// names, of its journal: whether anything was written in that generation (a header is
+/// written with its generation's first record). A missing log holds none.
+pub(crate) fn holds_generation_at(path: &Path, expected: &Expected) -> Result<bool> {
+    let io_err = |source| JournalError::Io { path: path.to_path_buf(), source };
+    match File::open(path) {
+        Ok(file) => holds_generation(&file, expected).map_err(io_err),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(err) => Err(io_err(err)),
+    }
+}
+
+/// As [`holds_generation_at`], for the log held in `file`.
+pub(crate) fn holds_generation(file: &dyn LogFile, expected: &Expected) -> io::Result<bool> {
+    let Some(generation) = expected.generation else { return Ok(false) };
+    let mut header = [0u8; GEN_HEADER];
+    if !file.read_at(&mut header, 0)? {
+        return Ok(false);
+    }
+    Ok(parse_gen_header(&header)
+        .is_some_and(|(id, log_gen, ..)| id == expected.journal_id && log_gen == generation))
+}
+
 /// Reads a log of generation `generation` (see [`read`]).
 fn read_generation(
     path: &Path,

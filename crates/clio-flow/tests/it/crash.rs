@@ -195,6 +195,10 @@ fn crash_child() {
 
 /// Runs `scenario` in child processes, killing the first `kills` of them after a
 /// pseudo-random delay from `seed`, until one finishes; checks effects and the answer.
+///
+/// A first child that finished before its kill came (a build or machine faster than the
+/// delays were chosen for) tested no crash: the scenario starts again in a fresh folder
+/// with delays half as long, so that a kill always lands mid-run.
 pub(crate) fn crash_scenario(scenario: &str, kills: usize, seed: u64) {
     let reference = tempfile::tempdir().unwrap();
     let rt =
@@ -205,36 +209,16 @@ pub(crate) fn crash_scenario(scenario: &str, kills: usize, seed: u64) {
         l.sort();
         l
     };
-    let dir = tempfile::tempdir().unwrap();
-    let exe = std::env::current_exe().unwrap();
     let mut state = seed;
-    let mut killed = 0;
-    for attempt in 0..kills + 50 {
-        let mut child = Command::new(&exe)
-            .args(["--exact", "crash::crash_child", "--nocapture", "--test-threads", "1"])
-            .env(DIR, dir.path())
-            .env(SCENARIO, scenario)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        if killed < kills {
-            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            let delay = 5 + (state >> 33) % 40;
-            std::thread::sleep(Duration::from_millis(delay));
-            if child.try_wait().unwrap().is_none() {
-                child.kill().unwrap();
-                let _ = child.wait();
-                killed += 1;
-                continue;
-            }
+    let mut max_delay = 40;
+    let (dir, killed) = loop {
+        let dir = tempfile::tempdir().unwrap();
+        let killed = kill_until_done(dir.path(), scenario, kills, &mut state, max_delay);
+        if kills == 0 || killed > 0 || max_delay == 1 {
+            break (dir, killed);
         }
-        let status = child.wait().unwrap();
-        assert!(status.success(), "attempt {attempt} failed: {status}");
-        if dir.path().join("answer.txt").exists() {
-            break;
-        }
-    }
+        max_delay /= 2;
+    };
     assert!(kills == 0 || killed > 0, "{scenario}: no child was killed mid-run");
     let answer = std::fs::read_to_string(dir.path().join("answer.txt")).unwrap();
     assert_eq!(answer, expected, "{scenario}: the answer differs from the uninterrupted run's");
@@ -244,6 +228,47 @@ pub(crate) fn crash_scenario(scenario: &str, kills: usize, seed: u64) {
         effects, expected_effects,
         "{scenario}: every effect exactly once (killed {killed} times)"
     );
+}
+
+/// Starts children on `dir` until one finishes the run, killing each of the first `kills`
+/// after 5 ms plus up to `max_delay` ms (drawn from `state`) if it is still running;
+/// returns how many were killed.
+fn kill_until_done(
+    dir: &Path,
+    scenario: &str,
+    kills: usize,
+    state: &mut u64,
+    max_delay: u64,
+) -> usize {
+    let exe = std::env::current_exe().unwrap();
+    let mut killed = 0;
+    for attempt in 0..kills + 50 {
+        let mut child = Command::new(&exe)
+            .args(["--exact", "crash::crash_child", "--nocapture", "--test-threads", "1"])
+            .env(DIR, dir)
+            .env(SCENARIO, scenario)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        if killed < kills {
+            *state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let delay = 5 + (*state >> 33) % max_delay;
+            std::thread::sleep(Duration::from_millis(delay));
+            if child.try_wait().unwrap().is_none() {
+                child.kill().unwrap();
+                let _ = child.wait();
+                killed += 1;
+                continue;
+            }
+        }
+        let status = child.wait().unwrap();
+        assert!(status.success(), "{scenario}: attempt {attempt} failed: {status}");
+        if dir.join("answer.txt").exists() {
+            break;
+        }
+    }
+    killed
 }
 
 #[test]

@@ -251,6 +251,8 @@ fn every_built_in_tool_offers_a_real_schema() {
 struct Flaky {
     url: String,
     down: Arc<Mutex<bool>>,
+    /// The count of answered requests after which the server goes down by itself.
+    down_after: Arc<Mutex<Option<u32>>>,
     answered: Arc<Mutex<u32>>,
     bodies: Arc<Mutex<Vec<Value>>>,
 }
@@ -262,7 +264,9 @@ impl Flaky {
         let down = Arc::new(Mutex::new(true));
         let answered = Arc::new(Mutex::new(0u32));
         let bodies = Arc::new(Mutex::new(Vec::new()));
+        let down_after = Arc::new(Mutex::new(None));
         let (d, a, b) = (Arc::clone(&down), Arc::clone(&answered), Arc::clone(&bodies));
+        let da = Arc::clone(&down_after);
         tokio::spawn(async move {
             let mut replies = replies.into_iter();
             while let Ok((mut stream, _)) = listener.accept().await {
@@ -272,7 +276,16 @@ impl Flaky {
                 }
                 let Some(body) = read_body(&mut stream).await else { continue };
                 b.lock().unwrap().push(body);
-                *a.lock().unwrap() += 1;
+                let n = {
+                    let mut answered = a.lock().unwrap();
+                    *answered += 1;
+                    *answered
+                };
+                // Down from now on, before this reply is sent: the next request finds it
+                // down however soon it comes.
+                if *da.lock().unwrap() == Some(n) {
+                    *d.lock().unwrap() = true;
+                }
                 let reply = replies.next().unwrap_or_else(|| json!({ "error": "no reply left" }));
                 let text = reply.to_string();
                 let head = format!(
@@ -284,11 +297,18 @@ impl Flaky {
                 let _ = stream.shutdown().await;
             }
         });
-        Flaky { url, down, answered, bodies }
+        Flaky { url, down, down_after, answered, bodies }
     }
 
+    /// Takes the server down or up now (and forgets a `down_after`).
     fn set_down(&self, down: bool) {
+        *self.down_after.lock().unwrap() = None;
         *self.down.lock().unwrap() = down;
+    }
+
+    /// Takes the server down once it has answered `n` requests in all, before the reply.
+    fn down_after(&self, n: u32) {
+        *self.down_after.lock().unwrap() = Some(n);
     }
 }
 
@@ -375,21 +395,8 @@ async fn outage(selection: clio_flow::FlowSelection, input: Value, expected: &st
 
     // The first request is answered (a tool call, which runs); then the server goes down
     // before the second.
-    let down_after_first = {
-        let answered = Arc::clone(&server.answered);
-        let down = Arc::clone(&server.down);
-        tokio::spawn(async move {
-            loop {
-                if *answered.lock().unwrap() >= 1 {
-                    *down.lock().unwrap() = true;
-                    return;
-                }
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
-        })
-    };
+    server.down_after(1);
     let report = rt.run(selection, input).await.unwrap();
-    down_after_first.await.unwrap();
     match &report.outcome {
         RunOutcome::Failed(err) => {
             assert!(err.to_string().contains("unreachable"), "{err}");

@@ -525,3 +525,30 @@ fn a_clean_close_leaves_a_log_that_reads_as_empty() -> TestResult {
     assert_eq!(reopened.entry_count(run)?, 3);
     Ok(())
 }
+
+/// Opens that end in a crash before anything is written leave the log as it was: each
+/// open after them reads it (the `many_kills_in_every_scenario` failure of the slow tier,
+/// where two processes in a row were killed right after opening, and the third was refused
+/// with "the log is of generation 1, but the journal expects generation 3").
+#[test]
+fn opens_killed_before_their_first_write_leave_a_journal_that_opens() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let (journal, run) = journal_with_entries(&dir.path().join("journal.redb"), 3)?;
+    let mut copy = crash_copy(journal.path(), &dir.path().join("crash-0"))?;
+    drop(journal);
+    for crash in 1..=3 {
+        // Opened (the log's records applied, a new generation started) and killed idle.
+        let reopened = Journal::open(&copy, JournalConfig::default())?;
+        assert_eq!(reopened.entries(run)?.len(), 3, "after crash {crash}");
+        copy = crash_copy(&copy, &dir.path().join(format!("crash-{crash}")))?;
+        drop(reopened);
+    }
+    let last = Journal::open(&copy, JournalConfig::default())?;
+    assert_eq!(last.entries(run)?.len(), 3);
+    // And it writes on: the next generation's first record, read back after a crash.
+    last.append(run, NewEntry::new(EntryKind::Step, json!({"n": 4})))?;
+    let copy = crash_copy(&copy, &dir.path().join("crash-last"))?;
+    drop(last);
+    assert_eq!(Journal::open(&copy, JournalConfig::default())?.entries(run)?.len(), 4);
+    Ok(())
+}
