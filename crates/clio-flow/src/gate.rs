@@ -523,9 +523,12 @@ pub(crate) async fn ensure_trusted(
     }
     // A call refused by another call's "no" (below) replays to the same refusal.
     let receipt = format!("{}key:{key}@trust", ctx.scope.prefix);
-    if ctx.run.recorded(&receipt).and_then(|e| e.payload_value().ok()).is_some_and(|p| {
-        p["decision"] == "deny" && p["rule"] == SHARED_QUESTION
-    }) {
+    if ctx
+        .run
+        .recorded(&receipt)
+        .and_then(|e| e.payload_value().ok())
+        .is_some_and(|p| p["decision"] == "deny" && p["rule"] == SHARED_QUESTION)
+    {
         return Err(not_trusted());
     }
     // One question per plugin at a time: calls that want it at once wait for the first
