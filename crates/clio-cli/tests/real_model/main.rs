@@ -130,7 +130,7 @@ account = "local"
 id = "smollm2"
 provider = "local"
 api_model = "SmolLM2-135M-Instruct"
-capabilities = {{ tool_calling = true, context_tokens = 8192, output_tokens = 512 }}
+capabilities = {{ tool_calling = true, context_tokens = 8192, output_tokens = 256 }}
 
 [[model]]
 account = "tools"
