@@ -106,7 +106,8 @@ impl Home {
 /// The home's config.toml: the chat model as the default and the tool model (which writes
 /// its calls as text, so `text_tool_calls`; after a tool result it tends to repeat the call
 /// and its result until cut off, so its answers are short and a cut-off ends the run with
-/// its reason, not a slow continuation), a few react turns, retries for 20 s (so the
+/// its reason, not a slow continuation; it samples greedily, so whether it calls the tool
+/// does not vary from run to run), a few react turns, retries for 20 s (so the
 /// restart test's outage suspends the run soon), and code run unconfined (the tally tool
 /// may kill the model server, outside any sandbox).
 fn config_toml(url: &str, tool_url: &str) -> String {
@@ -140,6 +141,8 @@ api_model = "Qwen2.5-Coder-0.5B-Instruct"
 capabilities = {{ tool_calling = true, context_tokens = 8192, output_tokens = 96 }}
 text_tool_calls = true
 on_cut_off = "fail"
+temperature = 0.0
+seed = 7
 
 [limits]
 max_iters = 6
