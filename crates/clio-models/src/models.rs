@@ -139,7 +139,8 @@ impl Models {
         };
         let mut response = provider.complete(model, request).await?;
         if model.text_tool_calls && response.tool_calls.is_empty() {
-            let (calls, rest) = crate::text_calls::extract(&response.text);
+            let offered: Vec<&str> = request.tools.iter().map(|t| t.name.as_str()).collect();
+            let (calls, rest) = crate::text_calls::extract(&response.text, &offered);
             if !calls.is_empty() {
                 response.tool_calls = calls;
                 response.text = rest;

