@@ -156,7 +156,7 @@ pub(crate) enum Command {
     Journal(JournalCommand),
     /// Hold the journal and serve the `runs` commands of other clio processes, until Ctrl-C
     #[command(
-        after_help = "While it runs, `clio runs list|show|tree|events|export|answer|cancel|prune|replay|resume` from any terminal go through it (over $CLIO_HOME/clio.sock), and `clio run … --detach` and `clio workflow run … --detach` submit runs to it. It resumes the runs a crash left interrupted when it starts, drives the runs it holds to their end (a run waiting on a question goes on once it is answered), and serves the HTTP API (docs/api.md) and the run viewer on 127.0.0.1. The first line it prints is the viewer's address, with the token that lets the page answer and cancel.\n\nExamples:\n  clio serve\n  clio serve --port 0"
+        after_help = "While it runs, `clio runs list|show|tree|events|export|answer|cancel|prune|replay|resume` from any terminal go through it (over $CLIO_HOME/clio.sock), and `clio run … --detach` and `clio workflow run … --detach` submit runs to it. It resumes the runs a crash left interrupted when it starts, drives the runs it holds to their end (a run waiting on a question goes on once it is answered), and serves the HTTP API (docs/http-api.md) and the run viewer on 127.0.0.1. The first line it prints is the viewer's address, with the token that lets the page answer and cancel.\n\nExamples:\n  clio serve\n  clio serve --port 0"
     )]
     Serve(ServeArgs),
     /// Print a shell completion script on stdout

@@ -1,6 +1,6 @@
 // The run viewer of `clio serve`: the runs list, and a run's page (its workflow's DAG,
 // questions, task tree and event log), kept live from the run's event stream. Plain ES
-// modules, no build; everything it shows comes from /api/v1 (docs/api.md).
+// modules, no build; everything it shows comes from /api/v1 (docs/http-api.md).
 
 import { drawDag } from "/assets/dag.js";
 

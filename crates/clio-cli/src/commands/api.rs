@@ -1,4 +1,4 @@
-//! What `clio serve`'s HTTP API answers (`crate::serve::http`, docs/api.md), as JSON
+//! What `clio serve`'s HTTP API answers (`crate::serve::http`, docs/http-api.md), as JSON
 //! values: each view is the `--json` output of the `runs` command that shows the same
 //! thing (`runs list|show|tree|events|answer|cancel|resume`, `workflow check`, `plugin
 //! list`), produced by the same function on the journal this process holds, with what a

@@ -1,10 +1,10 @@
-//! `clio serve`'s HTTP side: the JSON API under `/api/v1/` (docs/api.md) and the run
+//! `clio serve`'s HTTP side: the JSON API under `/api/v1/` (docs/http-api.md) and the run
 //! viewer at `/` (its files embedded in the binary, `crates/clio-cli/assets/viewer/`),
 //! served with axum on serve's tokio runtime, beside the socket and on the same journal
 //! and drivers. The answers are built by `crate::commands::api` from the functions the
 //! `runs` commands print with, on a blocking thread each (the journal is sync).
 //!
-//! Who may do what (docs/api.md, "Authentication"): on a loopback address a read needs
+//! Who may do what (docs/http-api.md, "Authentication"): on a loopback address a read needs
 //! nothing; a write (any method but GET and HEAD) needs the token (`Authorization: Bearer
 //! TOKEN`, else 401) and must not come from another site (an `Origin` that is not this
 //! server's, or a `Sec-Fetch-Site` other than `same-origin` and `none`, is 403, checked
@@ -329,7 +329,7 @@ async fn plugins(State(app): State<App>) -> Response {
 async fn no_route(request: Request) -> Response {
     let error =
         CliError::usage(anyhow!("{} {}: no such route", request.method(), request.uri().path()))
-            .hint("docs/api.md lists the routes; they are under /api/v1/");
+            .hint("docs/http-api.md lists the routes; they are under /api/v1/");
     refusal(StatusCode::NOT_FOUND, error)
 }
 

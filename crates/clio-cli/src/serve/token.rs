@@ -2,7 +2,7 @@
 //! and kept in `$CLIO_HOME/serve.token` (mode 0600, this user's only), so that it stays
 //! the same across restarts and a program of this user can read it. Every request that
 //! changes something needs it (`Authorization: Bearer TOKEN`), and with `--allow-remote`
-//! every request does (docs/api.md, "Authentication").
+//! every request does (docs/http-api.md, "Authentication").
 
 use std::io::{Read, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};

@@ -1,4 +1,4 @@
-//! `clio serve`'s HTTP API (docs/api.md) and the runs it drives: a write needs the token
+//! `clio serve`'s HTTP API (docs/http-api.md) and the runs it drives: a write needs the token
 //! (401) and is refused from another site (403), every route answers JSON, the event
 //! stream of a live run delivers its entries in order, an answer given through the API
 //! continues a waiting run, `--detach` submits runs, and a run a crash left interrupted is
