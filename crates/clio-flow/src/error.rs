@@ -619,34 +619,27 @@ fn str_of(v: &Value, k: &str) -> String {
     v.get(k).and_then(Value::as_str).unwrap_or("").to_owned()
 }
 
-/// An MCP server that could not start because no sandbox can be had refuses the call
-/// (`sandbox_unavailable`): nothing ran. Every other failure fails it.
-impl From<clio_tools::McpError> for FlowError {
-    fn from(error: clio_tools::McpError) -> FlowError {
-        if error.is_sandbox_unavailable() {
-            FlowError::CallRefused {
-                handle: None,
-                refusal: "sandbox_unavailable".into(),
-                message: error.to_string(),
-            }
-        } else {
-            FlowError::CallFailed { handle: None, message: error.to_string() }
-        }
+/// A call whose program could not start because no sandbox can be had here is refused
+/// (`sandbox_unavailable`): nothing ran. Every other failure of the program fails it.
+fn sandboxed_call_error(sandbox_unavailable: bool, message: String) -> FlowError {
+    if sandbox_unavailable {
+        FlowError::CallRefused { handle: None, refusal: "sandbox_unavailable".into(), message }
+    } else {
+        FlowError::CallFailed { handle: None, message }
     }
 }
 
-/// An executable tool that did not answer fails its call, but one that no sandbox could
-/// be had for is refused (`sandbox_unavailable`): nothing ran.
+/// An MCP server that could not start because no sandbox can be had refuses the call.
+impl From<clio_tools::McpError> for FlowError {
+    fn from(error: clio_tools::McpError) -> FlowError {
+        sandboxed_call_error(error.is_sandbox_unavailable(), error.to_string())
+    }
+}
+
+/// An executable tool that did not answer fails its call; one no sandbox could be had for
+/// is refused.
 impl From<clio_tools::ExecError> for FlowError {
     fn from(error: clio_tools::ExecError) -> FlowError {
-        if error.is_sandbox_unavailable() {
-            FlowError::CallRefused {
-                handle: None,
-                refusal: "sandbox_unavailable".into(),
-                message: error.to_string(),
-            }
-        } else {
-            FlowError::CallFailed { handle: None, message: error.to_string() }
-        }
+        sandboxed_call_error(error.is_sandbox_unavailable(), error.to_string())
     }
 }

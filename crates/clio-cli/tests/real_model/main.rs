@@ -6,8 +6,8 @@
 //! `CLIO_TEST_MODEL_URL` is the `/v1` URL of the chat model (SmolLM2-135M-Instruct),
 //! `CLIO_TEST_TOOL_MODEL_URL` that of the tool model (Qwen2.5-Coder-0.5B-Instruct, which
 //! calls tools); the restart test starts a server of its own, the README's command run with
-//! `CLIO_TEST_SERVER_PYTHON` on `CLIO_TEST_MODEL_GGUF`. Without them every test fails: this
-//! tier never passes by skipping. A small model's answers vary, so the tests
+//! `CLIO_TEST_SERVER_PYTHON` on `CLIO_TEST_MODEL_GGUF`. Without them every test fails,
+//! naming the variable that is not set. A small model's answers vary, so the tests
 //! assert behaviour (the run ends; every tool call that ran had arguments its schema
 //! accepts; no call ran twice), never wording.
 

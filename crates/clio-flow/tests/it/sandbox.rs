@@ -161,11 +161,10 @@ async fn a_script_reads_and_writes_its_workspace_and_nothing_outside() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_executable_tool_reads_and_writes_its_workspace_and_nothing_outside() {
-    let body = r#"
-import json, sys
-args = json.load(sys.stdin)
+/// Python defining `reach(args, name)`: what a plugin's program (an executable tool, an
+/// MCP server) can reach from its working folder, trying each access in turn, with `name`
+/// the file it writes in the workspace. Needs `sys`.
+const REACH: &str = r#"
 def attempt(act):
     try:
         return act()
@@ -175,37 +174,48 @@ def write(path, text):
     with open(path, "w") as f:
         f.write(text)
     return "ok"
-print(json.dumps({
-    "inside": attempt(lambda: open("data.txt").read()),
-    "own": attempt(lambda: open(sys.argv[0]).read()[:2]),
-    "write": attempt(lambda: write("tool.txt", "from the tool")),
-    "secret": attempt(lambda: open(args["secret"]).read()),
-    "hostname": attempt(lambda: open("/etc/hostname").read()),
-    "outside": attempt(lambda: write(args["outside"], "dropped")),
-}))
+def reach(args, name):
+    return {
+        "inside": attempt(lambda: open("data.txt").read()),
+        "own": attempt(lambda: open(sys.argv[0]).read()[:2]),
+        "write": attempt(lambda: write(name, "from the plugin")),
+        "secret": attempt(lambda: open(args["secret"]).read()),
+        "hostname": attempt(lambda: open("/etc/hostname").read()),
+        "outside": attempt(lambda: write(args["outside"], "dropped")),
+    }
 "#;
+
+/// What `reach` says of a confined program: its workspace and its own file, nothing else.
+fn confined_reach() -> Value {
+    json!({
+        "inside": "inside",
+        "own": "#!",
+        "write": "ok",
+        "secret": "refused",
+        "hostname": "refused",
+        "outside": "refused",
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_executable_tool_reads_and_writes_its_workspace_and_nothing_outside() {
+    let body = format!(
+        "import json, sys\n{REACH}\nprint(json.dumps(reach(json.load(sys.stdin), \"tool.txt\")))\n"
+    );
     for mode in MODES {
         let place = Place::new();
         // Allowed: the gate asks about a side-effecting tool that declares nothing, and
         // these tests are about what the tool can reach once it runs.
-        place.plugin("probe", "permission = \"allow\"", body);
+        place.plugin("probe", "permission = \"allow\"", &body);
         let registry = place.registry(&sandbox(mode), &["probe"]);
         let args = json!({
             "secret": place.secret,
             "outside": place.outside.join("dropped.txt"),
         });
         let value = call_tool(&registry, "probe", args).await.unwrap();
-        let expected = json!({
-            "inside": "inside",
-            "own": "#!",
-            "write": "ok",
-            "secret": "refused",
-            "hostname": "refused",
-            "outside": "refused",
-        });
-        assert_eq!(value, expected, "{mode:?}");
+        assert_eq!(value, confined_reach(), "{mode:?}");
         let written = std::fs::read_to_string(place.workspace.join("tool.txt")).unwrap();
-        assert_eq!(written, "from the tool", "{mode:?}");
+        assert_eq!(written, "from the plugin", "{mode:?}");
         assert!(!place.outside.join("dropped.txt").exists(), "{mode:?}");
     }
 }
@@ -512,46 +522,20 @@ impl Place {
 /// executable tools are (issue 18: trust and the sandbox cover MCP servers too).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plugins_mcp_server_reads_and_writes_its_workspace_and_nothing_outside() {
-    let body = r#"
-def attempt(act):
-    try:
-        return act()
-    except OSError:
-        return "refused"
-def write(path, text):
-    with open(path, "w") as f:
-        f.write(text)
-    return "ok"
-def probe(args):
-    return {
-        "inside": attempt(lambda: open("data.txt").read()),
-        "own": attempt(lambda: open(sys.argv[0]).read()[:2]),
-        "write": attempt(lambda: write("server.txt", "from the server")),
-        "secret": attempt(lambda: open(args["secret"]).read()),
-        "hostname": attempt(lambda: open("/etc/hostname").read()),
-        "outside": attempt(lambda: write(args["outside"], "dropped")),
-    }
-"#;
+    let body =
+        format!("import sys\n{REACH}\ndef probe(args):\n    return reach(args, \"server.txt\")\n");
     for mode in MODES {
         let place = Place::new();
-        place.mcp_plugin("served", "", body);
+        place.mcp_plugin("served", "", &body);
         let registry = place.registry(&sandbox(mode), &["served"]);
         let args = json!({
             "secret": place.secret,
             "outside": place.outside.join("dropped.txt"),
         });
         let value = call_tool(&registry, "served", args).await.unwrap();
-        let expected = json!({
-            "inside": "inside",
-            "own": "#!",
-            "write": "ok",
-            "secret": "refused",
-            "hostname": "refused",
-            "outside": "refused",
-        });
-        assert_eq!(value, expected, "{mode:?}");
+        assert_eq!(value, confined_reach(), "{mode:?}");
         let written = std::fs::read_to_string(place.workspace.join("server.txt")).unwrap();
-        assert_eq!(written, "from the server", "{mode:?}");
+        assert_eq!(written, "from the plugin", "{mode:?}");
         assert!(!place.outside.join("dropped.txt").exists(), "{mode:?}");
     }
 }
