@@ -25,7 +25,7 @@ use crate::checksum::{Place, Sealing};
 use crate::error::{JournalError, Result};
 use crate::format::{RawEntry, RawRunRecord, SessionRecord, TaskRecord};
 use crate::guard;
-use crate::journal::Journal;
+use crate::handle::Journal;
 use crate::source::{self, Opening, Scratch, Source};
 use crate::store::{
     ENTRIES, IDENTITIES, KEY_NEXT_RUN, KEY_NEXT_TASK, LIVE_SESSIONS, LIVE_TASKS, META, RUN_HEADS,

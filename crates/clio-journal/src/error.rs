@@ -13,6 +13,38 @@ pub type Result<T, E = JournalError> = std::result::Result<T, E>;
 /// Everything that can go wrong with a journal. File-level variants name the file.
 #[derive(Debug, thiserror::Error)]
 pub enum JournalError {
+    /// The journal is a store with no leases (the embedded file, which one process locks):
+    /// workers cannot claim its runs.
+    #[error(
+        "journal {location} has no leases: workers share a journal only on PostgreSQL \
+         (journal = \"postgres://...\")"
+    )]
+    NoLeases {
+        /// The journal.
+        location: PathBuf,
+    },
+    /// A write into a run this handle held a lease on, after another worker claimed the
+    /// run: the write was refused and nothing of it was stored.
+    #[error(
+        "run {run} was claimed by another worker (lease epoch {current}, this worker held \
+         {epoch}); the write was refused"
+    )]
+    Fenced {
+        /// The run.
+        run: RunId,
+        /// The epoch this handle's lease had.
+        epoch: u64,
+        /// The run's epoch now.
+        current: u64,
+    },
+    /// The store behind the journal (a database server) failed or refused an operation.
+    #[error("journal {location}: {detail}")]
+    Backend {
+        /// The journal.
+        location: PathBuf,
+        /// What failed, as the store said it.
+        detail: String,
+    },
     /// The file was written by a newer journal format; it was not modified.
     #[error(
         "journal {path} has format version {found}, this build supports up to {supported}: upgrade clio"

@@ -186,6 +186,15 @@ impl PartialEq for PayloadText {
 }
 
 impl NewEntry {
+    /// Returns the JSON text the payload is stored as: the text it was given as, or its
+    /// encoding.
+    pub(crate) fn payload_text(&self) -> Box<RawValue> {
+        match &self.text {
+            Some(PayloadText(text)) => text.clone(),
+            None => raw_json(&self.payload),
+        }
+    }
+
     /// Returns an entry of `kind` with `payload` and no identity or task.
     pub fn new(kind: EntryKind, payload: Value) -> Self {
         Self { kind, identity: None, task: None, payload, text: None }

@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 use std::fmt;
 use std::fs;
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::panic::{self, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Sender};
@@ -21,8 +21,8 @@ use crate::changes::{Changes, Commits};
 use crate::checksum::{self, Place, decode};
 use crate::error::{JournalError, Result};
 use crate::format::{
-    ExportLine, FORMAT_VERSION, JournalEntry, RawEntry, RunId, RunRecord, SessionId, SessionRecord,
-    TaskId, TaskRecord,
+    FORMAT_VERSION, JournalEntry, RawEntry, RunId, RunRecord, SessionId, SessionRecord, TaskId,
+    TaskRecord,
 };
 use crate::guard;
 use crate::input::{
@@ -47,7 +47,7 @@ pub(crate) const REDB_MAGIC: [u8; 9] = [b'r', b'e', b'd', b'b', 0x1A, 0x0A, 0xA9
 /// calling thread against a snapshot and never block the writer. The writer stops, after
 /// making everything durable, when the last handle is dropped.
 #[derive(Clone)]
-pub struct Journal {
+pub(crate) struct Embedded {
     inner: Arc<Inner>,
 }
 
@@ -79,13 +79,13 @@ impl Drop for Inner {
     }
 }
 
-impl fmt::Debug for Journal {
+impl fmt::Debug for Embedded {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Journal").field("path", &self.inner.path).finish()
     }
 }
 
-impl Journal {
+impl Embedded {
     /// Opens the journal at `path`, creating it (not its folder) if it does not exist.
     ///
     /// A file left by a crash is recovered to its last durable commit. A file written by a
@@ -93,7 +93,7 @@ impl Journal {
     /// file that is not a journal gets [`JournalError::NotAJournal`]. A file of an older
     /// format is upgraded: every record gets its checksum, in one transaction. A panic of
     /// the storage engine on a damaged file is [`JournalError::Damaged`].
-    pub fn open(path: impl AsRef<Path>, config: JournalConfig) -> Result<Self> {
+    pub(crate) fn open(path: impl AsRef<Path>, config: JournalConfig) -> Result<Self> {
         let path = path.as_ref();
         guard::catching(path, "opening it", || Self::open_unguarded(path, config))
     }
@@ -135,7 +135,7 @@ impl Journal {
     /// records are then unchanged but the files are not. Writes to a journal opened
     /// read-only fail with [`JournalError::ReadOnly`]. A missing file is an `Io` error of kind
     /// `NotFound`: nothing is created.
-    pub fn open_read_only(path: impl AsRef<Path>, config: JournalConfig) -> Result<Self> {
+    pub(crate) fn open_read_only(path: impl AsRef<Path>, config: JournalConfig) -> Result<Self> {
         let path = path.as_ref();
         guard::catching(path, "opening it to read", || Self::open_read_only_unguarded(path, config))
     }
@@ -190,12 +190,12 @@ impl Journal {
     }
 
     /// Opens a fresh journal held in memory, for tests of the crates above.
-    pub fn open_in_memory() -> Result<Self> {
+    pub(crate) fn open_in_memory() -> Result<Self> {
         Self::open_in_memory_with(JournalConfig::default())
     }
 
     /// Opens a fresh journal held in memory with `config`.
-    pub fn open_in_memory_with(config: JournalConfig) -> Result<Self> {
+    pub(crate) fn open_in_memory_with(config: JournalConfig) -> Result<Self> {
         Self::open_backend(InMemoryBackend::new(), PathBuf::from(":memory:"), config)
     }
 
@@ -276,15 +276,8 @@ impl Journal {
     }
 
     /// Returns the file this journal lives in (`:memory:` for an in-memory one).
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.inner.path
-    }
-
-    /// Makes everything written so far durable, then closes this handle.
-    ///
-    /// Other clones stay usable; the writer stops when the last one goes.
-    pub fn close(self) -> Result<()> {
-        self.flush()
     }
 
     fn stopped(&self) -> JournalError {
@@ -303,7 +296,7 @@ impl Journal {
 
     /// Returns `res`, telling a caller whose write the writer dropped while panicking why it
     /// stopped.
-    fn settle<T>(&self, res: Result<T>) -> Result<T> {
+    pub(crate) fn settle<T>(&self, res: Result<T>) -> Result<T> {
         match res {
             Err(JournalError::WriterStopped { .. }) => Err(self.stopped()),
             other => other,
@@ -360,32 +353,27 @@ impl Journal {
         self.settle(self.submit(f).wait())
     }
 
-    /// Returns the writes that an async caller awaits instead of blocking a thread on.
-    pub fn nonblocking(&self) -> NonBlocking<'_> {
-        NonBlocking { journal: self }
-    }
-
     /// Returns notices of this journal's commits from now on: a view of a run awaits
     /// [`Changes::changed`] to read the journal again when something was written (by any
     /// handle of this journal) instead of at a fixed interval.
-    pub fn changes(&self) -> Changes {
+    pub(crate) fn changes(&self) -> Changes {
         Changes::new(Arc::clone(&self.inner.commits))
     }
 
     /// Makes every earlier write durable (needed only with [`crate::Durability::Eventual`]).
-    pub fn flush(&self) -> Result<()> {
+    pub(crate) fn flush(&self) -> Result<()> {
         let (reply, answer) = mpsc::sync_channel(1);
         self.send(Request::Flush(reply))?;
         answer.recv().map_err(|_| self.stopped())?
     }
 
     /// Creates a run, status running, and returns its id.
-    pub fn create_run(&self, new: NewRun) -> Result<RunId> {
+    pub(crate) fn create_run(&self, new: NewRun) -> Result<RunId> {
         self.write(move |tx| tx.create_run(new))
     }
 
     /// Changes a run and returns the record as it now stands.
-    pub fn update_run(&self, run: RunId, update: RunUpdate) -> Result<RunRecord> {
+    pub(crate) fn update_run(&self, run: RunId, update: RunUpdate) -> Result<RunRecord> {
         let update = update.encoded();
         let rec = self.settle(self.submit(move |tx| tx.update_run(run, update)).wait())?;
         // Decoded here, on the caller's thread, not by the writer.
@@ -393,72 +381,22 @@ impl Journal {
         rec.decoded().map_err(|err| JournalError::bad_record(path, "a run record", err))
     }
 
-    /// Appends one entry to `run` and returns its sequence number, once durable.
-    ///
-    /// Fails with [`JournalError::DuplicateIdentity`] when its identity is already in the run.
-    pub fn append(&self, run: RunId, entry: NewEntry) -> Result<u64> {
-        self.settle(self.nonblocking().append(run, entry).wait())
-    }
-
-    /// Appends `entries` to `run` atomically (all or none) and returns their sequence numbers.
-    pub fn append_batch(&self, run: RunId, entries: Vec<NewEntry>) -> Result<Vec<u64>> {
-        self.settle(self.nonblocking().append_batch(run, entries).wait())
-    }
-
     /// Creates a task and returns its handle.
-    pub fn create_task(&self, new: NewTask) -> Result<TaskId> {
+    pub(crate) fn create_task(&self, new: NewTask) -> Result<TaskId> {
         self.write(move |tx| tx.create_task(new))
     }
 
-    /// Creates `task` and appends `before`, then `after`, to `run` in one atomic write:
-    /// each entry of `after` names the new task. Returns the task and the entries'
-    /// sequence numbers.
-    ///
-    /// This is how a call becomes durable with no window between its intent and its
-    /// acceptance: a crash leaves all of it or none. Every identity is checked before
-    /// anything is written.
-    pub fn create_task_with_entries(
-        &self,
-        run: RunId,
-        before: Vec<NewEntry>,
-        task: NewTask,
-        after: Vec<NewEntry>,
-    ) -> Result<(TaskId, Vec<u64>)> {
-        self.settle(self.nonblocking().create_task_with_entries(run, before, task, after).wait())
-    }
-
-    /// Records a task that has already ended, in one atomic write: creates `task`, appends
-    /// `before` and `after` as [`Journal::create_task_with_entries`] does, and applies the
-    /// update `update` makes for the new task's id (its final status and result, which may
-    /// name the task). Returns the task as recorded and the entries' sequence numbers.
-    ///
-    /// For work that may run again after a crash (a read-only tool): it runs first and is
-    /// recorded once, with one commit instead of two.
-    pub fn record_ended_task(
-        &self,
-        run: RunId,
-        before: Vec<NewEntry>,
-        task: NewTask,
-        after: Vec<NewEntry>,
-        update: impl FnOnce(TaskId) -> TaskUpdate + Send + 'static,
-    ) -> Result<(TaskRecord, Vec<u64>)> {
-        self.settle(self.nonblocking().record_ended_task(run, before, task, after, update).wait())
-    }
-
-    /// Changes a task and returns the record as it now stands.
-    ///
-    /// A task with a terminal status is refused with [`JournalError::TaskFinished`].
-    pub fn update_task(&self, task: TaskId, update: TaskUpdate) -> Result<TaskRecord> {
-        self.settle(self.nonblocking().update_task(task, update).wait())
-    }
-
     /// Creates a subagent session.
-    pub fn create_session(&self, new: NewSession) -> Result<SessionRecord> {
+    pub(crate) fn create_session(&self, new: NewSession) -> Result<SessionRecord> {
         self.write(move |tx| tx.create_session(new))
     }
 
     /// Changes a session and returns the record as it now stands.
-    pub fn update_session(&self, id: &SessionId, update: SessionUpdate) -> Result<SessionRecord> {
+    pub(crate) fn update_session(
+        &self,
+        id: &SessionId,
+        update: SessionUpdate,
+    ) -> Result<SessionRecord> {
         let id = id.clone();
         self.write(move |tx| tx.update_session(&id, update))
     }
@@ -467,7 +405,7 @@ impl Journal {
     ///
     /// Returns the number of iterations used including this one, or `None` when the budget
     /// is spent or the session has ended.
-    pub fn claim_iteration(&self, id: &SessionId) -> Result<Option<u64>> {
+    pub(crate) fn claim_iteration(&self, id: &SessionId) -> Result<Option<u64>> {
         let id = id.clone();
         self.write(move |tx| tx.claim_iteration(&id))
     }
@@ -476,31 +414,12 @@ impl Journal {
     /// lost, unless their owner (or, for a session, itself or its leader) is in `live`.
     ///
     /// Each record changes once; a second call finds nothing to do.
-    pub fn reconcile<S: AsRef<str>>(&self, live: &[S]) -> Result<Reconciled> {
-        let live: HashSet<String> = live.iter().map(|s| s.as_ref().to_owned()).collect();
-        let done = self.write(move |tx| tx.reconcile(&live))?;
-        if done.total() > 0 {
-            tracing::info!(
-                runs = done.runs,
-                tasks = done.tasks,
-                sessions = done.sessions,
-                "work left by a stopped process marked interrupted"
-            );
-        }
-        Ok(done)
+    pub(crate) fn reconcile(&self, live: HashSet<String>) -> Result<Reconciled> {
+        self.write(move |tx| tx.reconcile(&live))
     }
 
-    /// Removes every finished run (succeeded, failed, cancelled) that finished before
-    /// `before_ms` (ms since the Unix epoch), with its entries and tasks.
-    pub fn prune(&self, before_ms: u64) -> Result<Pruned> {
-        let pruned = self.write(move |tx| tx.prune(before_ms))?;
-        tracing::info!(
-            runs = pruned.runs,
-            entries = pruned.entries,
-            tasks = pruned.tasks,
-            "pruned"
-        );
-        Ok(pruned)
+    pub(crate) fn prune(&self, before_ms: u64) -> Result<Pruned> {
+        self.write(move |tx| tx.prune(before_ms))
     }
 
     fn read(&self) -> Result<redb::ReadTransaction> {
@@ -519,8 +438,55 @@ impl Journal {
         guard::catching(path, doing, || f(path, self.read()?))
     }
 
+    /// As [`crate::Journal::append_batch`], returning the write to await.
+    pub(crate) fn append_pending(&self, run: RunId, entries: Vec<NewEntry>) -> Pending<Vec<u64>> {
+        let entries = encoded(entries);
+        self.submit(move |tx| tx.append(run, entries))
+    }
+
+    /// As [`crate::Journal::create_task_with_entries`], returning the write to await.
+    pub(crate) fn create_task_with_entries_pending(
+        &self,
+        run: RunId,
+        before: Vec<NewEntry>,
+        task: NewTask,
+        after: Vec<NewEntry>,
+    ) -> Pending<(TaskId, Vec<u64>)> {
+        let (before, after) = (encoded(before), encoded(after));
+        self.submit(move |tx| tx.create_task_with_entries(run, before, task, after))
+    }
+
+    /// As [`crate::Journal::record_ended_task`], returning the write to await.
+    pub(crate) fn record_ended_task_pending(
+        &self,
+        run: RunId,
+        before: Vec<NewEntry>,
+        task: NewTask,
+        after: Vec<NewEntry>,
+        update: impl FnOnce(TaskId) -> TaskUpdate + Send + 'static,
+    ) -> Pending<(TaskRecord, Vec<u64>)> {
+        let (before, after) = (encoded(before), encoded(after));
+        self.submit(move |tx| tx.record_ended_task(run, before, task, after, update))
+    }
+
+    /// As [`crate::Journal::update_task`], returning the write to await.
+    pub(crate) fn update_task_pending(
+        &self,
+        task: TaskId,
+        update: TaskUpdate,
+    ) -> Pending<TaskRecord> {
+        self.submit(move |tx| tx.update_task(task, update))
+    }
+
+    /// As [`crate::Journal::update_run`] without the record back: a run's record holds its
+    /// whole input and answer, which the writer need not decode for a status change.
+    pub(crate) fn update_run_pending(&self, run: RunId, update: RunUpdate) -> Pending<()> {
+        let update = update.encoded();
+        self.submit(move |tx| tx.update_run(run, update).map(drop))
+    }
+
     /// Returns the run `run`, if it exists.
-    pub fn run(&self, run: RunId) -> Result<Option<RunRecord>> {
+    pub(crate) fn run(&self, run: RunId) -> Result<Option<RunRecord>> {
         self.reading(format_args!("reading run {run}"), |path, txn| {
             let table = txn.open_table(RUNS).at(path)?;
             if let Some(bytes) = table.get(run.0).at(path)? {
@@ -542,7 +508,7 @@ impl Journal {
     }
 
     /// Lists the runs that `filter` selects, newest first.
-    pub fn runs(&self, filter: &RunFilter) -> Result<Vec<RunRecord>> {
+    pub(crate) fn runs(&self, filter: &RunFilter) -> Result<Vec<RunRecord>> {
         self.reading(format_args!("listing runs"), |path, txn| {
             let table = txn.open_table(RUNS).at(path)?;
             let mut out = Vec::new();
@@ -568,7 +534,7 @@ impl Journal {
     }
 
     /// Returns how many entries `run` holds (its next sequence number).
-    pub fn entry_count(&self, run: RunId) -> Result<u64> {
+    pub(crate) fn entry_count(&self, run: RunId) -> Result<u64> {
         self.reading(format_args!("counting the entries of run {run}"), |path, txn| {
             let heads = txn.open_table(RUN_HEADS).at(path)?;
             let head = heads.get(run.0).at(path)?.ok_or(JournalError::RunNotFound { run })?.value();
@@ -582,19 +548,14 @@ impl Journal {
         })
     }
 
-    /// Returns the entries of `run` in order.
-    pub fn entries(&self, run: RunId) -> Result<Vec<JournalEntry>> {
-        self.entries_from(run, 0)
-    }
-
     /// Returns the entries of `run` in order with their payloads undecoded (see
     /// [`RawEntry`]): a replay's load, which decodes each payload only as far as it needs.
-    pub fn raw_entries(&self, run: RunId) -> Result<Vec<RawEntry>> {
+    pub(crate) fn raw_entries(&self, run: RunId) -> Result<Vec<RawEntry>> {
         self.read_entries(run, 0)
     }
 
     /// Returns the entries of `run` from sequence number `from` on, in order.
-    pub fn entries_from(&self, run: RunId, from: u64) -> Result<Vec<JournalEntry>> {
+    pub(crate) fn entries_from(&self, run: RunId, from: u64) -> Result<Vec<JournalEntry>> {
         self.read_entries(run, from)
     }
 
@@ -633,7 +594,7 @@ impl Journal {
     }
 
     /// Returns entry `seq` of `run`, if it exists.
-    pub fn entry(&self, run: RunId, seq: u64) -> Result<Option<JournalEntry>> {
+    pub(crate) fn entry(&self, run: RunId, seq: u64) -> Result<Option<JournalEntry>> {
         self.reading(format_args!("reading entry {seq} of run {run}"), |path, txn| {
             let table = txn.open_table(ENTRIES).at(path)?;
             if let Some(bytes) = table.get((run.0, seq)).at(path)? {
@@ -653,7 +614,11 @@ impl Journal {
     /// An entry found is checked to hold `identity`. That no entry holds it is answered from
     /// the identity index alone: damage that removed a key from the index is found by
     /// [`Journal::check`], which compares the index with the entries.
-    pub fn entry_by_identity(&self, run: RunId, identity: &str) -> Result<Option<JournalEntry>> {
+    pub(crate) fn entry_by_identity(
+        &self,
+        run: RunId,
+        identity: &str,
+    ) -> Result<Option<JournalEntry>> {
         self.reading(format_args!("looking up identity {identity:?} of run {run}"), |path, txn| {
             let index = txn.open_table(IDENTITIES).at(path)?;
             let Some(seq) = index.get((run.0, identity)).at(path)?.map(|v| v.value()) else {
@@ -685,7 +650,7 @@ impl Journal {
     }
 
     /// Returns the task `task`, if it exists.
-    pub fn task(&self, task: TaskId) -> Result<Option<TaskRecord>> {
+    pub(crate) fn task(&self, task: TaskId) -> Result<Option<TaskRecord>> {
         self.reading(format_args!("reading task {task}"), |path, txn| {
             let table = txn.open_table(TASKS).at(path)?;
             let bytes = table.get(task.0).at(path)?;
@@ -694,7 +659,7 @@ impl Journal {
     }
 
     /// Returns the tasks of `run` in creation order.
-    pub fn tasks(&self, run: RunId) -> Result<Vec<TaskRecord>> {
+    pub(crate) fn tasks(&self, run: RunId) -> Result<Vec<TaskRecord>> {
         self.reading(format_args!("reading the tasks of run {run}"), |path, txn| {
             let index = txn.open_table(RUN_TASKS).at(path)?;
             let table = txn.open_table(TASKS).at(path)?;
@@ -725,7 +690,7 @@ impl Journal {
     }
 
     /// Returns the session `id`, if it exists.
-    pub fn session(&self, id: &SessionId) -> Result<Option<SessionRecord>> {
+    pub(crate) fn session(&self, id: &SessionId) -> Result<Option<SessionRecord>> {
         self.reading(format_args!("reading session {:?}", id.0), |path, txn| {
             let table = txn.open_table(SESSIONS).at(path)?;
             let bytes = table.get(id.0.as_str()).at(path)?;
@@ -734,7 +699,7 @@ impl Journal {
     }
 
     /// Returns every session in id order.
-    pub fn sessions(&self) -> Result<Vec<SessionRecord>> {
+    pub(crate) fn sessions(&self) -> Result<Vec<SessionRecord>> {
         self.reading(format_args!("listing sessions"), |path, txn| {
             let table = txn.open_table(SESSIONS).at(path)?;
             let mut out = Vec::new();
@@ -745,84 +710,6 @@ impl Journal {
             whole_scan(path, "clio_sessions", out.len() as u64, table.len().at(path)?)?;
             Ok(out)
         })
-    }
-
-    /// Writes `run` to `out` as JSON lines ([`ExportLine`]): the run, its tasks, its entries.
-    ///
-    /// Returns the number of lines written.
-    pub fn export(&self, run: RunId, out: &mut dyn Write) -> Result<u64> {
-        let rec = self.run(run)?.ok_or(JournalError::RunNotFound { run })?;
-        let mut lines = vec![ExportLine::Run(rec)];
-        lines.extend(self.tasks(run)?.into_iter().map(ExportLine::Task));
-        lines.extend(self.entries(run)?.into_iter().map(ExportLine::Entry));
-        let export_err = |source| JournalError::Export { run, source };
-        for line in &lines {
-            serde_json::to_writer(&mut *out, line).map_err(|e| export_err(io::Error::from(e)))?;
-            out.write_all(b"\n").map_err(export_err)?;
-        }
-        out.flush().map_err(export_err)?;
-        Ok(lines.len() as u64)
-    }
-}
-
-/// The hot write operations of [`Journal`], each returning a [`Pending`] to await.
-///
-/// They are the same operations as the blocking methods of the same names (which wait on
-/// them); the difference is only in how the caller waits for the commit.
-#[derive(Clone, Copy)]
-pub struct NonBlocking<'a> {
-    journal: &'a Journal,
-}
-
-impl NonBlocking<'_> {
-    /// As [`Journal::append`].
-    pub fn append(self, run: RunId, entry: NewEntry) -> Pending<u64> {
-        let entries = encoded(vec![entry]);
-        self.journal
-            .submit(move |tx| Ok(tx.append(run, entries)?.first().copied().unwrap_or_default()))
-    }
-
-    /// As [`Journal::append_batch`].
-    pub fn append_batch(self, run: RunId, entries: Vec<NewEntry>) -> Pending<Vec<u64>> {
-        let entries = encoded(entries);
-        self.journal.submit(move |tx| tx.append(run, entries))
-    }
-
-    /// As [`Journal::create_task_with_entries`].
-    pub fn create_task_with_entries(
-        self,
-        run: RunId,
-        before: Vec<NewEntry>,
-        task: NewTask,
-        after: Vec<NewEntry>,
-    ) -> Pending<(TaskId, Vec<u64>)> {
-        let (before, after) = (encoded(before), encoded(after));
-        self.journal.submit(move |tx| tx.create_task_with_entries(run, before, task, after))
-    }
-
-    /// As [`Journal::record_ended_task`].
-    pub fn record_ended_task(
-        self,
-        run: RunId,
-        before: Vec<NewEntry>,
-        task: NewTask,
-        after: Vec<NewEntry>,
-        update: impl FnOnce(TaskId) -> TaskUpdate + Send + 'static,
-    ) -> Pending<(TaskRecord, Vec<u64>)> {
-        let (before, after) = (encoded(before), encoded(after));
-        self.journal.submit(move |tx| tx.record_ended_task(run, before, task, after, update))
-    }
-
-    /// As [`Journal::update_task`].
-    pub fn update_task(self, task: TaskId, update: TaskUpdate) -> Pending<TaskRecord> {
-        self.journal.submit(move |tx| tx.update_task(task, update))
-    }
-
-    /// As [`Journal::update_run`], without the record back: a run's record holds its
-    /// whole input and answer, which the writer need not decode for a status change.
-    pub fn update_run(self, run: RunId, update: RunUpdate) -> Pending<()> {
-        let update = update.encoded();
-        self.journal.submit(move |tx| tx.update_run(run, update).map(drop))
     }
 }
 

@@ -32,12 +32,16 @@
 //! flows or replay rules, it reads no environment or home folder, and no
 //! redb type appears in its API, so that a second backend can come later.
 
+mod backend;
 mod changes;
 mod check;
 mod checksum;
+#[cfg(feature = "conformance")]
+pub mod conformance;
 mod error;
 mod format;
 mod guard;
+mod handle;
 mod input;
 mod journal;
 mod overlay;
@@ -53,6 +57,10 @@ mod writer;
 #[cfg(test)]
 mod fault;
 
+pub use crate::backend::{
+    CommitNotices, EndedTaskUpdate, JournalBackend, Lease, PendingReply, pending_ready,
+    pending_reply, records,
+};
 pub use crate::changes::{Changed, Changes};
 pub use crate::check::{CheckReport, Problem, RecordCounts, StorageCheck};
 pub use crate::error::{JournalError, Result};
@@ -60,11 +68,11 @@ pub use crate::format::{
     EntryKind, ExportLine, FORMAT_VERSION, JournalEntry, RawEntry, RunId, RunRecord, RunStatus,
     SessionId, SessionRecord, SessionStatus, TaskId, TaskKind, TaskRecord, TaskStatus,
 };
+pub use crate::handle::{Journal, NonBlocking};
 pub use crate::input::{
     Durability, JournalConfig, NewEntry, NewRun, NewSession, NewTask, Pruned, Reconciled,
     RunFilter, RunUpdate, SessionUpdate, TaskUpdate,
 };
-pub use crate::journal::{Journal, NonBlocking};
 pub use crate::pending::Pending;
 pub use crate::salvage::{LeftRun, LeftSession, LostTask, SalvageReport, SalvagedRun};
 

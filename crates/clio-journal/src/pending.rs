@@ -20,7 +20,43 @@ use crate::error::{JournalError, Result};
 /// Dropping it does not cancel the write: the writer applies and commits it anyway.
 #[must_use = "a write's outcome says whether it is durable"]
 pub struct Pending<T> {
-    slot: Arc<Slot<T>>,
+    source: Source<T>,
+}
+
+enum Source<T> {
+    /// Delivered through a [`Reply`].
+    Slot(Arc<Slot<T>>),
+    /// Another write's outcome, changed by a function once it is ready ([`Pending::map`]).
+    Mapped(Box<dyn Mapped<T> + Send>),
+}
+
+/// A [`Pending`] of another type with the function that makes this one's outcome of it.
+trait Mapped<T> {
+    fn wait(self: Box<Self>) -> Result<T>;
+    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<Result<T>>;
+}
+
+struct Map<A, F> {
+    from: Pending<A>,
+    f: Option<F>,
+}
+
+impl<A, T, F: FnOnce(A) -> T> Mapped<T> for Map<A, F> {
+    fn wait(self: Box<Self>) -> Result<T> {
+        let Map { from, f } = *self;
+        let f = f.expect("a mapped write is waited on once");
+        from.wait().map(f)
+    }
+
+    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<Result<T>> {
+        match Pin::new(&mut self.from).poll(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(outcome) => {
+                let f = self.f.take().expect("a mapped write is polled to its end once");
+                Poll::Ready(outcome.map(f))
+            }
+        }
+    }
 }
 
 /// What the writer side holds: it delivers the outcome once, or, if it is dropped without
@@ -47,7 +83,7 @@ pub(crate) fn channel<T>(path: PathBuf) -> (Reply<T>, Pending<T>) {
         state: Mutex::new(State { outcome: None, waker: None }),
         ready: Condvar::new(),
     });
-    (Reply { slot: Some(Arc::clone(&slot)), path }, Pending { slot })
+    (Reply { slot: Some(Arc::clone(&slot)), path }, Pending { source: Source::Slot(slot) })
 }
 
 impl<T> Pending<T> {
@@ -57,17 +93,29 @@ impl<T> Pending<T> {
             state: Mutex::new(State { outcome: Some(outcome), waker: None }),
             ready: Condvar::new(),
         });
-        Pending { slot }
+        Pending { source: Source::Slot(slot) }
+    }
+
+    /// Returns the write whose outcome, once this one's is ready, is `f` of its value.
+    pub fn map<U>(self, f: impl FnOnce(T) -> U + Send + 'static) -> Pending<U>
+    where
+        T: Send + 'static,
+    {
+        Pending { source: Source::Mapped(Box::new(Map { from: self, f: Some(f) })) }
     }
 
     /// Blocks the calling thread until the write's batch has committed.
     pub fn wait(self) -> Result<T> {
-        let mut state = lock(&self.slot.state);
+        let slot = match self.source {
+            Source::Slot(slot) => slot,
+            Source::Mapped(mapped) => return mapped.wait(),
+        };
+        let mut state = lock(&slot.state);
         loop {
             if let Some(outcome) = state.outcome.take() {
                 return outcome;
             }
-            state = self.slot.ready.wait(state).unwrap_or_else(PoisonError::into_inner);
+            state = slot.ready.wait(state).unwrap_or_else(PoisonError::into_inner);
         }
     }
 }
@@ -76,7 +124,11 @@ impl<T> Future for Pending<T> {
     type Output = Result<T>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<T>> {
-        let mut state = lock(&self.slot.state);
+        let slot = match &mut self.get_mut().source {
+            Source::Slot(slot) => slot,
+            Source::Mapped(mapped) => return mapped.poll(cx),
+        };
+        let mut state = lock(&slot.state);
         if let Some(outcome) = state.outcome.take() {
             return Poll::Ready(outcome);
         }

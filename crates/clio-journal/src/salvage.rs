@@ -27,7 +27,7 @@ use crate::checksum::{self, Place, Sealing};
 use crate::error::{JournalError, Result};
 use crate::format::{RawEntry, RawRunRecord, RunId, SessionRecord, TaskId, TaskRecord};
 use crate::guard;
-use crate::journal::Journal;
+use crate::handle::Journal;
 use crate::source::{self, Opening, Scratch, Source};
 use crate::store::{
     self, AtPath, ENTRIES, IDENTITIES, KEY_NEXT_RUN, KEY_NEXT_TASK, LIVE_SESSIONS, LIVE_TASKS,

@@ -11,11 +11,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use redb::{ReadableTable, Table, TableDefinition, WriteTransaction};
 use serde::Serialize;
 
+use crate::backend::records;
 use crate::checksum::{self, Place, decode};
 use crate::error::{JournalError, Result};
 use crate::format::{
     FORMAT_VERSION, JournalEntry, RawRunRecord, RunId, RunRecord, RunStatus, SessionId,
-    SessionRecord, SessionStatus, TaskId, TaskRecord, TaskStatus,
+    SessionRecord, TaskId, TaskRecord,
 };
 use crate::input::{
     EncodedEntry, NewRun, NewSession, NewTask, Pruned, RawRunUpdate, Reconciled, SessionUpdate,
@@ -393,7 +394,7 @@ impl<'a> Tx<'a> {
         // Built whole and stored once: the task is never written running.
         let mut rec = self.new_task_record(task)?;
         let update = update(rec.id);
-        apply_update(&mut rec, update, self.now);
+        records::apply_task_update(&mut rec, update, self.now);
         // A new task is in no live index yet: only an active one goes in.
         self.put(Write::Task { task: rec.id.0, record: &encode(Place::Task(rec.id.0), &rec) })?;
         if rec.status.is_active() {
@@ -495,32 +496,12 @@ impl<'a> Tx<'a> {
             self.task_exists(parent)?;
         }
         let id = TaskId(self.next_id(KEY_NEXT_TASK)?);
-        Ok(TaskRecord {
-            id,
-            run: new.run,
-            parent: new.parent,
-            kind: new.kind,
-            target: new.target,
-            label: new.label,
-            status: new.status,
-            model: new.model,
-            input_tokens: 0,
-            output_tokens: 0,
-            result: None,
-            error: None,
-            owner: new.owner,
-            call: new.call,
-            created_at_ms: self.now,
-            updated_at_ms: self.now,
-        })
+        Ok(records::new_task(id, new, self.now))
     }
 
     pub(crate) fn update_task(&mut self, task: TaskId, update: TaskUpdate) -> Result<TaskRecord> {
         let mut rec = self.load_task(task)?;
-        if rec.status.is_terminal() {
-            return Err(JournalError::TaskFinished { task, status: rec.status });
-        }
-        apply_update(&mut rec, update, self.now);
+        records::update_task(&mut rec, update, self.now)?;
         self.store_task(&rec)?;
         Ok(rec)
     }
@@ -541,22 +522,7 @@ impl<'a> Tx<'a> {
         if self.load_session(&new.id)?.is_some() {
             return Err(JournalError::SessionExists { session: new.id });
         }
-        let rec = SessionRecord {
-            id: new.id,
-            leader: new.leader,
-            parent: new.parent,
-            team: new.team,
-            managed: new.managed,
-            enabled: new.enabled,
-            status: new.status,
-            iteration_budget: new.iteration_budget,
-            iterations_used: 0,
-            router_allowlist: new.router_allowlist,
-            checkpoint: None,
-            owner: new.owner,
-            created_at_ms: self.now,
-            updated_at_ms: self.now,
-        };
+        let rec = records::new_session(new, self.now);
         self.store_session(&rec)?;
         Ok(rec)
     }
@@ -571,45 +537,22 @@ impl<'a> Tx<'a> {
         update: SessionUpdate,
     ) -> Result<SessionRecord> {
         let mut rec = self.existing_session(id)?;
-        if let Some(status) = update.status {
-            rec.status = status;
-        }
-        if let Some(enabled) = update.enabled {
-            rec.enabled = enabled;
-        }
-        if let Some(budget) = update.iteration_budget {
-            rec.iteration_budget = budget;
-        }
-        if let Some(allowlist) = update.router_allowlist {
-            rec.router_allowlist = allowlist;
-        }
-        if let Some(checkpoint) = update.checkpoint {
-            rec.checkpoint = Some(checkpoint);
-        }
-        if let Some(owner) = update.owner {
-            rec.owner = owner;
-        }
-        rec.updated_at_ms = self.now;
+        records::update_session(&mut rec, update, self.now);
         self.store_session(&rec)?;
         Ok(rec)
     }
 
     pub(crate) fn claim_iteration(&mut self, id: &SessionId) -> Result<Option<u64>> {
         let mut rec = self.existing_session(id)?;
-        if rec.status.is_terminal()
-            || rec.iteration_budget.is_some_and(|b| rec.iterations_used >= b)
-        {
-            return Ok(None);
+        let claimed = records::claim_iteration(&mut rec, self.now);
+        if claimed.is_some() {
+            self.store_session(&rec)?;
         }
-        rec.iterations_used += 1;
-        rec.updated_at_ms = self.now;
-        self.store_session(&rec)?;
-        Ok(Some(rec.iterations_used))
+        Ok(claimed)
     }
 
     pub(crate) fn reconcile(&mut self, live: &HashSet<String>) -> Result<Reconciled> {
         let mut done = Reconciled::default();
-        let is_live = |owner: &str| live.contains(owner);
 
         let task_ids: Vec<u64> = {
             let table = &self.live_tasks;
@@ -621,9 +564,7 @@ impl<'a> Tx<'a> {
         };
         for id in task_ids {
             let mut rec = self.load_task(TaskId(id))?;
-            if rec.status.is_active() && !is_live(&rec.owner) {
-                rec.status = TaskStatus::Interrupted;
-                rec.updated_at_ms = self.now;
+            if records::reconcile_task(&mut rec, live, self.now) {
                 self.store_task(&rec)?;
                 done.tasks += 1;
             }
@@ -639,12 +580,7 @@ impl<'a> Tx<'a> {
         };
         for id in session_ids {
             let mut rec = self.existing_session(&SessionId(id))?;
-            let spared = is_live(&rec.id.0)
-                || is_live(&rec.owner)
-                || rec.leader.as_ref().is_some_and(|l| is_live(&l.0));
-            if rec.status.is_live() && !spared {
-                rec.status = SessionStatus::Lost;
-                rec.updated_at_ms = self.now;
+            if records::reconcile_session(&mut rec, live, self.now) {
                 self.store_session(&rec)?;
                 done.sessions += 1;
             }
@@ -655,16 +591,15 @@ impl<'a> Tx<'a> {
             let mut stale = Vec::new();
             for item in table.iter().at(self.path)? {
                 let (key, bytes) = item.at(self.path)?;
-                let rec: RawRunRecord = decode(self.path, Place::Run(key.value()), bytes.value())?;
-                if rec.status == RunStatus::Running && !is_live(&rec.owner) {
+                let mut rec: RawRunRecord =
+                    decode(self.path, Place::Run(key.value()), bytes.value())?;
+                if records::reconcile_run(&mut rec, live, self.now) {
                     stale.push(rec);
                 }
             }
             stale
         };
-        for mut rec in stale {
-            rec.status = RunStatus::Interrupted;
-            rec.updated_at_ms = self.now;
+        for rec in stale {
             self.store_run(&rec)?;
             done.runs += 1;
         }
@@ -685,7 +620,7 @@ impl<'a> Tx<'a> {
             for item in table.iter().at(self.path)? {
                 let (key, bytes) = item.at(self.path)?;
                 let rec: RawRunRecord = decode(self.path, Place::Run(key.value()), bytes.value())?;
-                if rec.status.is_finished() && rec.finished_at_ms.is_some_and(|t| t < before_ms) {
+                if records::is_pruned(&rec, before_ms) {
                     doomed.push(key.value());
                 }
             }
@@ -725,30 +660,4 @@ impl<'a> Tx<'a> {
         }
         Ok(pruned)
     }
-}
-
-/// Applies the fields `update` sets to `rec`, as of `now`.
-fn apply_update(rec: &mut TaskRecord, update: TaskUpdate, now: u64) {
-    if let Some(status) = update.status {
-        rec.status = status;
-    }
-    if let Some(model) = update.model {
-        rec.model = Some(model);
-    }
-    if let Some(n) = update.input_tokens {
-        rec.input_tokens = n;
-    }
-    if let Some(n) = update.output_tokens {
-        rec.output_tokens = n;
-    }
-    if let Some(result) = update.result {
-        rec.result = Some(result);
-    }
-    if let Some(error) = update.error {
-        rec.error = Some(error);
-    }
-    if let Some(owner) = update.owner {
-        rec.owner = owner;
-    }
-    rec.updated_at_ms = now;
 }
