@@ -23,6 +23,7 @@ const ALLOWED_INTERNAL: &[(&str, &[&str])] = &[
     ("clio-spec", &[]),
     ("clio-plugins", &["clio-spec"]),
     ("clio-journal", &["clio-spec"]),
+    ("clio-postgres", &["clio-spec", "clio-journal"]),
     ("clio-workflow", &["clio-spec"]),
     ("clio-models", &["clio-spec"]),
     ("clio-tools", &["clio-spec", "clio-plugins"]),
@@ -50,6 +51,7 @@ const ALLOWED_INTERNAL: &[(&str, &[&str])] = &[
             "clio-tools",
             "clio-team",
             "clio-flow",
+            "clio-postgres",
         ],
     ),
     ("xtask", &[]),
@@ -58,6 +60,8 @@ const ALLOWED_INTERNAL: &[(&str, &[&str])] = &[
 /// Third-party crates that only the listed packages may name directly.
 const OWNED_DEPENDENCIES: &[(&str, &[&str])] = &[
     ("redb", &["clio-journal"]),
+    // The PostgreSQL journal's driver (docs/decisions.md, "The PostgreSQL journal").
+    ("postgres", &["clio-postgres"]),
     ("petgraph", &["clio-workflow", "clio-plugins"]),
     ("tokio", &["clio-models", "clio-tools", "clio-flow", "clio-cli"]),
     ("clap", &["clio-cli", "xtask"]),

@@ -7,7 +7,7 @@
 //! turns every case into a `#[test]` of the calling crate:
 //!
 //! ```ignore
-//! clio_journal::journal_conformance!(|| my_backend::open_fresh());
+//! clio_journal::journal_conformance!(my_backend::open_fresh, |j: &Journal| my_backend::reopen(j));
 //! ```
 
 use std::sync::Arc;
@@ -21,15 +21,35 @@ use crate::{
     TaskStatus, TaskUpdate,
 };
 
-/// Opens a fresh, empty journal of the backend under test.
-pub type Open<'a> = &'a dyn Fn() -> Journal;
+/// How the suite opens journals of the backend under test.
+pub struct Harness<'a> {
+    /// Opens a fresh, empty journal.
+    pub fresh: &'a dyn Fn() -> Journal,
+    /// Opens another handle on the same journal as the one given, as a second process
+    /// would (for a store that one process locks, a clone of the handle).
+    pub another: &'a dyn Fn(&Journal) -> Journal,
+}
 
-/// Turns every case of the suite into a `#[test]`, each opening journals with `$open`
-/// (an expression of type `impl Fn() -> Journal`).
+impl Harness<'_> {
+    fn open(&self) -> Journal {
+        (self.fresh)()
+    }
+
+    fn another(&self, journal: &Journal) -> Journal {
+        (self.another)(journal)
+    }
+}
+
+/// The suite's view of a harness, as each case takes it.
+pub type Open<'a> = &'a Harness<'a>;
+
+/// Turns every case of the suite into a `#[test]`, each opening fresh journals with
+/// `$fresh` (an `impl Fn() -> Journal`) and more handles on one with `$another` (an
+/// `impl Fn(&Journal) -> Journal`).
 #[macro_export]
 macro_rules! journal_conformance {
-    ($open:expr) => {
-        $crate::journal_conformance!(@cases $open;
+    ($fresh:expr, $another:expr) => {
+        $crate::journal_conformance!(@cases $fresh, $another;
             runs_are_created_read_and_listed_newest_first
             a_run_update_changes_only_what_it_sets
             entries_get_dense_sequence_numbers_from_zero
@@ -50,12 +70,14 @@ macro_rules! journal_conformance {
             leases_fence_a_worker_whose_run_was_claimed
         );
     };
-    (@cases $open:expr; $($case:ident)*) => {
+    (@cases $fresh:expr, $another:expr; $($case:ident)*) => {
         $(
             #[test]
             fn $case() {
-                let open = $open;
-                $crate::conformance::$case(&open);
+                let fresh = $fresh;
+                let another = $another;
+                let harness = $crate::conformance::Harness { fresh: &fresh, another: &another };
+                $crate::conformance::$case(&harness);
             }
         )*
     };
@@ -111,7 +133,7 @@ fn ok<T>(what: &str, res: Result<T, JournalError>) -> T {
 
 /// Runs are created running, read back as created, and listed newest first, with filters.
 pub fn runs_are_created_read_and_listed_newest_first(open: Open<'_>) {
-    let j = open();
+    let j = open.open();
     let a = ok("create a", j.create_run(new_run("alpha", "p1")));
     let b = ok(
         "create b",
@@ -148,7 +170,7 @@ pub fn runs_are_created_read_and_listed_newest_first(open: Open<'_>) {
 
 /// An update sets what it names and keeps the rest; a finished status stamps the end.
 pub fn a_run_update_changes_only_what_it_sets(open: Open<'_>) {
-    let j = open();
+    let j = open.open();
     let run = ok("create", j.create_run(new_run("f", "p1")));
     let rec = ok(
         "answer",
@@ -188,7 +210,7 @@ pub fn a_run_update_changes_only_what_it_sets(open: Open<'_>) {
 
 /// Each run numbers its own entries 0, 1, 2, ...; reads by number, range and count agree.
 pub fn entries_get_dense_sequence_numbers_from_zero(open: Open<'_>) {
-    let j = open();
+    let j = open.open();
     let a = ok("create a", j.create_run(new_run("a", "p")));
     let b = ok("create b", j.create_run(new_run("b", "p")));
     for n in 0..5 {
@@ -213,7 +235,7 @@ pub fn entries_get_dense_sequence_numbers_from_zero(open: Open<'_>) {
 
 /// A second entry with a taken identity is refused, naming the entry that holds it.
 pub fn an_identity_names_at_most_one_entry_of_a_run(open: Open<'_>) {
-    let j = open();
+    let j = open.open();
     let a = ok("create a", j.create_run(new_run("a", "p")));
     let b = ok("create b", j.create_run(new_run("b", "p")));
     ok("first", j.append(a, event(0)));
@@ -234,7 +256,7 @@ pub fn an_identity_names_at_most_one_entry_of_a_run(open: Open<'_>) {
 
 /// A batch that fails (a taken identity, or one named twice) leaves nothing behind.
 pub fn a_batch_is_written_whole_or_not_at_all(open: Open<'_>) {
-    let j = open();
+    let j = open.open();
     let run = ok("create", j.create_run(new_run("a", "p")));
     ok("seed", j.append(run, event(0).with_identity("taken")));
     let res =
@@ -255,7 +277,7 @@ pub fn a_batch_is_written_whole_or_not_at_all(open: Open<'_>) {
 
 /// A payload given as JSON text reads back as that text, byte for byte.
 pub fn payload_text_is_kept_as_given(open: Open<'_>) {
-    let j = open();
+    let j = open.open();
     let run = ok("create", j.create_run(new_run("a", "p")));
     let text = r#"{"z":1,"a":[1.5,"é\n"],"m":{"y":null,"b":true}}"#;
     let raw = serde_json::value::RawValue::from_string(text.to_owned()).expect("valid JSON");
@@ -270,7 +292,7 @@ pub fn payload_text_is_kept_as_given(open: Open<'_>) {
 
 /// Writes naming a run or task that does not exist are refused and change nothing.
 pub fn writes_to_a_missing_run_or_task_are_refused(open: Open<'_>) {
-    let j = open();
+    let j = open.open();
     let run = ok("create", j.create_run(new_run("a", "p")));
     let ghost = RunId(run.0 + 77);
     let res = j.append(ghost, event(0));
@@ -289,7 +311,7 @@ pub fn writes_to_a_missing_run_or_task_are_refused(open: Open<'_>) {
 
 /// Tasks are read back as created, change by update, and refuse change once final.
 pub fn tasks_are_created_updated_and_then_final(open: Open<'_>) {
-    let j = open();
+    let j = open.open();
     let run = ok("create", j.create_run(new_run("a", "p")));
     let parent = ok("parent", j.create_task(new_task(run, "p")));
     let child = ok("child", j.create_task(NewTask { parent: Some(parent), ..new_task(run, "p") }));
@@ -327,7 +349,7 @@ pub fn tasks_are_created_updated_and_then_final(open: Open<'_>) {
 
 /// A task and the entries around it are written together; the entries after it name it.
 pub fn a_task_and_its_entries_are_one_write(open: Open<'_>) {
-    let j = open();
+    let j = open.open();
     let run = ok("create", j.create_run(new_run("a", "p")));
     let (task, seqs) = ok(
         "together",
@@ -355,7 +377,7 @@ pub fn a_task_and_its_entries_are_one_write(open: Open<'_>) {
 
 /// A task recorded once it ended is stored final, with its entries, in one write.
 pub fn an_ended_task_is_recorded_once_with_its_entries(open: Open<'_>) {
-    let j = open();
+    let j = open.open();
     let run = ok("create", j.create_run(new_run("a", "p")));
     let (rec, seqs) = ok(
         "ended",
@@ -382,7 +404,7 @@ pub fn an_ended_task_is_recorded_once_with_its_entries(open: Open<'_>) {
 
 /// A session is unique, changes by update, and spends its iteration budget durably.
 pub fn sessions_keep_their_budget_durably(open: Open<'_>) {
-    let j = open();
+    let j = open.open();
     let rec = ok("create", j.create_session(new_session("s-b", "p", Some(2))));
     assert_eq!((rec.iterations_used, rec.status), (0, SessionStatus::Running));
     ok("second", j.create_session(new_session("s-a", "p", None)));
@@ -420,7 +442,7 @@ pub fn sessions_keep_their_budget_durably(open: Open<'_>) {
 
 /// Reconcile marks what owners not live left running, spares the live, and is idempotent.
 pub fn reconcile_marks_only_what_gone_owners_left(open: Open<'_>) {
-    let j = open();
+    let j = open.open();
     let gone = ok("gone run", j.create_run(new_run("a", "gone")));
     let live = ok("live run", j.create_run(new_run("b", "live")));
     let gone_task = ok("gone task", j.create_task(new_task(gone, "gone")));
@@ -441,7 +463,7 @@ pub fn reconcile_marks_only_what_gone_owners_left(open: Open<'_>) {
 
 /// Prune removes finished runs that ended before the cut, with entries and tasks, only.
 pub fn prune_removes_only_runs_finished_before_the_cut(open: Open<'_>) {
-    let j = open();
+    let j = open.open();
     let old = ok("old", j.create_run(new_run("a", "p")));
     let running = ok("running", j.create_run(new_run("b", "p")));
     ok("entry", j.append(old, event(0)));
@@ -472,7 +494,7 @@ pub fn prune_removes_only_runs_finished_before_the_cut(open: Open<'_>) {
 
 /// Export writes the run, then its tasks, then its entries, as JSON lines.
 pub fn export_writes_the_run_its_tasks_and_its_entries(open: Open<'_>) {
-    let j = open();
+    let j = open.open();
     let run = ok("create", j.create_run(new_run("a", "p")));
     ok("task", j.create_task(new_task(run, "p")));
     ok("entries", j.append_batch(run, vec![event(0), event(1)]));
@@ -492,7 +514,7 @@ pub fn export_writes_the_run_its_tasks_and_its_entries(open: Open<'_>) {
 
 /// A reader waiting on `changes` is woken by a commit made after it started watching.
 pub fn a_commit_is_noticed_by_changes(open: Open<'_>) {
-    let j = open();
+    let j = open.open();
     let run = ok("create", j.create_run(new_run("a", "p")));
     let mut changes = j.changes();
     let writer = j.clone();
@@ -507,7 +529,7 @@ pub fn a_commit_is_noticed_by_changes(open: Open<'_>) {
 
 /// Appends from many threads at once get distinct numbers, with no gap.
 pub fn concurrent_appends_get_distinct_dense_numbers(open: Open<'_>) {
-    let j = open();
+    let j = open.open();
     let run = ok("create", j.create_run(new_run("a", "p")));
     let threads: Vec<_> = (0..8)
         .map(|t| {
@@ -532,7 +554,7 @@ pub fn concurrent_appends_get_distinct_dense_numbers(open: Open<'_>) {
 
 /// The nonblocking writes resolve once written, and what they wrote reads back.
 pub fn nonblocking_writes_are_durable_when_ready(open: Open<'_>) {
-    let j = open();
+    let j = open.open();
     let run = ok("create", j.create_run(new_run("a", "p")));
     let pending: Vec<_> = (0..10).map(|n| j.nonblocking().append(run, event(n))).collect();
     let mut seqs: Vec<u64> = pending.into_iter().map(|p| ok("await", p.wait())).collect();
@@ -559,14 +581,14 @@ pub fn nonblocking_writes_are_durable_when_ready(open: Open<'_>) {
 /// the run are refused with [`JournalError::Fenced`] and leave nothing. A store without
 /// leases refuses claims with [`JournalError::NoLeases`].
 pub fn leases_fence_a_worker_whose_run_was_claimed(open: Open<'_>) {
-    let first = open();
+    let first = open.open();
     if !first.is_shared() {
         let res = first.claim_run("w1", Duration::from_secs(1));
         assert!(matches!(res, Err(JournalError::NoLeases { .. })), "{res:?}");
         return;
     }
-    let second = open();
-    let submitter = open();
+    let second = open.another(&first);
+    let submitter = open.another(&first);
     let run = ok("create", submitter.create_run(new_run("a", "submitter")));
     assert!(submitter.lease(run).is_some(), "the creating handle holds the first lease");
     assert!(
@@ -598,7 +620,8 @@ pub fn leases_fence_a_worker_whose_run_was_claimed(open: Open<'_>) {
     let res = stalled.create_task(new_task(run, "w1"));
     assert!(matches!(res, Err(JournalError::Fenced { .. })), "{res:?}");
     assert_eq!(ok("count", second.entry_count(run)), 1, "the fenced write left nothing");
-    assert_eq!(ok("run", second.run(run)).expect("exists").status, RunStatus::Running);
+    let status = ok("run", second.run(run)).expect("exists").status;
+    assert_ne!(status, RunStatus::Failed, "the fenced status change was not stored");
     ok("new owner writes", second.append(run, event(2)));
     // Anyone may still answer into the run: a handle without a lease is not fenced.
     ok("answer", submitter.append(run, NewEntry::new(EntryKind::Answer, json!("yes"))));

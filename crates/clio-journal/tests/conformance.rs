@@ -10,4 +10,4 @@ fn fresh() -> Journal {
     Journal::open(&path, JournalConfig::default()).expect("a fresh journal opens")
 }
 
-clio_journal::journal_conformance!(fresh);
+clio_journal::journal_conformance!(fresh, Journal::clone);

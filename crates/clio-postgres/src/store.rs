@@ -1,0 +1,1013 @@
+//! [`PgStore`]: the journal's operations as SQL, each one transaction on a pooled
+//! connection, with the records' rules from `clio_journal::records`, leases renewed by a
+//! thread of the handle's own, and commits of other processes heard through `LISTEN`.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::thread;
+use std::time::Duration;
+
+use clio_journal::{
+    CommitNotices, EndedTaskUpdate, EntryKind, JournalBackend, JournalError, Lease, NewEntry,
+    NewRun, NewSession, NewTask, Pending, Pruned, RawEntry, Reconciled, Result, RunFilter, RunId,
+    RunRecord, RunStatus, RunUpdate, SessionId, SessionRecord, SessionUpdate, TaskId, TaskRecord,
+    TaskUpdate, pending_reply, records,
+};
+use postgres::fallible_iterator::FallibleIterator;
+use postgres::types::ToSql;
+use postgres::{Client, Row, Statement};
+use serde_json::value::RawValue;
+
+use crate::PostgresConfig;
+use crate::pool::{self, Pool, backend, describe};
+use crate::schema;
+
+/// The channel every commit is announced on.
+const CHANNEL: &str = "clio_changes";
+
+/// The database's clock in ms since the Unix epoch: leases are timed by one clock for all
+/// machines.
+const DB_NOW: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
+
+/// A lease this handle holds: the handle's writes into the run carry its epoch until it
+/// gives the lease up, so that once another worker claims the run they are refused,
+/// whatever this handle believes (a stalled or lost lease still fences).
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    epoch: i64,
+    state: HeldState,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum HeldState {
+    /// Renewed by the handle's renewal thread.
+    Live,
+    /// No longer renewed (`stop_renewing`): it lapses when its time is up.
+    Stalled,
+    /// A renewal found the run claimed by another worker.
+    Lost,
+}
+
+impl Held {
+    fn live(epoch: i64) -> Held {
+        Held { epoch, state: HeldState::Live }
+    }
+
+    /// Whether this handle still owns the run as far as it knows.
+    fn owned(&self) -> bool {
+        matches!(self.state, HeldState::Live | HeldState::Stalled)
+    }
+}
+
+/// The leases of one handle, shared with its renewal thread and its jobs.
+#[derive(Default)]
+struct Leases {
+    held: Mutex<HashMap<u64, Held>>,
+}
+
+impl Leases {
+    fn lock(&self) -> MutexGuard<'_, HashMap<u64, Held>> {
+        self.held.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The epoch a write into `run` must carry, if this handle holds (or held) its lease.
+    fn fence(&self, run: RunId) -> Option<i64> {
+        self.lock().get(&run.0).map(|h| h.epoch)
+    }
+}
+
+/// What the threads of a handle share.
+struct Shared {
+    location: PathBuf,
+    commits: CommitNotices,
+    leases: Leases,
+    lease_ms: i64,
+    stop: AtomicBool,
+}
+
+/// The PostgreSQL journal behind a [`clio_journal::Journal`].
+pub(crate) struct PgStore {
+    shared: Arc<Shared>,
+    pool: Pool,
+    threads: Vec<thread::JoinHandle<()>>,
+}
+
+impl PgStore {
+    /// Connects, migrates the schema and starts the handle's threads.
+    pub(crate) fn connect(config: &PostgresConfig, location: PathBuf) -> Result<PgStore> {
+        let mut first = pool::connect(&config.url, &location)?;
+        schema::migrate(&mut first, &location)?;
+        drop(first);
+        let pool = Pool::start(&config.url, config.connections, &location)?;
+        let lease_ms = i64::try_from(config.lease.as_millis()).unwrap_or(i64::MAX).max(1);
+        let shared = Arc::new(Shared {
+            location,
+            commits: CommitNotices::default(),
+            leases: Leases::default(),
+            lease_ms,
+            stop: AtomicBool::new(false),
+        });
+        let listener = {
+            let shared = Arc::clone(&shared);
+            let url = config.url.clone();
+            spawn("clio-postgres-listen", move || listen(&url, &shared))?
+        };
+        let renewer = {
+            let shared = Arc::clone(&shared);
+            let url = config.url.clone();
+            spawn("clio-postgres-leases", move || renew(&url, &shared))?
+        };
+        Ok(PgStore { shared, pool, threads: vec![listener, renewer] })
+    }
+
+    fn location(&self) -> &Path {
+        &self.shared.location
+    }
+
+    /// Runs `f` in one transaction on a pooled connection and waits for it.
+    fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Conn<'_>) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let shared = Arc::clone(&self.shared);
+        self.pool.run(self.location(), move |client| in_tx(client, &shared, f))
+    }
+
+    /// Sends `f` to run in one transaction on a pooled connection; the answer comes back
+    /// through the returned [`Pending`].
+    fn pending<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Conn<'_>) -> Result<T> + Send + 'static,
+    ) -> Pending<T> {
+        let (reply, pending) = pending_reply(self.location());
+        let shared = Arc::clone(&self.shared);
+        let sent = self.pool.send(Box::new(move |client| reply.send(in_tx(client, &shared, f))));
+        if sent {
+            pending
+        } else {
+            clio_journal::pending_ready(Err(pool::stopped(self.location())))
+        }
+    }
+
+    /// Runs the read `f` on a pooled connection (in a transaction, for one snapshot).
+    fn read<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Conn<'_>) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        self.blocking(f)
+    }
+}
+
+impl Drop for PgStore {
+    fn drop(&mut self) {
+        // The handle's leases go with it, so that another worker may claim at once.
+        let held: Vec<(i64, i64)> = self
+            .shared
+            .leases
+            .lock()
+            .iter()
+            .filter(|(_, h)| h.owned())
+            .map(|(run, h)| (*run as i64, h.epoch))
+            .collect();
+        if !held.is_empty() {
+            let res = self.blocking(move |conn| {
+                for (run, epoch) in &held {
+                    conn.execute(
+                        "UPDATE clio_leases SET expires_at_ms = 0 WHERE run = $1 AND epoch = $2",
+                        &[run, epoch],
+                    )?;
+                }
+                Ok(())
+            });
+            if let Err(err) = res {
+                tracing::warn!(%err, "could not give up the leases of a closing journal handle");
+            }
+        }
+        self.shared.stop.store(true, Ordering::SeqCst);
+        for handle in self.threads.drain(..) {
+            let _ = handle.join();
+        }
+    }
+}
+
+fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<thread::JoinHandle<()>> {
+    thread::Builder::new().name(name.to_owned()).spawn(f).map_err(|err| JournalError::Backend {
+        location: PathBuf::from("postgres"),
+        detail: format!("cannot start the thread {name}: {err}"),
+    })
+}
+
+/// A connection inside a transaction, with its statements prepared once.
+pub(crate) struct Conn<'a> {
+    client: &'a mut Client,
+    location: &'a Path,
+    shared: &'a Shared,
+}
+
+impl Conn<'_> {
+    fn statement(&mut self, sql: &'static str) -> Result<Statement> {
+        if let Some(st) = pool::prepared(sql) {
+            return Ok(st);
+        }
+        let st = self.client.prepare(sql).map_err(|e| self.fail(sql, &e))?;
+        pool::remember(sql, st.clone());
+        Ok(st)
+    }
+
+    fn fail(&self, sql: &str, err: &postgres::Error) -> JournalError {
+        let what = sql.split_whitespace().take(4).collect::<Vec<_>>().join(" ");
+        backend(self.location, format!("{what}...: {}", describe(err)))
+    }
+
+    fn query(&mut self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>> {
+        let st = self.statement(sql)?;
+        self.client.query(&st, params).map_err(|e| self.fail(sql, &e))
+    }
+
+    fn query_opt(
+        &mut self,
+        sql: &'static str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Option<Row>> {
+        let st = self.statement(sql)?;
+        self.client.query_opt(&st, params).map_err(|e| self.fail(sql, &e))
+    }
+
+    fn execute(&mut self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> Result<u64> {
+        let st = self.statement(sql)?;
+        self.client.execute(&st, params).map_err(|e| self.fail(sql, &e))
+    }
+
+    /// Refuses a write into `run` when this handle held its lease and another worker has
+    /// claimed the run since; locks the lease so that no claim passes the write.
+    fn fence(&mut self, run: RunId) -> Result<()> {
+        let Some(epoch) = self.shared.leases.fence(run) else { return Ok(()) };
+        let row = self.query_opt(
+            "SELECT epoch FROM clio_leases WHERE run = $1 FOR SHARE",
+            &[&(run.0 as i64)],
+        )?;
+        let current = row.map(|r| r.get::<_, i64>(0));
+        if current == Some(epoch) {
+            return Ok(());
+        }
+        Err(JournalError::Fenced { run, epoch: epoch as u64, current: current.unwrap_or(0) as u64 })
+    }
+
+    /// Locks run `run`'s row and returns its head (next sequence number).
+    fn lock_head(&mut self, run: RunId) -> Result<u64> {
+        let row = self
+            .query_opt("SELECT head FROM clio_runs WHERE id = $1 FOR UPDATE", &[&(run.0 as i64)])?;
+        row.map(|r| r.get::<_, i64>(0) as u64).ok_or(JournalError::RunNotFound { run })
+    }
+
+    fn check_run(&mut self, run: RunId) -> Result<()> {
+        let row = self.query_opt("SELECT 1 FROM clio_runs WHERE id = $1", &[&(run.0 as i64)])?;
+        row.map(drop).ok_or(JournalError::RunNotFound { run })
+    }
+
+    fn check_task(&mut self, task: TaskId) -> Result<()> {
+        let row = self.query_opt("SELECT 1 FROM clio_tasks WHERE id = $1", &[&(task.0 as i64)])?;
+        row.map(drop).ok_or(JournalError::TaskNotFound { task })
+    }
+
+    /// Appends `entries` to `run` (whose head is locked): identities checked first, then
+    /// every entry written in one statement.
+    fn append(&mut self, run: RunId, entries: Vec<NewEntry>) -> Result<Vec<u64>> {
+        let first = self.lock_head(run)?;
+        records::check_batch_identities(run, first, &entries)?;
+        let identities: Vec<&str> = entries.iter().filter_map(|e| e.identity.as_deref()).collect();
+        if !identities.is_empty() {
+            let taken = self.query_opt(
+                "SELECT identity, seq FROM clio_entries WHERE run = $1 AND identity = ANY($2) \
+                 ORDER BY seq LIMIT 1",
+                &[&(run.0 as i64), &identities],
+            )?;
+            if let Some(row) = taken {
+                return Err(JournalError::DuplicateIdentity {
+                    run,
+                    identity: row.get(0),
+                    seq: row.get::<_, i64>(1) as u64,
+                });
+            }
+        }
+        let now = records::now_ms() as i64;
+        let n = entries.len();
+        let mut seqs = Vec::with_capacity(n);
+        let mut ids = Vec::with_capacity(n);
+        let mut kinds = Vec::with_capacity(n);
+        let mut tasks = Vec::with_capacity(n);
+        let mut payloads = Vec::with_capacity(n);
+        for (i, entry) in entries.iter().enumerate() {
+            seqs.push((first + i as u64) as i64);
+            ids.push(entry.identity.clone());
+            kinds.push(kind_text(entry.kind));
+            tasks.push(entry.task.map(|t| t.0 as i64));
+            payloads.push(records::payload_text(entry).get().to_owned());
+        }
+        self.execute(
+            "INSERT INTO clio_entries (run, seq, identity, kind, task, at_ms, payload) \
+             SELECT $1, s, i, k, t, $2, p FROM unnest($3::bigint[], $4::text[], $5::text[], \
+             $6::bigint[], $7::text[]) AS e(s, i, k, t, p)",
+            &[&(run.0 as i64), &now, &seqs, &ids, &kinds, &tasks, &payloads],
+        )?;
+        let head = (first + n as u64) as i64;
+        self.execute("UPDATE clio_runs SET head = $2 WHERE id = $1", &[&(run.0 as i64), &head])?;
+        Ok(seqs.into_iter().map(|s| s as u64).collect())
+    }
+
+    fn next_task_id(&mut self) -> Result<TaskId> {
+        let row = self.query_opt("SELECT nextval('clio_task_ids')", &[])?;
+        Ok(TaskId(row.map(|r| r.get::<_, i64>(0)).unwrap_or_default() as u64))
+    }
+
+    fn store_task(&mut self, rec: &TaskRecord, new: bool) -> Result<()> {
+        let text = to_json(self.location, "a task", rec)?;
+        let active = rec.status.is_active();
+        if new {
+            self.execute(
+                "INSERT INTO clio_tasks (id, run, active, record) VALUES ($1, $2, $3, $4)",
+                &[&(rec.id.0 as i64), &(rec.run.0 as i64), &active, &text],
+            )?;
+        } else {
+            self.execute(
+                "UPDATE clio_tasks SET active = $2, record = $3 WHERE id = $1",
+                &[&(rec.id.0 as i64), &active, &text],
+            )?;
+        }
+        Ok(())
+    }
+
+    fn store_run(&mut self, rec: &RunRecord) -> Result<()> {
+        let text = to_json(self.location, "a run", rec)?;
+        self.execute(
+            "UPDATE clio_runs SET status = $2, owner = $3, record = $4 WHERE id = $1",
+            &[&(rec.id.0 as i64), &status_text(rec.status), &rec.owner, &text],
+        )?;
+        Ok(())
+    }
+
+    fn store_session(&mut self, rec: &SessionRecord) -> Result<()> {
+        let text = to_json(self.location, "a session", rec)?;
+        self.execute(
+            "UPDATE clio_sessions SET live = $2, record = $3 WHERE id = $1",
+            &[&rec.id.0, &rec.status.is_live(), &text],
+        )?;
+        Ok(())
+    }
+
+    fn load_session(&mut self, id: &SessionId, lock: bool) -> Result<Option<SessionRecord>> {
+        let row = if lock {
+            self.query_opt("SELECT record FROM clio_sessions WHERE id = $1 FOR UPDATE", &[&id.0])?
+        } else {
+            self.query_opt("SELECT record FROM clio_sessions WHERE id = $1", &[&id.0])?
+        };
+        row.map(|r| from_json(self.location, "a session", &r.get::<_, String>(0))).transpose()
+    }
+
+    fn existing_session(&mut self, id: &SessionId) -> Result<SessionRecord> {
+        self.load_session(id, true)?
+            .ok_or_else(|| JournalError::SessionNotFound { session: id.clone() })
+    }
+
+    /// Creates `task` with `before` and `after` (naming it) in `run`, every check first.
+    fn task_with_entries(
+        &mut self,
+        run: RunId,
+        before: Vec<NewEntry>,
+        task: NewTask,
+        after: Vec<NewEntry>,
+        ended: Option<EndedTaskUpdate>,
+    ) -> Result<(TaskRecord, Vec<u64>)> {
+        if task.run != run {
+            return Err(JournalError::RunNotFound { run: task.run });
+        }
+        self.fence(run)?;
+        let first = self.lock_head(run)?;
+        let mut all = before;
+        let n_before = all.len();
+        all.extend(after);
+        records::check_batch_identities(run, first, &all)?;
+        if let Some(parent) = task.parent {
+            self.check_task(parent)?;
+        }
+        let id = self.next_task_id()?;
+        let now = records::now_ms();
+        let rec = match ended {
+            Some(update) => records::ended_task(id, task, update(id), now),
+            None => records::new_task(id, task, now),
+        };
+        for entry in all.iter_mut().skip(n_before) {
+            entry.task = Some(id);
+        }
+        // The identities are checked by `append`, before anything of this write is stored:
+        // the task row goes in after it, in the same transaction.
+        let seqs = self.append(run, all)?;
+        self.store_task(&rec, true)?;
+        Ok((rec, seqs))
+    }
+}
+
+/// Runs `f` in a transaction on `client`; announces and commits it when `f` succeeds.
+fn in_tx<T>(
+    client: &mut Client,
+    shared: &Shared,
+    f: impl FnOnce(&mut Conn<'_>) -> Result<T>,
+) -> Result<T> {
+    let location = shared.location.as_path();
+    if let Err(err) = client.batch_execute("BEGIN") {
+        return Err(backend(location, format!("BEGIN: {}", describe(&err))));
+    }
+    let res = f(&mut Conn { client: &mut *client, location, shared });
+    match res {
+        Ok(value) => match client.batch_execute("NOTIFY clio_changes; COMMIT") {
+            Ok(()) => {
+                shared.commits.bump();
+                Ok(value)
+            }
+            Err(err) => {
+                let _ = client.batch_execute("ROLLBACK");
+                Err(backend(location, format!("COMMIT: {}", describe(&err))))
+            }
+        },
+        Err(err) => {
+            let _ = client.batch_execute("ROLLBACK");
+            Err(err)
+        }
+    }
+}
+
+fn to_json<T: serde::Serialize>(location: &Path, what: &str, value: &T) -> Result<String> {
+    serde_json::to_string(value)
+        .map_err(|err| backend(location, format!("cannot encode {what}: {err}")))
+}
+
+fn from_json<T: serde::de::DeserializeOwned>(location: &Path, what: &str, text: &str) -> Result<T> {
+    serde_json::from_str(text).map_err(|err| JournalError::Corrupted {
+        path: location.to_path_buf(),
+        detail: format!("{what} does not decode: {err}"),
+    })
+}
+
+fn kind_text(kind: EntryKind) -> String {
+    serde_json::to_value(kind).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
+}
+
+fn kind_of(location: &Path, text: &str) -> Result<EntryKind> {
+    from_json(location, "an entry kind", &format!("\"{text}\""))
+}
+
+fn status_text(status: RunStatus) -> String {
+    serde_json::to_value(status)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
+/// Reads an entry from a row of `seq, kind, identity, task, at_ms, payload`.
+fn entry_of(location: &Path, run: RunId, row: &Row) -> Result<RawEntry> {
+    let payload: String = row.get(5);
+    let payload = RawValue::from_string(payload).map_err(|err| JournalError::Corrupted {
+        path: location.to_path_buf(),
+        detail: format!("an entry payload of run {run} is not JSON: {err}"),
+    })?;
+    Ok(RawEntry {
+        run,
+        seq: row.get::<_, i64>(0) as u64,
+        kind: kind_of(location, &row.get::<_, String>(1))?,
+        identity: row.get(2),
+        task: row.get::<_, Option<i64>>(3).map(|t| TaskId(t as u64)),
+        at_ms: row.get::<_, i64>(4) as u64,
+        payload,
+    })
+}
+
+/// Whether a run in `status` is no longer being driven, so its lease goes.
+fn stops_driving(status: RunStatus) -> bool {
+    status.is_finished() || matches!(status, RunStatus::AwaitingInput | RunStatus::Interrupted)
+}
+
+impl JournalBackend for PgStore {
+    fn location(&self) -> &Path {
+        &self.shared.location
+    }
+
+    fn commits(&self) -> &CommitNotices {
+        &self.shared.commits
+    }
+
+    fn create_run(&self, new: NewRun) -> Result<RunId> {
+        let (run, epoch) = self.blocking(move |conn| {
+            let row = conn.query_opt("SELECT nextval('clio_run_ids')", &[])?;
+            let id = RunId(row.map(|r| r.get::<_, i64>(0)).unwrap_or_default() as u64);
+            let rec = records::new_run(id, new, records::now_ms());
+            let text = to_json(conn.location, "a run", &rec)?;
+            conn.execute(
+                "INSERT INTO clio_runs (id, status, owner, flow, started_at_ms, record) \
+                 VALUES ($1, $2, $3, $4, $5, $6)",
+                &[
+                    &(id.0 as i64),
+                    &status_text(rec.status),
+                    &rec.owner,
+                    &rec.flow,
+                    &(rec.started_at_ms as i64),
+                    &text,
+                ],
+            )?;
+            let lease_ms = conn.shared.lease_ms;
+            let row = conn.query_opt(
+                "INSERT INTO clio_leases (run, worker, epoch, expires_at_ms) \
+                 VALUES ($1, $2, 1, (extract(epoch from clock_timestamp()) * 1000)::bigint + $3) \
+                 RETURNING epoch",
+                &[&(id.0 as i64), &rec.owner, &lease_ms],
+            )?;
+            Ok((id, row.map(|r| r.get::<_, i64>(0)).unwrap_or(1)))
+        })?;
+        self.shared.leases.lock().insert(run.0, Held::live(epoch));
+        Ok(run)
+    }
+
+    fn update_run(&self, run: RunId, update: RunUpdate) -> Pending<RunRecord> {
+        let releases = update.status.is_some_and(stops_driving);
+        self.pending(move |conn| {
+            conn.fence(run)?;
+            let row = conn.query_opt(
+                "SELECT record FROM clio_runs WHERE id = $1 FOR UPDATE",
+                &[&(run.0 as i64)],
+            )?;
+            let row = row.ok_or(JournalError::RunNotFound { run })?;
+            let mut rec: RunRecord = from_json(conn.location, "a run", &row.get::<_, String>(0))?;
+            records::update_run(&mut rec, update, records::now_ms());
+            conn.store_run(&rec)?;
+            if releases && let Some(epoch) = conn.shared.leases.fence(run) {
+                conn.execute(
+                    "UPDATE clio_leases SET expires_at_ms = 0 WHERE run = $1 AND epoch = $2",
+                    &[&(run.0 as i64), &epoch],
+                )?;
+                // No longer the run's driver: later writes of this handle are a bystander's.
+                conn.shared.leases.lock().remove(&run.0);
+            }
+            Ok(rec)
+        })
+    }
+
+    fn append(&self, run: RunId, entries: Vec<NewEntry>) -> Pending<Vec<u64>> {
+        self.pending(move |conn| {
+            conn.fence(run)?;
+            conn.append(run, entries)
+        })
+    }
+
+    fn create_task(&self, new: NewTask) -> Result<TaskId> {
+        self.blocking(move |conn| {
+            conn.check_run(new.run)?;
+            conn.fence(new.run)?;
+            if let Some(parent) = new.parent {
+                conn.check_task(parent)?;
+            }
+            let id = conn.next_task_id()?;
+            let rec = records::new_task(id, new, records::now_ms());
+            conn.store_task(&rec, true)?;
+            Ok(id)
+        })
+    }
+
+    fn create_task_with_entries(
+        &self,
+        run: RunId,
+        before: Vec<NewEntry>,
+        task: NewTask,
+        after: Vec<NewEntry>,
+    ) -> Pending<(TaskId, Vec<u64>)> {
+        self.pending(move |conn| {
+            let (rec, seqs) = conn.task_with_entries(run, before, task, after, None)?;
+            Ok((rec.id, seqs))
+        })
+    }
+
+    fn record_ended_task(
+        &self,
+        run: RunId,
+        before: Vec<NewEntry>,
+        task: NewTask,
+        after: Vec<NewEntry>,
+        update: EndedTaskUpdate,
+    ) -> Pending<(TaskRecord, Vec<u64>)> {
+        self.pending(move |conn| conn.task_with_entries(run, before, task, after, Some(update)))
+    }
+
+    fn update_task(&self, task: TaskId, update: TaskUpdate) -> Pending<TaskRecord> {
+        self.pending(move |conn| {
+            let row = conn.query_opt(
+                "SELECT run, record FROM clio_tasks WHERE id = $1 FOR UPDATE",
+                &[&(task.0 as i64)],
+            )?;
+            let row = row.ok_or(JournalError::TaskNotFound { task })?;
+            conn.fence(RunId(row.get::<_, i64>(0) as u64))?;
+            let mut rec: TaskRecord = from_json(conn.location, "a task", &row.get::<_, String>(1))?;
+            records::update_task(&mut rec, update, records::now_ms())?;
+            conn.store_task(&rec, false)?;
+            Ok(rec)
+        })
+    }
+
+    fn create_session(&self, new: NewSession) -> Result<SessionRecord> {
+        self.blocking(move |conn| {
+            let rec = records::new_session(new, records::now_ms());
+            let text = to_json(conn.location, "a session", &rec)?;
+            let n = conn.execute(
+                "INSERT INTO clio_sessions (id, live, record) VALUES ($1, $2, $3) \
+                 ON CONFLICT (id) DO NOTHING",
+                &[&rec.id.0, &rec.status.is_live(), &text],
+            )?;
+            if n == 0 {
+                return Err(JournalError::SessionExists { session: rec.id });
+            }
+            Ok(rec)
+        })
+    }
+
+    fn update_session(&self, id: &SessionId, update: SessionUpdate) -> Result<SessionRecord> {
+        let id = id.clone();
+        self.blocking(move |conn| {
+            let mut rec = conn.existing_session(&id)?;
+            records::update_session(&mut rec, update, records::now_ms());
+            conn.store_session(&rec)?;
+            Ok(rec)
+        })
+    }
+
+    fn claim_iteration(&self, id: &SessionId) -> Result<Option<u64>> {
+        let id = id.clone();
+        self.blocking(move |conn| {
+            let mut rec = conn.existing_session(&id)?;
+            let claimed = records::claim_iteration(&mut rec, records::now_ms());
+            if claimed.is_some() {
+                conn.store_session(&rec)?;
+            }
+            Ok(claimed)
+        })
+    }
+
+    fn reconcile(&self, live: &HashSet<String>) -> Result<Reconciled> {
+        let live = live.clone();
+        self.blocking(move |conn| {
+            let mut done = Reconciled::default();
+            let now = records::now_ms();
+            let rows = conn.query("SELECT record FROM clio_tasks WHERE active FOR UPDATE", &[])?;
+            for row in rows {
+                let mut rec: TaskRecord =
+                    from_json(conn.location, "a task", &row.get::<_, String>(0))?;
+                if records::reconcile_task(&mut rec, &live, now) {
+                    conn.store_task(&rec, false)?;
+                    done.tasks += 1;
+                }
+            }
+            let rows = conn.query("SELECT record FROM clio_sessions WHERE live FOR UPDATE", &[])?;
+            for row in rows {
+                let mut rec: SessionRecord =
+                    from_json(conn.location, "a session", &row.get::<_, String>(0))?;
+                if records::reconcile_session(&mut rec, &live, now) {
+                    conn.store_session(&rec)?;
+                    done.sessions += 1;
+                }
+            }
+            let rows = conn
+                .query("SELECT record FROM clio_runs WHERE status = 'running' FOR UPDATE", &[])?;
+            for row in rows {
+                let mut rec: RunRecord =
+                    from_json(conn.location, "a run", &row.get::<_, String>(0))?;
+                if records::reconcile_run(&mut rec, &live, now) {
+                    conn.store_run(&rec)?;
+                    done.runs += 1;
+                }
+            }
+            Ok(done)
+        })
+    }
+
+    fn prune(&self, before_ms: u64) -> Result<Pruned> {
+        self.blocking(move |conn| {
+            let rows = conn.query(
+                "SELECT record FROM clio_runs WHERE status IN ('succeeded', 'failed', 'cancelled') \
+                 FOR UPDATE",
+                &[],
+            )?;
+            let mut pruned = Pruned::default();
+            for row in rows {
+                let rec: RunRecord = from_json(conn.location, "a run", &row.get::<_, String>(0))?;
+                if !records::is_pruned(&rec, before_ms) {
+                    continue;
+                }
+                let id = rec.id.0 as i64;
+                pruned.entries +=
+                    conn.execute("DELETE FROM clio_entries WHERE run = $1", &[&id])?;
+                pruned.tasks += conn.execute("DELETE FROM clio_tasks WHERE run = $1", &[&id])?;
+                conn.execute("DELETE FROM clio_runs WHERE id = $1", &[&id])?;
+                pruned.runs += 1;
+            }
+            Ok(pruned)
+        })
+    }
+
+    fn flush(&self) -> Result<()> {
+        // Every write is committed (synchronous_commit) before it is answered.
+        Ok(())
+    }
+
+    fn run(&self, run: RunId) -> Result<Option<RunRecord>> {
+        self.read(move |conn| {
+            let row =
+                conn.query_opt("SELECT record FROM clio_runs WHERE id = $1", &[&(run.0 as i64)])?;
+            row.map(|r| from_json(conn.location, "a run", &r.get::<_, String>(0))).transpose()
+        })
+    }
+
+    fn runs(&self, filter: &RunFilter) -> Result<Vec<RunRecord>> {
+        let statuses: Vec<String> = filter.statuses.iter().map(|s| status_text(*s)).collect();
+        let flow = filter.flow.clone();
+        let after = filter.started_after_ms.map(|t| t as i64).unwrap_or(i64::MIN);
+        let before = filter.started_before_ms.map(|t| t as i64).unwrap_or(i64::MAX);
+        let limit = filter.limit.map(|n| n as i64);
+        self.read(move |conn| {
+            let rows = conn.query(
+                "SELECT record FROM clio_runs \
+                 WHERE (cardinality($1::text[]) = 0 OR status = ANY($1)) \
+                 AND ($2::text IS NULL OR flow = $2) \
+                 AND started_at_ms >= $3 AND started_at_ms < $4 \
+                 ORDER BY id DESC LIMIT $5",
+                &[&statuses, &flow, &after, &before, &limit],
+            )?;
+            rows.iter().map(|r| from_json(conn.location, "a run", &r.get::<_, String>(0))).collect()
+        })
+    }
+
+    fn entry_count(&self, run: RunId) -> Result<u64> {
+        self.read(move |conn| {
+            let row =
+                conn.query_opt("SELECT head FROM clio_runs WHERE id = $1", &[&(run.0 as i64)])?;
+            row.map(|r| r.get::<_, i64>(0) as u64).ok_or(JournalError::RunNotFound { run })
+        })
+    }
+
+    fn raw_entries(&self, run: RunId, from: u64) -> Result<Vec<RawEntry>> {
+        self.read(move |conn| {
+            conn.check_run(run)?;
+            let rows = conn.query(
+                "SELECT seq, kind, identity, task, at_ms, payload FROM clio_entries \
+                 WHERE run = $1 AND seq >= $2 ORDER BY seq",
+                &[&(run.0 as i64), &(from as i64)],
+            )?;
+            rows.iter().map(|r| entry_of(conn.location, run, r)).collect()
+        })
+    }
+
+    fn raw_entry(&self, run: RunId, seq: u64) -> Result<Option<RawEntry>> {
+        self.read(move |conn| {
+            let row = conn.query_opt(
+                "SELECT seq, kind, identity, task, at_ms, payload FROM clio_entries \
+                 WHERE run = $1 AND seq = $2",
+                &[&(run.0 as i64), &(seq as i64)],
+            )?;
+            row.map(|r| entry_of(conn.location, run, &r)).transpose()
+        })
+    }
+
+    fn raw_entry_by_identity(&self, run: RunId, identity: &str) -> Result<Option<RawEntry>> {
+        let identity = identity.to_owned();
+        self.read(move |conn| {
+            let row = conn.query_opt(
+                "SELECT seq, kind, identity, task, at_ms, payload FROM clio_entries \
+                 WHERE run = $1 AND identity = $2",
+                &[&(run.0 as i64), &identity],
+            )?;
+            row.map(|r| entry_of(conn.location, run, &r)).transpose()
+        })
+    }
+
+    fn task(&self, task: TaskId) -> Result<Option<TaskRecord>> {
+        self.read(move |conn| {
+            let row =
+                conn.query_opt("SELECT record FROM clio_tasks WHERE id = $1", &[&(task.0 as i64)])?;
+            row.map(|r| from_json(conn.location, "a task", &r.get::<_, String>(0))).transpose()
+        })
+    }
+
+    fn tasks(&self, run: RunId) -> Result<Vec<TaskRecord>> {
+        self.read(move |conn| {
+            let rows = conn.query(
+                "SELECT record FROM clio_tasks WHERE run = $1 ORDER BY id",
+                &[&(run.0 as i64)],
+            )?;
+            rows.iter()
+                .map(|r| from_json(conn.location, "a task", &r.get::<_, String>(0)))
+                .collect()
+        })
+    }
+
+    fn session(&self, id: &SessionId) -> Result<Option<SessionRecord>> {
+        let id = id.clone();
+        self.read(move |conn| conn.load_session(&id, false))
+    }
+
+    fn sessions(&self) -> Result<Vec<SessionRecord>> {
+        self.read(move |conn| {
+            let rows =
+                conn.query("SELECT record FROM clio_sessions ORDER BY id COLLATE \"C\"", &[])?;
+            rows.iter()
+                .map(|r| from_json(conn.location, "a session", &r.get::<_, String>(0)))
+                .collect()
+        })
+    }
+
+    fn has_leases(&self) -> bool {
+        true
+    }
+
+    fn claim_run(&self, worker: &str, lease: Duration) -> Result<Option<Lease>> {
+        let worker = worker.to_owned();
+        let lease_ms = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX).max(1);
+        let claimed = self.blocking(move |conn| {
+            let row = conn.query_opt(
+                "WITH now AS (SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint AS ms), \
+                 candidate AS ( \
+                   SELECT r.id FROM clio_runs r LEFT JOIN clio_leases l ON l.run = r.id, now \
+                   WHERE r.status IN ('running', 'interrupted') \
+                   AND (l.run IS NULL OR l.expires_at_ms < now.ms) \
+                   ORDER BY r.id LIMIT 1 FOR UPDATE OF r SKIP LOCKED) \
+                 INSERT INTO clio_leases (run, worker, epoch, expires_at_ms) \
+                 SELECT candidate.id, $1, 1, now.ms + $2 FROM candidate, now \
+                 ON CONFLICT (run) DO UPDATE SET worker = EXCLUDED.worker, \
+                   epoch = clio_leases.epoch + 1, expires_at_ms = EXCLUDED.expires_at_ms \
+                 RETURNING run, epoch",
+                &[&worker, &lease_ms],
+            )?;
+            let Some(row) = row else { return Ok(None) };
+            let run = RunId(row.get::<_, i64>(0) as u64);
+            let epoch: i64 = row.get(1);
+            // What the run's last worker left running is cut short: its tasks are marked
+            // interrupted and the run too, as a resume expects of work whose process is gone.
+            let live = HashSet::from([worker.clone()]);
+            let now = records::now_ms();
+            let rows = conn.query(
+                "SELECT record FROM clio_tasks WHERE run = $1 AND active FOR UPDATE",
+                &[&(run.0 as i64)],
+            )?;
+            for row in rows {
+                let mut rec: TaskRecord = from_json(conn.location, "a task", &row.get::<_, String>(0))?;
+                if records::reconcile_task(&mut rec, &live, now) {
+                    conn.store_task(&rec, false)?;
+                }
+            }
+            let row = conn.query_opt("SELECT record FROM clio_runs WHERE id = $1", &[&(run.0 as i64)])?;
+            if let Some(row) = row {
+                let mut rec: RunRecord = from_json(conn.location, "a run", &row.get::<_, String>(0))?;
+                if records::reconcile_run(&mut rec, &live, now) {
+                    conn.store_run(&rec)?;
+                }
+            }
+            Ok(Some((run, epoch)))
+        })?;
+        Ok(claimed.map(|(run, epoch)| {
+            self.shared.leases.lock().insert(run.0, Held::live(epoch));
+            Lease { run, epoch: epoch as u64 }
+        }))
+    }
+
+    fn release_run(&self, run: RunId) -> Result<bool> {
+        let held = self.shared.leases.lock().get(&run.0).copied();
+        let Some(held) = held.filter(Held::owned) else { return Ok(false) };
+        let epoch = held.epoch;
+        let released = self.blocking(move |conn| {
+            conn.execute(
+                "UPDATE clio_leases SET expires_at_ms = 0 WHERE run = $1 AND epoch = $2",
+                &[&(run.0 as i64), &epoch],
+            )
+        })?;
+        self.shared.leases.lock().remove(&run.0);
+        Ok(released > 0)
+    }
+
+    fn lease(&self, run: RunId) -> Option<Lease> {
+        let held = self.shared.leases.lock().get(&run.0).copied()?;
+        held.owned().then_some(Lease { run, epoch: held.epoch as u64 })
+    }
+
+    fn stop_renewing(&self, run: RunId) {
+        if let Some(held) = self.shared.leases.lock().get_mut(&run.0).filter(|h| h.owned()) {
+            held.state = HeldState::Stalled;
+        }
+    }
+}
+
+/// Hears the commits of other processes and bumps the handle's notices for each.
+fn listen(url: &str, shared: &Shared) {
+    let mut client: Option<Client> = None;
+    while !shared.stop.load(Ordering::SeqCst) {
+        let Some(c) = client.as_mut() else {
+            match pool::connect(url, &shared.location) {
+                Ok(mut fresh) => match fresh.batch_execute(&format!("LISTEN {CHANNEL}")) {
+                    Ok(()) => {
+                        client = Some(fresh);
+                        // Whatever was committed while no one listened counts as a change.
+                        shared.commits.bump();
+                    }
+                    Err(err) => tracing::warn!(error = %describe(&err), "cannot listen"),
+                },
+                Err(err) => {
+                    tracing::warn!(%err, "cannot connect to listen for changes");
+                    thread::sleep(Duration::from_millis(500));
+                }
+            }
+            continue;
+        };
+        let mut heard = false;
+        let mut failed = false;
+        {
+            let mut notes = c.notifications();
+            let mut iter = notes.timeout_iter(Duration::from_millis(200));
+            loop {
+                match iter.next() {
+                    Ok(Some(_)) => heard = true,
+                    Ok(None) => break,
+                    Err(err) => {
+                        tracing::warn!(error = %describe(&err), "lost the connection listening for changes");
+                        failed = true;
+                        break;
+                    }
+                }
+            }
+        }
+        if heard {
+            shared.commits.bump();
+        }
+        if failed || c.is_closed() {
+            client = None;
+        }
+    }
+}
+
+/// Renews the handle's leases a few times per lease period; a lease found taken is marked
+/// lost (its run's writes stay fenced).
+fn renew(url: &str, shared: &Shared) {
+    let period = Duration::from_millis((shared.lease_ms as u64 / 4).clamp(20, 2_000));
+    let mut client: Option<Client> = None;
+    while !shared.stop.load(Ordering::SeqCst) {
+        thread::sleep(period);
+        let due: Vec<(i64, i64)> = shared
+            .leases
+            .lock()
+            .iter()
+            .filter(|(_, h)| h.state == HeldState::Live)
+            .map(|(run, h)| (*run as i64, h.epoch))
+            .collect();
+        if due.is_empty() {
+            continue;
+        }
+        if client.is_none() {
+            match pool::connect(url, &shared.location) {
+                Ok(fresh) => client = Some(fresh),
+                Err(err) => {
+                    tracing::warn!(%err, "cannot connect to renew leases");
+                    continue;
+                }
+            }
+        }
+        let Some(c) = client.as_mut() else { continue };
+        let runs: Vec<i64> = due.iter().map(|d| d.0).collect();
+        let epochs: Vec<i64> = due.iter().map(|d| d.1).collect();
+        let res = c.query(
+            &format!(
+                "UPDATE clio_leases SET expires_at_ms = {DB_NOW} + $3 \
+                 FROM unnest($1::bigint[], $2::bigint[]) AS h(run, epoch) \
+                 WHERE clio_leases.run = h.run AND clio_leases.epoch = h.epoch \
+                 AND clio_leases.expires_at_ms > 0 RETURNING clio_leases.run"
+            ),
+            &[&runs, &epochs, &shared.lease_ms],
+        );
+        match res {
+            Ok(rows) => {
+                let renewed: HashSet<i64> = rows.iter().map(|r| r.get(0)).collect();
+                let mut held = shared.leases.lock();
+                for (run, epoch) in due {
+                    if renewed.contains(&run) {
+                        continue;
+                    }
+                    if let Some(h) = held.get_mut(&(run as u64)).filter(|h| h.epoch == epoch) {
+                        tracing::warn!(
+                            run,
+                            epoch,
+                            "lost the lease on a run: another worker claimed it"
+                        );
+                        h.state = HeldState::Lost;
+                    }
+                }
+            }
+            Err(err) => {
+                tracing::warn!(error = %describe(&err), "cannot renew leases");
+                client = None;
+            }
+        }
+    }
+}
