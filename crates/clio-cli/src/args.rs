@@ -11,6 +11,10 @@ pub(crate) struct Cli {
     /// Where CLIO keeps its journal, store and config [default: $CLIO_HOME, else ~/.clio]
     #[arg(long, global = true, value_name = "DIR")]
     pub(crate) home: Option<PathBuf>,
+    /// A shared journal to use instead of the home's file: postgres://USER@HOST:PORT/DB
+    /// [default: `journal` in config.toml, else $CLIO_HOME/journal.redb]
+    #[arg(long, global = true, value_name = "URL")]
+    pub(crate) journal: Option<String>,
     /// When to colour the output: auto colours a terminal unless NO_COLOR is set
     #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
     pub(crate) color: ColorChoice,
@@ -92,7 +96,9 @@ impl Cli {
             },
             Command::Journal(JournalCommand::Check(a)) => a.json,
             Command::Journal(JournalCommand::Salvage(a)) => a.json,
-            Command::Completions(_) | Command::Man(_) | Command::Serve(_) => false,
+            Command::Completions(_) | Command::Man(_) | Command::Serve(_) | Command::Worker(_) => {
+                false
+            }
         }
     }
 }
@@ -159,6 +165,11 @@ pub(crate) enum Command {
         after_help = "While it runs, `clio runs list|show|tree|events|export|answer|cancel|prune|replay|resume` from any terminal go through it (over $CLIO_HOME/clio.sock), and `clio run … --detach` and `clio workflow run … --detach` submit runs to it. It resumes the runs a crash left interrupted when it starts, drives the runs it holds to their end (a run waiting on a question goes on once it is answered), and serves the HTTP API (docs/http-api.md) and the run viewer on 127.0.0.1. The first line it prints is the viewer's address, with the token that lets the page answer and cancel.\n\nExamples:\n  clio serve\n  clio serve --port 0"
     )]
     Serve(ServeArgs),
+    /// Claim and drive the runs of a shared journal, with a lease, until Ctrl-C
+    #[command(
+        after_help = "Any number of workers, on any machines, share one PostgreSQL journal (--journal URL, or journal = \"postgres://…\" in config.toml). Each claims runnable runs (new, interrupted, or waiting runs whose questions are answered) with a lease it renews while it drives them; a worker that dies loses its leases after --lease, and another resumes its runs from their history, never doing a side-effecting call twice. A run's lease moves on only by a claim, and every write carries its epoch, so a worker that stalled past its lease can no longer write into the run. Submit runs from anywhere with `clio workflow run … --detach` or `clio run … --detach`, answer with `clio runs answer`: the same URL is all they need. See docs/deploy.md.\n\nExamples:\n  clio worker --journal postgres://clio@db:5432/clio\n  clio worker --concurrency 8 --lease 30"
+    )]
+    Worker(WorkerArgs),
     /// Print a shell completion script on stdout
     #[command(
         after_help = "Examples:\n  clio completions bash > ~/.local/share/bash-completion/completions/clio\n  clio completions zsh > ~/.zfunc/_clio"
@@ -550,6 +561,23 @@ pub(crate) struct DriveArgs {
     /// of driving it here
     #[arg(long)]
     pub(crate) detach: bool,
+}
+
+/// How `clio worker` claims runs.
+#[derive(Debug, Args)]
+pub(crate) struct WorkerArgs {
+    /// The most runs this worker drives at once
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub(crate) concurrency: u32,
+    /// Seconds a lease lasts unless renewed: how long a dead worker's runs wait for another
+    #[arg(long, default_value_t = 10.0, value_name = "SECS")]
+    pub(crate) lease: f64,
+    /// The worker's name in the journal [default: HOST-PID]
+    #[arg(long)]
+    pub(crate) name: Option<String>,
+    /// Stop once no run has been runnable for this many seconds (batch jobs, tests)
+    #[arg(long, value_name = "SECS")]
+    pub(crate) exit_when_idle: Option<f64>,
 }
 
 /// How `clio serve` listens for HTTP.

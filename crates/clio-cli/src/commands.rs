@@ -9,6 +9,7 @@ mod reference;
 mod replay;
 mod run;
 mod runs;
+mod worker;
 mod workflow;
 
 use std::io::{IsTerminal, Write};
@@ -34,7 +35,7 @@ pub(crate) fn dispatch(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Re
         Command::Man(_) => return man(out),
         _ => {}
     }
-    let home = Home::locate(cli.home.as_deref())?;
+    let home = Home::locate(cli.home.as_deref(), cli.journal.as_deref())?;
     let paint = Paint::new(cli.color, std::io::stderr().is_terminal());
     dispatch_in(cli, &home, paint, out, err)
 }
@@ -89,6 +90,7 @@ pub(crate) fn dispatch_in(
         Command::Journal(JournalCommand::Check(args)) => journal::check(&home, &args, out),
         Command::Journal(JournalCommand::Salvage(args)) => journal::salvage(&home, &args, out),
         Command::Serve(args) => run::serve(&home, &args, out, err),
+        Command::Worker(args) => worker::work(&home, &args, err),
         Command::Completions(_) | Command::Man(_) => Ok(()),
     }
 }

@@ -34,6 +34,8 @@ struct Live {
     runtime: Runtime,
     /// An answer came during this drive: a drive that ends waiting goes again.
     again: bool,
+    /// Stops the drive where it is (a worker whose lease is gone).
+    abort: Option<tokio::task::AbortHandle>,
 }
 
 impl Drivers {
@@ -88,10 +90,10 @@ impl Drivers {
                 driving.again = true;
                 return false;
             }
-            live.insert(run, Live { runtime: runtime.clone(), again: false });
+            live.insert(run, Live { runtime: runtime.clone(), again: false, abort: None });
         }
         let drivers = Arc::clone(self);
-        self.handle.spawn(async move {
+        let task = self.handle.spawn(async move {
             let report = loop {
                 let report = runtime.resume(run).await;
                 let waiting =
@@ -107,7 +109,30 @@ impl Drivers {
             };
             let _ = tokio::task::spawn_blocking(move || ended(&runtime, report)).await;
         });
+        if let Some(driving) = self.lock().get_mut(&run) {
+            driving.abort = Some(task.abort_handle());
+        }
         true
+    }
+
+    /// Returns the runs being driven now.
+    pub(crate) fn live_runs(&self) -> Vec<RunId> {
+        self.lock().keys().copied().collect()
+    }
+
+    /// Stops the drive of `run` where it is, without recording anything more: for a worker
+    /// that lost its lease on the run (another worker drives it now) or whose run was
+    /// cancelled elsewhere. Returns whether it was being driven.
+    pub(crate) fn abort(&self, run: RunId) -> bool {
+        match self.lock().remove(&run) {
+            Some(live) => {
+                if let Some(abort) = live.abort {
+                    abort.abort();
+                }
+                true
+            }
+            None => false,
+        }
     }
 
     /// Marks `run`, if it is being driven, to go again should its drive end waiting:

@@ -19,6 +19,10 @@ pub(crate) struct Home {
     root: PathBuf,
     /// The owner's open journal and runtime, when the command is served (`crate::serve`).
     held: Option<Arc<Held>>,
+    /// The shared journal this home uses instead of its file (`--journal URL`, else
+    /// `journal = "postgres://…"` in config.toml): a PostgreSQL database many processes
+    /// open at once, whose running work is live in some worker.
+    shared: Option<String>,
 }
 
 /// What the process that holds the journal lends to the commands it serves.
@@ -48,25 +52,62 @@ impl Held {
 }
 
 impl Home {
-    /// Finds the home folder from the flag, the environment or the user's home.
-    pub(crate) fn locate(flag: Option<&Path>) -> Result<Home, CliError> {
+    /// Finds the home folder from the flag, the environment or the user's home, and the
+    /// journal it uses: `journal` (the `--journal` flag) when given, else config.toml's
+    /// `journal`, else its own file.
+    pub(crate) fn locate(flag: Option<&Path>, journal: Option<&str>) -> Result<Home, CliError> {
         if let Some(path) = flag {
-            return Ok(Home { root: path.to_path_buf(), held: None });
+            return Home { root: path.to_path_buf(), held: None, shared: None }.sharing(journal);
         }
         if let Some(path) = std::env::var_os("CLIO_HOME").filter(|v| !v.is_empty()) {
-            return Ok(Home { root: PathBuf::from(path), held: None });
+            return Home { root: PathBuf::from(path), held: None, shared: None }.sharing(journal);
         }
         match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
-            Some(home) => Ok(Home { root: PathBuf::from(home).join(".clio"), held: None }),
+            Some(home) => {
+                Home { root: PathBuf::from(home).join(".clio"), held: None, shared: None }
+                    .sharing(journal)
+            }
             None => Err(CliError::usage(anyhow!("cannot find a home folder: HOME is not set"))
                 .hint("pass --home DIR or set CLIO_HOME")),
         }
     }
 
+    /// Returns this home using the shared journal `flag` names, else the one its
+    /// config.toml names, else its file.
+    fn sharing(mut self, flag: Option<&str>) -> Result<Home, CliError> {
+        let url = match flag {
+            Some(url) => Some(url.to_owned()),
+            None => crate::config::journal_setting(&self.root)?,
+        };
+        if let Some(url) = &url
+            && !clio_postgres::is_postgres_url(url)
+        {
+            return Err(CliError::usage(anyhow!(
+                "journal {url:?} is not a PostgreSQL URL: a shared journal is postgres://USER@HOST:PORT/DB"
+            ))
+            .hint("leave --journal out to use the journal file of the home folder"));
+        }
+        self.shared = url;
+        Ok(self)
+    }
+
+    /// Returns the URL of the shared journal this home uses, if it uses one.
+    pub(crate) fn shared_journal(&self) -> Option<&str> {
+        self.shared.as_deref()
+    }
+
+    /// Opens the shared journal this home uses, if it uses one.
+    fn open_shared(&self) -> Result<Option<Journal>, CliError> {
+        let Some(url) = &self.shared else { return Ok(None) };
+        clio_postgres::open_url(url).map(Some).map_err(|error| {
+            journal_error(error).hint("check that the server runs and the URL names its database")
+        })
+    }
+
     /// Returns this home lending `held` to the commands run with it: the journal is not
     /// opened again, and runs recorded running are live.
     pub(crate) fn holding(&self, held: Arc<Held>) -> Home {
-        Home { root: self.root.clone(), held: Some(held) }
+        Home { root: self.root.clone(), held: Some(held), shared: self.shared.clone() }
     }
 
     /// Returns what the owner lends, when the command is served.
@@ -82,12 +123,12 @@ impl Home {
     /// Returns a run as this command sees it: see [`as_seen`]; in a served command the run
     /// is as recorded, since whatever is recorded running is live in this process.
     pub(crate) fn seen(&self, run: clio_journal::RunRecord) -> clio_journal::RunRecord {
-        if self.held.is_some() { run } else { as_seen(run) }
+        if self.held.is_some() || self.shared.is_some() { run } else { as_seen(run) }
     }
 
     /// Returns a task as a reader sees it (see [`Home::seen`]).
     pub(crate) fn task_seen(&self, task: clio_journal::TaskRecord) -> clio_journal::TaskRecord {
-        if self.held.is_some() { task } else { task_as_seen(task) }
+        if self.held.is_some() || self.shared.is_some() { task } else { task_as_seen(task) }
     }
 
     /// Returns the home folder itself.
@@ -95,9 +136,13 @@ impl Home {
         &self.root
     }
 
-    /// Returns the path of the journal file.
+    /// Returns where the journal is: its file, or the shared journal's URL without its
+    /// password.
     pub(crate) fn journal_path(&self) -> PathBuf {
-        self.root.join("journal.redb")
+        match &self.shared {
+            Some(url) => PathBuf::from(clio_postgres::redacted(url)),
+            None => self.root.join("journal.redb"),
+        }
     }
 
     /// Opens the journal for reading and maintenance; `None` when no run was ever recorded.
@@ -110,6 +155,10 @@ impl Home {
         if let Some(held) = &self.held {
             return Ok(Some(held.journal.clone()));
         }
+        // Shared: what is recorded running is live in some worker.
+        if let Some(journal) = self.open_shared()? {
+            return Ok(Some(journal));
+        }
         let Some(path) = self.recorded_journal()? else { return Ok(None) };
         let journal = Journal::open(&path, JournalConfig::default()).map_err(journal_error)?;
         journal.reconcile::<&str>(&[]).map_err(journal_error)?;
@@ -118,6 +167,31 @@ impl Home {
 }
 
 impl Home {
+    /// Opens the journal this home uses for a command that writes (creating the file if
+    /// needed): the shared one as it is, else the file, marking what a gone process left
+    /// running as interrupted (the file is locked by this process, so whoever left it
+    /// running is gone).
+    pub(crate) fn writable_journal(&self) -> Result<Journal, CliError> {
+        if let Some(journal) = self.open_shared()? {
+            return Ok(journal);
+        }
+        if let Err(error) = std::fs::create_dir_all(&self.root) {
+            let denied = error.kind() == std::io::ErrorKind::PermissionDenied;
+            let cli = CliError::user(
+                anyhow!(error).context(format!("cannot create {}", self.root.display())),
+            );
+            return Err(if denied {
+                cli.hint("check the owner and permissions of its parent folder, or use --home to pick a home of your own")
+            } else {
+                cli
+            });
+        }
+        let journal =
+            Journal::open(self.journal_path(), JournalConfig::default()).map_err(journal_error)?;
+        journal.reconcile(&[crate::launch::owner()]).map_err(journal_error)?;
+        Ok(journal)
+    }
+
     /// Returns the journal's path when a journal exists there; a home this user may not
     /// look into is an error to report, not "no runs".
     fn recorded_journal(&self) -> Result<Option<std::path::PathBuf>, CliError> {
@@ -137,6 +211,9 @@ impl Home {
     pub(crate) fn reading_journal(&self) -> Result<Option<Journal>, CliError> {
         if let Some(held) = &self.held {
             return Ok(Some(held.journal.clone()));
+        }
+        if let Some(journal) = self.open_shared()? {
+            return Ok(Some(journal));
         }
         let Some(path) = self.recorded_journal()? else { return Ok(None) };
         let journal =

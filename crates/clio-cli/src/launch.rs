@@ -17,7 +17,7 @@ use clio_flow::{
     FlowSelection, Models, Registry, Runtime, RuntimeConfig, Worker, register_basic_tools,
     register_plugin,
 };
-use clio_journal::{Journal, JournalConfig, RunId, RunRecord, RunUpdate};
+use clio_journal::{Journal, RunId, RunRecord, RunUpdate};
 use clio_plugins::{Plugin, Store, digest_folder, load_plugin};
 use clio_spec::{AgentDef, AgentDefinitionError, AgentSpec};
 use serde::{Deserialize, Serialize};
@@ -155,23 +155,7 @@ pub(crate) fn open_journal(home: &Home) -> Result<Journal, CliError> {
     if let Some(held) = home.held() {
         return Ok(held.journal.clone());
     }
-    if let Err(error) = std::fs::create_dir_all(home.root()) {
-        let denied = error.kind() == std::io::ErrorKind::PermissionDenied;
-        let cli = CliError::user(
-            anyhow!(error).context(format!("cannot create {}", home.root().display())),
-        );
-        return Err(if denied {
-            cli.hint("check the owner and permissions of its parent folder, or use --home to pick a home of your own")
-        } else {
-            cli
-        });
-    }
-    let journal =
-        Journal::open(home.journal_path(), JournalConfig::default()).map_err(journal_error)?;
-    // The journal is locked by this process, so whatever another owner left running
-    // belongs to a process that is gone.
-    journal.reconcile(&[owner()]).map_err(journal_error)?;
-    Ok(journal)
+    home.writable_journal()
 }
 
 /// Names this process in the journal.
@@ -438,7 +422,7 @@ mod tests {
         let root = std::env::temp_dir().join(format!("clio-launch-unit-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
         std::fs::create_dir_all(root.join("runs")).unwrap();
-        let home = Home::locate(Some(&root)).unwrap();
+        let home = Home::locate(Some(&root), None).unwrap();
         let file = json!({"agent": "/old.toml", "plugins": [], "model": ""});
         std::fs::write(root.join("runs/4.launch.json"), file.to_string()).unwrap();
 

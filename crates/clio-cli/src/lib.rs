@@ -63,8 +63,11 @@ where
     {
         return code;
     }
-    // A detached run is submitted to `clio serve`, or not at all.
-    if cli.detached() {
+    // A detached run is submitted to `clio serve`, or, on a shared journal, left to its
+    // workers; else not at all.
+    let shared = home::Home::locate(cli.home.as_deref(), cli.journal.as_deref())
+        .is_ok_and(|h| h.shared_journal().is_some());
+    if cli.detached() && !shared {
         let error = CliError::user(anyhow::anyhow!(
             "--detach submits the run to `clio serve`, and no `clio serve` holds this journal"
         ))
@@ -95,7 +98,7 @@ where
             // a command it does not serve fails at once, saying what works meanwhile.
             None => {
                 let served =
-                    home::Home::locate(home.as_deref()).is_ok_and(|h| serve::is_served(&h));
+                    home::Home::locate(home.as_deref(), None).is_ok_and(|h| serve::is_served(&h));
                 if served {
                     return outcome(result, json, &mut counted, err);
                 }
@@ -204,7 +207,11 @@ impl Client {
         if !commands::servable(cli) {
             return None;
         }
-        let home = home::Home::locate(cli.home.as_deref()).ok()?;
+        let home = home::Home::locate(cli.home.as_deref(), cli.journal.as_deref()).ok()?;
+        // A shared journal is opened by every process itself: nobody serves it.
+        if home.shared_journal().is_some() {
+            return None;
+        }
         let argv = argv.iter().map(|a| a.to_str().map(str::to_owned)).collect::<Option<_>>()?;
         Some(Client { home, argv })
     }

@@ -259,7 +259,8 @@ mod tests {
 
     #[test]
     fn a_malformed_request_gets_an_error_reply() {
-        let home = Home::locate(Some(std::path::Path::new("/nonexistent-clio-home"))).unwrap();
+        let home =
+            Home::locate(Some(std::path::Path::new("/nonexistent-clio-home")), None).unwrap();
         for line in ["", "not json", "{\"argv\": 3}", "{\"argv\": [], \"home\": \"/\", \"x\": 1}"] {
             let reply = answer(line, &home);
             assert_eq!(reply.exit, 2, "{line}");

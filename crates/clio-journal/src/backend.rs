@@ -128,6 +128,12 @@ pub trait JournalBackend: Send + Sync + 'static {
         let _ = (worker, lease);
         Err(JournalError::NoLeases { location: self.location().to_path_buf() })
     }
+    /// Claims run `run` for `worker` if it is runnable (see [`JournalBackend::claim_run`]);
+    /// `None` when it is not (another worker holds it, or it has ended or waits).
+    fn claim_this_run(&self, run: RunId, worker: &str, lease: Duration) -> Result<Option<Lease>> {
+        let _ = (run, worker, lease);
+        Err(JournalError::NoLeases { location: self.location().to_path_buf() })
+    }
     /// Gives up this handle's lease on `run`; returns whether it held one.
     fn release_run(&self, run: RunId) -> Result<bool> {
         let _ = run;

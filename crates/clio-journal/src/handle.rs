@@ -457,6 +457,20 @@ impl Journal {
         }
     }
 
+    /// Claims run `run` for `worker` when it is runnable, as [`Journal::claim_run`] claims
+    /// any: `None` when another worker holds it or it has ended or waits on a person.
+    pub fn claim_this_run(
+        &self,
+        run: RunId,
+        worker: &str,
+        lease: Duration,
+    ) -> Result<Option<Lease>> {
+        match &self.store {
+            Store::Embedded(e) => Err(JournalError::NoLeases { location: e.path().to_path_buf() }),
+            Store::Backend(b) => b.claim_this_run(run, worker, lease),
+        }
+    }
+
     /// Gives up this handle's lease on `run`, so that another worker may claim it at once;
     /// returns whether the handle held one. Nothing to do on the embedded file.
     pub fn release_run(&self, run: RunId) -> Result<bool> {

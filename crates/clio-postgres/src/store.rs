@@ -160,6 +160,61 @@ impl PgStore {
     }
 }
 
+impl PgStore {
+    /// Claims `only`, or else the runnable run with the smallest id, for `worker`.
+    fn claim(&self, only: Option<RunId>, worker: &str, lease: Duration) -> Result<Option<Lease>> {
+        let only = only.map(|r| r.0 as i64);
+        let worker = worker.to_owned();
+        let lease_ms = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX).max(1);
+        let claimed = self.blocking(move |conn| {
+            let row = conn.query_opt(
+                "WITH now AS (SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint AS ms), \
+                 candidate AS ( \
+                   SELECT r.id FROM clio_runs r LEFT JOIN clio_leases l ON l.run = r.id, now \
+                   WHERE r.status IN ('running', 'interrupted') \
+                   AND (l.run IS NULL OR l.expires_at_ms < now.ms) \
+                   AND ($3::bigint IS NULL OR r.id = $3) \
+                   ORDER BY r.id LIMIT 1 FOR UPDATE OF r SKIP LOCKED) \
+                 INSERT INTO clio_leases (run, worker, epoch, expires_at_ms) \
+                 SELECT candidate.id, $1, 1, now.ms + $2 FROM candidate, now \
+                 ON CONFLICT (run) DO UPDATE SET worker = EXCLUDED.worker, \
+                   epoch = clio_leases.epoch + 1, expires_at_ms = EXCLUDED.expires_at_ms \
+                 RETURNING run, epoch",
+                &[&worker, &lease_ms, &only],
+            )?;
+            let Some(row) = row else { return Ok(None) };
+            let run = RunId(row.get::<_, i64>(0) as u64);
+            let epoch: i64 = row.get(1);
+            // What the run's last worker left running is cut short: its tasks are marked
+            // interrupted and the run too, as a resume expects of work whose process is gone.
+            let live = HashSet::from([worker.clone()]);
+            let now = records::now_ms();
+            let rows = conn.query(
+                "SELECT record FROM clio_tasks WHERE run = $1 AND active FOR UPDATE",
+                &[&(run.0 as i64)],
+            )?;
+            for row in rows {
+                let mut rec: TaskRecord = from_json(conn.location, "a task", &row.get::<_, String>(0))?;
+                if records::reconcile_task(&mut rec, &live, now) {
+                    conn.store_task(&rec, false)?;
+                }
+            }
+            let row = conn.query_opt("SELECT record FROM clio_runs WHERE id = $1", &[&(run.0 as i64)])?;
+            if let Some(row) = row {
+                let mut rec: RunRecord = from_json(conn.location, "a run", &row.get::<_, String>(0))?;
+                if records::reconcile_run(&mut rec, &live, now) {
+                    conn.store_run(&rec)?;
+                }
+            }
+            Ok(Some((run, epoch)))
+        })?;
+        Ok(claimed.map(|(run, epoch)| {
+            self.shared.leases.lock().insert(run.0, Held::live(epoch));
+            Lease { run, epoch: epoch as u64 }
+        }))
+    }
+}
+
 impl Drop for PgStore {
     fn drop(&mut self) {
         // The handle's leases go with it, so that another worker may claim at once.
@@ -825,54 +880,12 @@ impl JournalBackend for PgStore {
         true
     }
 
+    fn claim_this_run(&self, run: RunId, worker: &str, lease: Duration) -> Result<Option<Lease>> {
+        self.claim(Some(run), worker, lease)
+    }
+
     fn claim_run(&self, worker: &str, lease: Duration) -> Result<Option<Lease>> {
-        let worker = worker.to_owned();
-        let lease_ms = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX).max(1);
-        let claimed = self.blocking(move |conn| {
-            let row = conn.query_opt(
-                "WITH now AS (SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint AS ms), \
-                 candidate AS ( \
-                   SELECT r.id FROM clio_runs r LEFT JOIN clio_leases l ON l.run = r.id, now \
-                   WHERE r.status IN ('running', 'interrupted') \
-                   AND (l.run IS NULL OR l.expires_at_ms < now.ms) \
-                   ORDER BY r.id LIMIT 1 FOR UPDATE OF r SKIP LOCKED) \
-                 INSERT INTO clio_leases (run, worker, epoch, expires_at_ms) \
-                 SELECT candidate.id, $1, 1, now.ms + $2 FROM candidate, now \
-                 ON CONFLICT (run) DO UPDATE SET worker = EXCLUDED.worker, \
-                   epoch = clio_leases.epoch + 1, expires_at_ms = EXCLUDED.expires_at_ms \
-                 RETURNING run, epoch",
-                &[&worker, &lease_ms],
-            )?;
-            let Some(row) = row else { return Ok(None) };
-            let run = RunId(row.get::<_, i64>(0) as u64);
-            let epoch: i64 = row.get(1);
-            // What the run's last worker left running is cut short: its tasks are marked
-            // interrupted and the run too, as a resume expects of work whose process is gone.
-            let live = HashSet::from([worker.clone()]);
-            let now = records::now_ms();
-            let rows = conn.query(
-                "SELECT record FROM clio_tasks WHERE run = $1 AND active FOR UPDATE",
-                &[&(run.0 as i64)],
-            )?;
-            for row in rows {
-                let mut rec: TaskRecord = from_json(conn.location, "a task", &row.get::<_, String>(0))?;
-                if records::reconcile_task(&mut rec, &live, now) {
-                    conn.store_task(&rec, false)?;
-                }
-            }
-            let row = conn.query_opt("SELECT record FROM clio_runs WHERE id = $1", &[&(run.0 as i64)])?;
-            if let Some(row) = row {
-                let mut rec: RunRecord = from_json(conn.location, "a run", &row.get::<_, String>(0))?;
-                if records::reconcile_run(&mut rec, &live, now) {
-                    conn.store_run(&rec)?;
-                }
-            }
-            Ok(Some((run, epoch)))
-        })?;
-        Ok(claimed.map(|(run, epoch)| {
-            self.shared.leases.lock().insert(run.0, Held::live(epoch));
-            Lease { run, epoch: epoch as u64 }
-        }))
+        self.claim(None, worker, lease)
     }
 
     fn release_run(&self, run: RunId) -> Result<bool> {

@@ -324,6 +324,9 @@ fn submitted(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<(), CliError> {
+    if home.held().is_none() && home.shared_journal().is_some() {
+        return submitted_to_workers(home, run, &runtime, show, out, err);
+    }
     let Some(drivers) = home.held().and_then(|held| held.drivers.as_ref()) else {
         return Err(CliError::internal(anyhow!(
             "run {} was created, but no `clio serve` drives it",
@@ -341,6 +344,36 @@ fn submitted(
             err,
             "run {} started in clio serve (process {pid}); `clio runs show {}` shows it",
             run.0, run.0
+        )?;
+    }
+    Ok(())
+}
+
+/// Leaves a run created for `--detach` on a shared journal to its workers: this process
+/// gives up the run's first lease, and the first `clio worker` to look claims it.
+fn submitted_to_workers(
+    home: &Home,
+    run: RunId,
+    runtime: &Runtime,
+    show: Show,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<(), CliError> {
+    runtime.journal().release_run(run).map_err(journal_error)?;
+    if show.json {
+        return write_json(
+            out,
+            &json!({"run": run.0, "status": "submitted", "journal": home.journal_path()}),
+        );
+    }
+    writeln!(out, "{}", run.0)?;
+    if show.progress {
+        writeln!(
+            err,
+            "run {} submitted to the workers of {}; `clio runs show {}` shows it",
+            run.0,
+            home.journal_path().display(),
+            run.0
         )?;
     }
     Ok(())
@@ -364,8 +397,14 @@ fn drive_run(
     // While this process holds the journal, the others' `runs` commands are run here.
     let held =
         Held { journal: journal.clone(), runtime: runtime.clone(), run: Some(run), drivers: None };
-    let _endpoint = match Endpoint::start(rt, home, Arc::new(held)) {
-        Ok(endpoint) => Some(endpoint),
+    // A shared journal is opened by every process itself: there is nothing to serve.
+    let served = if home.shared_journal().is_some() {
+        Ok(None)
+    } else {
+        Endpoint::start(rt, home, Arc::new(held)).map(Some)
+    };
+    let _endpoint = match served {
+        Ok(endpoint) => endpoint,
         Err(error) => {
             writeln!(
                 err,
@@ -431,8 +470,17 @@ fn drive_run(
     }
     let Some(report) = report else {
         // The work in flight stops with the process; recording it as interrupted now
-        // (rather than at the next start) tells `runs list` the truth at once.
-        let _ = journal.reconcile::<&str>(&[]);
+        // (rather than at the next start) tells `runs list` the truth at once. On a shared
+        // journal only this run is this process's to mark (which gives up its lease).
+        if journal.is_shared() {
+            let update = clio_journal::RunUpdate {
+                status: Some(clio_journal::RunStatus::Interrupted),
+                ..clio_journal::RunUpdate::default()
+            };
+            let _ = journal.update_run(run, update);
+        } else {
+            let _ = journal.reconcile::<&str>(&[]);
+        }
         return Err(CliError::interrupted(anyhow!("interrupted: run {} stopped", run.0))
             .hint(format!("continue it with `clio runs resume {}`", run.0)));
     };
@@ -786,6 +834,10 @@ pub(super) fn answer(
             let hint = format!("`clio runs show {}` lists the run's questions", args.run);
             CliError::from(e).hint(hint)
         })?;
+    // On a shared journal, a run whose questions are all answered goes back to the workers.
+    if home.held().is_none() && journal.is_shared() {
+        return answered_for_workers(home, &runtime, &journal, args, &value, out);
+    }
     // Served by `clio serve`, the run goes on there: its live drive hears of the answer,
     // or a new drive starts on the runtime the run was launched with.
     let continued = match home.held().and_then(|held| held.drivers.as_ref()) {
@@ -818,6 +870,52 @@ pub(super) fn answer(
             std::process::id()
         )?,
         None => writeln!(out, "continue the run with: clio runs resume {}", args.run)?,
+    }
+    Ok(())
+}
+
+/// Finishes an answer given on a shared journal: a run left waiting whose questions are now
+/// all answered is marked interrupted, which makes it runnable, and the next worker to look
+/// claims it and goes on.
+fn answered_for_workers(
+    home: &Home,
+    runtime: &Runtime,
+    journal: &Journal,
+    args: &RunAnswerArgs,
+    value: &Value,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    let run = RunId(args.run);
+    let open = runtime.questions(run)?;
+    let waiting = journal
+        .run(run)
+        .map_err(journal_error)?
+        .is_some_and(|r| r.status == clio_journal::RunStatus::AwaitingInput);
+    let continues = open.is_empty() && waiting;
+    if continues {
+        let update = clio_journal::RunUpdate {
+            status: Some(clio_journal::RunStatus::Interrupted),
+            ..clio_journal::RunUpdate::default()
+        };
+        journal.update_run(run, update).map_err(journal_error)?;
+    }
+    if args.json {
+        let mut json = json!({"run": args.run, "question": args.question, "answer": value});
+        if continues {
+            json["continues"] = json!(true);
+        }
+        return write_json(out, &json);
+    }
+    writeln!(out, "answered question {} of run {} with {value}", args.question, args.run)?;
+    if continues {
+        writeln!(
+            out,
+            "run {} goes on in the next `clio worker` of {}",
+            args.run,
+            home.journal_path().display()
+        )?;
+    } else if !open.is_empty() {
+        writeln!(out, "run {} still waits on {} question(s)", args.run, open.len())?;
     }
     Ok(())
 }
@@ -911,6 +1009,9 @@ pub(super) fn resume(
     if let Some(change) = &agent_change {
         pin::note(RunId(args.run), change, true, err)?;
     }
+    if journal.is_shared() {
+        claim_for_resume(&journal, RunId(args.run))?;
+    }
     let show = Show { progress: !(args.json || quiet), json: args.json, paint };
     // A cancelled run is not driven again: its progress would replay every line before
     // saying so.
@@ -934,6 +1035,31 @@ pub(super) fn resume(
         )?;
     }
     drive_run(&rt, home, &runtime, &journal, Drive::Resume(RunId(args.run)), show, out, err)
+}
+
+/// Takes the lease of run `run` on a shared journal before this process drives it, so that
+/// no worker drives it too; refused when a worker holds it or it has nothing to resume.
+fn claim_for_resume(journal: &Journal, run: RunId) -> Result<(), CliError> {
+    let lease = Duration::from_secs(10);
+    if journal.claim_this_run(run, &owner(), lease).map_err(journal_error)?.is_some() {
+        return Ok(());
+    }
+    let status = journal.run(run).map_err(journal_error)?.map(|r| r.status);
+    let error = match status {
+        Some(clio_journal::RunStatus::Running) => CliError::user(anyhow!(
+            "run {} is being driven by a worker that holds its lease",
+            run.0
+        ))
+        .hint(
+            "`clio runs show` shows how far it is; a worker that dies gives it up after its lease",
+        ),
+        Some(clio_journal::RunStatus::AwaitingInput) => {
+            CliError::user(anyhow!("run {} waits for answers to its questions", run.0))
+                .hint(format!("answer them with `clio runs answer {} QUESTION TEXT`", run.0))
+        }
+        _ => CliError::user(anyhow!("run {} has nothing to resume", run.0)),
+    };
+    Err(error)
 }
 
 /// Resumes a run in `clio serve`, which drives it from now on: the command returns at
@@ -1001,6 +1127,13 @@ pub(super) fn serve(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<(), CliError> {
+    if home.shared_journal().is_some() {
+        return Err(CliError::usage(anyhow!(
+            "clio serve holds a journal file; {} is a shared journal, which workers drive",
+            home.journal_path().display()
+        ))
+        .hint("run `clio worker` against it instead (docs/deploy.md)"));
+    }
     let rt = tokio_runtime()?;
     let http = super::http::Config::of(args)?;
     let journal = open_journal(home)?;

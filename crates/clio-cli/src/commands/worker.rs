@@ -1,0 +1,184 @@
+//! `clio worker`: claims the runnable runs of a shared journal and drives them, as many at
+//! once as `--concurrency` allows, each on the runtime it was launched with (the drivers of
+//! `clio serve`). The journal's leases do the rest: a run is claimed by one worker at a
+//! time, renewed while it is driven, given up when it ends or waits on a person, and lost by
+//! a worker that stops renewing it, whose later writes into the run are then refused.
+//!
+//! A worker stops driving a run whose lease it no longer holds (another worker claimed it
+//! after a stall) or that was cancelled elsewhere; it never marks others' work interrupted:
+//! the worker that claims a run next does that for the run alone.
+
+use std::io::Write;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, anyhow};
+use clio_flow::{Registry, Runtime, RuntimeConfig};
+use clio_journal::{Journal, RunId, RunStatus};
+
+use super::run::{serve_drive, tokio_runtime};
+use crate::args::WorkerArgs;
+use crate::drivers::Drivers;
+use crate::error::{CliError, journal_error};
+use crate::home::{Held, Home};
+use crate::launch::open_journal;
+use crate::pin::OnAgentChange;
+
+/// How often a worker looks for runs and checks the ones it drives when nothing wakes it.
+const POLL: Duration = Duration::from_millis(250);
+
+/// Runs the worker until Ctrl-C or SIGTERM (or, with `--exit-when-idle`, until nothing was
+/// runnable for that long).
+pub(super) fn work(home: &Home, args: &WorkerArgs, err: &mut dyn Write) -> Result<(), CliError> {
+    let Some(url) = home.shared_journal() else {
+        return Err(CliError::usage(anyhow!(
+            "a worker needs a shared journal: this home uses the journal file {}",
+            home.journal_path().display()
+        ))
+        .hint("pass --journal postgres://USER@HOST:PORT/DB, or set journal = \"postgres://…\" in config.toml (docs/deploy.md)"));
+    };
+    if !(args.lease.is_finite() && args.lease >= 0.1) {
+        return Err(CliError::usage(anyhow!(
+            "--lease {}: a lease lasts at least 0.1 seconds",
+            args.lease
+        )));
+    }
+    let lease = Duration::from_secs_f64(args.lease);
+    let name = args.name.clone().unwrap_or_else(default_name);
+    let rt = tokio_runtime()?;
+    let journal = open_journal(home)?;
+    let config = RuntimeConfig { owner: name.clone(), ..RuntimeConfig::default() };
+    let runtime = Runtime::new(journal.clone(), Registry::new(), config);
+    let (drivers, mut reports) = Drivers::new(rt.handle().clone());
+    let held = Arc::new(Held {
+        journal: journal.clone(),
+        runtime,
+        run: None,
+        drivers: Some(Arc::clone(&drivers)),
+    });
+    let served = home.holding(held);
+    writeln!(
+        err,
+        "worker {name} on {}: claims up to {} run(s) at a time with a {}s lease; Ctrl-C stops it",
+        clio_postgres::redacted(url),
+        args.concurrency,
+        args.lease
+    )?;
+    let (mut interrupt, mut terminate) = {
+        let _entered = rt.enter();
+        use tokio::signal::unix::{SignalKind, signal};
+        let interrupt = signal(SignalKind::interrupt()).context("cannot listen for Ctrl-C");
+        let terminate = signal(SignalKind::terminate()).context("cannot listen for SIGTERM");
+        (interrupt.map_err(CliError::internal)?, terminate.map_err(CliError::internal)?)
+    };
+    let mut changes = journal.changes();
+    let mut idle_since = Instant::now();
+    let mut claimed = 0u64;
+    loop {
+        while drivers.n_live() < args.concurrency as usize {
+            let Some(got) = journal.claim_run(&name, lease).map_err(journal_error)? else { break };
+            claimed += 1;
+            let mut note = Vec::new();
+            match serve_drive(
+                &served,
+                &drivers,
+                got.run,
+                OnAgentChange::from_flag(false, true),
+                &mut note,
+            ) {
+                Ok(_) => {
+                    writeln!(err, "claimed run {} (lease epoch {})", got.run.0, got.epoch)?;
+                    err.write_all(&note)?;
+                }
+                Err(error) => {
+                    // Left to lapse rather than released: another worker tries it once the
+                    // lease is up, not in a loop that claims it again at once.
+                    journal.stop_renewing(got.run);
+                    writeln!(err, "warning: claimed run {} but cannot drive it:", got.run.0)?;
+                    error.render(err)?;
+                }
+            }
+        }
+        supervise(&journal, &drivers, err)?;
+        if drivers.n_live() > 0 {
+            idle_since = Instant::now();
+        } else if let Some(idle) = args.exit_when_idle
+            && idle_since.elapsed().as_secs_f64() >= idle
+        {
+            break;
+        }
+        let stop = rt.block_on(async {
+            tokio::select! {
+                _ = interrupt.recv() => true,
+                _ = terminate.recv() => true,
+                Some(report) = reports.recv() => {
+                    let _ = write!(err, "{report}");
+                    false
+                }
+                () = changes.changed() => false,
+                () = tokio::time::sleep(POLL) => false,
+            }
+        });
+        if stop {
+            break;
+        }
+    }
+    while let Ok(report) = reports.try_recv() {
+        write!(err, "{report}")?;
+    }
+    let live = drivers.live_runs();
+    // The drives in flight stop with the process; their leases go when the journal handle
+    // does, and the next worker to claim each run marks what this one left interrupted.
+    rt.shutdown_timeout(Duration::from_secs(5));
+    for run in &live {
+        let _ = journal.release_run(*run);
+    }
+    writeln!(
+        err,
+        "worker {name} stopped: it claimed {claimed} run(s); {} in progress go to the next worker",
+        live.len()
+    )?;
+    Ok(())
+}
+
+/// Stops driving the runs this worker no longer owns: its lease was lost (another worker
+/// claimed the run after this one stalled) or the run was cancelled from elsewhere.
+fn supervise(journal: &Journal, drivers: &Drivers, err: &mut dyn Write) -> Result<(), CliError> {
+    for run in drivers.live_runs() {
+        if journal.lease(run).is_none() && lost(journal, run) {
+            drivers.abort(run);
+            writeln!(
+                err,
+                "run {}: lost its lease to another worker; stopped driving it here",
+                run.0
+            )?;
+            continue;
+        }
+        let status = journal.run(run).map_err(journal_error)?.map(|r| r.status);
+        if status == Some(RunStatus::Cancelled) {
+            drivers.abort(run);
+            let _ = journal.release_run(run);
+            writeln!(err, "run {} was cancelled: stopped driving it", run.0)?;
+        }
+    }
+    Ok(())
+}
+
+/// Whether this worker's lease on `run` was taken, not given up by the drive itself: a
+/// drive that ends (or waits on a person) releases its lease a moment before the drivers
+/// forget it, and leaves the run ended or waiting, not running.
+fn lost(journal: &Journal, run: RunId) -> bool {
+    let status = journal.run(run).ok().flatten().map(|r| r.status);
+    matches!(status, Some(RunStatus::Running | RunStatus::Interrupted))
+        && journal.lease(run).is_none()
+}
+
+/// The name a worker goes by: the machine's name and the process id.
+fn default_name() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "worker".to_owned());
+    format!("{host}-{}", std::process::id())
+}
