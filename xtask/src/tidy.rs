@@ -60,8 +60,9 @@ const ALLOWED_INTERNAL: &[(&str, &[&str])] = &[
 /// Third-party crates that only the listed packages may name directly.
 const OWNED_DEPENDENCIES: &[(&str, &[&str])] = &[
     ("redb", &["clio-journal"]),
-    // The PostgreSQL journal's driver (docs/decisions.md, "The PostgreSQL journal").
-    ("postgres", &["clio-postgres"]),
+    // The PostgreSQL journal's driver (docs/decisions.md, "The PostgreSQL journal"); the
+    // CLI's worker tests read the database they ran on with it.
+    ("postgres", &["clio-postgres", "clio-cli"]),
     ("petgraph", &["clio-workflow", "clio-plugins"]),
     ("tokio", &["clio-models", "clio-tools", "clio-flow", "clio-cli"]),
     ("clap", &["clio-cli", "xtask"]),

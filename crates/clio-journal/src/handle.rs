@@ -472,7 +472,9 @@ impl Journal {
     }
 
     /// Gives up this handle's lease on `run`, so that another worker may claim it at once;
-    /// returns whether the handle held one. Nothing to do on the embedded file.
+    /// returns whether the handle held one. A lease the handle lost is forgotten (its
+    /// writes into the run are no longer fenced, and it may claim the run again). Nothing
+    /// to do on the embedded file.
     pub fn release_run(&self, run: RunId) -> Result<bool> {
         match &self.store {
             Store::Embedded(_) => Ok(false),

@@ -24,6 +24,8 @@
 mod pool;
 mod schema;
 mod store;
+#[cfg(feature = "test-server")]
+pub mod test_server;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -151,12 +151,17 @@ impl PgStore {
         }
     }
 
-    /// Runs the read `f` on a pooled connection (in a transaction, for one snapshot).
+    /// Runs the read `f` on a pooled connection, each statement on its own (a read of
+    /// several statements checks what it needs of the others).
     fn read<T: Send + 'static>(
         &self,
         f: impl FnOnce(&mut Conn<'_>) -> Result<T> + Send + 'static,
     ) -> Result<T> {
-        self.blocking(f)
+        let shared = Arc::clone(&self.shared);
+        self.pool.run(self.location(), move |client| {
+            let location = shared.location.as_path();
+            f(&mut Conn { client, location, shared: &shared, wrote: false })
+        })
     }
 }
 
@@ -164,6 +169,9 @@ impl PgStore {
     /// Claims `only`, or else the runnable run with the smallest id, for `worker`.
     fn claim(&self, only: Option<RunId>, worker: &str, lease: Duration) -> Result<Option<Lease>> {
         let only = only.map(|r| r.0 as i64);
+        // A run this handle still holds is not claimed again: its drive here may still be
+        // under way, and a second claim would let it write under the new epoch.
+        let mine: Vec<i64> = self.shared.leases.lock().keys().map(|r| *r as i64).collect();
         let worker = worker.to_owned();
         let lease_ms = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX).max(1);
         let claimed = self.blocking(move |conn| {
@@ -174,15 +182,17 @@ impl PgStore {
                    WHERE r.status IN ('running', 'interrupted') \
                    AND (l.run IS NULL OR l.expires_at_ms < now.ms) \
                    AND ($3::bigint IS NULL OR r.id = $3) \
+                   AND NOT (r.id = ANY($4)) \
                    ORDER BY r.id LIMIT 1 FOR UPDATE OF r SKIP LOCKED) \
                  INSERT INTO clio_leases (run, worker, epoch, expires_at_ms) \
                  SELECT candidate.id, $1, 1, now.ms + $2 FROM candidate, now \
                  ON CONFLICT (run) DO UPDATE SET worker = EXCLUDED.worker, \
                    epoch = clio_leases.epoch + 1, expires_at_ms = EXCLUDED.expires_at_ms \
                  RETURNING run, epoch",
-                &[&worker, &lease_ms, &only],
+                &[&worker, &lease_ms, &only, &mine],
             )?;
             let Some(row) = row else { return Ok(None) };
+            conn.changed();
             let run = RunId(row.get::<_, i64>(0) as u64);
             let epoch: i64 = row.get(1);
             // What the run's last worker left running is cut short: its tasks are marked
@@ -259,6 +269,10 @@ pub(crate) struct Conn<'a> {
     client: &'a mut Client,
     location: &'a Path,
     shared: &'a Shared,
+    /// Whether the transaction changed anything: only then is its commit announced (an
+    /// announcement wakes every watcher, and a worker that looks for runs must not wake
+    /// itself by looking).
+    wrote: bool,
 }
 
 impl Conn<'_> {
@@ -292,7 +306,14 @@ impl Conn<'_> {
 
     fn execute(&mut self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> Result<u64> {
         let st = self.statement(sql)?;
-        self.client.execute(&st, params).map_err(|e| self.fail(sql, &e))
+        let n = self.client.execute(&st, params).map_err(|e| self.fail(sql, &e))?;
+        self.wrote |= n > 0;
+        Ok(n)
+    }
+
+    /// Notes that a query (an `INSERT … RETURNING`, say) changed something.
+    fn changed(&mut self) {
+        self.wrote = true;
     }
 
     /// Refuses a write into `run` when this handle held its lease and another worker has
@@ -474,18 +495,25 @@ fn in_tx<T>(
     if let Err(err) = client.batch_execute("BEGIN") {
         return Err(backend(location, format!("BEGIN: {}", describe(&err))));
     }
-    let res = f(&mut Conn { client: &mut *client, location, shared });
+    let mut conn = Conn { client: &mut *client, location, shared, wrote: false };
+    let res = f(&mut conn);
+    let wrote = conn.wrote;
     match res {
-        Ok(value) => match client.batch_execute("NOTIFY clio_changes; COMMIT") {
-            Ok(()) => {
-                shared.commits.bump();
-                Ok(value)
+        Ok(value) => {
+            match client.batch_execute(if wrote { "NOTIFY clio_changes; COMMIT" } else { "COMMIT" })
+            {
+                Ok(()) => {
+                    if wrote {
+                        shared.commits.bump();
+                    }
+                    Ok(value)
+                }
+                Err(err) => {
+                    let _ = client.batch_execute("ROLLBACK");
+                    Err(backend(location, format!("COMMIT: {}", describe(&err))))
+                }
             }
-            Err(err) => {
-                let _ = client.batch_execute("ROLLBACK");
-                Err(backend(location, format!("COMMIT: {}", describe(&err))))
-            }
-        },
+        }
         Err(err) => {
             let _ = client.batch_execute("ROLLBACK");
             Err(err)
@@ -585,6 +613,7 @@ impl JournalBackend for PgStore {
 
     fn update_run(&self, run: RunId, update: RunUpdate) -> Pending<RunRecord> {
         let releases = update.status.is_some_and(stops_driving);
+        let shared = Arc::clone(&self.shared);
         self.pending(move |conn| {
             conn.fence(run)?;
             let row = conn.query_opt(
@@ -600,10 +629,16 @@ impl JournalBackend for PgStore {
                     "UPDATE clio_leases SET expires_at_ms = 0 WHERE run = $1 AND epoch = $2",
                     &[&(run.0 as i64), &epoch],
                 )?;
-                // No longer the run's driver: later writes of this handle are a bystander's.
-                conn.shared.leases.lock().remove(&run.0);
             }
             Ok(rec)
+        })
+        .map(move |rec| {
+            // Committed: no longer the run's driver, this handle's later writes into the
+            // run are a bystander's (an answer, say), not fenced.
+            if releases {
+                shared.leases.lock().remove(&run.0);
+            }
+            rec
         })
     }
 
@@ -889,7 +924,9 @@ impl JournalBackend for PgStore {
     }
 
     fn release_run(&self, run: RunId) -> Result<bool> {
-        let held = self.shared.leases.lock().get(&run.0).copied();
+        // Forgotten first, whatever its state: a lost lease is forgotten too, once the
+        // worker has stopped the drive that held it, so that it may claim the run again.
+        let held = self.shared.leases.lock().remove(&run.0);
         let Some(held) = held.filter(Held::owned) else { return Ok(false) };
         let epoch = held.epoch;
         let released = self.blocking(move |conn| {
@@ -898,7 +935,6 @@ impl JournalBackend for PgStore {
                 &[&(run.0 as i64), &epoch],
             )
         })?;
-        self.shared.leases.lock().remove(&run.0);
         Ok(released > 0)
     }
 

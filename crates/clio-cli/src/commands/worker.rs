@@ -147,6 +147,8 @@ fn supervise(journal: &Journal, drivers: &Drivers, err: &mut dyn Write) -> Resul
     for run in drivers.live_runs() {
         if journal.lease(run).is_none() && lost(journal, run) {
             drivers.abort(run);
+            // The lost lease is forgotten, so this worker may claim the run again later.
+            let _ = journal.release_run(run);
             writeln!(
                 err,
                 "run {}: lost its lease to another worker; stopped driving it here",
@@ -165,12 +167,12 @@ fn supervise(journal: &Journal, drivers: &Drivers, err: &mut dyn Write) -> Resul
 }
 
 /// Whether this worker's lease on `run` was taken, not given up by the drive itself: a
-/// drive that ends (or waits on a person) releases its lease a moment before the drivers
-/// forget it, and leaves the run ended or waiting, not running.
+/// drive that stops (it ended, waits on a person, or suspended itself) releases its lease
+/// once that is committed, a moment before the drivers forget it, and leaves the run not
+/// running; a run still running without this worker's lease is another worker's.
 fn lost(journal: &Journal, run: RunId) -> bool {
     let status = journal.run(run).ok().flatten().map(|r| r.status);
-    matches!(status, Some(RunStatus::Running | RunStatus::Interrupted))
-        && journal.lease(run).is_none()
+    status == Some(RunStatus::Running) && journal.lease(run).is_none()
 }
 
 /// The name a worker goes by: the machine's name and the process id.

@@ -23,6 +23,7 @@ mod side_effects;
 mod support;
 mod team_crash;
 mod viewer_e2e;
+mod workers;
 mod workflow;
 
 #[test]
@@ -48,6 +49,7 @@ fn no_forgotten_test_files() {
         "serve_http",
         "side_effects",
         "support",
+        "workers",
         "team_crash",
         "viewer_e2e",
         "workflow",

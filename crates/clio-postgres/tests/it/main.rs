@@ -10,13 +10,14 @@
 mod support;
 
 mod conformance;
+mod leases;
 mod schema;
 
 /// Every test file of this folder is a module above.
 #[test]
 fn no_forgotten_test_files() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it");
-    let listed = ["main.rs", "support.rs", "conformance.rs", "schema.rs"];
+    let listed = ["main.rs", "support.rs", "conformance.rs", "leases.rs", "schema.rs"];
     for entry in std::fs::read_dir(&dir).expect("tests/it is readable") {
         let name = entry.expect("an entry").file_name().to_string_lossy().into_owned();
         assert!(listed.contains(&name.as_str()), "tests/it/{name} is not a module of main.rs");

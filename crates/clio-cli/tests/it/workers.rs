@@ -1,0 +1,282 @@
+//! Workers sharing one PostgreSQL journal, killed at random: three `clio worker` processes
+//! claim 200 workflow runs (each three side-effecting `record` calls, tallied in one
+//! ledger) submitted while they work; a killer SIGKILLs a random worker now and then and
+//! starts a new one. Every run must finish, no effect may be done twice or lost from a
+//! step recorded done, and no run may be driven by two workers at once (its tasks, in
+//! creation order, never go back to a worker that drove it before another did).
+//!
+//! The server is the test server of `clio_postgres::test_server` (`$CLIO_TEST_POSTGRES`,
+//! or a throwaway cluster).
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::support::{clio, temp_home, workspace_root};
+
+const RUNS: usize = 200;
+const WORKERS: usize = 3;
+const PARTS: [&str; 3] = ["a", "b", "c"];
+const PLUGIN: &str = "crates/clio-cli/tests/data/workers/ledger";
+const WORKFLOW: &str = "crates/clio-cli/tests/data/workers/workflow.json";
+
+/// A small deterministic generator for the kill schedule (its seed is printed).
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self, below: u64) -> u64 {
+        self.0 =
+            self.0.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        (self.0 >> 33) % below
+    }
+}
+
+struct Fleet {
+    home: PathBuf,
+    url: String,
+    logs: PathBuf,
+    started: usize,
+    workers: Vec<Child>,
+}
+
+impl Fleet {
+    fn start_worker(&mut self) {
+        let log = std::fs::File::create(self.logs.join(format!("worker-{}.log", self.started)))
+            .expect("a worker log");
+        let child = Command::new(env!("CARGO_BIN_EXE_clio"))
+            .args(["--home", self.home.to_str().unwrap(), "--journal", &self.url, "worker"])
+            .args(["--concurrency", "4", "--lease", "2", "--exit-when-idle", "5"])
+            .current_dir(workspace_root())
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("a worker starts");
+        self.started += 1;
+        self.workers.push(child);
+    }
+
+    /// Kills worker `i` with SIGKILL and forgets it.
+    fn kill(&mut self, i: usize) {
+        let mut child = self.workers.swap_remove(i);
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    /// Returns whether every worker has exited; reaps those that have.
+    fn all_exited(&mut self) -> bool {
+        self.workers.retain_mut(|c| !matches!(c.try_wait(), Ok(Some(_))));
+        self.workers.is_empty()
+    }
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        for child in &mut self.workers {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn submit(home: &Path, url: &str, workspace: &Path, label: &str) {
+    let out = clio(&[
+        "--home",
+        home.to_str().unwrap(),
+        "--journal",
+        url,
+        "workflow",
+        "run",
+        WORKFLOW,
+        "--task",
+        label,
+        "--plugin",
+        PLUGIN,
+        "--workspace",
+        workspace.to_str().unwrap(),
+        "--no-input",
+        "--detach",
+        "--quiet",
+    ]);
+    assert_eq!(out.code, 0, "submitting {label}: {}", out.render());
+}
+
+#[test]
+#[allow(
+    clippy::print_stderr,
+    reason = "the kill schedule's seed and what the kills did are printed for the record"
+)]
+fn workers_killed_at_random_finish_every_run_with_each_effect_once() {
+    let url = clio_postgres::test_server::fresh_database();
+    let home = temp_home("workers");
+    let workspace = home.join("workspace");
+    let logs = home.join("logs");
+    std::fs::create_dir_all(&workspace).unwrap();
+    std::fs::create_dir_all(&logs).unwrap();
+    let trusted = clio(&["--home", home.to_str().unwrap(), "plugin", "trust", PLUGIN]);
+    assert_eq!(trusted.code, 0, "{}", trusted.render());
+    let seed =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
+            as u64;
+    eprintln!("kill schedule seed: {seed}");
+    let mut rng = Lcg(seed);
+    let mut fleet = Fleet {
+        home: home.clone(),
+        url: url.clone(),
+        logs: logs.clone(),
+        started: 0,
+        workers: Vec::new(),
+    };
+    for _ in 0..WORKERS {
+        fleet.start_worker();
+    }
+    // Runs come in from four submitters while the workers work.
+    let submitters: Vec<_> = (0..4)
+        .map(|s| {
+            let (home, url, workspace) = (home.clone(), url.clone(), workspace.clone());
+            std::thread::spawn(move || {
+                for i in (s..RUNS).step_by(4) {
+                    submit(&home, &url, &workspace, &format!("r{i:03}"));
+                }
+            })
+        })
+        .collect();
+    // The killer: a random worker every 0.6–1.8 s, replaced at once, while runs remain.
+    let mut kills = 0;
+    let deadline = Instant::now() + Duration::from_secs(240);
+    let mut submitted = false;
+    while kills < 12 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(600 + rng.next(1_200)));
+        if fleet.workers.is_empty() {
+            break;
+        }
+        let i = rng.next(fleet.workers.len() as u64) as usize;
+        fleet.kill(i);
+        kills += 1;
+        fleet.start_worker();
+        if !submitted && submitters.iter().all(std::thread::JoinHandle::is_finished) {
+            submitted = true;
+        }
+        if submitted && finished_runs(&url) == RUNS {
+            break;
+        }
+    }
+    for s in submitters {
+        s.join().expect("a submitter");
+    }
+    // No more kills: the workers left finish what remains, then exit once idle.
+    while !fleet.all_exited() {
+        assert!(
+            Instant::now() < deadline,
+            "the workers did not finish in time; logs in {}",
+            logs.display()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(kills >= 3, "the test killed only {kills} workers");
+
+    let mut db = postgres::Client::connect(&url, postgres::NoTls).expect("the test database");
+    let runs: Vec<(i64, String, String)> = db
+        .query("SELECT id, status, record FROM clio_runs ORDER BY id", &[])
+        .expect("runs")
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    assert_eq!(runs.len(), RUNS, "every submitted run is in the journal");
+    let ledger = std::fs::read_to_string(workspace.join("ledger.log")).unwrap_or_default();
+    let mut effects: HashMap<(String, String), usize> = HashMap::new();
+    for line in ledger.lines() {
+        let mut words = line.split_whitespace();
+        let (Some(label), Some(part)) = (words.next(), words.next()) else {
+            panic!("a ledger line is not `label part`: {line:?}");
+        };
+        *effects.entry((label.to_owned(), part.to_owned())).or_default() += 1;
+    }
+    for ((label, part), n) in &effects {
+        assert_eq!(*n, 1, "{label}/{part} was done {n} times; logs in {}", logs.display());
+    }
+    let mut statuses: BTreeMap<String, usize> = BTreeMap::new();
+    for (id, status, record) in &runs {
+        *statuses.entry(status.clone()).or_default() += 1;
+        let record: serde_json::Value = serde_json::from_str(record).unwrap();
+        let label = record["input"]["task"]
+            .as_str()
+            .map(str::to_owned)
+            .unwrap_or_else(|| panic!("run {id}'s input names no task: {}", record["input"]));
+        assert!(
+            status == "succeeded" || status == "failed",
+            "run {id} ({label}) did not finish: {status}; logs in {}",
+            logs.display()
+        );
+        // Each step the journal records as done did its effect exactly once.
+        let tasks = db
+            .query("SELECT record FROM clio_tasks WHERE run = $1 ORDER BY id", &[id])
+            .expect("tasks");
+        let mut owners: Vec<String> = Vec::new();
+        for row in &tasks {
+            let task: serde_json::Value = serde_json::from_str(&row.get::<_, String>(0)).unwrap();
+            let owner = task["owner"].as_str().unwrap_or_default().to_owned();
+            if owners.last() != Some(&owner) {
+                assert!(
+                    !owners.contains(&owner),
+                    "run {id} went back to {owner} after another worker drove it: {owners:?}"
+                );
+                owners.push(owner);
+            }
+            if task["target"] == "record" && task["status"] == "succeeded" {
+                let part = task["result"]["recorded"].as_str().and_then(|r| r.split('/').nth(1));
+                if let Some(part) = part {
+                    let n = effects.get(&(label.clone(), part.to_owned())).copied().unwrap_or(0);
+                    assert_eq!(
+                        n, 1,
+                        "run {id}: step {part} is recorded done but its effect happened {n} times"
+                    );
+                }
+            }
+        }
+        if status == "succeeded" {
+            for part in PARTS {
+                let n = effects.get(&(label.clone(), part.to_owned())).copied().unwrap_or(0);
+                assert_eq!(n, 1, "run {id} ({label}) succeeded but {part} was done {n} times");
+            }
+        } else {
+            // A run fails only by a call a kill cut short, which is reported, never re-run.
+            let error = record["error"].as_str().unwrap_or_default();
+            assert!(error.contains("interrupted"), "run {id} ({label}) failed otherwise: {error}");
+        }
+    }
+    // How many runs a kill moved to another worker: claimed more than once, and of those,
+    // moved in the middle (tasks of two workers).
+    let reclaimed: i64 = db
+        .query_one("SELECT count(*) FROM clio_leases WHERE epoch > 2", &[])
+        .expect("leases")
+        .get(0);
+    let mid_run: i64 = db
+        .query_one(
+            "SELECT count(*) FROM (SELECT run FROM clio_tasks GROUP BY run \
+             HAVING count(DISTINCT record::json->>'owner') > 1) AS moved",
+            &[],
+        )
+        .expect("tasks")
+        .get(0);
+    eprintln!(
+        "{RUNS} runs, {kills} workers killed, {} started: {statuses:?}; {reclaimed} runs claimed again after a kill, {mid_run} of them moved mid-run; {} effects",
+        fleet.started,
+        effects.len()
+    );
+    assert!(reclaimed > 0, "no kill hit a claimed run: the test proved nothing");
+    assert!(statuses.get("succeeded").copied().unwrap_or(0) > RUNS / 2, "{statuses:?}");
+}
+
+/// Returns how many runs have ended.
+fn finished_runs(url: &str) -> usize {
+    let Ok(mut db) = postgres::Client::connect(url, postgres::NoTls) else { return 0 };
+    db.query_one(
+        "SELECT count(*) FROM clio_runs WHERE status IN ('succeeded', 'failed', 'cancelled')",
+        &[],
+    )
+    .map(|r| r.get::<_, i64>(0) as usize)
+    .unwrap_or(0)
+}
