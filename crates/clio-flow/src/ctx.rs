@@ -454,6 +454,17 @@ impl Ctx {
     }
 
     /// Returns the value logged under `key` in this scope, if the journal holds it.
+    /// Returns whether the journal the run was loaded from records the call keyed `key` of
+    /// this scope as ended with success (its task succeeded). A call made since the run was
+    /// loaded is not counted: this reads what an earlier drive recorded.
+    pub(crate) fn call_succeeded(&self, key: &str) -> bool {
+        let id = format!("{}key:{key}", self.scope.prefix);
+        self.run
+            .task_of_call(&id)
+            .and_then(|task| self.run.task_status(task))
+            .is_some_and(|status| status == clio_journal::TaskStatus::Succeeded)
+    }
+
     pub(crate) fn logged(&self, key: &str) -> Option<Value> {
         let id = format!("{}key:{key}", self.scope.prefix);
         self.run.recorded(&id).map(|e| crate::runtime::outcome(e).result.unwrap_or(Value::Null))
