@@ -24,8 +24,9 @@
 //! - W6: 1,000 runs each left waiting in `ask`;
 //! - W7: 1,000 runs at once, each 10 sequential no-op `ctx.step`s (runs and steps per
 //!   second, commits per run);
-//! - `scale_chain_<N>` and `scale_fanout_<N>`: chain and fan-out workflows of N = 100,
-//!   1,000 and 9,000 read-only no-op steps, each with its time and memory per step.
+//! - `scale_chain_<N>` and `scale_fanout_<N>`: chain and fan-out workflows of N = 20 (a
+//!   small workflow publishes its view at every event), 100, 1,000 and 9,000 read-only
+//!   no-op steps, each with its time and memory per step.
 //!
 //! Every line says what it includes. `commits` counts the journal's durable commits during
 //! the workload (`Journal::commits`; in `immediate` mode one `fdatasync` of the write-ahead
@@ -556,7 +557,7 @@ async fn benches(dir: &Path) {
         // The scale curve: per-step time and memory as the workflow grows, each point in a
         // process of its own, so that its peak is its own and not what earlier workloads
         // left allocated.
-        for n in [100usize, 1_000, 9_000] {
+        for n in [20usize, 100, 1_000, 9_000] {
             for shape in ["chain", "fanout"] {
                 let status = Command::new(std::env::current_exe().expect("exe"))
                     .env(SCALE_CHILD, format!("{shape}:{n}"))

@@ -300,8 +300,10 @@ async fn run(input: Value, ctx: Ctx) -> Result<FlowOutput, FlowError> {
     // Events applied so far, and batches of them read from or written to the log.
     let mut n: u64 = 0;
     let mut batch: u64 = 0;
-    // Views published so far: each is keyed `wf-view-<n>`.
+    // Views published so far: each is keyed `wf-view-<n>`; the writes of those not yet
+    // confirmed (a view's write is not waited for, so it shares the next commit).
     let mut views: u64 = 0;
+    let mut views_sent: Vec<Pending<Vec<u64>>> = Vec::new();
     // A small workflow publishes its view at every event; a large one (whose view costs a
     // few milliseconds to build and record) about every quarter of its events, and at the end.
     let n_steps = sched.len() as u64;
@@ -400,7 +402,11 @@ async fn run(input: Value, ctx: Ctx) -> Result<FlowOutput, FlowError> {
                 let key = format!("wf-view-{views}");
                 views += 1;
                 let text = view_text(&sched)?;
-                ctx.publish_text(&key, text, || object([("workflow", view(&sched))])).await?;
+                let sent =
+                    ctx.publish_text(&key, text, || object([("workflow", view(&sched))])).await?;
+                views_sent.extend(sent);
+                // The views already committed are confirmed now; the rest by the end.
+                confirm_ready(&mut views_sent)?;
             }
         }
     }
@@ -410,7 +416,12 @@ async fn run(input: Value, ctx: Ctx) -> Result<FlowOutput, FlowError> {
     // Work the scheduler no longer waits for (a started step whose result it has) settles here.
     while live.next().await.is_some() {}
     let key = format!("wf-view-{views}");
-    ctx.publish_text(&key, view_text(&sched)?, || object([("workflow", view(&sched))])).await?;
+    let sent =
+        ctx.publish_text(&key, view_text(&sched)?, || object([("workflow", view(&sched))])).await?;
+    views_sent.extend(sent);
+    for write in views_sent {
+        write.await?;
+    }
     // The result is taken out of the scheduler: its steps and answers are not copied.
     let result = sched
         .into_result()
@@ -493,6 +504,23 @@ fn logged_events(ctx: &Ctx, batch: u64, n: u64) -> Result<Option<(Vec<Applied>, 
     match ctx.logged(&key) {
         Some(logged) => Ok(Some((vec![read(&logged, &key)?], false))),
         None => Ok(None),
+    }
+}
+
+/// Drops the writes of `sent` that have committed, failing with the first that failed.
+fn confirm_ready(sent: &mut Vec<Pending<Vec<u64>>>) -> Result<(), FlowError> {
+    let mut failed = None;
+    sent.retain_mut(|write| match (&mut *write).now_or_never() {
+        Some(Ok(_)) => false,
+        Some(Err(e)) => {
+            failed.get_or_insert(e);
+            false
+        }
+        None => true,
+    });
+    match failed {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
     }
 }
 
