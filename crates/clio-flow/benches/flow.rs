@@ -4,20 +4,38 @@
 //! - `baseline`: the journal's own single durable append, 1,000 times in a row (clio-flow
 //!   may not depend on redb, so a bare redb loop lives in clio-journal's bench; this is the
 //!   cost of one durable commit through the journal);
+//! - `baseline_raw`: the physical floor, 1,000 × (append 128 bytes to a file, `fdatasync`)
+//!   in the same folder, with no journal at all;
 //! - W1: 1,000 sequential no-op `ctx.step`s, with the journal's quick repair on (the
-//!   default) and off; `cargo xtask bench` compares it with a bare redb commit measured by
-//!   the journal bench of the same run;
-//! - W2: a 1,000-way `gather` of no-op tool calls;
+//!   default) and off, each line with its ratio to both baselines of this run; `cargo xtask
+//!   bench` also compares it with a bare redb commit measured by the journal bench;
+//!   W1wf the same 1,000 steps as a chain workflow (each step waits on the one before)
+//!   through the `workflow` flow, with read-only no-op tool targets;
+//! - W2: a 1,000-way `gather` of read-only no-op tool calls; W2s the same with a
+//!   side-effecting no-op tool (intent and acceptance are durable before the tool runs);
+//!   W2wf the 1,000 calls as a fan-out workflow (no step waits on another);
 //! - W3: the 1,000-step workflow DAG (10 layers × 100, each step waiting on 2 of the layer
-//!   before) with no-op tool targets, given as the run's input; W3b the same workflow
+//!   before) with read-only no-op tool targets, given as the run's input; W3s the same DAG
+//!   with side-effecting targets; W3b the same workflow
 //!   called from a flow (the run's input is then small: see the report for why it matters);
 //! - W4: a child process killed with SIGKILL after 900 of 1,000 steps, then the time for
 //!   this process to resume the run to completion;
 //! - W5: a warm replay of a finished 10,000-entry run (the median of five, and the fastest);
-//! - W6: 1,000 runs each left waiting in `ask`.
+//! - W6: 1,000 runs each left waiting in `ask`;
+//! - W7: 1,000 runs at once, each 10 sequential no-op `ctx.step`s (runs and steps per
+//!   second, commits per run);
+//! - `scale_chain_<N>` and `scale_fanout_<N>`: chain and fan-out workflows of N = 20 (a
+//!   small workflow publishes its view at every event), 100, 1,000 and 9,000 read-only
+//!   no-op steps, each with its time and memory per step.
 //!
-//! `peak_rss_kb` is the process's high-water mark (`VmHWM`) after the workload.
-//! `CLIO_FLOW_BENCH_ONLY=W2,W3` runs only the workloads named; `CLIO_FLOW_BENCH_KEEP=<dir>`
+//! Every line says what it includes. `commits` counts the journal's durable commits during
+//! the workload (`Journal::commits`; in `immediate` mode one `fdatasync` of the write-ahead
+//! log each, a checkpoint a few more); `entries` counts the run's journal entries (all of
+//! them, acceptances included). `peak_rss_kb` is the process's high-water mark (`VmHWM`)
+//! after the workload, reset before each workload (`/proc/self/clear_refs`), so it is that
+//! workload's peak; `rss_before_kb` is the resident size when it started, and
+//! `peak_rss_per_step_bytes` the growth over it per step.
+//! `CLIO_FLOW_BENCH_ONLY=W2,W3` runs only the workloads named (`scale` names the curve); `CLIO_FLOW_BENCH_KEEP=<dir>`
 //! keeps the journals the workloads wrote there, for a look at what they recorded.
 #![allow(clippy::print_stdout, reason = "a benchmark reports on stdout")]
 
@@ -32,6 +50,7 @@ use clio_journal::{Durability, EntryKind, Journal, JournalConfig, NewEntry, NewR
 use serde_json::{Value, json};
 
 const CHILD: &str = "CLIO_FLOW_BENCH_W4_CHILD";
+const SCALE_CHILD: &str = "CLIO_FLOW_BENCH_SCALE_CHILD";
 
 fn peak_rss_kb() -> u64 {
     std::fs::read_to_string("/proc/self/status")
@@ -42,6 +61,29 @@ fn peak_rss_kb() -> u64 {
                 .and_then(|l| l.split_whitespace().nth(1).and_then(|n| n.parse().ok()))
         })
         .unwrap_or(0)
+}
+
+fn rss_kb() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1).and_then(|n| n.parse().ok()))
+        })
+        .unwrap_or(0)
+}
+
+/// Resets the process's high-water mark to its resident size (Linux: `5` to
+/// `/proc/self/clear_refs`), so the next `peak_rss_kb` is the next workload's peak; returns
+/// the resident size now.
+fn reset_peak() -> u64 {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+    rss_kb()
+}
+
+fn round2(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
 }
 
 fn report(bench: &str, n: u64, ms: f64, extra: Value) {
@@ -84,6 +126,14 @@ fn steps_flow(n: u64, block_at: Option<u64>, marker: Option<std::path::PathBuf>)
 fn registry() -> Registry {
     Registry::new()
         .tool(Tool::new("noop", |args: Value| async move { Ok(args) }).read_only())
+        // Side-effecting: the gate writes intent and acceptance before it runs.
+        .tool(Tool::new("effect", |args: Value| async move { Ok(args) }))
+        .flow(steps_flow_named("steps10", 10))
+        .flow(FnFlow::new("fan_effect", |_t: Value, ctx| async move {
+            let calls = (0..1_000).map(|i| ctx.call("effect", json!({ "i": i }))).collect();
+            let res = ctx.gather(calls).await?;
+            Ok(FlowOutput::text(res.len().to_string()))
+        }))
         .flow(steps_flow(1_000, None, None))
         .flow(FnFlow::new("fan", |_t: Value, ctx| async move {
             let calls = (0..1_000).map(|i| ctx.call("noop", json!({ "i": i }))).collect();
@@ -113,12 +163,41 @@ fn ok(outcome: &RunOutcome) {
     assert!(matches!(outcome, RunOutcome::Succeeded(_)), "{outcome:?}");
 }
 
+/// Returns a flow named `name` of `n` sequential no-op steps.
+fn steps_flow_named(name: &'static str, n: u64) -> FnFlow {
+    FnFlow::new(name, move |_t: Value, ctx| async move {
+        for i in 0..n {
+            ctx.step("noop", || async move { Ok(i) }).await?;
+        }
+        Ok(FlowOutput::text(n.to_string()))
+    })
+}
+
+/// Returns a workflow of `n` steps of `target`: a chain (each waits on the one before) or
+/// a fan-out (none waits).
+fn shaped(n: usize, chain: bool, target: &str) -> Value {
+    let steps: Vec<Value> = (0..n)
+        .map(|i| {
+            let mut step = json!({ "id": format!("s{i}"), "target": target, "input": { "i": i } });
+            if chain && i > 0 {
+                step["after"] = json!([format!("s{}", i - 1)]);
+            }
+            step
+        })
+        .collect();
+    json!({ "workflow": { "steps": steps } })
+}
+
 fn dag() -> Value {
+    dag_of("noop")
+}
+
+fn dag_of(target: &str) -> Value {
     let mut steps = Vec::new();
     for layer in 0..10 {
         for i in 0..100 {
             let mut step =
-                json!({ "id": format!("s{layer}_{i}"), "target": "noop", "input": { "i": i } });
+                json!({ "id": format!("s{layer}_{i}"), "target": target, "input": { "i": i } });
             if layer > 0 {
                 step["after"] = json!([
                     format!("s{}_{}", layer - 1, i),
@@ -135,6 +214,79 @@ fn dag() -> Value {
 /// `CLIO_FLOW_BENCH_ONLY` (comma-separated, e.g. `W5`).
 fn want(name: &str) -> bool {
     std::env::var("CLIO_FLOW_BENCH_ONLY").map_or(true, |only| only.split(',').any(|w| w == name))
+}
+
+/// Appends 128 bytes to a plain file and `fdatasync`s it, 1,000 times; returns the total
+/// milliseconds: the floor a durable step cannot go under on this disk.
+fn raw_fdatasync(dir: &Path) -> f64 {
+    use std::io::Write;
+    let path = dir.join("raw_fdatasync.bin");
+    let mut file = std::fs::File::create(&path).expect("raw file");
+    let record = [7u8; 128];
+    let t = instant();
+    for _ in 0..1_000 {
+        file.write_all(&record).expect("write");
+        file.sync_data().expect("fdatasync");
+    }
+    let ms = t.elapsed().as_secs_f64() * 1000.0;
+    report(
+        "baseline_raw_write_fdatasync",
+        1_000,
+        ms,
+        json!({ "note": "write(128 bytes) + fdatasync on a plain file, no journal", "fdatasyncs": 1_000 }),
+    );
+    ms
+}
+
+/// What one run of a workload left: its wall time, the journal's commits during it and
+/// the run's entries.
+struct Measured {
+    ms: f64,
+    commits: u64,
+    entries: usize,
+    rss_before_kb: u64,
+    peak_kb: u64,
+}
+
+/// Runs `flow` on `input` on a fresh file journal at `path` and measures it.
+async fn measure(path: &Path, flow: &str, input: Value) -> Measured {
+    let journal = open(path, Durability::Immediate);
+    let runtime = rt(&journal, registry());
+    let rss_before_kb = reset_peak();
+    let commits = journal.commits();
+    let t = instant();
+    let r = runtime.run(selection(flow, json!({})), input).await.expect(flow);
+    let ms = t.elapsed().as_secs_f64() * 1000.0;
+    let commits = journal.commits() - commits;
+    // The peak of the run itself, before the entries are read back to be counted.
+    let peak_kb = peak_rss_kb();
+    ok(&r.outcome);
+    // `CLIO_FLOW_BENCH_NO_ENTRIES=1` leaves the count out, so that a heap profiler's peak
+    // is the run's.
+    let entries = match std::env::var_os("CLIO_FLOW_BENCH_NO_ENTRIES") {
+        Some(_) => 0,
+        None => journal.entries(r.run).expect("entries").len(),
+    };
+    Measured { ms, commits, entries, rss_before_kb, peak_kb }
+}
+
+/// Reports `m` as `bench` over `n` steps, with its commits and entries per step and
+/// whatever `extra` adds.
+fn report_measured(bench: &str, n: u64, m: &Measured, extra: Value) {
+    let per = |x: f64| round2(x / n as f64);
+    let mut more = json!({
+        "commits": m.commits,
+        "commits_per_step": per(m.commits as f64),
+        "entries": m.entries,
+        "entries_per_step": per(m.entries as f64),
+        "rss_before_kb": m.rss_before_kb,
+        "run_peak_rss_kb": m.peak_kb,
+        "peak_rss_per_step_bytes": (m.peak_kb.saturating_sub(m.rss_before_kb) * 1024) / n.max(1),
+    });
+    if let (Some(obj), Value::Object(extra)) = (more.as_object_mut(), extra) {
+        obj.extend(extra);
+    }
+    report(bench, n, m.ms, more);
 }
 
 /// Appends 1,000 entries one durable commit each; returns the total milliseconds.
@@ -170,6 +322,8 @@ async fn benches(dir: &Path) {
     // Baseline: one durable append per commit through the journal (W1 is measured against
     // it, so it runs whenever W1 does).
     let base_ms = if want("baseline") || want("W1") { baseline(dir) } else { 0.0 };
+    let raw_ms = if want("baseline") || want("W1") { raw_fdatasync(dir) } else { 0.0 };
+    let mut w1_ms = 0.0;
 
     if want("W1") {
         // W1, on the default journal (quick repair on: two flushes per commit), then with
@@ -180,39 +334,83 @@ async fn benches(dir: &Path) {
             let path = dir.join(format!("{name}.redb"));
             let config = JournalConfig { quick_repair, ..JournalConfig::default() };
             let journal = Journal::open(&path, config).expect("journal opens");
+            let runtime = rt(&journal, registry());
+            reset_peak();
+            let commits = journal.commits();
             let t = instant();
-            let r = rt(&journal, registry())
-                .run(selection("steps", json!({})), Value::Null)
-                .await
-                .expect("w1");
+            let r = runtime.run(selection("steps", json!({})), Value::Null).await.expect("w1");
             let ms = t.elapsed().as_secs_f64() * 1000.0;
+            let commits = journal.commits() - commits;
             ok(&r.outcome);
-            let ratio = ((ms / base_ms) * 100.0).round() / 100.0;
-            report(name, 1_000, ms, json!({ "ratio_to_baseline": ratio }));
+            if quick_repair {
+                w1_ms = ms;
+            }
+            let extra = json!({
+                "includes": "1,000 ctx.step in one flow, each one durable journal commit",
+                "ratio_to_baseline": round2(ms / base_ms),
+                "ratio_to_raw_fdatasync": round2(ms / raw_ms),
+                "goal_ratio_to_raw_fdatasync": 1.1,
+                "commits": commits,
+                "entries": journal.entries(r.run).expect("entries").len(),
+            });
+            report(name, 1_000, ms, extra);
         }
     }
 
-    if want("W2") {
-        // W2.
-        let journal = open(&dir.join("w2.redb"), Durability::Immediate);
-        let runtime = rt(&journal, registry());
-        let t = instant();
-        let r = runtime.run(selection("fan", json!({})), Value::Null).await.expect("w2");
-        ok(&r.outcome);
-        report("W2_gather_1000_tools", 1_000, t.elapsed().as_secs_f64() * 1000.0, json!({}));
-        drop(journal);
+    if want("W1wf") {
+        let m = measure(&dir.join("w1wf.redb"), "workflow", shaped(1_000, true, "noop")).await;
+        let extra = json!({
+            "includes": "a 1,000-step chain workflow of read-only no-op tools, through the workflow flow, in-process",
+            "ratio_to_w1": if w1_ms > 0.0 { round2(m.ms / w1_ms) } else { 0.0 },
+            "ratio_to_raw_fdatasync": if raw_ms > 0.0 { round2(m.ms / raw_ms) } else { 0.0 },
+        });
+        report_measured("W1wf_chain_1000_via_workflow", 1_000, &m, extra);
     }
 
+    let mut w2_ms = 0.0;
+    if want("W2") {
+        let m = measure(&dir.join("w2.redb"), "fan", Value::Null).await;
+        w2_ms = m.ms;
+        let extra =
+            json!({ "includes": "ctx.gather of 1,000 read-only no-op tool calls in one flow" });
+        report_measured("W2_gather_1000_tools", 1_000, &m, extra);
+    }
+
+    if want("W2s") {
+        let m = measure(&dir.join("w2s.redb"), "fan_effect", Value::Null).await;
+        let extra = json!({
+            "includes": "ctx.gather of 1,000 side-effecting no-op tool calls (intent and acceptance durable before each runs, then its result)",
+            "ratio_to_w2": if w2_ms > 0.0 { round2(m.ms / w2_ms) } else { 0.0 },
+            "goal_ratio_to_w2": 2.0,
+        });
+        report_measured("W2s_gather_1000_side_effecting_tools", 1_000, &m, extra);
+    }
+
+    if want("W2wf") {
+        let m = measure(&dir.join("w2wf.redb"), "workflow", shaped(1_000, false, "noop")).await;
+        let extra = json!({
+            "includes": "a 1,000-step fan-out workflow of read-only no-op tools, through the workflow flow",
+            "ratio_to_w2": if w2_ms > 0.0 { round2(m.ms / w2_ms) } else { 0.0 },
+        });
+        report_measured("W2wf_fanout_1000_via_workflow", 1_000, &m, extra);
+    }
+
+    let mut w3_ms = 0.0;
     if want("W3") {
-        // W3.
-        let journal = open(&dir.join("w3.redb"), Durability::Immediate);
-        // The runtime and the workflow (the run's input) are made before the clock starts.
-        let (runtime, input) = (rt(&journal, registry()), dag());
-        let t = instant();
-        let r = runtime.run(selection("workflow", json!({})), input).await.expect("w3");
-        ok(&r.outcome);
-        report("W3_dag_10x100", 1_000, t.elapsed().as_secs_f64() * 1000.0, json!({}));
-        drop(journal);
+        let m = measure(&dir.join("w3.redb"), "workflow", dag()).await;
+        w3_ms = m.ms;
+        let extra = json!({ "includes": "the 10x100 DAG workflow of read-only no-op tools, given as the run's input" });
+        report_measured("W3_dag_10x100", 1_000, &m, extra);
+    }
+
+    if want("W3s") {
+        let m = measure(&dir.join("w3s.redb"), "workflow", dag_of("effect")).await;
+        let extra = json!({
+            "includes": "the 10x100 DAG workflow of side-effecting no-op tools",
+            "ratio_to_w3": if w3_ms > 0.0 { round2(m.ms / w3_ms) } else { 0.0 },
+            "goal_ratio_to_w3": 2.0,
+        });
+        report_measured("W3s_dag_10x100_side_effecting", 1_000, &m, extra);
     }
 
     if want("W3b") {
@@ -312,6 +510,66 @@ async fn benches(dir: &Path) {
         drop(journal);
     }
 
+    if want("W7") {
+        // W7: 1,000 runs at once, each 10 steps, on one journal.
+        let journal = open(&dir.join("w7.redb"), Durability::Immediate);
+        let runtime = rt(&journal, registry());
+        let rss_before_kb = reset_peak();
+        let commits = journal.commits();
+        let t = instant();
+        let mut handles = Vec::new();
+        for _ in 0..1_000 {
+            let runtime = runtime.clone();
+            handles.push(tokio::spawn(async move {
+                runtime.run(selection("steps10", json!({})), Value::Null).await
+            }));
+        }
+        let mut succeeded = 0u64;
+        for h in handles {
+            if let Ok(Ok(r)) = h.await
+                && matches!(r.outcome, RunOutcome::Succeeded(_))
+            {
+                succeeded += 1;
+            }
+        }
+        let ms = t.elapsed().as_secs_f64() * 1000.0;
+        let commits = journal.commits() - commits;
+        let secs = ms / 1000.0;
+        report(
+            "W7_1000_runs_x_10_steps",
+            10_000,
+            ms,
+            json!({
+                "includes": "1,000 runs started at once on one journal, each 10 sequential ctx.step; n counts steps",
+                "succeeded": succeeded,
+                "runs_per_s": round2(succeeded as f64 / secs),
+                "steps_per_s": round2(succeeded as f64 * 10.0 / secs),
+                "goal_steps_per_s": 5_000,
+                "commits": commits,
+                "commits_per_run": round2(commits as f64 / 1_000.0),
+                "rss_before_kb": rss_before_kb,
+            }),
+        );
+        drop(journal);
+    }
+
+    if want("scale") {
+        // The scale curve: per-step time and memory as the workflow grows, each point in a
+        // process of its own, so that its peak is its own and not what earlier workloads
+        // left allocated.
+        for n in [20usize, 100, 1_000, 9_000] {
+            for shape in ["chain", "fanout"] {
+                let status = Command::new(std::env::current_exe().expect("exe"))
+                    .env(SCALE_CHILD, format!("{shape}:{n}"))
+                    .env("CLIO_FLOW_BENCH_DIR", dir)
+                    .stdout(Stdio::inherit())
+                    .status()
+                    .expect("scale child");
+                assert!(status.success(), "the scale point {shape} {n} failed");
+            }
+        }
+    }
+
     if want("W6") {
         // W6: 1,000 runs each waiting in ask.
         let journal = open(&dir.join("w6.redb"), Durability::Eventual);
@@ -342,6 +600,19 @@ async fn benches(dir: &Path) {
     }
 }
 
+/// One point of the scale curve (`chain:<n>` or `fanout:<n>`), measured in this process.
+async fn scale_child(dir: &Path, point: &str) {
+    let (shape, n) = point.split_once(':').expect("shape:n");
+    let n: usize = n.parse().expect("n");
+    let path = dir.join(format!("scale_{shape}_{n}.redb"));
+    let m = measure(&path, "workflow", shaped(n, shape == "chain", "noop")).await;
+    let extra = json!({
+        "includes": format!("a {n}-step {shape} workflow of read-only no-op tools, through the workflow flow, in a process of its own"),
+        "goal_peak_rss_per_step_bytes": 3_072,
+    });
+    report_measured(&format!("scale_{shape}_{n}"), n as u64, &m, extra);
+}
+
 async fn w4_child(dir: &Path) {
     let journal = open(&dir.join("w4.redb"), Durability::Immediate);
     let reg = Registry::new().flow(steps_flow(1_000, Some(900), Some(dir.join("w4.ready"))));
@@ -353,6 +624,11 @@ fn main() {
         tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
     if let Ok(dir) = std::env::var(CHILD) {
         runtime.block_on(w4_child(Path::new(&dir)));
+        return;
+    }
+    if let (Ok(point), Ok(dir)) = (std::env::var(SCALE_CHILD), std::env::var("CLIO_FLOW_BENCH_DIR"))
+    {
+        runtime.block_on(scale_child(Path::new(&dir), &point));
         return;
     }
     let dir = tempfile::tempdir().expect("tempdir");

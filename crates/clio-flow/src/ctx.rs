@@ -454,6 +454,17 @@ impl Ctx {
     }
 
     /// Returns the value logged under `key` in this scope, if the journal holds it.
+    /// Returns whether the journal the run was loaded from records the call keyed `key` of
+    /// this scope as ended with success (its task succeeded). A call made since the run was
+    /// loaded is not counted: this reads what an earlier drive recorded.
+    pub(crate) fn call_succeeded(&self, key: &str) -> bool {
+        let id = format!("{}key:{key}", self.scope.prefix);
+        self.run
+            .task_of_call(&id)
+            .and_then(|task| self.run.task_status(task))
+            .is_some_and(|status| status == clio_journal::TaskStatus::Succeeded)
+    }
+
     pub(crate) fn logged(&self, key: &str) -> Option<Value> {
         let id = format!("{}key:{key}", self.scope.prefix);
         self.run.recorded(&id).map(|e| crate::runtime::outcome(e).result.unwrap_or(Value::Null))
@@ -573,18 +584,24 @@ impl Ctx {
     /// code around it does not rename it), with the view given as JSON text, so that a
     /// large view need not be built as a `Value`: `view` builds it as one only for hooks
     /// that observe it. The record is the one `publish` writes.
+    ///
+    /// The write is sent and not waited for (a view is no step: nothing depends on its
+    /// being durable, and the journal commits it before anything sent after it), unless
+    /// hooks observe it; the caller awaits the returned write later to learn whether it
+    /// failed. `None` when nothing was sent.
     pub(crate) fn publish_text(
         &self,
         key: &str,
         text: Box<serde_json::value::RawValue>,
         view: impl FnOnce() -> Value,
-    ) -> impl Future<Output = Result<(), FlowError>> {
+    ) -> impl Future<Output = Result<Option<Pending<Vec<u64>>>, FlowError>> {
         let identity = format!("{}key:{key}", self.scope.prefix);
         async move {
             let recorded = self.recorded_as(&identity, EntryKind::View, "publish")?.is_some();
             if !recorded {
                 self.run.admit(&identity, "publish", false).await?;
             }
+            let mut sent = None;
             // A replay past the end of an unfinished run's history records nothing.
             if !recorded && !self.run.replay_only {
                 #[derive(Serialize)]
@@ -603,18 +620,23 @@ impl Ctx {
                     FlowError::StepFailed { identity: identity.clone(), message: e.to_string() }
                 })?;
                 self.run.reserve_entry()?;
-                let _busy = self.run.activity.busy();
                 self.run.count_step();
                 let mut entry =
                     NewEntry::from_text(EntryKind::View, payload).with_identity(identity.clone());
                 entry.task = self.scope.parent;
-                self.run.rt.journal.nonblocking().append(self.run.run, entry).await?;
+                sent =
+                    Some(self.run.rt.journal.nonblocking().append_batch(self.run.run, vec![entry]));
             }
             if crate::gate::semantic_events_observed(self)? {
+                // Hooks see a view once it is durable, as they see every other command.
+                if let Some(write) = sent.take() {
+                    let _busy = self.run.activity.busy();
+                    write.await?;
+                }
                 let cmd = Command::Publish { view: view() };
                 crate::gate::semantic_event(self, &identity, &cmd).await?;
             }
-            Ok(())
+            Ok(sent)
         }
     }
 

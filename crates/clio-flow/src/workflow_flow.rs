@@ -4,10 +4,13 @@
 //! `max_edit_rounds`, `allowed_targets`, `approve_edits`, `model`. Each step is a call keyed
 //! `wf:<step>`; an editor's step gets the two proposal tools `workflow_add_step` and
 //! `workflow_cancel_step`, whose calls travel back with the editor's result; `approve_edits`
-//! asks through [`Ctx::ask_full`]. Every event told to the scheduler is logged in order,
-//! the events that settled together as one entry (`wf-events-<batch>`), and a restarted
-//! run applies the logged events first, batch by batch, so it rebuilds the same steps and
-//! decisions; only then does it wait for live completions. The run's live view (every step with its status) is published as it goes.
+//! asks through [`Ctx::ask_full`]. Every event told to the scheduler is applied in
+//! batches, the events that settled together. A batch that holds every outstanding piece of
+//! work, each a step that succeeded, in a workflow without editors, is implicit: the
+//! steps' recorded results imply it, so nothing is written (a chain writes one entry per
+//! step). Any other batch is logged as one entry (`wf-events-<batch>`). A restarted run
+//! applies the logged and implied batches first, in order, so it rebuilds the same steps
+//! and decisions; only then does it wait for live completions. The run's live view (every step with its status) is published as it goes.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -276,6 +279,7 @@ async fn run(input: Value, ctx: Ctx) -> Result<FlowOutput, FlowError> {
     trust_targets(&ctx, &workflow).await?;
     let model = settings.model.take().unwrap_or_default();
     let config = settings.run_config();
+    let no_editors = config.editors.is_empty();
     let mut sched = Scheduler::new(workflow, config);
     // The last write of the log sent to the journal and not yet confirmed, first the limits.
     // The scheduler applies events before their commit: the journal commits in order, so
@@ -286,17 +290,28 @@ async fn run(input: Value, ctx: Ctx) -> Result<FlowOutput, FlowError> {
     let mut live: FuturesUnordered<Live> = FuturesUnordered::new();
     // How many events of each piece of work were applied from the log.
     let mut consumed: HashMap<String, usize> = HashMap::new();
+    // The pieces of work launched whose events are not applied yet, each with its place in
+    // the launch order (an implicit batch applies them in that order).
+    let mut outstanding: HashMap<String, u64> = HashMap::new();
+    let mut launched: u64 = 0;
+    // Only a workflow without editors has implicit batches: its only pieces of work are
+    // steps, whose events follow from their recorded results alone.
+    let implicit_allowed = no_editors;
     // Events applied so far, and batches of them read from or written to the log.
     let mut n: u64 = 0;
     let mut batch: u64 = 0;
-    // Views published so far: each is keyed `wf-view-<n>`.
+    // Views published so far: each is keyed `wf-view-<n>`; the writes of those not yet
+    // confirmed (a view's write is not waited for, so it shares the next commit).
     let mut views: u64 = 0;
+    let mut views_sent: Vec<Pending<Vec<u64>>> = Vec::new();
     // A small workflow publishes its view at every event; a large one (whose view costs a
     // few milliseconds to build and record) about every quarter of its events, and at the end.
     let n_steps = sched.len() as u64;
     let publish_every = if n_steps <= 50 { 1 } else { (n_steps * 2 / 4).max(1) };
     loop {
         for action in sched.take_actions() {
+            outstanding.insert(piece_of(&action), launched);
+            launched += 1;
             live.push(launch(&ctx, action, &model));
         }
         if sched.is_done() {
@@ -307,29 +322,68 @@ async fn run(input: Value, ctx: Ctx) -> Result<FlowOutput, FlowError> {
                 batch += u64::from(from_batch);
                 for (done, _) in &events {
                     *consumed.entry(done.clone()).or_insert(0) += 1;
+                    outstanding.remove(done);
                 }
                 events
             }
             None => {
-                let Some(first) = live.next().await else {
-                    return Err(FlowError::stall(
-                        "workflow_stuck",
-                        "no work is running and the workflow is not done",
-                    ));
-                };
-                // Everything that has settled by now is logged as one entry, in one commit.
-                let mut settled = vec![first];
+                // A batch the log does not hold is implicit when every piece of work still
+                // waited for is a step whose call has ended with success: it is then all of
+                // them, in launch order (see `docs/performance.md`). A resume waits for all
+                // of them, as the run that wrote the journal did.
+                let implicit_in_journal = implicit_allowed
+                    && !outstanding.is_empty()
+                    && outstanding.keys().all(|id| {
+                        id.strip_prefix("step:").is_some_and(|s| ctx.call_succeeded(&step_key(s)))
+                    });
+                let mut settled = Vec::new();
+                let mut waiting = if implicit_in_journal { outstanding.len() } else { 1 };
+                while waiting > 0 {
+                    let Some(done) = live.next().await else {
+                        return Err(FlowError::stall(
+                            "workflow_stuck",
+                            "no work is running and the workflow is not done",
+                        ));
+                    };
+                    if !implicit_in_journal || outstanding.contains_key(&done.id()) {
+                        waiting -= 1;
+                    }
+                    settled.push(done);
+                }
+                // Everything else that has settled by now goes in the same batch.
                 while let Some(Some(more)) = live.next().now_or_never() {
                     settled.push(more);
                 }
-                let mut events = Vec::new();
+                // Each piece's fresh events with its place in the launch order; a batch
+                // is implicit when it holds every outstanding piece, each a step that
+                // succeeded and none applied in part from the log.
+                let mut pieces: Vec<(u64, String, Vec<Event>)> = Vec::new();
+                let mut whole = true;
                 for done in settled {
                     let id = done.id();
                     let skip = consumed.remove(&id).unwrap_or(0);
-                    let fresh = events_of(done, &registry)?.into_iter().skip(skip);
-                    events.extend(fresh.map(|e| (id.clone(), e)));
+                    let succeeded = matches!(&done, Done::Step { res: Ok(_), .. });
+                    let fresh: Vec<Event> =
+                        events_of(done, &kind_of)?.into_iter().skip(skip).collect();
+                    if fresh.is_empty() {
+                        continue;
+                    }
+                    let seq = outstanding.remove(&id);
+                    whole &= seq.is_some() && skip == 0 && succeeded;
+                    pieces.push((seq.unwrap_or(u64::MAX), id, fresh));
                 }
-                if !events.is_empty() {
+                let implicit =
+                    implicit_allowed && whole && outstanding.is_empty() && !pieces.is_empty();
+                if implicit {
+                    pieces.sort_by_key(|(seq, _, _)| *seq);
+                }
+                let events: Vec<Applied> = pieces
+                    .into_iter()
+                    .flat_map(|(_, id, fresh)| fresh.into_iter().map(move |e| (id.clone(), e)))
+                    .collect();
+                if implicit {
+                    batch += 1;
+                } else if !events.is_empty() {
                     let summary = object([("workflow_events", events.len().into())]);
                     let key = format!("wf-events-{batch}");
                     batch += 1;
@@ -348,7 +402,11 @@ async fn run(input: Value, ctx: Ctx) -> Result<FlowOutput, FlowError> {
                 let key = format!("wf-view-{views}");
                 views += 1;
                 let text = view_text(&sched)?;
-                ctx.publish_text(&key, text, || object([("workflow", view(&sched))])).await?;
+                let sent =
+                    ctx.publish_text(&key, text, || object([("workflow", view(&sched))])).await?;
+                views_sent.extend(sent);
+                // The views already committed are confirmed now; the rest by the end.
+                confirm_ready(&mut views_sent)?;
             }
         }
     }
@@ -358,7 +416,12 @@ async fn run(input: Value, ctx: Ctx) -> Result<FlowOutput, FlowError> {
     // Work the scheduler no longer waits for (a started step whose result it has) settles here.
     while live.next().await.is_some() {}
     let key = format!("wf-view-{views}");
-    ctx.publish_text(&key, view_text(&sched)?, || object([("workflow", view(&sched))])).await?;
+    let sent =
+        ctx.publish_text(&key, view_text(&sched)?, || object([("workflow", view(&sched))])).await?;
+    views_sent.extend(sent);
+    for write in views_sent {
+        write.await?;
+    }
     // The result is taken out of the scheduler: its steps and answers are not copied.
     let result = sched
         .into_result()
@@ -441,6 +504,23 @@ fn logged_events(ctx: &Ctx, batch: u64, n: u64) -> Result<Option<(Vec<Applied>, 
     match ctx.logged(&key) {
         Some(logged) => Ok(Some((vec![read(&logged, &key)?], false))),
         None => Ok(None),
+    }
+}
+
+/// Drops the writes of `sent` that have committed, failing with the first that failed.
+fn confirm_ready(sent: &mut Vec<Pending<Vec<u64>>>) -> Result<(), FlowError> {
+    let mut failed = None;
+    sent.retain_mut(|write| match (&mut *write).now_or_never() {
+        Some(Ok(_)) => false,
+        Some(Err(e)) => {
+            failed.get_or_insert(e);
+            false
+        }
+        None => true,
+    });
+    match failed {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
     }
 }
 
@@ -549,12 +629,25 @@ fn lost() -> FlowError {
     }
 }
 
+/// Returns the key of step `step`'s call.
+fn step_key(step: &str) -> String {
+    format!("wf:{step}")
+}
+
+/// Returns the id of the piece of work `action` launches, as [`Done::id`] gives it.
+fn piece_of(action: &Action) -> String {
+    match action {
+        Action::Start(s) => format!("step:{}", s.step),
+        Action::AskDecision(d) => format!("decision:{}", d.proposal),
+        Action::OfferRepair(r) => format!("repair:{}:{}", r.step, r.editor),
+    }
+}
+
 fn launch(ctx: &Ctx, action: Action, model: &str) -> Live {
     match action {
         Action::Start(s) => {
             let m = s.model.clone().unwrap_or_else(|| model.to_owned());
-            let call =
-                call_of(ctx, &s.target, s.options, s.input, format!("wf:{}", s.step), s.editor, &m);
+            let call = call_of(ctx, &s.target, s.options, s.input, step_key(&s.step), s.editor, &m);
             let step = s.step;
             let fallback = Done::Step { step: step.clone(), res: Err(lost()) };
             spawned(ctx, Box::pin(async move { Done::Step { step, res: call.await } }), fallback)
@@ -593,7 +686,7 @@ fn launch(ctx: &Ctx, action: Action, model: &str) -> Live {
 fn proposals(
     result: &CallResult,
     from: &EditorCall,
-    registry: &crate::registry::Registry,
+    kind_of: &dyn Fn(&str) -> TargetKind,
 ) -> Vec<Event> {
     let calls =
         result.outputs.get("tool_calls").and_then(Value::as_array).cloned().unwrap_or_default();
@@ -606,11 +699,7 @@ fn proposals(
             let proposal = match tool {
                 "workflow_add_step" => {
                     let target = s("target");
-                    let target_kind = match registry.kind_of(&target) {
-                        Some(CallKind::Flow) => TargetKind::Flow,
-                        Some(_) => TargetKind::Other,
-                        None => TargetKind::Unknown,
-                    };
+                    let target_kind = kind_of(&target);
                     Proposal::AddStep {
                         step_id: s("step_id"),
                         target,
@@ -637,10 +726,10 @@ fn answer_of(r: &CallResult) -> Value {
     if r.kind == CallKind::Tool { r.value.clone() } else { Value::String(r.answer.clone()) }
 }
 
-fn events_of(done: Done, registry: &crate::registry::Registry) -> Result<Vec<Event>, FlowError> {
+fn events_of(done: Done, kind_of: &dyn Fn(&str) -> TargetKind) -> Result<Vec<Event>, FlowError> {
     Ok(match done {
         Done::Step { step, res: Ok(r) } => {
-            let mut events = proposals(&r, &EditorCall::Step { step: step.clone() }, registry);
+            let mut events = proposals(&r, &EditorCall::Step { step: step.clone() }, kind_of);
             events.push(Event::Started { step: step.clone(), handle: r.handle.0.to_string() });
             let model = (!r.model.is_empty()).then(|| r.model.clone());
             let state = (!r.workflow_state.is_null()).then(|| r.workflow_state.clone());
@@ -668,7 +757,7 @@ fn events_of(done: Done, registry: &crate::registry::Registry) -> Result<Vec<Eve
                 let mut events = proposals(
                     &r,
                     &EditorCall::Repair { step: step.clone(), editor: editor.clone() },
-                    registry,
+                    kind_of,
                 );
                 events.push(Event::RepairEnded { step, editor, error: None });
                 events
@@ -699,7 +788,9 @@ pub fn workflow_state(
     let wf_value = input.as_object_mut().and_then(|m| m.remove("workflow")).unwrap_or(Value::Null);
     let Ok(workflow) = Workflow::from_value(wf_value) else { return Ok(None) };
     let Ok(settings) = WorkflowInput::parse(&input) else { return Ok(None) };
-    let mut sched = Scheduler::new(workflow, settings.run_config());
+    let config = settings.run_config();
+    let implicit_allowed = config.editors.is_empty();
+    let mut sched = Scheduler::new(workflow, config);
     // The top-level flow's logged values, by key (a nested workflow's keys carry a prefix).
     let logged: HashMap<String, Value> = journal
         .entries(run)?
@@ -710,27 +801,66 @@ pub fn workflow_state(
             Some((key, result))
         })
         .collect();
+    // The steps' calls that ended with success, by key, with their results.
+    let succeeded: HashMap<String, Value> = journal
+        .tasks(run)?
+        .into_iter()
+        .filter(|t| t.status == clio_journal::TaskStatus::Succeeded)
+        .filter_map(|t| Some((t.call?.strip_prefix("key:")?.to_owned(), t.result?)))
+        .collect();
     let read = |item: &Value| -> Option<Event> {
         serde_json::from_value(item.get("event").cloned().unwrap_or(Value::Null)).ok()
     };
+    // A viewer offers no editing tools: a proposal's target kind is not looked up.
+    let kind_of = |_: &str| TargetKind::Other;
     let (mut batch, mut n) = (0u64, 0u64);
+    let mut outstanding: Vec<String> = Vec::new();
     let mut problem = None;
     'log: loop {
-        let events: Vec<Option<Event>> =
-            if let Some(logged) = logged.get(&format!("wf-events-{batch}")) {
-                batch += 1;
-                logged
-                    .get("events")
-                    .and_then(Value::as_array)
-                    .map_or(&[][..], Vec::as_slice)
-                    .iter()
-                    .map(read)
-                    .collect()
-            } else if let Some(logged) = logged.get(&format!("wf-event-{n}")) {
-                vec![read(logged)]
-            } else {
-                break;
-            };
+        for action in sched.take_actions() {
+            outstanding.push(piece_of(&action));
+        }
+        let events: Vec<Option<Event>> = if let Some(logged) =
+            logged.get(&format!("wf-events-{batch}"))
+        {
+            batch += 1;
+            let items =
+                logged.get("events").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
+            let done: std::collections::HashSet<&str> =
+                items.iter().filter_map(|i| i.get("done").and_then(Value::as_str)).collect();
+            outstanding.retain(|id| !done.contains(id.as_str()));
+            items.iter().map(read).collect()
+        } else if let Some(logged) = logged.get(&format!("wf-event-{n}")) {
+            if let Some(done) = logged.get("done").and_then(Value::as_str) {
+                outstanding.retain(|id| id != done);
+            }
+            vec![read(logged)]
+        } else {
+            // An implicit batch: every outstanding step, in launch order, from its result.
+            let results: Option<Vec<(String, &Value)>> = implicit_allowed
+                .then(|| {
+                    outstanding
+                        .iter()
+                        .map(|id| {
+                            let step = id.strip_prefix("step:")?;
+                            Some((step.to_owned(), succeeded.get(&step_key(step))?))
+                        })
+                        .collect()
+                })
+                .flatten();
+            let Some(results) = results.filter(|r| !r.is_empty()) else { break };
+            outstanding.clear();
+            let mut events = Vec::new();
+            for (step, result) in results {
+                let res = CallResult::from_json(result).ok_or(FlowError::CallFailed {
+                    handle: None,
+                    message: "the recorded result does not read back".into(),
+                });
+                events.extend(events_of(Done::Step { step, res }, &kind_of)?.into_iter().map(Some));
+            }
+            batch += 1;
+            events
+        };
         for event in events {
             n += 1;
             let applied = match event {

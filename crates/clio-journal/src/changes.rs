@@ -39,7 +39,7 @@ impl Commits {
         }
     }
 
-    fn count(&self) -> u64 {
+    pub(crate) fn count(&self) -> u64 {
         lock(&self.state).count
     }
 }

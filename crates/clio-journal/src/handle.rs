@@ -170,6 +170,18 @@ impl Journal {
         }
     }
 
+    /// Returns how many commits this handle has counted since the journal was opened (a
+    /// benchmark's count of durable commits): on the embedded file, the writer's batches (in
+    /// `immediate` mode each is one flush of the write-ahead log, a checkpoint a few more);
+    /// on a shared store, this handle's commits that changed something and those it heard
+    /// announced by other processes.
+    pub fn commits(&self) -> u64 {
+        match &self.store {
+            Store::Embedded(e) => e.commits(),
+            Store::Backend(b) => b.commits().commits.count(),
+        }
+    }
+
     /// Makes every earlier write durable (needed only with [`crate::Durability::Eventual`]).
     pub fn flush(&self) -> Result<()> {
         match &self.store {

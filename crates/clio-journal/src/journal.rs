@@ -360,6 +360,13 @@ impl Embedded {
         Changes::new(Arc::clone(&self.inner.commits))
     }
 
+    /// Returns how many batches the writer has committed since the journal was opened (a
+    /// benchmark's count of durable commits: in `immediate` mode each is one flush of the
+    /// write-ahead log, a checkpoint a few more).
+    pub(crate) fn commits(&self) -> u64 {
+        self.inner.commits.count()
+    }
+
     /// Makes every earlier write durable (needed only with [`crate::Durability::Eventual`]).
     pub(crate) fn flush(&self) -> Result<()> {
         let (reply, answer) = mpsc::sync_channel(1);

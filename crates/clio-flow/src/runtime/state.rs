@@ -567,6 +567,11 @@ impl RunState {
         lock(&self.tasks).get(&task).cloned()
     }
 
+    /// Returns the status of task `task` as loaded (and remembered since).
+    pub(crate) fn task_status(&self, task: TaskId) -> Option<clio_journal::TaskStatus> {
+        lock(&self.tasks).get(&task).map(|t| t.status)
+    }
+
     /// Returns the loaded task that the call with `identity` made, by the identity the task
     /// names.
     pub(crate) fn task_of_call(&self, identity: &str) -> Option<TaskId> {

@@ -24,6 +24,7 @@ mod react;
 mod replay;
 mod run_code;
 mod sandbox;
+mod scale;
 mod support;
 mod team;
 mod team_agents;
@@ -55,6 +56,7 @@ fn no_forgotten_test_files() {
         "replay",
         "run_code",
         "sandbox",
+        "scale",
         "support",
         "team",
         "team_agents",

@@ -6,6 +6,7 @@ use clio_flow::{FlowError, RunOutcome, Worker, WorkerReply};
 use clio_journal::Journal;
 use serde_json::{Value, json};
 
+use crate::scale::chain;
 use crate::support::{Counter, answer, error, fresh_then_replay, registry, runtime, sel};
 
 fn seed_workflow() -> Value {
@@ -126,7 +127,7 @@ async fn a_setting_of_the_wrong_type_is_refused_naming_it() {
 }
 
 /// Returns the workflow-event entries of `run`: (identity, how many events it holds).
-fn event_batches(journal: &Journal, run: clio_journal::RunId) -> Vec<(String, usize)> {
+pub(crate) fn event_batches(journal: &Journal, run: clio_journal::RunId) -> Vec<(String, usize)> {
     journal
         .entries(run)
         .unwrap()
@@ -144,7 +145,9 @@ fn event_batches(journal: &Journal, run: clio_journal::RunId) -> Vec<(String, us
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_events_that_settle_together_are_logged_as_one_entry() {
     let c = Counter::default();
-    let input = json!({ "workflow": seed_workflow(), "task": "batch7" });
+    // With an editor every batch is logged (its proposals are decisions of their own); a
+    // workflow without one leaves out the batches its steps' results imply (below).
+    let input = json!({ "workflow": seed_workflow(), "task": "batch7", "editors": ["critic"] });
     let (fresh, journal) = fresh_then_replay(registry(&c), "workflow", input).await;
     let batches = event_batches(&journal, fresh.run);
     // Every step started and finished: ten events, in batches numbered from 0.
@@ -165,6 +168,17 @@ async fn the_events_that_settle_together_are_logged_as_one_entry() {
         .collect();
     let keyed: Vec<String> = (0..views.len()).map(|i| format!("key:wf-view-{i}")).collect();
     assert_eq!(views, keyed);
+    // Without an editor, a batch is logged only when it is not every outstanding step:
+    // fewer events are logged, under batch numbers that still rise.
+    let input = json!({ "workflow": seed_workflow(), "task": "batch7" });
+    let (fresh, journal) = fresh_then_replay(registry(&c), "workflow", input).await;
+    let batches = event_batches(&journal, fresh.run);
+    assert!(batches.iter().map(|(_, n)| n).sum::<usize>() < 10, "{batches:?}");
+    let numbers: Vec<u64> = batches
+        .iter()
+        .map(|(id, _)| id.trim_start_matches("key:wf-events-").parse().unwrap())
+        .collect();
+    assert!(numbers.windows(2).all(|w| w[0] < w[1]), "{numbers:?}");
 }
 
 /// Copies run `run` of `from` into a new journal, each batch of workflow events written as
@@ -239,7 +253,8 @@ fn with_one_entry_per_event(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_logged_one_entry_per_event_replays() {
     let c = Counter::default();
-    let input = json!({ "workflow": seed_workflow(), "task": "batch7" });
+    // An editor makes every batch logged, so that each of the ten events has its entry.
+    let input = json!({ "workflow": seed_workflow(), "task": "batch7", "editors": ["critic"] });
     let (fresh, journal) = fresh_then_replay(registry(&c), "workflow", input).await;
     let (legacy, run) = with_one_entry_per_event(&journal, fresh.run);
     let per_event = event_batches(&legacy, run);
@@ -248,4 +263,150 @@ async fn a_run_logged_one_entry_per_event_replays() {
     assert_eq!(format!("{:?}", replay.outcome), format!("{:?}", fresh.outcome));
     assert_eq!(replay.submitted, 0, "the replay submitted work");
     assert_eq!(c.get(), 5, "no step ran again");
+}
+
+/// A chain of side-effecting steps writes no event batch either (each step's intent,
+/// acceptance and result are its own), and a small workflow's views are the rest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chain_of_side_effecting_steps_logs_no_event_batch() {
+    let c = Counter::default();
+    let input = json!({ "workflow": chain(20, "effect") });
+    let (fresh, journal) = fresh_then_replay(registry(&c), "workflow", input).await;
+    assert!(fresh.output().is_some(), "{:?}", fresh.outcome);
+    assert_eq!(c.get(), 20, "each step ran once");
+    assert_eq!(event_batches(&journal, fresh.run), Vec::<(String, usize)>::new());
+}
+
+/// A step that waits for a person's answer suspends the chain; the resume rebuilds the
+/// steps before it from their recorded results (implicit batches), runs the rest, and the
+/// finished run replays exactly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chain_suspended_by_a_question_resumes_from_its_recorded_steps() {
+    let c = Counter::default();
+    let asker = clio_flow::FnFlow::new("asker", |_t: Value, ctx| async move {
+        let a = ctx.ask("go on?").await?;
+        Ok(clio_flow::FlowOutput::text(a))
+    });
+    let reg = registry(&c).flow(asker);
+    let mut wf = chain(6, "effect");
+    wf["steps"][3]["target"] = json!("asker");
+    let journal = Journal::open_in_memory().unwrap();
+    let report = runtime(&journal, reg.clone())
+        .run(sel("workflow"), json!({ "workflow": wf }))
+        .await
+        .unwrap();
+    let RunOutcome::AwaitingInput(qs) = &report.outcome else { panic!("{:?}", report.outcome) };
+    assert_eq!(c.get(), 3, "the steps before the question ran");
+    runtime(&journal, reg.clone()).answer(report.run, qs[0].id, "yes").await.unwrap();
+    let done = runtime(&journal, reg.clone()).resume(report.run).await.unwrap();
+    let out = done.output().unwrap_or_else(|| panic!("{:?}", done.outcome));
+    assert_eq!(out.outputs["results"]["s3"], "yes");
+    assert_eq!(c.get(), 5, "no step ran twice");
+    assert!(event_batches(&journal, report.run).is_empty());
+    let replay = runtime(&journal, reg).replay(report.run).await.unwrap();
+    assert_eq!(format!("{:?}", replay.outcome), format!("{:?}", done.outcome));
+    assert_eq!(replay.submitted, 0);
+}
+
+/// Copies run `run` of `from` into a new journal, its tasks with their ids and each of its
+/// entries as `rewrite` turns it into entries.
+fn copy_run(
+    from: &Journal,
+    run: clio_journal::RunId,
+    mut rewrite: impl FnMut(&clio_journal::JournalEntry) -> Vec<clio_journal::NewEntry>,
+) -> (Journal, clio_journal::RunId) {
+    use clio_journal::{NewRun, NewTask, RunUpdate, TaskUpdate};
+    let rec = from.run(run).unwrap().unwrap();
+    let to = Journal::open_in_memory().unwrap();
+    let copy = to
+        .create_run(NewRun {
+            flow: rec.flow.clone(),
+            input: rec.input.clone(),
+            input_digest: rec.input_digest.clone(),
+            fingerprint: rec.fingerprint.clone(),
+            owner: rec.owner.clone(),
+            launch: rec.launch.clone(),
+        })
+        .unwrap();
+    for task in from.tasks(run).unwrap() {
+        let id = to
+            .create_task(NewTask {
+                run: copy,
+                parent: task.parent,
+                kind: task.kind,
+                target: task.target.clone(),
+                label: task.label.clone(),
+                status: clio_journal::TaskStatus::Running,
+                model: task.model.clone(),
+                owner: task.owner.clone(),
+                call: task.call.clone(),
+            })
+            .unwrap();
+        assert_eq!(id, task.id, "tasks are copied with their ids");
+        let update = TaskUpdate {
+            status: Some(task.status),
+            result: task.result.clone(),
+            error: task.error.clone(),
+            ..TaskUpdate::default()
+        };
+        to.update_task(id, update).unwrap();
+    }
+    for e in from.entries(run).unwrap() {
+        to.append_batch(copy, rewrite(&e)).unwrap();
+    }
+    let update =
+        RunUpdate { status: Some(rec.status), answer: rec.answer.clone(), ..RunUpdate::default() };
+    to.update_run(copy, update).unwrap();
+    (to, copy)
+}
+
+/// Runs recorded before implicit batches logged every batch, a chain's one per step
+/// (`wf-events-<i>` after step `i`'s call): such a run still replays, running nothing,
+/// and its workflow state reads the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chain_logged_a_batch_per_step_replays() {
+    let c = Counter::default();
+    let input = json!({ "workflow": chain(5, "echo") });
+    let (fresh, journal) = fresh_then_replay(registry(&c), "workflow", input).await;
+    let tasks = journal.tasks(fresh.run).unwrap();
+    let (legacy, run) = copy_run(&journal, fresh.run, |e| {
+        let mut copied = clio_journal::NewEntry::new(e.kind, e.payload.clone());
+        copied.identity = e.identity.clone();
+        copied.task = e.task;
+        let mut out = vec![copied];
+        let step = e.identity.as_deref().and_then(|i| i.strip_prefix("key:wf:"));
+        if let Some(step) = step {
+            let task = tasks.iter().find(|t| t.call == e.identity).expect("the step's task");
+            let i: usize = step.trim_start_matches('s').parse().unwrap();
+            let done = format!("step:{step}");
+            let events = json!({ "events": [
+                { "done": done, "event": { "event": "started", "step": step, "handle": task.id.0.to_string() } },
+                { "done": done, "event": { "event": "finished", "step": step, "answer": task.result.as_ref().unwrap()["value"] } },
+            ] });
+            let payload = json!({
+                "command": { "command": "event", "event": { "workflow_events": 2 } },
+                "result": events,
+            });
+            out.push(
+                clio_journal::NewEntry::new(clio_journal::EntryKind::Event, payload)
+                    .with_identity(format!("key:wf-events-{i}")),
+            );
+        }
+        out
+    });
+    assert_eq!(event_batches(&legacy, run).len(), 5);
+    let replay = runtime(&legacy, registry(&c)).replay(run).await.unwrap();
+    assert_eq!(format!("{:?}", replay.outcome), format!("{:?}", fresh.outcome));
+    assert_eq!(replay.submitted, 0, "the replay submitted work");
+    let state = |j: &Journal, r| clio_flow::workflow_state(j, r).unwrap().unwrap();
+    assert_eq!(state(&legacy, run), state(&journal, fresh.run));
+    assert_eq!(state(&journal, fresh.run)["problem"], Value::Null);
+    let now = state(&journal, fresh.run);
+    let statuses: Vec<&str> = now["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["status"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(statuses, ["finished"; 5]);
 }
