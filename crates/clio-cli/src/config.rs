@@ -131,10 +131,9 @@ pub(crate) fn journal_setting(root: &Path) -> Result<Option<String>, CliError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(CliError::user(anyhow!("cannot read {}: {e}", path.display()))),
     };
-    let table: toml::Table = toml::from_str(&text).map_err(|e| {
-        let (line, column) = line_column(&text, e.span().map_or(0, |span| span.start));
-        CliError::user(anyhow!("{}:{line}:{column}: {}", path.display(), e.message().trim_end()))
-    })?;
+    // A file that is not TOML names no journal; the command that reads the file's other
+    // settings reports what is wrong with it, with its line and field.
+    let Ok(table) = toml::from_str::<toml::Table>(&text) else { return Ok(None) };
     match table.get("journal") {
         None => Ok(None),
         Some(toml::Value::String(url)) => Ok(Some(url.clone())),

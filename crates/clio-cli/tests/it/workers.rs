@@ -280,3 +280,55 @@ fn finished_runs(url: &str) -> usize {
     .map(|r| r.get::<_, i64>(0) as usize)
     .unwrap_or(0)
 }
+
+#[test]
+fn a_worker_needs_a_shared_journal_and_says_how_to_give_it_one() {
+    let home = temp_home("worker-no-journal");
+    let out = clio(&["--home", home.to_str().unwrap(), "worker", "--exit-when-idle", "0"]);
+    assert_eq!(out.code, 2, "{}", out.render());
+    assert!(out.stderr.contains("a worker needs a shared journal"), "{}", out.stderr);
+    assert!(out.stderr.contains("--journal postgres://"), "{}", out.stderr);
+}
+
+#[test]
+fn a_journal_that_is_not_a_postgres_url_is_refused_by_flag_and_by_config() {
+    let home = temp_home("worker-bad-journal");
+    let h = home.to_str().unwrap();
+    let out = clio(&["--home", h, "--journal", "mysql://db/clio", "runs", "list"]);
+    assert_eq!(out.code, 2, "{}", out.render());
+    assert!(out.stderr.contains("\"mysql://db/clio\" is not a PostgreSQL URL"), "{}", out.stderr);
+    std::fs::write(home.join("config.toml"), "journal = 5\n").unwrap();
+    let out = clio(&["--home", h, "runs", "list"]);
+    assert_eq!(out.code, 1, "{}", out.render());
+    assert!(out.stderr.contains("config.toml: journal: expected a string"), "{}", out.stderr);
+}
+
+#[test]
+fn a_shared_journal_from_config_toml_is_used_and_serve_refuses_it() {
+    let url = clio_postgres::test_server::fresh_database();
+    let home = temp_home("worker-config-journal");
+    let h = home.to_str().unwrap();
+    std::fs::write(home.join("config.toml"), format!("journal = {url:?}\n")).unwrap();
+    let out = clio(&["--home", h, "runs", "list"]);
+    assert_eq!(out.code, 0, "{}", out.render());
+    assert!(!home.join("journal.redb").exists(), "the shared journal is used, not a file");
+    let out = clio(&["--home", h, "serve", "--port", "0"]);
+    assert_eq!(out.code, 2, "{}", out.render());
+    assert!(out.stderr.contains("run `clio worker` against it instead"), "{}", out.stderr);
+}
+
+#[test]
+fn an_unreachable_journal_is_named_without_its_password() {
+    let home = temp_home("worker-unreachable");
+    let out = clio(&[
+        "--home",
+        home.to_str().unwrap(),
+        "--journal",
+        "postgres://ann:s3cret@127.0.0.1:1/clio",
+        "runs",
+        "list",
+    ]);
+    assert_ne!(out.code, 0, "{}", out.render());
+    assert!(out.stderr.contains("postgres://ann:***@127.0.0.1:1/clio"), "{}", out.stderr);
+    assert!(!out.stderr.contains("s3cret"), "{}", out.stderr);
+}
