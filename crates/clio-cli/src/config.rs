@@ -64,7 +64,7 @@ pub(crate) struct HomeConfig {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ConfigFile {
-    // Read by `journal_setting`, before anything else of the file.
+    // Read by `Home::locate` (`home::journal_setting`), before anything else of the file.
     #[serde(default, rename = "journal")]
     _journal: Option<serde::de::IgnoredAny>,
     #[serde(default)]
@@ -120,29 +120,6 @@ struct Limits {
     max_depth: Option<u64>,
     max_iters: Option<u64>,
     max_entries: Option<u64>,
-}
-
-/// Returns the shared journal `root`'s config.toml names (`journal = "postgres://…"`), if
-/// it names one; the file's other settings are read, and checked, by [`HomeConfig::load`].
-pub(crate) fn journal_setting(root: &Path) -> Result<Option<String>, CliError> {
-    let path = root.join("config.toml");
-    let text = match std::fs::read_to_string(&path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(CliError::user(anyhow!("cannot read {}: {e}", path.display()))),
-    };
-    // A file that is not TOML names no journal; the command that reads the file's other
-    // settings reports what is wrong with it, with its line and field.
-    let Ok(table) = toml::from_str::<toml::Table>(&text) else { return Ok(None) };
-    match table.get("journal") {
-        None => Ok(None),
-        Some(toml::Value::String(url)) => Ok(Some(url.clone())),
-        Some(other) => Err(CliError::user(anyhow!(
-            "{}: journal: expected a string (postgres://USER@HOST:PORT/DB), found {}",
-            path.display(),
-            other.type_str()
-        ))),
-    }
 }
 
 impl HomeConfig {

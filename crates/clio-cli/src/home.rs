@@ -77,7 +77,7 @@ impl Home {
     fn sharing(mut self, flag: Option<&str>) -> Result<Home, CliError> {
         let url = match flag {
             Some(url) => Some(url.to_owned()),
-            None => crate::config::journal_setting(&self.root)?,
+            None => journal_setting(&self.root)?,
         };
         if let Some(url) = &url
             && !clio_postgres::is_postgres_url(url)
@@ -168,10 +168,10 @@ impl Home {
 
 impl Home {
     /// Opens the journal this home uses for a command that writes (creating the file if
-    /// needed): the shared one as it is, else the file, marking what a gone process left
-    /// running as interrupted (the file is locked by this process, so whoever left it
-    /// running is gone).
-    pub(crate) fn writable_journal(&self) -> Result<Journal, CliError> {
+    /// needed): the shared one as it is, else the file, marking what a process other than
+    /// `owner` (this one) left running as interrupted (the file is locked by this process,
+    /// so whoever left it running is gone).
+    pub(crate) fn writable_journal(&self, owner: &str) -> Result<Journal, CliError> {
         if let Some(journal) = self.open_shared()? {
             return Ok(journal);
         }
@@ -188,7 +188,7 @@ impl Home {
         }
         let journal =
             Journal::open(self.journal_path(), JournalConfig::default()).map_err(journal_error)?;
-        journal.reconcile(&[crate::launch::owner()]).map_err(journal_error)?;
+        journal.reconcile(&[owner]).map_err(journal_error)?;
         Ok(journal)
     }
 
@@ -237,4 +237,27 @@ fn task_as_seen(mut task: clio_journal::TaskRecord) -> clio_journal::TaskRecord 
         task.status = clio_journal::TaskStatus::Interrupted;
     }
     task
+}
+
+/// Returns the shared journal `root`'s config.toml names (`journal = "postgres://…"`), if
+/// it names one; the file's other settings are read, and checked, by `HomeConfig::load`.
+fn journal_setting(root: &Path) -> Result<Option<String>, CliError> {
+    let path = root.join("config.toml");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(CliError::user(anyhow!("cannot read {}: {e}", path.display()))),
+    };
+    // A file that is not TOML names no journal; the command that reads the file's other
+    // settings reports what is wrong with it, with its line and field.
+    let Ok(table) = toml::from_str::<toml::Table>(&text) else { return Ok(None) };
+    match table.get("journal") {
+        None => Ok(None),
+        Some(toml::Value::String(url)) => Ok(Some(url.clone())),
+        Some(other) => Err(CliError::user(anyhow!(
+            "{}: journal: expected a string (postgres://USER@HOST:PORT/DB), found {}",
+            path.display(),
+            other.type_str()
+        ))),
+    }
 }

@@ -155,7 +155,7 @@ pub(crate) fn open_journal(home: &Home) -> Result<Journal, CliError> {
     if let Some(held) = home.held() {
         return Ok(held.journal.clone());
     }
-    home.writable_journal()
+    home.writable_journal(&owner())
 }
 
 /// Names this process in the journal.

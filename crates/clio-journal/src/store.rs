@@ -6,7 +6,6 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use redb::{ReadableTable, Table, TableDefinition, WriteTransaction};
 use serde::Serialize;
@@ -62,10 +61,7 @@ pub(crate) const KEY_WAL_LIVE: &str = "wal_live";
 /// A random id of the journal, which ties its write-ahead log to it.
 pub(crate) const KEY_JOURNAL_ID: &str = "journal_id";
 
-/// Returns the current time in milliseconds since the Unix epoch.
-pub(crate) fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
-}
+pub(crate) use crate::backend::records::now_ms;
 
 /// Extension that maps redb results onto [`JournalError`] naming the file.
 pub(crate) trait AtPath<T> {

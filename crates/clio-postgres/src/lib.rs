@@ -21,6 +21,7 @@
 //! threads of its own, so a caller on any executor, or none, can use it), and it leaves
 //! sessions unfenced (a session belongs to its team's leader, not to a run's lease).
 
+mod lease;
 mod pool;
 mod schema;
 mod store;

@@ -2,10 +2,10 @@
 //! connection, with the records' rules from `clio_journal::records`, leases renewed by a
 //! thread of the handle's own, and commits of other processes heard through `LISTEN`.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread;
 use std::time::Duration;
 
@@ -15,77 +15,14 @@ use clio_journal::{
     RunRecord, RunStatus, RunUpdate, SessionId, SessionRecord, SessionUpdate, TaskId, TaskRecord,
     TaskUpdate, pending_reply, records,
 };
-use postgres::fallible_iterator::FallibleIterator;
 use postgres::types::ToSql;
 use postgres::{Client, Row, Statement};
 use serde_json::value::RawValue;
 
 use crate::PostgresConfig;
+use crate::lease::{Held, HeldState, Leases, Shared, listen, renew};
 use crate::pool::{self, Pool, backend, describe};
 use crate::schema;
-
-/// The channel every commit is announced on.
-const CHANNEL: &str = "clio_changes";
-
-/// The database's clock in ms since the Unix epoch: leases are timed by one clock for all
-/// machines.
-const DB_NOW: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
-
-/// A lease this handle holds: the handle's writes into the run carry its epoch until it
-/// gives the lease up, so that once another worker claims the run they are refused,
-/// whatever this handle believes (a stalled or lost lease still fences).
-#[derive(Debug, Clone, Copy)]
-struct Held {
-    epoch: i64,
-    state: HeldState,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum HeldState {
-    /// Renewed by the handle's renewal thread.
-    Live,
-    /// No longer renewed (`stop_renewing`): it lapses when its time is up.
-    Stalled,
-    /// A renewal found the run claimed by another worker.
-    Lost,
-}
-
-impl Held {
-    fn live(epoch: i64) -> Held {
-        Held { epoch, state: HeldState::Live }
-    }
-
-    /// Whether this handle still owns the run as far as it knows.
-    fn owned(&self) -> bool {
-        matches!(self.state, HeldState::Live | HeldState::Stalled)
-    }
-}
-
-/// The leases of one handle, shared with its renewal thread and its jobs.
-#[derive(Default)]
-struct Leases {
-    held: Mutex<HashMap<u64, Held>>,
-}
-
-impl Leases {
-    fn lock(&self) -> MutexGuard<'_, HashMap<u64, Held>> {
-        self.held.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// The epoch a write into `run` must carry, if this handle holds (or held) its lease.
-    fn fence(&self, run: RunId) -> Option<i64> {
-        self.lock().get(&run.0).map(|h| h.epoch)
-    }
-}
-
-/// What the threads of a handle share.
-struct Shared {
-    location: PathBuf,
-    commits: CommitNotices,
-    leases: Leases,
-    lease_ms: i64,
-    stop: AtomicBool,
-}
 
 /// The PostgreSQL journal behind a [`clio_journal::Journal`].
 pub(crate) struct PgStore {
@@ -167,7 +104,12 @@ impl PgStore {
 
 impl PgStore {
     /// Claims `only`, or else the runnable run with the smallest id, for `worker`.
-    fn claim(&self, only: Option<RunId>, worker: &str, lease: Duration) -> Result<Option<Lease>> {
+    pub(crate) fn claim(
+        &self,
+        only: Option<RunId>,
+        worker: &str,
+        lease: Duration,
+    ) -> Result<Option<Lease>> {
         let only = only.map(|r| r.0 as i64);
         // A run this handle still holds is not claimed again: its drive here may still be
         // under way, and a second claim would let it write under the new epoch.
@@ -946,117 +888,6 @@ impl JournalBackend for PgStore {
     fn stop_renewing(&self, run: RunId) {
         if let Some(held) = self.shared.leases.lock().get_mut(&run.0).filter(|h| h.owned()) {
             held.state = HeldState::Stalled;
-        }
-    }
-}
-
-/// Hears the commits of other processes and bumps the handle's notices for each.
-fn listen(url: &str, shared: &Shared) {
-    let mut client: Option<Client> = None;
-    while !shared.stop.load(Ordering::SeqCst) {
-        let Some(c) = client.as_mut() else {
-            match pool::connect(url, &shared.location) {
-                Ok(mut fresh) => match fresh.batch_execute(&format!("LISTEN {CHANNEL}")) {
-                    Ok(()) => {
-                        client = Some(fresh);
-                        // Whatever was committed while no one listened counts as a change.
-                        shared.commits.bump();
-                    }
-                    Err(err) => tracing::warn!(error = %describe(&err), "cannot listen"),
-                },
-                Err(err) => {
-                    tracing::warn!(%err, "cannot connect to listen for changes");
-                    thread::sleep(Duration::from_millis(500));
-                }
-            }
-            continue;
-        };
-        let mut heard = false;
-        let mut failed = false;
-        {
-            let mut notes = c.notifications();
-            let mut iter = notes.timeout_iter(Duration::from_millis(200));
-            loop {
-                match iter.next() {
-                    Ok(Some(_)) => heard = true,
-                    Ok(None) => break,
-                    Err(err) => {
-                        tracing::warn!(error = %describe(&err), "lost the connection listening for changes");
-                        failed = true;
-                        break;
-                    }
-                }
-            }
-        }
-        if heard {
-            shared.commits.bump();
-        }
-        if failed || c.is_closed() {
-            client = None;
-        }
-    }
-}
-
-/// Renews the handle's leases a few times per lease period; a lease found taken is marked
-/// lost (its run's writes stay fenced).
-fn renew(url: &str, shared: &Shared) {
-    let period = Duration::from_millis((shared.lease_ms as u64 / 4).clamp(20, 2_000));
-    let mut client: Option<Client> = None;
-    while !shared.stop.load(Ordering::SeqCst) {
-        thread::sleep(period);
-        let due: Vec<(i64, i64)> = shared
-            .leases
-            .lock()
-            .iter()
-            .filter(|(_, h)| h.state == HeldState::Live)
-            .map(|(run, h)| (*run as i64, h.epoch))
-            .collect();
-        if due.is_empty() {
-            continue;
-        }
-        if client.is_none() {
-            match pool::connect(url, &shared.location) {
-                Ok(fresh) => client = Some(fresh),
-                Err(err) => {
-                    tracing::warn!(%err, "cannot connect to renew leases");
-                    continue;
-                }
-            }
-        }
-        let Some(c) = client.as_mut() else { continue };
-        let runs: Vec<i64> = due.iter().map(|d| d.0).collect();
-        let epochs: Vec<i64> = due.iter().map(|d| d.1).collect();
-        let res = c.query(
-            &format!(
-                "UPDATE clio_leases SET expires_at_ms = {DB_NOW} + $3 \
-                 FROM unnest($1::bigint[], $2::bigint[]) AS h(run, epoch) \
-                 WHERE clio_leases.run = h.run AND clio_leases.epoch = h.epoch \
-                 AND clio_leases.expires_at_ms > 0 RETURNING clio_leases.run"
-            ),
-            &[&runs, &epochs, &shared.lease_ms],
-        );
-        match res {
-            Ok(rows) => {
-                let renewed: HashSet<i64> = rows.iter().map(|r| r.get(0)).collect();
-                let mut held = shared.leases.lock();
-                for (run, epoch) in due {
-                    if renewed.contains(&run) {
-                        continue;
-                    }
-                    if let Some(h) = held.get_mut(&(run as u64)).filter(|h| h.epoch == epoch) {
-                        tracing::warn!(
-                            run,
-                            epoch,
-                            "lost the lease on a run: another worker claimed it"
-                        );
-                        h.state = HeldState::Lost;
-                    }
-                }
-            }
-            Err(err) => {
-                tracing::warn!(error = %describe(&err), "cannot renew leases");
-                client = None;
-            }
         }
     }
 }
