@@ -980,6 +980,12 @@ fn report_served(
             RunOutcome::Failed(error) => format!("failed: {error}"),
             RunOutcome::Cancelled => "was cancelled".to_owned(),
         },
+        Err(FlowError::Journal(cause)) => match cause.as_ref() {
+            clio_journal::JournalError::Fenced { .. } => {
+                format!("stopped here: {cause}; the worker that claimed it drives it now")
+            }
+            _ => format!("stopped: {cause}"),
+        },
         Err(error) => format!("stopped: {error}"),
     };
     let tasks = journal.tasks(run).map_err(journal_error)?;

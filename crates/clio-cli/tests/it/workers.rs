@@ -332,3 +332,185 @@ fn an_unreachable_journal_is_named_without_its_password() {
     assert!(out.stderr.contains("postgres://ann:***@127.0.0.1:1/clio"), "{}", out.stderr);
     assert!(!out.stderr.contains("s3cret"), "{}", out.stderr);
 }
+
+/// Waits until run `run` of the database at `url` has `status`, or panics after `limit`.
+fn wait_for_status(url: &str, run: i64, status: &str, limit: Duration) {
+    let mut db = postgres::Client::connect(url, postgres::NoTls).expect("the test database");
+    let end = Instant::now() + limit;
+    loop {
+        let now: Option<String> = db
+            .query_opt("SELECT status FROM clio_runs WHERE id = $1", &[&run])
+            .expect("a run's status")
+            .map(|r| r.get(0));
+        if now.as_deref() == Some(status) {
+            return;
+        }
+        assert!(Instant::now() < end, "run {run} did not become {status} (it is {now:?})");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn an_answer_from_another_process_wakes_a_run_a_worker_left_waiting() {
+    let url = clio_postgres::test_server::fresh_database();
+    let home = temp_home("worker-answer");
+    let workspace = home.join("workspace");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let h = home.to_str().unwrap();
+    // Not trusted: the run asks the person first, and waits.
+    let submitted = clio(&[
+        "--home",
+        h,
+        "--journal",
+        &url,
+        "workflow",
+        "run",
+        WORKFLOW,
+        "--task",
+        "ask1",
+        "--plugin",
+        PLUGIN,
+        "--workspace",
+        workspace.to_str().unwrap(),
+        "--detach",
+        "--quiet",
+    ]);
+    assert_eq!(submitted.code, 0, "{}", submitted.render());
+    let run: i64 = submitted.stdout.trim().parse().expect("the run's id");
+    let mut fleet = Fleet {
+        home: home.clone(),
+        url: url.clone(),
+        logs: home.clone(),
+        started: 0,
+        workers: Vec::new(),
+    };
+    fleet.start_worker();
+    wait_for_status(&url, run, "awaiting_input", Duration::from_secs(60));
+    assert!(!workspace.join("ledger.log").exists(), "nothing ran before the answer");
+    let mut db = postgres::Client::connect(&url, postgres::NoTls).expect("the test database");
+    let question: i64 = db
+        .query_one("SELECT seq FROM clio_entries WHERE run = $1 AND kind = 'question'", &[&run])
+        .expect("the run's question")
+        .get(0);
+    let answered = clio(&[
+        "--home",
+        h,
+        "--journal",
+        &url,
+        "runs",
+        "answer",
+        &run.to_string(),
+        &question.to_string(),
+        "yes",
+    ]);
+    assert_eq!(answered.code, 0, "{}", answered.render());
+    assert!(answered.stdout.contains("goes on in the next `clio worker`"), "{}", answered.stdout);
+    wait_for_status(&url, run, "succeeded", Duration::from_secs(60));
+    let ledger = std::fs::read_to_string(workspace.join("ledger.log")).unwrap_or_default();
+    assert_eq!(ledger.lines().collect::<Vec<_>>(), ["ask1 a", "ask1 b", "ask1 c"]);
+}
+
+#[test]
+fn a_worker_paused_past_its_lease_cannot_write_into_the_run_another_worker_took() {
+    let url = clio_postgres::test_server::fresh_database();
+    let home = temp_home("worker-paused");
+    let workspace = home.join("workspace");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let h = home.to_str().unwrap();
+    let trusted = clio(&["--home", h, "plugin", "trust", PLUGIN]);
+    assert_eq!(trusted.code, 0, "{}", trusted.render());
+    let submitted = clio(&[
+        "--home",
+        h,
+        "--journal",
+        &url,
+        "workflow",
+        "run",
+        "crates/clio-cli/tests/data/workers/slow.json",
+        "--task",
+        "p1",
+        "--plugin",
+        PLUGIN,
+        "--workspace",
+        workspace.to_str().unwrap(),
+        "--no-input",
+        "--detach",
+        "--quiet",
+    ]);
+    assert_eq!(submitted.code, 0, "{}", submitted.render());
+    let run: i64 = submitted.stdout.trim().parse().expect("the run's id");
+    let start = |name: &str, lease: &str| {
+        let log = std::fs::File::create(home.join(format!("{name}.log"))).unwrap();
+        Command::new(env!("CARGO_BIN_EXE_clio"))
+            .args([
+                "--home",
+                h,
+                "--journal",
+                &url,
+                "worker",
+                "--lease",
+                lease,
+                "--exit-when-idle",
+                "3",
+            ])
+            .current_dir(workspace_root())
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("a worker starts")
+    };
+    let mut first = start("first", "1");
+    // Once the first worker is inside step a's call (a 3 s side effect), it is paused.
+    let mut db = postgres::Client::connect(&url, postgres::NoTls).expect("the test database");
+    let end = Instant::now() + Duration::from_secs(60);
+    loop {
+        let calling: i64 = db
+            .query_one("SELECT count(*) FROM clio_tasks WHERE run = $1 AND active", &[&run])
+            .expect("tasks")
+            .get(0);
+        if calling > 0 {
+            break;
+        }
+        assert!(Instant::now() < end, "the first worker never started step a");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let signal = |sig: &str, child: &Child| {
+        let status = Command::new("kill").args([sig, &child.id().to_string()]).status().unwrap();
+        assert!(status.success(), "kill {sig}");
+    };
+    signal("-STOP", &first);
+    // Its lease (1 s) runs out; a second worker claims the run, finds step a cut short
+    // (a side effect under way when its worker stopped) and ends the run, never re-running it.
+    std::thread::sleep(Duration::from_millis(1_500));
+    let mut second = start("second", "5");
+    wait_for_status(&url, run, "failed", Duration::from_secs(60));
+    let _ = second.wait();
+    let entries_then: i64 =
+        db.query_one("SELECT head FROM clio_runs WHERE id = $1", &[&run]).expect("the run").get(0);
+    // The first worker wakes up: whatever it tries to write into the run is refused.
+    signal("-CONT", &first);
+    std::thread::sleep(Duration::from_secs(3));
+    let _ = first.kill();
+    let _ = first.wait();
+    let (status, head): (String, i64) = db
+        .query_one("SELECT status, head FROM clio_runs WHERE id = $1", &[&run])
+        .map(|r| (r.get(0), r.get(1)))
+        .expect("the run");
+    assert_eq!(status, "failed", "the second worker's outcome stands");
+    assert_eq!(head, entries_then, "nothing of the paused worker's late work was recorded");
+    let epoch: i64 = db
+        .query_one("SELECT epoch FROM clio_leases WHERE run = $1", &[&run])
+        .expect("the lease")
+        .get(0);
+    assert!(epoch >= 3, "the run was claimed twice (epoch {epoch})");
+    let first_log = std::fs::read_to_string(home.join("first.log")).unwrap();
+    assert!(
+        first_log.contains("claimed by another worker") || first_log.contains("lost its lease"),
+        "the paused worker says why it stopped: {first_log}"
+    );
+    // The side effect under way was done once, by the paused worker's call; step b never ran.
+    let ledger = std::fs::read_to_string(workspace.join("ledger.log")).unwrap_or_default();
+    assert_eq!(ledger.lines().collect::<Vec<_>>(), ["p1 a"]);
+}
