@@ -514,3 +514,67 @@ fn a_worker_paused_past_its_lease_cannot_write_into_the_run_another_worker_took(
     let ledger = std::fs::read_to_string(workspace.join("ledger.log")).unwrap_or_default();
     assert_eq!(ledger.lines().collect::<Vec<_>>(), ["p1 a"]);
 }
+
+#[test]
+fn a_run_cancelled_from_another_process_stops_in_its_worker() {
+    let url = clio_postgres::test_server::fresh_database();
+    let home = temp_home("worker-cancel");
+    let workspace = home.join("workspace");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let h = home.to_str().unwrap();
+    let trusted = clio(&["--home", h, "plugin", "trust", PLUGIN]);
+    assert_eq!(trusted.code, 0, "{}", trusted.render());
+    let submitted = clio(&[
+        "--home",
+        h,
+        "--journal",
+        &url,
+        "workflow",
+        "run",
+        "crates/clio-cli/tests/data/workers/slow.json",
+        "--task",
+        "c1",
+        "--plugin",
+        PLUGIN,
+        "--workspace",
+        workspace.to_str().unwrap(),
+        "--no-input",
+        "--detach",
+        "--quiet",
+    ]);
+    assert_eq!(submitted.code, 0, "{}", submitted.render());
+    let run: i64 = submitted.stdout.trim().parse().expect("the run's id");
+    let mut fleet = Fleet {
+        home: home.clone(),
+        url: url.clone(),
+        logs: home.clone(),
+        started: 0,
+        workers: Vec::new(),
+    };
+    fleet.start_worker();
+    wait_for_status(&url, run, "running", Duration::from_secs(60));
+    let mut db = postgres::Client::connect(&url, postgres::NoTls).expect("the test database");
+    let end = Instant::now() + Duration::from_secs(60);
+    while db
+        .query_one("SELECT count(*) FROM clio_tasks WHERE run = $1 AND active", &[&run])
+        .map(|r| r.get::<_, i64>(0))
+        .unwrap_or(0)
+        == 0
+    {
+        assert!(Instant::now() < end, "the worker never started step a");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let cancelled = clio(&["--home", h, "--journal", &url, "runs", "cancel", &run.to_string()]);
+    assert_eq!(cancelled.code, 0, "{}", cancelled.render());
+    // The worker notices, stops driving the run and, with nothing left, exits once idle.
+    let end = Instant::now() + Duration::from_secs(60);
+    while !fleet.all_exited() {
+        assert!(Instant::now() < end, "the worker did not stop");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    wait_for_status(&url, run, "cancelled", Duration::from_secs(1));
+    let log = std::fs::read_to_string(home.join("worker-0.log")).unwrap();
+    assert!(log.contains(&format!("run {run} was cancelled: stopped driving it")), "{log}");
+    let ledger = std::fs::read_to_string(workspace.join("ledger.log")).unwrap_or_default();
+    assert!(!ledger.contains("c1 b"), "step b never runs in a cancelled run: {ledger}");
+}
