@@ -38,6 +38,8 @@ const ALLOWED_INTERNAL: &[(&str, &[&str])] = &[
             "clio-models",
             "clio-tools",
             "clio-team",
+            // A dev-dependency only: the PostgreSQL bench (benches/postgres.rs).
+            "clio-postgres",
         ],
     ),
     (

@@ -117,26 +117,41 @@ impl PgStore {
         let worker = worker.to_owned();
         let lease_ms = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX).max(1);
         let claimed = self.blocking(move |conn| {
-            let row = conn.query_opt(
-                "WITH now AS (SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint AS ms), \
-                 candidate AS ( \
-                   SELECT r.id FROM clio_runs r LEFT JOIN clio_leases l ON l.run = r.id, now \
-                   WHERE r.status IN ('running', 'interrupted') \
-                   AND (l.run IS NULL OR l.expires_at_ms < now.ms) \
-                   AND ($3::bigint IS NULL OR r.id = $3) \
-                   AND NOT (r.id = ANY($4)) \
-                   ORDER BY r.id LIMIT 1 FOR UPDATE OF r SKIP LOCKED) \
-                 INSERT INTO clio_leases (run, worker, epoch, expires_at_ms) \
-                 SELECT candidate.id, $1, 1, now.ms + $2 FROM candidate, now \
-                 ON CONFLICT (run) DO UPDATE SET worker = EXCLUDED.worker, \
-                   epoch = clio_leases.epoch + 1, expires_at_ms = EXCLUDED.expires_at_ms \
-                 RETURNING run, epoch",
-                &[&worker, &lease_ms, &only, &mine],
-            )?;
-            let Some(row) = row else { return Ok(None) };
+            let mut skip = mine;
+            // The candidate's lease is read from the statement's snapshot, which may be
+            // older than the lock on the run's row: a worker whose claim of the same run
+            // committed in between would go unseen. The lease is therefore taken over
+            // only if it has expired as it stands once locked (`ON CONFLICT … WHERE`); a
+            // candidate lost that way is skipped and the next one tried.
+            let (run, epoch) = loop {
+                let row = conn.query_opt(
+                    "WITH now AS (SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint AS ms), \
+                     candidate AS ( \
+                       SELECT r.id FROM clio_runs r LEFT JOIN clio_leases l ON l.run = r.id, now \
+                       WHERE r.status IN ('running', 'interrupted') \
+                       AND (l.run IS NULL OR l.expires_at_ms < now.ms) \
+                       AND ($3::bigint IS NULL OR r.id = $3) \
+                       AND NOT (r.id = ANY($4)) \
+                       ORDER BY r.id LIMIT 1 FOR UPDATE OF r SKIP LOCKED), \
+                     claimed AS ( \
+                       INSERT INTO clio_leases (run, worker, epoch, expires_at_ms) \
+                       SELECT candidate.id, $1, 1, now.ms + $2 FROM candidate, now \
+                       ON CONFLICT (run) DO UPDATE SET worker = EXCLUDED.worker, \
+                         epoch = clio_leases.epoch + 1, expires_at_ms = EXCLUDED.expires_at_ms \
+                       WHERE clio_leases.expires_at_ms < EXCLUDED.expires_at_ms - $2 \
+                       RETURNING run, epoch) \
+                     SELECT candidate.id, claimed.epoch FROM candidate \
+                     LEFT JOIN claimed ON claimed.run = candidate.id",
+                    &[&worker, &lease_ms, &only, &skip],
+                )?;
+                let Some(row) = row else { return Ok(None) };
+                let run: i64 = row.get(0);
+                match row.get::<_, Option<i64>>(1) {
+                    Some(epoch) => break (RunId(run as u64), epoch),
+                    None => skip.push(run),
+                }
+            };
             conn.changed();
-            let run = RunId(row.get::<_, i64>(0) as u64);
-            let epoch: i64 = row.get(1);
             // What the run's last worker left running is cut short: its tasks are marked
             // interrupted and the run too, as a resume expects of work whose process is gone.
             let live = HashSet::from([worker.clone()]);
@@ -260,6 +275,9 @@ impl Conn<'_> {
 
     /// Refuses a write into `run` when this handle held its lease and another worker has
     /// claimed the run since; locks the lease so that no claim passes the write.
+    ///
+    /// Called once the run's row is locked: a claim locks the run's row, then its lease,
+    /// and a write taking them the other way round could deadlock with it.
     fn fence(&mut self, run: RunId) -> Result<()> {
         let Some(epoch) = self.shared.leases.fence(run) else { return Ok(()) };
         let row = self.query_opt(
@@ -290,10 +308,16 @@ impl Conn<'_> {
         row.map(drop).ok_or(JournalError::TaskNotFound { task })
     }
 
-    /// Appends `entries` to `run` (whose head is locked): identities checked first, then
-    /// every entry written in one statement.
+    /// Locks run `run`'s row, checks its lease and appends `entries`.
     fn append(&mut self, run: RunId, entries: Vec<NewEntry>) -> Result<Vec<u64>> {
         let first = self.lock_head(run)?;
+        self.fence(run)?;
+        self.append_at(run, first, entries)
+    }
+
+    /// Appends `entries` to `run`, whose head `first` is locked: identities checked first,
+    /// then every entry written and the head moved in one statement.
+    fn append_at(&mut self, run: RunId, first: u64, entries: Vec<NewEntry>) -> Result<Vec<u64>> {
         records::check_batch_identities(run, first, &entries)?;
         let identities: Vec<&str> = entries.iter().filter_map(|e| e.identity.as_deref()).collect();
         if !identities.is_empty() {
@@ -324,14 +348,16 @@ impl Conn<'_> {
             tasks.push(entry.task.map(|t| t.0 as i64));
             payloads.push(records::payload_text(entry).get().to_owned());
         }
-        self.execute(
-            "INSERT INTO clio_entries (run, seq, identity, kind, task, at_ms, payload) \
-             SELECT $1, s, i, k, t, $2, p FROM unnest($3::bigint[], $4::text[], $5::text[], \
-             $6::bigint[], $7::text[]) AS e(s, i, k, t, p)",
-            &[&(run.0 as i64), &now, &seqs, &ids, &kinds, &tasks, &payloads],
-        )?;
         let head = (first + n as u64) as i64;
-        self.execute("UPDATE clio_runs SET head = $2 WHERE id = $1", &[&(run.0 as i64), &head])?;
+        // One round trip: the entries go in and the head moves in the same statement.
+        self.execute(
+            "WITH added AS ( \
+               INSERT INTO clio_entries (run, seq, identity, kind, task, at_ms, payload) \
+               SELECT $1, s, i, k, t, $2, p FROM unnest($3::bigint[], $4::text[], $5::text[], \
+               $6::bigint[], $7::text[]) AS e(s, i, k, t, p)) \
+             UPDATE clio_runs SET head = $8 WHERE id = $1",
+            &[&(run.0 as i64), &now, &seqs, &ids, &kinds, &tasks, &payloads, &head],
+        )?;
         Ok(seqs.into_iter().map(|s| s as u64).collect())
     }
 
@@ -401,8 +427,8 @@ impl Conn<'_> {
         if task.run != run {
             return Err(JournalError::RunNotFound { run: task.run });
         }
-        self.fence(run)?;
         let first = self.lock_head(run)?;
+        self.fence(run)?;
         let mut all = before;
         let n_before = all.len();
         all.extend(after);
@@ -421,7 +447,7 @@ impl Conn<'_> {
         }
         // The identities are checked by `append`, before anything of this write is stored:
         // the task row goes in after it, in the same transaction.
-        let seqs = self.append(run, all)?;
+        let seqs = self.append_at(run, first, all)?;
         self.store_task(&rec, true)?;
         Ok((rec, seqs))
     }
@@ -557,12 +583,12 @@ impl JournalBackend for PgStore {
         let releases = update.status.is_some_and(stops_driving);
         let shared = Arc::clone(&self.shared);
         self.pending(move |conn| {
-            conn.fence(run)?;
             let row = conn.query_opt(
                 "SELECT record FROM clio_runs WHERE id = $1 FOR UPDATE",
                 &[&(run.0 as i64)],
             )?;
             let row = row.ok_or(JournalError::RunNotFound { run })?;
+            conn.fence(run)?;
             let mut rec: RunRecord = from_json(conn.location, "a run", &row.get::<_, String>(0))?;
             records::update_run(&mut rec, update, records::now_ms());
             conn.store_run(&rec)?;
@@ -585,10 +611,7 @@ impl JournalBackend for PgStore {
     }
 
     fn append(&self, run: RunId, entries: Vec<NewEntry>) -> Pending<Vec<u64>> {
-        self.pending(move |conn| {
-            conn.fence(run)?;
-            conn.append(run, entries)
-        })
+        self.pending(move |conn| conn.append(run, entries))
     }
 
     fn create_task(&self, new: NewTask) -> Result<TaskId> {

@@ -1,12 +1,15 @@
-//! A PostgreSQL server for tests (feature `test-server`): `$CLIO_TEST_POSTGRES` when it is
-//! set (`.ci/run` starts a throwaway cluster and sets it), else a throwaway cluster started
-//! here with the machine's PostgreSQL through `.ci/postgres`, stopped by a watchdog once the
-//! test process exits. Without either, the caller fails, saying what to install.
+//! A PostgreSQL server for tests and benches (feature `test-server`): `$CLIO_TEST_POSTGRES`
+//! when it is set (`.ci/run` starts a throwaway cluster and sets it), else a throwaway
+//! cluster started here with the machine's PostgreSQL through `.ci/postgres`, stopped by a
+//! watchdog once the test process exits. Without either, the caller fails, saying what to
+//! install. [`bare_commits`] measures the server's own commit rate for the benches, so that
+//! they need not name the driver (which only this crate and the CLI may).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Barrier, OnceLock};
+use std::time::{Duration, Instant};
 
 /// Returns the URL of the server's maintenance database, starting a cluster if needed.
 ///
@@ -41,6 +44,86 @@ pub fn with_database(url: &str, name: &str) -> String {
         Some((base, _)) => format!("{base}/{name}"),
         None => format!("{url} dbname={name}"),
     }
+}
+
+/// Commits `n` transactions of one small row each on each of `clients` connections to
+/// `url` at once (a table of its own, created first), and returns the wall time from the
+/// first commit to the last: PostgreSQL's own commit rate on this server, the floor of
+/// every durable journal write.
+///
+/// # Panics
+/// When the server cannot be reached or refuses.
+pub fn bare_commits(url: &str, clients: usize, n: u64) -> Duration {
+    let mut setup = connect(url);
+    setup
+        .batch_execute(
+            "DROP TABLE IF EXISTS clio_bare_commits; \
+             CREATE TABLE clio_bare_commits (id bigserial PRIMARY KEY, client int NOT NULL, \
+             i bigint NOT NULL, payload text NOT NULL)",
+        )
+        .unwrap_or_else(|err| panic!("cannot create the bare commits table: {err}"));
+    let clients = clients.max(1);
+    let start = Barrier::new(clients + 1);
+    let mut elapsed = Duration::ZERO;
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..clients)
+            .map(|c| {
+                let start = &start;
+                scope.spawn(move || {
+                    let mut client = connect(url);
+                    let insert = client
+                        .prepare(
+                            "INSERT INTO clio_bare_commits (client, i, payload) VALUES ($1, $2, $3)",
+                        )
+                        .unwrap_or_else(|err| panic!("cannot prepare the insert: {err}"));
+                    let payload = "{\"result\":0}".repeat(8);
+                    start.wait();
+                    for i in 0..n as i64 {
+                        // One row per transaction: BEGIN, INSERT, COMMIT.
+                        let mut tx = client.transaction().expect("begin");
+                        tx.execute(&insert, &[&(c as i32), &i, &payload]).expect("insert");
+                        tx.commit().expect("commit");
+                    }
+                })
+            })
+            .collect();
+        start.wait();
+        let t = Instant::now();
+        for handle in handles {
+            handle.join().expect("a bare commit client panicked");
+        }
+        elapsed = t.elapsed();
+    });
+    setup
+        .batch_execute("DROP TABLE clio_bare_commits")
+        .unwrap_or_else(|err| panic!("cannot drop the bare commits table: {err}"));
+    elapsed
+}
+
+/// Returns how many transactions the server has committed in `url`'s database
+/// (`pg_stat_database.xact_commit`: writes and reads alone alike), after the statistics
+/// of closed connections have been flushed.
+///
+/// # Panics
+/// When the server cannot be reached or refuses.
+pub fn server_commits(url: &str) -> u64 {
+    let mut client = connect(url);
+    // A backend flushes its statistics when it exits or at most once a second; a fresh
+    // snapshot then reads what was flushed.
+    std::thread::sleep(Duration::from_millis(1_100));
+    let row = client
+        .query_one(
+            "SELECT pg_stat_clear_snapshot(), xact_commit FROM pg_stat_database \
+             WHERE datname = current_database()",
+            &[],
+        )
+        .unwrap_or_else(|err| panic!("cannot read pg_stat_database: {err}"));
+    row.get::<_, i64>(1) as u64
+}
+
+fn connect(url: &str) -> postgres::Client {
+    postgres::Client::connect(url, postgres::NoTls)
+        .unwrap_or_else(|err| panic!("cannot connect to the test server {url}: {err}"))
 }
 
 /// Starts a cluster in a temporary folder with `.ci/postgres`.
