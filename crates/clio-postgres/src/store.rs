@@ -2,18 +2,18 @@
 //! connection, with the records' rules from `clio_journal::records`, leases renewed by a
 //! thread of the handle's own, and commits of other processes heard through `LISTEN`.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
 use std::time::Duration;
 
 use clio_journal::{
     CommitNotices, EndedTaskUpdate, EntryKind, JournalBackend, JournalError, Lease, NewEntry,
-    NewRun, NewSession, NewTask, Pending, Pruned, RawEntry, Reconciled, Result, RunFilter, RunId,
-    RunRecord, RunStatus, RunUpdate, SessionId, SessionRecord, SessionUpdate, TaskId, TaskRecord,
-    TaskUpdate, pending_reply, records,
+    NewRun, NewSession, NewTask, Pending, PendingReply, Pruned, RawEntry, Reconciled, Result,
+    RunFilter, RunId, RunRecord, RunStatus, RunUpdate, SessionId, SessionRecord, SessionUpdate,
+    TaskId, TaskRecord, TaskUpdate, pending_reply, records,
 };
 use postgres::types::ToSql;
 use postgres::{Client, Row, Statement};
@@ -27,6 +27,8 @@ use crate::schema;
 /// The PostgreSQL journal behind a [`clio_journal::Journal`].
 pub(crate) struct PgStore {
     shared: Arc<Shared>,
+    /// The writes into each run that wait for a connection (see [`PgStore::pending_in_run`]).
+    queued: Arc<Mutex<HashMap<u64, Vec<RunWrite>>>>,
     pool: Pool,
     threads: Vec<thread::JoinHandle<()>>,
 }
@@ -56,7 +58,8 @@ impl PgStore {
             let url = config.url.clone();
             spawn("clio-postgres-leases", move || renew(&url, &shared))?
         };
-        Ok(PgStore { shared, pool, threads: vec![listener, renewer] })
+        let queued = Arc::default();
+        Ok(PgStore { shared, queued, pool, threads: vec![listener, renewer] })
     }
 
     fn location(&self) -> &Path {
@@ -86,6 +89,47 @@ impl PgStore {
         } else {
             clio_journal::pending_ready(Err(pool::stopped(self.location())))
         }
+    }
+
+    /// Sends `f`, a write into run `run`, to run on a pooled connection, in one transaction
+    /// with the other writes into the run that are waiting when a connection takes it up:
+    /// writes that arrive together (a gather's calls) share one commit, as the embedded
+    /// journal's writer makes them share one flush. Each runs in a savepoint of its own, so
+    /// that one refused (a taken identity) leaves the others; each is answered once the
+    /// transaction has committed.
+    fn pending_in_run<T: Send + 'static>(
+        &self,
+        run: RunId,
+        f: impl FnOnce(&mut Conn<'_>) -> Result<T> + Send + 'static,
+    ) -> Pending<T> {
+        let (reply, pending) = pending_reply(self.location());
+        let write: RunWrite = Box::new(Queued { f, reply });
+        let first = {
+            let mut queued = self.queued.lock().unwrap_or_else(PoisonError::into_inner);
+            let waiting = queued.entry(run.0).or_default();
+            waiting.push(write);
+            waiting.len() == 1
+        };
+        if first {
+            let shared = Arc::clone(&self.shared);
+            let queued = Arc::clone(&self.queued);
+            let job = Box::new(move |client: &mut Client| {
+                let writes = queued
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .remove(&run.0)
+                    .unwrap_or_default();
+                in_batch(client, &shared, writes);
+            });
+            if !self.pool.send(job) {
+                let writes =
+                    self.queued.lock().unwrap_or_else(PoisonError::into_inner).remove(&run.0);
+                for write in writes.into_iter().flatten() {
+                    write.refuse(pool::stopped(self.location()));
+                }
+            }
+        }
+        pending
     }
 
     /// Runs the read `f` on a pooled connection, each statement on its own (a read of
@@ -489,6 +533,115 @@ fn in_tx<T>(
     }
 }
 
+/// A write into a run, waiting in its run's queue for the batch that runs it.
+type RunWrite = Box<dyn QueuedWrite>;
+
+/// Answers a write's caller with the outcome of the commit that holds it.
+type Settle = Box<dyn FnOnce(Result<()>) + Send>;
+
+/// A write of a batch: it runs inside the batch's transaction (saying whether it
+/// succeeded, and returning what answers its caller once the commit's outcome is known), or
+/// is refused without running when the batch cannot start.
+trait QueuedWrite: Send {
+    fn run(self: Box<Self>, conn: &mut Conn<'_>) -> (bool, Settle);
+    fn refuse(self: Box<Self>, error: JournalError);
+}
+
+struct Queued<F, T> {
+    f: F,
+    reply: PendingReply<T>,
+}
+
+impl<F, T> QueuedWrite for Queued<F, T>
+where
+    F: FnOnce(&mut Conn<'_>) -> Result<T> + Send,
+    T: Send + 'static,
+{
+    fn run(self: Box<Self>, conn: &mut Conn<'_>) -> (bool, Settle) {
+        let Queued { f, reply } = *self;
+        match f(conn) {
+            Ok(value) => {
+                (true, Box::new(move |commit: Result<()>| reply.send(commit.map(|()| value))))
+            }
+            Err(err) => (false, Box::new(move |_| reply.send(Err(err)))),
+        }
+    }
+
+    fn refuse(self: Box<Self>, error: JournalError) {
+        self.reply.send(Err(error));
+    }
+}
+
+/// Runs `writes` (into one run) in one transaction, each in a savepoint when there are
+/// several, then answers each with its own result or the commit's failure.
+fn in_batch(client: &mut Client, shared: &Shared, writes: Vec<RunWrite>) {
+    let location = shared.location.as_path();
+    let fail =
+        |what: &str, err: &postgres::Error| backend(location, format!("{what}: {}", describe(err)));
+    if let Err(err) = client.batch_execute("BEGIN") {
+        let detail = fail("BEGIN", &err).to_string();
+        for write in writes {
+            write.refuse(backend(location, detail.clone()));
+        }
+        return;
+    }
+    let alone = writes.len() == 1;
+    let mut wrote = false;
+    let mut settles: Vec<Settle> = Vec::with_capacity(writes.len());
+    let mut broken: Option<String> = None;
+    for write in writes {
+        if let Some(detail) = &broken {
+            write.refuse(backend(location, detail.clone()));
+            continue;
+        }
+        if !alone && let Err(err) = client.batch_execute("SAVEPOINT w") {
+            let detail = fail("SAVEPOINT", &err).to_string();
+            write.refuse(backend(location, detail.clone()));
+            broken = Some(detail);
+            continue;
+        }
+        let mut conn = Conn { client: &mut *client, location, shared, wrote: false };
+        let (ok, settle) = write.run(&mut conn);
+        let changed = conn.wrote;
+        settles.push(settle);
+        if alone {
+            wrote = ok && changed;
+            if !ok {
+                // The write's own error answers it; the transaction goes.
+                let _ = client.batch_execute("ROLLBACK");
+                for settle in settles {
+                    settle(Ok(()));
+                }
+                return;
+            }
+            continue;
+        }
+        let end =
+            if ok { "RELEASE SAVEPOINT w" } else { "ROLLBACK TO SAVEPOINT w; RELEASE SAVEPOINT w" };
+        match client.batch_execute(end) {
+            Ok(()) => wrote |= ok && changed,
+            Err(err) => broken = Some(fail("ending a savepoint", &err).to_string()),
+        }
+    }
+    let outcome = match &broken {
+        Some(detail) => Err(detail.clone()),
+        None => {
+            let commit = if wrote { "NOTIFY clio_changes; COMMIT" } else { "COMMIT" };
+            client.batch_execute(commit).map_err(|err| fail("COMMIT", &err).to_string())
+        }
+    };
+    match &outcome {
+        Ok(()) if wrote => shared.commits.bump(),
+        Ok(()) => {}
+        Err(_) => {
+            let _ = client.batch_execute("ROLLBACK");
+        }
+    }
+    for settle in settles {
+        settle(outcome.clone().map_err(|detail| backend(location, detail)));
+    }
+}
+
 fn to_json<T: serde::Serialize>(location: &Path, what: &str, value: &T) -> Result<String> {
     serde_json::to_string(value)
         .map_err(|err| backend(location, format!("cannot encode {what}: {err}")))
@@ -582,7 +735,7 @@ impl JournalBackend for PgStore {
     fn update_run(&self, run: RunId, update: RunUpdate) -> Pending<RunRecord> {
         let releases = update.status.is_some_and(stops_driving);
         let shared = Arc::clone(&self.shared);
-        self.pending(move |conn| {
+        self.pending_in_run(run, move |conn| {
             let row = conn.query_opt(
                 "SELECT record FROM clio_runs WHERE id = $1 FOR UPDATE",
                 &[&(run.0 as i64)],
@@ -611,7 +764,7 @@ impl JournalBackend for PgStore {
     }
 
     fn append(&self, run: RunId, entries: Vec<NewEntry>) -> Pending<Vec<u64>> {
-        self.pending(move |conn| conn.append(run, entries))
+        self.pending_in_run(run, move |conn| conn.append(run, entries))
     }
 
     fn create_task(&self, new: NewTask) -> Result<TaskId> {
@@ -635,7 +788,7 @@ impl JournalBackend for PgStore {
         task: NewTask,
         after: Vec<NewEntry>,
     ) -> Pending<(TaskId, Vec<u64>)> {
-        self.pending(move |conn| {
+        self.pending_in_run(run, move |conn| {
             let (rec, seqs) = conn.task_with_entries(run, before, task, after, None)?;
             Ok((rec.id, seqs))
         })
@@ -649,7 +802,9 @@ impl JournalBackend for PgStore {
         after: Vec<NewEntry>,
         update: EndedTaskUpdate,
     ) -> Pending<(TaskRecord, Vec<u64>)> {
-        self.pending(move |conn| conn.task_with_entries(run, before, task, after, Some(update)))
+        self.pending_in_run(run, move |conn| {
+            conn.task_with_entries(run, before, task, after, Some(update))
+        })
     }
 
     fn update_task(&self, task: TaskId, update: TaskUpdate) -> Pending<TaskRecord> {
