@@ -809,12 +809,20 @@ impl JournalBackend for PgStore {
 
     fn update_task(&self, task: TaskId, update: TaskUpdate) -> Pending<TaskRecord> {
         self.pending(move |conn| {
+            // Locks in the order every write and claim takes them: the run's row, then the
+            // task's, then the lease (a claim holding the run's row and waiting for a task
+            // the update held would otherwise deadlock with it).
+            let owner =
+                conn.query_opt("SELECT run FROM clio_tasks WHERE id = $1", &[&(task.0 as i64)])?;
+            let run =
+                RunId(owner.ok_or(JournalError::TaskNotFound { task })?.get::<_, i64>(0) as u64);
+            conn.lock_head(run)?;
             let row = conn.query_opt(
                 "SELECT run, record FROM clio_tasks WHERE id = $1 FOR UPDATE",
                 &[&(task.0 as i64)],
             )?;
             let row = row.ok_or(JournalError::TaskNotFound { task })?;
-            conn.fence(RunId(row.get::<_, i64>(0) as u64))?;
+            conn.fence(run)?;
             let mut rec: TaskRecord = from_json(conn.location, "a task", &row.get::<_, String>(1))?;
             records::update_task(&mut rec, update, records::now_ms())?;
             conn.store_task(&rec, false)?;

@@ -76,7 +76,16 @@ pub(super) fn work(home: &Home, args: &WorkerArgs, err: &mut dyn Write) -> Resul
     let mut claimed = 0u64;
     loop {
         while drivers.n_live() < args.concurrency as usize {
-            let Some(got) = journal.claim_run(&name, lease).map_err(journal_error)? else { break };
+            let got = match journal.claim_run(&name, lease) {
+                Ok(Some(got)) => got,
+                Ok(None) => break,
+                // The database may refuse one claim (a deadlock it broke, a connection it
+                // dropped): the worker says so and looks again, rather than stopping.
+                Err(error) => {
+                    writeln!(err, "warning: cannot claim a run now: {error}; trying again")?;
+                    break;
+                }
+            };
             claimed += 1;
             let mut note = Vec::new();
             match serve_drive(
