@@ -8,7 +8,8 @@ clio-cli --bench cli`), DBOS on SQLite and on PostgreSQL, LangGraph with SqliteS
 Restate and Temporal. It prints one table of medians over the rounds, each with its ratio
 to CLIO's flow bench, and keeps every measurement in $CACHE/results-<time>.jsonl.
 
-Usage: peers.py CACHE ROUNDS SYSTEMS (comma-separated, or "all").
+Usage: peers.py CACHE ROUNDS SYSTEMS (comma-separated, or "all"); peers.py --table FILE
+prints the table of a kept run again.
 """
 
 import json
@@ -25,7 +26,8 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-CACHE, ROUNDS, WANT = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+CACHE, ROUNDS, WANT = (sys.argv[1:4] + ["", "0", "all"])[:3] if sys.argv[1] != "--table" else ("", "0", "all")
+ROUNDS = int(ROUNDS)
 PY = os.path.join(CACHE, "venv", "bin", "python")
 NODE_DIR = os.path.join(CACHE, "node")
 WORKLOADS = ["W1", "W2", "W3", "W4"]
@@ -148,7 +150,9 @@ def run_dbos_postgres(folder):
             raise RuntimeError(f".ci/postgres start: {res.stderr.strip()}")
         PG["dir"], PG["url"] = pg_dir, res.stdout.strip()
     base = PG["url"].rsplit("/", 1)[0]
-    tag = os.path.basename(folder).replace("-", "_").lower()
+    # One database per round and workload: a finished workflow "w4" in a reused database
+    # would be returned at once instead of run.
+    tag = os.path.basename(os.path.dirname(folder)).replace("-", "_").lower()
     return python_peer("peer_dbos.py", folder, lambda w: [f"{base}/dbos_{tag}_{w.lower()}"])
 
 
@@ -329,6 +333,8 @@ def table(results, rates, systems):
             xs = [r["ms"][w] for r in results if r["system"] == s and "ms" in r and w in r["ms"]]
             if xs:
                 med[(s, w)] = (statistics.median(xs), len(xs))
+    print(f"Medians of {len(rates)} rounds; in brackets, the median of each round's ratio to"
+          " CLIO's in-process bench (clio) in that round.")
     print(f"Rounds: {len(rates)}; fdatasync per round: "
           + ", ".join(f"{us:.0f} µs ({n:.0f}/s)" for us, n in rates))
     print()
@@ -341,12 +347,23 @@ def table(results, rates, systems):
                 cells.append("failed")
                 continue
             ms, n = med[(s, w)]
-            clio = med.get(("clio", w))
-            ratio = f" ({ms / clio[0]:.2f} ×)" if clio and s != "clio" else ""
+            # The ratio is the median of each round's ratio to CLIO in that round, so a
+            # round on a slow disk compares with CLIO on the same disk.
+            ratios = [r["ms"][w] / c["ms"][w] for r in results for c in results
+                      if r["system"] == s and c["system"] == "clio" and r["round"] == c["round"]
+                      and "ms" in r and "ms" in c and w in r["ms"] and c["ms"].get(w)]
+            ratio = f" ({statistics.median(ratios):.2f} ×)" if ratios and s != "clio" else ""
             cells.append(f"{ms:,.0f}{ratio}" + ("" if n == len(rates) else f" [{n} of {len(rates)}]"))
         print(f"| {s} | " + " | ".join(cells) + " |")
     for s, why in skipped.items():
         print(f"| {s} | skipped: {why} |" + " |" * (len(WORKLOADS) - 1))
 
 
-main()
+if sys.argv[1] == "--table":
+    # peers.py --table RESULTS.jsonl: the table of a run again, from its measurements.
+    kept = [json.loads(line) for line in open(sys.argv[2])]
+    rounds = sorted({r["round"]: r.get("fdatasync_us") for r in kept if "fdatasync_us" in r}.items())
+    names = [s for s in ALL if any(r["system"] == s for r in kept)]
+    table(kept, [(us, 1e6 / us) for _, us in rounds], names)
+else:
+    main()
