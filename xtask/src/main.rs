@@ -69,8 +69,9 @@ commands:
   ci          fmt --check, clippy -D warnings, tests, examples, docs, package, api --check,
               tidy, release patch --dry-run
   tidy        check the project rules (dependency direction, file docs, markers)
-  bench [F]   run every benchmark target (names containing F only), print JSON lines
-              and keep them in target/bench/results.jsonl
+  bench [F]   run every benchmark target (names containing F only; F may be a comma-
+              separated list, as flow,cli), print JSON lines and keep them in
+              target/bench/results.jsonl
   test-long   run the slow tiers: crash suites and PROPTEST_CASES=10000
   test-models [F]
               install llama.cpp's server (the wheel xllamacpp) in a venv and fetch two
@@ -166,11 +167,12 @@ fn test_long() -> Result<(), String> {
 
 fn bench(filter: &[String]) -> Result<(), String> {
     let targets = bench_or_slow_targets("bench")?;
-    let filter = filter.first().map(String::as_str).unwrap_or("");
+    // `cargo xtask bench flow,cli`: the targets whose names contain any of the words.
+    let filter: Vec<&str> = filter.first().map_or(vec![""], |f| f.split(',').collect());
     let out_dir = project_root().join("target/bench");
     std::fs::create_dir_all(&out_dir).map_err(|e| format!("cannot create {out_dir:?}: {e}"))?;
     let mut lines = Vec::new();
-    for (package, target) in targets.iter().filter(|(_, t)| t.contains(filter)) {
+    for (package, target) in targets.iter().filter(|(_, t)| filter.iter().any(|f| t.contains(f))) {
         eprintln!("$ cargo bench -p {package} --bench {target}");
         let output = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()))
             .args(["bench", "-q", "-p", package, "--bench", target])
@@ -188,7 +190,8 @@ fn bench(filter: &[String]) -> Result<(), String> {
             }
         }
     }
-    if let Some(line) = w1_against_bare_redb(&lines) {
+    for line in [w1_against_bare_redb(&lines), w8_against_in_process(&lines)].into_iter().flatten()
+    {
         println!("{line}");
         lines.push(line);
     }
@@ -224,6 +227,42 @@ fn w1_against_bare_redb(lines: &[String]) -> Option<String> {
         })
         .to_string(),
     )
+}
+
+/// Returns a line comparing the CLI end to end (W8, the `cli` bench) with the in-process
+/// flow bench of the same run: `clio workflow run` of the chain against W1 (`ctx.step`) and
+/// W1wf (the same chain workflow in-process), of the fan-out against W2 and W2wf, of the DAG
+/// against W3, and `clio runs resume` against W4; `None` when this run measured neither
+/// pair. Issue 24's goals: W1 ≤ 1.3 ×, W2 and W3 ≤ 1.5 ×.
+fn w8_against_in_process(lines: &[String]) -> Option<String> {
+    let parsed: Vec<serde_json::Value> =
+        lines.iter().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    let ms = |bench: &str| {
+        parsed.iter().find(|v| v["bench"] == bench).and_then(|v| v["total_ms"].as_f64())
+    };
+    let pairs = [
+        ("w1_to_W1", "W8_W1_cli_chain_1000", "W1_sequential_steps"),
+        ("w1_to_W1wf", "W8_W1_cli_chain_1000", "W1wf_chain_1000_via_workflow"),
+        ("w2_to_W2", "W8_W2_cli_fanout_1000", "W2_gather_1000_tools"),
+        ("w2_to_W2wf", "W8_W2_cli_fanout_1000", "W2wf_fanout_1000_via_workflow"),
+        ("w3_to_W3", "W8_W3_cli_dag_10x100", "W3_dag_10x100"),
+        ("w4_to_W4", "W8_W4_cli_resume_after_kill_at_900", "W4_resume_after_kill_at_900"),
+    ];
+    let mut line = serde_json::json!({
+        "bench": "W8_vs_in_process",
+        "includes": "total time of each W8 line over the in-process flow bench line of this run",
+        "goal_w1": 1.3,
+        "goal_w2": 1.5,
+        "goal_w3": 1.5,
+    });
+    let mut any = false;
+    for (key, cli, in_process) in pairs {
+        if let (Some(cli), Some(base)) = (ms(cli), ms(in_process).filter(|b| *b > 0.0)) {
+            line[key] = serde_json::json!((cli / base * 100.0).round() / 100.0);
+            any = true;
+        }
+    }
+    any.then(|| line.to_string())
 }
 
 /// Returns (package, target) for every bench target (`kind` = "bench"), or every test

@@ -1,0 +1,318 @@
+//! W8 (issue 24): the flow bench's W1–W4 end to end through the release `clio` binary,
+//! each timed from process start to exit, one JSON line per workload on stdout:
+//!
+//! - `W8_W1_cli_chain_1000`: `clio workflow run` of a 1,000-step chain workflow (each step
+//!   waits on the one before);
+//! - `W8_W2_cli_fanout_1000`: a 1,000-way fan-out workflow (no step waits on another);
+//! - `W8_W3_cli_dag_10x100`: the flow bench's 10 × 100 DAG (each step waits on 2 of the
+//!   layer before);
+//! - `W8_W4_cli_resume_after_kill_at_900`: the chain of W1 killed with SIGKILL while its
+//!   step 900 runs (900 steps done), then `clio runs resume` timed to its exit;
+//! - `W8_one_step`: a one-step workflow, the fixed cost of a `clio workflow run` (process
+//!   start, journal open, plugin load, the tool server's start, exit).
+//!
+//! Every step's target is `noop`, a read-only tool of a test plugin written into the
+//! bench's temporary folder: an MCP server that answers each call with its arguments. The
+//! server is this bench binary itself, copied into the plugin folder and started by clio
+//! with `CLIO_CLI_BENCH_MCP_SERVER=1`, so a step costs clio's work and one JSON-RPC round
+//! trip over a pipe, the closest a plugin tool comes to the in-process bench's closure (an
+//! executable tool would start a process per step). It runs in clio's sandbox, as any
+//! plugin's server does.
+//!
+//! Each workload gets a home of its own (`--home`, with the plugin trusted first, untimed)
+//! and the default configuration: `immediate` durability, the journal's quick repair on.
+//! One untimed one-step run first loads the binary into the page cache. The binary is the
+//! one `cargo bench` builds for this bench (`CARGO_BIN_EXE_clio`: a bench's binaries are
+//! built with the bench profile, which is the release profile), so nothing else needs
+//! building. `cargo xtask bench` adds a `W8_vs_in_process` line with the ratios to the
+//! flow bench's W1, W1wf, W2, W2wf, W3 and W4 of the same run. `CLIO_CLI_BENCH_ONLY=W1,W4`
+//! runs only the workloads named; `CLIO_CLI_BENCH_KEEP=<dir>` keeps the homes.
+
+#![allow(clippy::print_stdout, reason = "a benchmark reports on stdout")]
+
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+const SERVER: &str = "CLIO_CLI_BENCH_MCP_SERVER";
+/// The kill file: while it is in the workspace, the server holds call 900 unanswered and
+/// renames it to [`HELD`], for the bench to kill clio there.
+const ARM: &str = "hold-at-900";
+const HELD: &str = "held-at-900";
+
+fn clio() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_clio"));
+    command.env("NO_COLOR", "1").stdin(Stdio::null());
+    command
+}
+
+fn want(name: &str) -> bool {
+    std::env::var("CLIO_CLI_BENCH_ONLY").map_or(true, |only| only.split(',').any(|w| w == name))
+}
+
+fn round2(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+fn report(bench: &str, n: u64, ms: f64, extra: Value) {
+    let mut line = json!({
+        "bench": bench,
+        "n": n,
+        "total_ms": (ms * 1000.0).round() / 1000.0,
+        "per_op_us": ((ms * 1000.0 / n.max(1) as f64) * 10.0).round() / 10.0,
+    });
+    if let (Some(obj), Value::Object(more)) = (line.as_object_mut(), extra) {
+        obj.extend(more);
+    }
+    println!("{line}");
+}
+
+/// The MCP server of the `noop` tool: newline-delimited JSON-RPC on stdin and stdout. It
+/// answers `initialize`, `tools/list` and `tools/call` (the arguments back, as structured
+/// content), ignores notifications, and exits when its stdin closes.
+fn serve_noop() {
+    let stdin = std::io::stdin();
+    let mut out = std::io::stdout().lock();
+    for line in stdin.lock().lines() {
+        let Ok(line) = line else { return };
+        let Ok(msg) = serde_json::from_str::<Value>(&line) else { continue };
+        let Some(id) = msg.get("id").cloned() else { continue };
+        let result = match msg["method"].as_str().unwrap_or_default() {
+            "initialize" => json!({
+                "protocolVersion": msg["params"]["protocolVersion"].clone(),
+                "capabilities": { "tools": {} },
+                "serverInfo": { "name": "clio-bench-noop", "version": "0.1.0" },
+            }),
+            "tools/list" => json!({ "tools": [{
+                "name": "noop",
+                "description": "Return the arguments.",
+                "inputSchema": { "type": "object" },
+            }] }),
+            "tools/call" => {
+                let args = msg["params"]["arguments"].clone();
+                if args["i"] == 900 && std::fs::rename(ARM, HELD).is_ok() {
+                    // W4: this call is never answered; the bench kills clio here.
+                    continue;
+                }
+                json!({
+                    "content": [{ "type": "text", "text": args.to_string() }],
+                    "structuredContent": args,
+                    "isError": false,
+                })
+            }
+            _ => json!({}),
+        };
+        let reply = json!({ "jsonrpc": "2.0", "id": id, "result": result });
+        if writeln!(out, "{reply}").and_then(|()| out.flush()).is_err() {
+            return;
+        }
+    }
+}
+
+/// Writes the test plugin (its manifest and this binary as its MCP server) under `dir`;
+/// returns the plugin's folder.
+fn write_plugin(dir: &Path) -> PathBuf {
+    let plugin = dir.join("noop-plugin");
+    let meta = plugin.join("ai.iowarp.clio");
+    std::fs::create_dir_all(meta.join("bin")).expect("plugin folder");
+    std::fs::copy(std::env::current_exe().expect("exe"), meta.join("bin/noop-server"))
+        .expect("the server binary");
+    let manifest = format!(
+        r#"# The no-op tool of the W8 bench (crates/clio-cli/benches/cli.rs).
+id = "bench-noop"
+version = "0.1.0"
+description = "A read-only no-op tool on an MCP server, for the CLI bench."
+
+[[mcp_servers]]
+name = "noop"
+command = "bin/noop-server"
+env = {{ {SERVER} = "1" }}
+
+[[tools]]
+name = "noop"
+description = "Return the arguments."
+read_only = true
+mcp = "noop"
+input_schema = {{ type = "object", properties = {{ i = {{ type = "integer" }} }} }}
+"#
+    );
+    std::fs::write(meta.join("plugin.toml"), manifest).expect("plugin manifest");
+    plugin
+}
+
+/// Returns a workflow file's text: `n` steps of `noop`, a chain or a fan-out.
+fn shaped(n: usize, chain: bool) -> String {
+    let steps: Vec<Value> = (0..n)
+        .map(|i| {
+            let mut step = json!({ "id": format!("s{i}"), "target": "noop", "input": { "i": i } });
+            if chain && i > 0 {
+                step["after"] = json!([format!("s{}", i - 1)]);
+            }
+            step
+        })
+        .collect();
+    json!({ "steps": steps }).to_string()
+}
+
+/// Returns the flow bench's 10 × 100 DAG as a workflow file's text.
+fn dag() -> String {
+    let mut steps = Vec::new();
+    for layer in 0..10 {
+        for i in 0..100 {
+            let mut step =
+                json!({ "id": format!("s{layer}_{i}"), "target": "noop", "input": { "i": i } });
+            if layer > 0 {
+                step["after"] = json!([
+                    format!("s{}_{}", layer - 1, i),
+                    format!("s{}_{}", layer - 1, (i + 1) % 100)
+                ]);
+            }
+            steps.push(step);
+        }
+    }
+    json!({ "steps": steps }).to_string()
+}
+
+/// A home of its own with the plugin trusted in it, and a workspace.
+struct Case {
+    home: PathBuf,
+    workspace: PathBuf,
+    plugin: PathBuf,
+}
+
+impl Case {
+    fn new(dir: &Path, name: &str, plugin: &Path) -> Case {
+        let home = dir.join(name);
+        let workspace = home.join("workspace");
+        std::fs::create_dir_all(&workspace).expect("workspace");
+        let case = Case { home, workspace, plugin: plugin.to_path_buf() };
+        let out = case.clio(&["plugin", "trust", path_str(plugin)]).output().expect("clio");
+        assert!(out.status.success(), "trust: {}", String::from_utf8_lossy(&out.stderr));
+        case
+    }
+
+    fn clio(&self, args: &[&str]) -> Command {
+        let mut command = clio();
+        command.current_dir(&self.workspace).arg("--home").arg(&self.home).args(args);
+        command
+    }
+
+    /// The command that runs workflow file `file`.
+    fn workflow(&self, file: &Path) -> Command {
+        let mut command = self.clio(&["workflow", "run", path_str(file), "--task", "bench"]);
+        command.arg("--plugin").arg(&self.plugin).arg("--workspace").arg(&self.workspace).args([
+            "--no-input",
+            "--quiet",
+            "--json",
+        ]);
+        command
+    }
+
+    /// Returns run 1's journal entries, counted with `runs show`.
+    fn entries(&self) -> usize {
+        let out = self.clio(&["runs", "show", "1", "--entries", "--json"]).output().expect("clio");
+        let shown: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        shown["entries"].as_array().map_or(0, Vec::len)
+    }
+}
+
+fn path_str(path: &Path) -> &str {
+    path.to_str().expect("a UTF-8 path")
+}
+
+/// Runs `command` to its exit; returns its milliseconds, asserting that the run succeeded.
+fn timed(mut command: Command, what: &str) -> f64 {
+    let t = Instant::now();
+    let out = command.output().expect("clio");
+    let ms = t.elapsed().as_secs_f64() * 1000.0;
+    let outcome: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    assert!(
+        out.status.success() && outcome["status"] == "succeeded",
+        "{what}: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    ms
+}
+
+fn main() {
+    if std::env::var_os(SERVER).is_some() {
+        serve_noop();
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path();
+    let plugin = write_plugin(dir);
+    let files = dir.join("workflows");
+    std::fs::create_dir_all(&files).expect("workflows folder");
+    let write = |name: &str, text: String| {
+        let path = files.join(name);
+        std::fs::write(&path, text).expect("workflow file");
+        path
+    };
+    let one = write("one.json", shaped(1, true));
+    let chain = write("chain.json", shaped(1_000, true));
+    let fanout = write("fanout.json", shaped(1_000, false));
+    let dag = write("dag.json", dag());
+
+    // Untimed: the binary and the plugin into the page cache.
+    let warm = Case::new(dir, "warm-up", &plugin);
+    timed(warm.workflow(&one), "warm-up");
+
+    let common = "through the release clio binary, process start to exit, a home of its own, read-only no-op MCP tool targets";
+    if want("one") {
+        let case = Case::new(dir, "one", &plugin);
+        let ms = timed(case.workflow(&one), "one step");
+        let includes = format!("clio workflow run of a 1-step workflow {common}");
+        report("W8_one_step", 1, ms, json!({ "includes": includes, "entries": case.entries() }));
+    }
+    let workloads = [
+        ("W1", "W8_W1_cli_chain_1000", &chain, "a 1,000-step chain workflow"),
+        ("W2", "W8_W2_cli_fanout_1000", &fanout, "a 1,000-way fan-out workflow"),
+        ("W3", "W8_W3_cli_dag_10x100", &dag, "the 10x100 DAG workflow"),
+    ];
+    for (name, bench, file, what) in workloads {
+        if !want(name) {
+            continue;
+        }
+        let case = Case::new(dir, name, &plugin);
+        let ms = timed(case.workflow(file), bench);
+        let entries = case.entries();
+        let extra = json!({
+            "includes": format!("clio workflow run of {what} {common}"),
+            "entries": entries,
+            "entries_per_step": round2(entries as f64 / 1_000.0),
+        });
+        report(bench, 1_000, ms, extra);
+    }
+    if want("W4") {
+        let case = Case::new(dir, "W4", &plugin);
+        std::fs::write(case.workspace.join(ARM), "").expect("kill file");
+        let mut child = case
+            .workflow(&chain)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("clio");
+        let deadline = Instant::now() + Duration::from_secs(300);
+        while !case.workspace.join(HELD).exists() {
+            assert!(child.try_wait().expect("wait").is_none(), "the W4 run ended before step 900");
+            assert!(Instant::now() < deadline, "the W4 run never reached step 900");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        child.kill().expect("SIGKILL");
+        let _ = child.wait();
+        let ms = timed(case.clio(&["runs", "resume", "1", "--quiet", "--json"]), "W4");
+        let extra = json!({
+            "includes": format!("clio runs resume of the 1,000-step chain killed with SIGKILL while step 900 ran (900 done), {common}; n counts the steps left"),
+            "entries": case.entries(),
+        });
+        report("W8_W4_cli_resume_after_kill_at_900", 100, ms, extra);
+    }
+    if let Ok(keep) = std::env::var("CLIO_CLI_BENCH_KEEP") {
+        let _ = std::fs::rename(tmp.keep(), keep);
+    }
+}
