@@ -42,11 +42,16 @@ struct Fleet {
 
 impl Fleet {
     fn start_worker(&mut self) {
+        self.start_worker_idle("5");
+    }
+
+    /// Starts a worker that exits once nothing was runnable for `idle` seconds.
+    fn start_worker_idle(&mut self, idle: &str) {
         let log = std::fs::File::create(self.logs.join(format!("worker-{}.log", self.started)))
             .expect("a worker log");
         let child = Command::new(env!("CARGO_BIN_EXE_clio"))
             .args(["--home", self.home.to_str().unwrap(), "--journal", &self.url, "worker"])
-            .args(["--concurrency", "4", "--lease", "2", "--exit-when-idle", "5"])
+            .args(["--concurrency", "4", "--lease", "2", "--exit-when-idle", idle])
             .current_dir(workspace_root())
             .env_remove("RUST_LOG")
             .stdin(Stdio::null())
@@ -577,4 +582,73 @@ fn a_run_cancelled_from_another_process_stops_in_its_worker() {
     assert!(log.contains(&format!("run {run} was cancelled: stopped driving it")), "{log}");
     let ledger = std::fs::read_to_string(workspace.join("ledger.log")).unwrap_or_default();
     assert!(!ledger.contains("c1 b"), "step b never runs in a cancelled run: {ledger}");
+}
+
+#[test]
+fn a_run_driven_in_the_foreground_and_killed_goes_to_a_worker_after_its_lease() {
+    let url = clio_postgres::test_server::fresh_database();
+    let home = temp_home("worker-foreground");
+    let workspace = home.join("workspace");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let h = home.to_str().unwrap();
+    let trusted = clio(&["--home", h, "plugin", "trust", PLUGIN]);
+    assert_eq!(trusted.code, 0, "{}", trusted.render());
+    // `clio workflow run` without --detach drives the run itself, holding its lease.
+    let mut foreground = Command::new(env!("CARGO_BIN_EXE_clio"))
+        .args([
+            "--home",
+            h,
+            "--journal",
+            &url,
+            "workflow",
+            "run",
+            "crates/clio-cli/tests/data/workers/slow.json",
+        ])
+        .args(["--task", "f1", "--plugin", PLUGIN, "--workspace", workspace.to_str().unwrap()])
+        .args(["--no-input", "--quiet"])
+        .current_dir(workspace_root())
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the foreground run starts");
+    let mut db = postgres::Client::connect(&url, postgres::NoTls).expect("the test database");
+    let end = Instant::now() + Duration::from_secs(60);
+    while db
+        .query_one("SELECT count(*) FROM clio_tasks WHERE active", &[])
+        .map(|r| r.get::<_, i64>(0))
+        .unwrap_or(0)
+        == 0
+    {
+        assert!(Instant::now() < end, "the foreground run never started step a");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = foreground.kill();
+    let _ = foreground.wait();
+    // A worker started at once finds the run held until the dead process's lease (10 s)
+    // runs out, then claims it and ends it: step a was cut short, so it is reported, never
+    // re-run.
+    let mut fleet = Fleet {
+        home: home.clone(),
+        url: url.clone(),
+        logs: home.clone(),
+        started: 0,
+        workers: Vec::new(),
+    };
+    fleet.start_worker_idle("30");
+    wait_for_status(&url, 1, "failed", Duration::from_secs(60));
+    let (worker, epoch): (String, i64) = db
+        .query_one("SELECT worker, epoch FROM clio_leases WHERE run = 1", &[])
+        .map(|r| (r.get(0), r.get(1)))
+        .expect("the lease");
+    assert_eq!(epoch, 2, "the worker's claim is the run's second");
+    assert_ne!(worker, "", "{worker}");
+    let record: String =
+        db.query_one("SELECT record FROM clio_runs WHERE id = 1", &[]).unwrap().get(0);
+    let record: serde_json::Value = serde_json::from_str(&record).unwrap();
+    assert!(record["error"].as_str().unwrap_or_default().contains("interrupted"), "{record}");
+    let ledger = std::fs::read_to_string(workspace.join("ledger.log")).unwrap_or_default();
+    assert!(ledger.lines().filter(|l| *l == "f1 a").count() <= 1, "{ledger}");
+    assert!(!ledger.contains("f1 b"), "{ledger}");
 }
