@@ -14,8 +14,8 @@ use crate::backend::records;
 use crate::checksum::{self, Place, decode};
 use crate::error::{JournalError, Result};
 use crate::format::{
-    FORMAT_VERSION, JournalEntry, RawRunRecord, RunId, RunRecord, RunStatus, SessionId,
-    SessionRecord, TaskId, TaskRecord,
+    FORMAT_VERSION, JournalEntry, RawRunRecord, RunId, RunRecord, SessionId, SessionRecord, TaskId,
+    TaskRecord,
 };
 use crate::input::{
     EncodedEntry, NewRun, NewSession, NewTask, Pruned, RawRunUpdate, Reconciled, SessionUpdate,
@@ -297,21 +297,7 @@ impl<'a> Tx<'a> {
 
     pub(crate) fn create_run(&mut self, new: NewRun) -> Result<RunId> {
         let id = RunId(self.next_id(KEY_NEXT_RUN)?);
-        let rec = RunRecord {
-            id,
-            flow: new.flow,
-            input: new.input,
-            input_digest: new.input_digest,
-            fingerprint: new.fingerprint,
-            owner: new.owner,
-            status: RunStatus::Running,
-            started_at_ms: self.now,
-            updated_at_ms: self.now,
-            finished_at_ms: None,
-            answer: None,
-            error: None,
-            launch: new.launch,
-        };
+        let rec = records::new_run(id, new, self.now);
         self.store_run(&rec)?;
         self.heads.insert(id.0, 0);
         Ok(id)
@@ -320,23 +306,9 @@ impl<'a> Tx<'a> {
     /// Changes run `run`; returns its record as it now stands, input and answer undecoded.
     pub(crate) fn update_run(&mut self, run: RunId, update: RawRunUpdate) -> Result<RawRunRecord> {
         let mut rec = self.load_run(run)?;
-        if let Some(status) = update.status {
-            rec.status = status;
-            rec.finished_at_ms = status.is_finished().then_some(self.now);
-        }
-        if let Some(answer) = update.answer {
-            rec.answer = Some(answer);
-        }
-        if let Some(error) = update.error {
-            rec.error = Some(error);
-        }
-        if let Some(owner) = update.owner {
-            rec.owner = owner;
-        }
-        if let Some(launch) = update.launch {
-            rec.launch = Some(launch);
-        }
-        rec.updated_at_ms = self.now;
+        let RawRunUpdate { status, answer, error, owner, launch } = update;
+        let change = records::RunChange { status, answer, error, owner, launch };
+        records::apply_run_update(&mut rec, change, self.now);
         self.store_run(&rec)?;
         Ok(rec)
     }

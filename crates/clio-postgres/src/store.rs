@@ -511,24 +511,28 @@ fn in_tx<T>(
     let res = f(&mut conn);
     let wrote = conn.wrote;
     match res {
-        Ok(value) => {
-            match client.batch_execute(if wrote { "NOTIFY clio_changes; COMMIT" } else { "COMMIT" })
-            {
-                Ok(()) => {
-                    if wrote {
-                        shared.commits.bump();
-                    }
-                    Ok(value)
-                }
-                Err(err) => {
-                    let _ = client.batch_execute("ROLLBACK");
-                    Err(backend(location, format!("COMMIT: {}", describe(&err))))
-                }
-            }
-        }
+        Ok(value) => commit(client, shared, wrote).map(|()| value),
         Err(err) => {
             let _ = client.batch_execute("ROLLBACK");
             Err(err)
+        }
+    }
+}
+
+/// Commits the transaction open on `client`, announcing it when it `wrote` something (a
+/// transaction that changed nothing must not wake the handles that watch); a failed commit
+/// is rolled back.
+fn commit(client: &mut Client, shared: &Shared, wrote: bool) -> Result<()> {
+    match client.batch_execute(if wrote { "NOTIFY clio_changes; COMMIT" } else { "COMMIT" }) {
+        Ok(()) => {
+            if wrote {
+                shared.commits.bump();
+            }
+            Ok(())
+        }
+        Err(err) => {
+            let _ = client.batch_execute("ROLLBACK");
+            Err(backend(&shared.location, format!("COMMIT: {}", describe(&err))))
         }
     }
 }
@@ -623,20 +627,16 @@ fn in_batch(client: &mut Client, shared: &Shared, writes: Vec<RunWrite>) {
             Err(err) => broken = Some(fail("ending a savepoint", &err).to_string()),
         }
     }
-    let outcome = match &broken {
-        Some(detail) => Err(detail.clone()),
-        None => {
-            let commit = if wrote { "NOTIFY clio_changes; COMMIT" } else { "COMMIT" };
-            client.batch_execute(commit).map_err(|err| fail("COMMIT", &err).to_string())
-        }
-    };
-    match &outcome {
-        Ok(()) if wrote => shared.commits.bump(),
-        Ok(()) => {}
-        Err(_) => {
+    let outcome = match broken {
+        Some(detail) => {
             let _ = client.batch_execute("ROLLBACK");
+            Err(detail)
         }
-    }
+        None => commit(client, shared, wrote).map_err(|err| match err {
+            JournalError::Backend { detail, .. } => detail,
+            other => other.to_string(),
+        }),
+    };
     for settle in settles {
         settle(outcome.clone().map_err(|detail| backend(location, detail)));
     }

@@ -1143,16 +1143,8 @@ pub(super) fn serve(
     let rt = tokio_runtime()?;
     let http = super::http::Config::of(args)?;
     let journal = open_journal(home)?;
-    let config = RuntimeConfig { owner: owner(), ..RuntimeConfig::default() };
-    let runtime = Runtime::new(journal.clone(), Registry::new(), config);
-    let (drivers, mut reports) = Drivers::new(rt.handle().clone());
-    let held = Arc::new(Held {
-        journal: journal.clone(),
-        runtime,
-        run: None,
-        drivers: Some(Arc::clone(&drivers)),
-    });
-    let served = home.holding(Arc::clone(&held));
+    let Driving { served, held, drivers, mut reports } =
+        driving(home, &journal, owner(), rt.handle());
     let token = crate::serve::token::load_or_create(home)?;
     let listener = rt.block_on(http.bind())?;
     let url = http.url(&listener, &token)?;
@@ -1204,6 +1196,37 @@ pub(super) fn serve(
     }
     writeln!(err, "stopped serving {}", home.journal_path().display())?;
     Ok(())
+}
+
+/// What a process that drives many runs (`clio serve`, `clio worker`) lends the commands it
+/// runs: its home holding the journal, a runtime of its own for answers and cancels, and
+/// the drivers its runs go to.
+pub(super) struct Driving {
+    pub(super) served: Home,
+    pub(super) held: Arc<Held>,
+    pub(super) drivers: Arc<Drivers>,
+    pub(super) reports: tokio::sync::mpsc::UnboundedReceiver<String>,
+}
+
+/// Sets up a process that drives many runs on `journal`, under the name `owner`, its drives
+/// spawned on `handle`.
+pub(super) fn driving(
+    home: &Home,
+    journal: &Journal,
+    owner: String,
+    handle: &tokio::runtime::Handle,
+) -> Driving {
+    let config = RuntimeConfig { owner, ..RuntimeConfig::default() };
+    let runtime = Runtime::new(journal.clone(), Registry::new(), config);
+    let (drivers, reports) = Drivers::new(handle.clone());
+    let held = Arc::new(Held {
+        journal: journal.clone(),
+        runtime,
+        run: None,
+        drivers: Some(Arc::clone(&drivers)),
+    });
+    let served = home.holding(Arc::clone(&held));
+    Driving { served, held, drivers, reports }
 }
 
 /// Has `clio serve` drive, from its start, the runs a crash left interrupted and the runs

@@ -9,18 +9,16 @@
 //! the worker that claims a run next does that for the run alone.
 
 use std::io::Write;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow};
-use clio_flow::{Registry, Runtime, RuntimeConfig};
 use clio_journal::{Journal, RunId, RunStatus};
 
-use super::run::{serve_drive, tokio_runtime};
+use super::run::{Driving, driving, serve_drive, tokio_runtime};
 use crate::args::WorkerArgs;
 use crate::drivers::Drivers;
 use crate::error::{CliError, journal_error};
-use crate::home::{Held, Home};
+use crate::home::Home;
 use crate::launch::open_journal;
 use crate::pin::OnAgentChange;
 
@@ -47,16 +45,8 @@ pub(super) fn work(home: &Home, args: &WorkerArgs, err: &mut dyn Write) -> Resul
     let name = args.name.clone().unwrap_or_else(default_name);
     let rt = tokio_runtime()?;
     let journal = open_journal(home)?;
-    let config = RuntimeConfig { owner: name.clone(), ..RuntimeConfig::default() };
-    let runtime = Runtime::new(journal.clone(), Registry::new(), config);
-    let (drivers, mut reports) = Drivers::new(rt.handle().clone());
-    let held = Arc::new(Held {
-        journal: journal.clone(),
-        runtime,
-        run: None,
-        drivers: Some(Arc::clone(&drivers)),
-    });
-    let served = home.holding(held);
+    let Driving { served, drivers, mut reports, .. } =
+        driving(home, &journal, name.clone(), rt.handle());
     writeln!(
         err,
         "worker {name} on {}: claims up to {} run(s) at a time with a {}s lease; Ctrl-C stops it",

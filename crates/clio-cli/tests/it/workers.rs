@@ -86,26 +86,95 @@ impl Drop for Fleet {
     }
 }
 
-fn submit(home: &Path, url: &str, workspace: &Path, label: &str) {
-    let out = clio(&[
-        "--home",
-        home.to_str().unwrap(),
-        "--journal",
-        url,
-        "workflow",
-        "run",
-        WORKFLOW,
-        "--task",
-        label,
-        "--plugin",
-        PLUGIN,
-        "--workspace",
-        workspace.to_str().unwrap(),
-        "--no-input",
-        "--detach",
-        "--quiet",
-    ]);
-    assert_eq!(out.code, 0, "submitting {label}: {}", out.render());
+const SLOW: &str = "crates/clio-cli/tests/data/workers/slow.json";
+
+/// A home with a workspace, on a database of its own.
+#[derive(Clone)]
+struct Case {
+    url: String,
+    home: PathBuf,
+    workspace: PathBuf,
+}
+
+impl Case {
+    /// A fresh case named `name`; the ledger plugin is trusted in its home when `trusted`.
+    fn new(name: &str, trusted: bool) -> Case {
+        let url = clio_postgres::test_server::fresh_database();
+        let home = temp_home(name);
+        let workspace = home.join("workspace");
+        std::fs::create_dir_all(&workspace).unwrap();
+        let case = Case { url, home, workspace };
+        if trusted {
+            let out = clio(&["--home", case.h(), "plugin", "trust", PLUGIN]);
+            assert_eq!(out.code, 0, "{}", out.render());
+        }
+        case
+    }
+
+    fn h(&self) -> &str {
+        self.home.to_str().unwrap()
+    }
+
+    /// Runs `clio` with this case's home and journal and `args`.
+    fn clio(&self, args: &[&str]) -> crate::support::Outcome {
+        let mut all = vec!["--home", self.h(), "--journal", &self.url];
+        all.extend(args);
+        clio(&all)
+    }
+
+    /// Submits `workflow` with task `label` to the workers (`--detach`), with
+    /// `--no-input` unless the run may `ask`; returns the run's id.
+    fn submit(&self, workflow: &str, label: &str, ask: bool) -> i64 {
+        let ws = self.workspace.to_str().unwrap();
+        let mut args = vec!["workflow", "run", workflow, "--task", label, "--plugin", PLUGIN];
+        args.extend(["--workspace", ws, "--detach", "--quiet"]);
+        if !ask {
+            args.push("--no-input");
+        }
+        let out = self.clio(&args);
+        assert_eq!(out.code, 0, "submitting {label}: {}", out.render());
+        out.stdout.trim().parse().expect("the run's id")
+    }
+
+    /// The workers of this case, whose logs go to `logs`.
+    fn fleet(&self, logs: &Path) -> Fleet {
+        Fleet {
+            home: self.home.clone(),
+            url: self.url.clone(),
+            logs: logs.to_path_buf(),
+            started: 0,
+            workers: Vec::new(),
+        }
+    }
+
+    fn db(&self) -> postgres::Client {
+        postgres::Client::connect(&self.url, postgres::NoTls).expect("the test database")
+    }
+
+    /// The lines of the ledger: one per side effect.
+    fn ledger(&self) -> Vec<String> {
+        let text = std::fs::read_to_string(self.workspace.join("ledger.log")).unwrap_or_default();
+        text.lines().map(str::to_owned).collect()
+    }
+}
+
+/// Waits until a task (of `run`, or of any run) is active: a process is inside its call.
+fn wait_for_active_task(db: &mut postgres::Client, run: Option<i64>) {
+    let end = Instant::now() + Duration::from_secs(60);
+    loop {
+        // Before the first process has opened the journal, its tables are not there yet.
+        let active: i64 = db
+            .query_one(
+                "SELECT count(*) FROM clio_tasks WHERE active AND ($1::bigint IS NULL OR run = $1)",
+                &[&run],
+            )
+            .map_or(0, |row| row.get(0));
+        if active > 0 {
+            return;
+        }
+        assert!(Instant::now() < end, "no call started in 60 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 #[test]
@@ -114,36 +183,26 @@ fn submit(home: &Path, url: &str, workspace: &Path, label: &str) {
     reason = "the kill schedule's seed and what the kills did are printed for the record"
 )]
 fn workers_killed_at_random_finish_every_run_with_each_effect_once() {
-    let url = clio_postgres::test_server::fresh_database();
-    let home = temp_home("workers");
-    let workspace = home.join("workspace");
-    let logs = home.join("logs");
-    std::fs::create_dir_all(&workspace).unwrap();
+    let case = Case::new("workers", true);
+    let (url, workspace) = (case.url.clone(), case.workspace.clone());
+    let logs = case.home.join("logs");
     std::fs::create_dir_all(&logs).unwrap();
-    let trusted = clio(&["--home", home.to_str().unwrap(), "plugin", "trust", PLUGIN]);
-    assert_eq!(trusted.code, 0, "{}", trusted.render());
     let seed =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
             as u64;
     eprintln!("kill schedule seed: {seed}");
     let mut rng = Lcg(seed);
-    let mut fleet = Fleet {
-        home: home.clone(),
-        url: url.clone(),
-        logs: logs.clone(),
-        started: 0,
-        workers: Vec::new(),
-    };
+    let mut fleet = case.fleet(&logs);
     for _ in 0..WORKERS {
         fleet.start_worker();
     }
     // Runs come in from four submitters while the workers work.
     let submitters: Vec<_> = (0..4)
         .map(|s| {
-            let (home, url, workspace) = (home.clone(), url.clone(), workspace.clone());
+            let case = case.clone();
             std::thread::spawn(move || {
                 for i in (s..RUNS).step_by(4) {
-                    submit(&home, &url, &workspace, &format!("r{i:03}"));
+                    case.submit(WORKFLOW, &format!("r{i:03}"), false);
                 }
             })
         })
@@ -357,107 +416,34 @@ fn wait_for_status(url: &str, run: i64, status: &str, limit: Duration) {
 
 #[test]
 fn an_answer_from_another_process_wakes_a_run_a_worker_left_waiting() {
-    let url = clio_postgres::test_server::fresh_database();
-    let home = temp_home("worker-answer");
-    let workspace = home.join("workspace");
-    std::fs::create_dir_all(&workspace).unwrap();
-    let h = home.to_str().unwrap();
     // Not trusted: the run asks the person first, and waits.
-    let submitted = clio(&[
-        "--home",
-        h,
-        "--journal",
-        &url,
-        "workflow",
-        "run",
-        WORKFLOW,
-        "--task",
-        "ask1",
-        "--plugin",
-        PLUGIN,
-        "--workspace",
-        workspace.to_str().unwrap(),
-        "--detach",
-        "--quiet",
-    ]);
-    assert_eq!(submitted.code, 0, "{}", submitted.render());
-    let run: i64 = submitted.stdout.trim().parse().expect("the run's id");
-    let mut fleet = Fleet {
-        home: home.clone(),
-        url: url.clone(),
-        logs: home.clone(),
-        started: 0,
-        workers: Vec::new(),
-    };
+    let case = Case::new("worker-answer", false);
+    let run = case.submit(WORKFLOW, "ask1", true);
+    let mut fleet = case.fleet(&case.home);
     fleet.start_worker();
-    wait_for_status(&url, run, "awaiting_input", Duration::from_secs(60));
-    assert!(!workspace.join("ledger.log").exists(), "nothing ran before the answer");
-    let mut db = postgres::Client::connect(&url, postgres::NoTls).expect("the test database");
-    let question: i64 = db
+    wait_for_status(&case.url, run, "awaiting_input", Duration::from_secs(60));
+    assert!(case.ledger().is_empty(), "nothing ran before the answer");
+    let question: i64 = case
+        .db()
         .query_one("SELECT seq FROM clio_entries WHERE run = $1 AND kind = 'question'", &[&run])
         .expect("the run's question")
         .get(0);
-    let answered = clio(&[
-        "--home",
-        h,
-        "--journal",
-        &url,
-        "runs",
-        "answer",
-        &run.to_string(),
-        &question.to_string(),
-        "yes",
-    ]);
+    let answered = case.clio(&["runs", "answer", &run.to_string(), &question.to_string(), "yes"]);
     assert_eq!(answered.code, 0, "{}", answered.render());
     assert!(answered.stdout.contains("goes on in the next `clio worker`"), "{}", answered.stdout);
-    wait_for_status(&url, run, "succeeded", Duration::from_secs(60));
-    let ledger = std::fs::read_to_string(workspace.join("ledger.log")).unwrap_or_default();
-    assert_eq!(ledger.lines().collect::<Vec<_>>(), ["ask1 a", "ask1 b", "ask1 c"]);
+    wait_for_status(&case.url, run, "succeeded", Duration::from_secs(60));
+    assert_eq!(case.ledger(), ["ask1 a", "ask1 b", "ask1 c"]);
 }
 
 #[test]
 fn a_worker_paused_past_its_lease_cannot_write_into_the_run_another_worker_took() {
-    let url = clio_postgres::test_server::fresh_database();
-    let home = temp_home("worker-paused");
-    let workspace = home.join("workspace");
-    std::fs::create_dir_all(&workspace).unwrap();
-    let h = home.to_str().unwrap();
-    let trusted = clio(&["--home", h, "plugin", "trust", PLUGIN]);
-    assert_eq!(trusted.code, 0, "{}", trusted.render());
-    let submitted = clio(&[
-        "--home",
-        h,
-        "--journal",
-        &url,
-        "workflow",
-        "run",
-        "crates/clio-cli/tests/data/workers/slow.json",
-        "--task",
-        "p1",
-        "--plugin",
-        PLUGIN,
-        "--workspace",
-        workspace.to_str().unwrap(),
-        "--no-input",
-        "--detach",
-        "--quiet",
-    ]);
-    assert_eq!(submitted.code, 0, "{}", submitted.render());
-    let run: i64 = submitted.stdout.trim().parse().expect("the run's id");
+    let case = Case::new("worker-paused", true);
+    let run = case.submit(SLOW, "p1", false);
     let start = |name: &str, lease: &str| {
-        let log = std::fs::File::create(home.join(format!("{name}.log"))).unwrap();
+        let log = std::fs::File::create(case.home.join(format!("{name}.log"))).unwrap();
         Command::new(env!("CARGO_BIN_EXE_clio"))
-            .args([
-                "--home",
-                h,
-                "--journal",
-                &url,
-                "worker",
-                "--lease",
-                lease,
-                "--exit-when-idle",
-                "3",
-            ])
+            .args(["--home", case.h(), "--journal", &case.url, "worker", "--lease", lease])
+            .args(["--exit-when-idle", "3"])
             .current_dir(workspace_root())
             .env_remove("RUST_LOG")
             .stdin(Stdio::null())
@@ -468,19 +454,8 @@ fn a_worker_paused_past_its_lease_cannot_write_into_the_run_another_worker_took(
     };
     let mut first = start("first", "1");
     // Once the first worker is inside step a's call (a 3 s side effect), it is paused.
-    let mut db = postgres::Client::connect(&url, postgres::NoTls).expect("the test database");
-    let end = Instant::now() + Duration::from_secs(60);
-    loop {
-        let calling: i64 = db
-            .query_one("SELECT count(*) FROM clio_tasks WHERE run = $1 AND active", &[&run])
-            .expect("tasks")
-            .get(0);
-        if calling > 0 {
-            break;
-        }
-        assert!(Instant::now() < end, "the first worker never started step a");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let mut db = case.db();
+    wait_for_active_task(&mut db, Some(run));
     let signal = |sig: &str, child: &Child| {
         let status = Command::new("kill").args([sig, &child.id().to_string()]).status().unwrap();
         assert!(status.success(), "kill {sig}");
@@ -490,86 +465,44 @@ fn a_worker_paused_past_its_lease_cannot_write_into_the_run_another_worker_took(
     // (a side effect under way when its worker stopped) and ends the run, never re-running it.
     std::thread::sleep(Duration::from_millis(1_500));
     let mut second = start("second", "5");
-    wait_for_status(&url, run, "failed", Duration::from_secs(60));
+    wait_for_status(&case.url, run, "failed", Duration::from_secs(60));
     let _ = second.wait();
-    let entries_then: i64 =
-        db.query_one("SELECT head FROM clio_runs WHERE id = $1", &[&run]).expect("the run").get(0);
+    let head = |db: &mut postgres::Client| -> (String, i64) {
+        db.query_one("SELECT status, head FROM clio_runs WHERE id = $1", &[&run])
+            .map(|r| (r.get(0), r.get(1)))
+            .expect("the run")
+    };
+    let (_, entries_then) = head(&mut db);
     // The first worker wakes up: whatever it tries to write into the run is refused.
     signal("-CONT", &first);
     std::thread::sleep(Duration::from_secs(3));
     let _ = first.kill();
     let _ = first.wait();
-    let (status, head): (String, i64) = db
-        .query_one("SELECT status, head FROM clio_runs WHERE id = $1", &[&run])
-        .map(|r| (r.get(0), r.get(1)))
-        .expect("the run");
+    let (status, entries_now) = head(&mut db);
     assert_eq!(status, "failed", "the second worker's outcome stands");
-    assert_eq!(head, entries_then, "nothing of the paused worker's late work was recorded");
+    assert_eq!(entries_now, entries_then, "nothing of the paused worker's late work was recorded");
     let epoch: i64 = db
         .query_one("SELECT epoch FROM clio_leases WHERE run = $1", &[&run])
         .expect("the lease")
         .get(0);
     assert!(epoch >= 3, "the run was claimed twice (epoch {epoch})");
-    let first_log = std::fs::read_to_string(home.join("first.log")).unwrap();
+    let first_log = std::fs::read_to_string(case.home.join("first.log")).unwrap();
     assert!(
         first_log.contains("claimed by another worker") || first_log.contains("lost its lease"),
         "the paused worker says why it stopped: {first_log}"
     );
     // The side effect under way was done once, by the paused worker's call; step b never ran.
-    let ledger = std::fs::read_to_string(workspace.join("ledger.log")).unwrap_or_default();
-    assert_eq!(ledger.lines().collect::<Vec<_>>(), ["p1 a"]);
+    assert_eq!(case.ledger(), ["p1 a"]);
 }
 
 #[test]
 fn a_run_cancelled_from_another_process_stops_in_its_worker() {
-    let url = clio_postgres::test_server::fresh_database();
-    let home = temp_home("worker-cancel");
-    let workspace = home.join("workspace");
-    std::fs::create_dir_all(&workspace).unwrap();
-    let h = home.to_str().unwrap();
-    let trusted = clio(&["--home", h, "plugin", "trust", PLUGIN]);
-    assert_eq!(trusted.code, 0, "{}", trusted.render());
-    let submitted = clio(&[
-        "--home",
-        h,
-        "--journal",
-        &url,
-        "workflow",
-        "run",
-        "crates/clio-cli/tests/data/workers/slow.json",
-        "--task",
-        "c1",
-        "--plugin",
-        PLUGIN,
-        "--workspace",
-        workspace.to_str().unwrap(),
-        "--no-input",
-        "--detach",
-        "--quiet",
-    ]);
-    assert_eq!(submitted.code, 0, "{}", submitted.render());
-    let run: i64 = submitted.stdout.trim().parse().expect("the run's id");
-    let mut fleet = Fleet {
-        home: home.clone(),
-        url: url.clone(),
-        logs: home.clone(),
-        started: 0,
-        workers: Vec::new(),
-    };
+    let case = Case::new("worker-cancel", true);
+    let run = case.submit(SLOW, "c1", false);
+    let mut fleet = case.fleet(&case.home);
     fleet.start_worker();
-    wait_for_status(&url, run, "running", Duration::from_secs(60));
-    let mut db = postgres::Client::connect(&url, postgres::NoTls).expect("the test database");
-    let end = Instant::now() + Duration::from_secs(60);
-    while db
-        .query_one("SELECT count(*) FROM clio_tasks WHERE run = $1 AND active", &[&run])
-        .map(|r| r.get::<_, i64>(0))
-        .unwrap_or(0)
-        == 0
-    {
-        assert!(Instant::now() < end, "the worker never started step a");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let cancelled = clio(&["--home", h, "--journal", &url, "runs", "cancel", &run.to_string()]);
+    wait_for_active_task(&mut case.db(), Some(run));
+    let cancelled = case.clio(&["runs", "cancel", &run.to_string()]);
     assert_eq!(cancelled.code, 0, "{}", cancelled.render());
     // The worker notices, stops driving the run and, with nothing left, exits once idle.
     let end = Instant::now() + Duration::from_secs(60);
@@ -577,34 +510,19 @@ fn a_run_cancelled_from_another_process_stops_in_its_worker() {
         assert!(Instant::now() < end, "the worker did not stop");
         std::thread::sleep(Duration::from_millis(200));
     }
-    wait_for_status(&url, run, "cancelled", Duration::from_secs(1));
-    let log = std::fs::read_to_string(home.join("worker-0.log")).unwrap();
+    wait_for_status(&case.url, run, "cancelled", Duration::from_secs(1));
+    let log = std::fs::read_to_string(case.home.join("worker-0.log")).unwrap();
     assert!(log.contains(&format!("run {run} was cancelled: stopped driving it")), "{log}");
-    let ledger = std::fs::read_to_string(workspace.join("ledger.log")).unwrap_or_default();
-    assert!(!ledger.contains("c1 b"), "step b never runs in a cancelled run: {ledger}");
+    assert!(!case.ledger().iter().any(|l| l == "c1 b"), "step b never runs in a cancelled run");
 }
 
 #[test]
 fn a_run_driven_in_the_foreground_and_killed_goes_to_a_worker_after_its_lease() {
-    let url = clio_postgres::test_server::fresh_database();
-    let home = temp_home("worker-foreground");
-    let workspace = home.join("workspace");
-    std::fs::create_dir_all(&workspace).unwrap();
-    let h = home.to_str().unwrap();
-    let trusted = clio(&["--home", h, "plugin", "trust", PLUGIN]);
-    assert_eq!(trusted.code, 0, "{}", trusted.render());
+    let case = Case::new("worker-foreground", true);
     // `clio workflow run` without --detach drives the run itself, holding its lease.
     let mut foreground = Command::new(env!("CARGO_BIN_EXE_clio"))
-        .args([
-            "--home",
-            h,
-            "--journal",
-            &url,
-            "workflow",
-            "run",
-            "crates/clio-cli/tests/data/workers/slow.json",
-        ])
-        .args(["--task", "f1", "--plugin", PLUGIN, "--workspace", workspace.to_str().unwrap()])
+        .args(["--home", case.h(), "--journal", &case.url, "workflow", "run", SLOW])
+        .args(["--task", "f1", "--plugin", PLUGIN, "--workspace", case.workspace.to_str().unwrap()])
         .args(["--no-input", "--quiet"])
         .current_dir(workspace_root())
         .env_remove("RUST_LOG")
@@ -613,42 +531,28 @@ fn a_run_driven_in_the_foreground_and_killed_goes_to_a_worker_after_its_lease() 
         .stderr(Stdio::null())
         .spawn()
         .expect("the foreground run starts");
-    let mut db = postgres::Client::connect(&url, postgres::NoTls).expect("the test database");
-    let end = Instant::now() + Duration::from_secs(60);
-    while db
-        .query_one("SELECT count(*) FROM clio_tasks WHERE active", &[])
-        .map(|r| r.get::<_, i64>(0))
-        .unwrap_or(0)
-        == 0
-    {
-        assert!(Instant::now() < end, "the foreground run never started step a");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let mut db = case.db();
+    wait_for_active_task(&mut db, None);
+    let dead = format!("clio-{}", foreground.id());
     let _ = foreground.kill();
     let _ = foreground.wait();
     // A worker started at once finds the run held until the dead process's lease (10 s)
     // runs out, then claims it and ends it: step a was cut short, so it is reported, never
     // re-run.
-    let mut fleet = Fleet {
-        home: home.clone(),
-        url: url.clone(),
-        logs: home.clone(),
-        started: 0,
-        workers: Vec::new(),
-    };
+    let mut fleet = case.fleet(&case.home);
     fleet.start_worker_idle("30");
-    wait_for_status(&url, 1, "failed", Duration::from_secs(60));
+    wait_for_status(&case.url, 1, "failed", Duration::from_secs(60));
     let (worker, epoch): (String, i64) = db
         .query_one("SELECT worker, epoch FROM clio_leases WHERE run = 1", &[])
         .map(|r| (r.get(0), r.get(1)))
         .expect("the lease");
     assert_eq!(epoch, 2, "the worker's claim is the run's second");
-    assert_ne!(worker, "", "{worker}");
+    assert_ne!(worker, dead, "the lease moved from the killed process to the worker");
     let record: String =
         db.query_one("SELECT record FROM clio_runs WHERE id = 1", &[]).unwrap().get(0);
     let record: serde_json::Value = serde_json::from_str(&record).unwrap();
     assert!(record["error"].as_str().unwrap_or_default().contains("interrupted"), "{record}");
-    let ledger = std::fs::read_to_string(workspace.join("ledger.log")).unwrap_or_default();
-    assert!(ledger.lines().filter(|l| *l == "f1 a").count() <= 1, "{ledger}");
-    assert!(!ledger.contains("f1 b"), "{ledger}");
+    let ledger = case.ledger();
+    assert!(ledger.iter().filter(|l| *l == "f1 a").count() <= 1, "{ledger:?}");
+    assert!(!ledger.iter().any(|l| l == "f1 b"), "{ledger:?}");
 }

@@ -23,7 +23,8 @@ pub(crate) fn chain(n: usize, target: &str) -> Value {
 
 /// Runs a chain of `n` read-only steps to success under the default entry cap, replays it
 /// exactly, and checks that it wrote at most 1.1 journal entries per step (acceptances,
-/// views and the limits included) and no event batch.
+/// views and the limits included), no event batch, and about one durable commit per step
+/// (a step's events used to cost a commit of their own: two a step).
 pub(crate) async fn a_chain_fits(n: usize) {
     let c = Counter::default();
     let input = json!({ "workflow": chain(n, "echo") });
@@ -39,9 +40,17 @@ pub(crate) async fn a_chain_fits(n: usize) {
     assert_eq!(batches, 0, "a chain logs no event batch");
     let per_step = entries.len() as f64 / n as f64;
     assert!(per_step <= 1.1, "{} entries for {n} steps", entries.len());
+    let commits = journal.commits();
+    assert!(commits as f64 <= 1.1 * n as f64 + 10.0, "{commits} commits for {n} steps");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn issue_24_a_1000_step_chain_writes_one_entry_per_step() {
     a_chain_fits(1_000).await;
+}
+
+/// A 9,000-step chain fits the seed's 10,000-entry cap (about 25 s in a debug build).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_24_a_9000_step_chain_fits_the_entry_cap() {
+    a_chain_fits(9_000).await;
 }

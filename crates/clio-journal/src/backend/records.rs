@@ -33,20 +33,36 @@ pub fn new_run(id: RunId, new: NewRun, now: u64) -> RunRecord {
 
 /// Applies `update` to a run: a finished status stamps `finished_at_ms`, any other clears it.
 pub fn update_run(rec: &mut RunRecord, update: RunUpdate, now: u64) {
-    if let Some(status) = update.status {
+    let RunUpdate { status, answer, error, owner, launch } = update;
+    apply_run_update(rec, RunChange { status, answer, error, owner, launch }, now);
+}
+
+/// A change to a run whose answer and launch are of the record's payload type `P` (JSON
+/// values, or the text the embedded store keeps them as).
+pub(crate) struct RunChange<P> {
+    pub(crate) status: Option<RunStatus>,
+    pub(crate) answer: Option<P>,
+    pub(crate) error: Option<String>,
+    pub(crate) owner: Option<String>,
+    pub(crate) launch: Option<P>,
+}
+
+/// Applies `change` to a run, whatever its payloads are kept as (see [`update_run`]).
+pub(crate) fn apply_run_update<P>(rec: &mut RunRecord<P>, change: RunChange<P>, now: u64) {
+    if let Some(status) = change.status {
         rec.status = status;
         rec.finished_at_ms = status.is_finished().then_some(now);
     }
-    if let Some(answer) = update.answer {
+    if let Some(answer) = change.answer {
         rec.answer = Some(answer);
     }
-    if let Some(error) = update.error {
+    if let Some(error) = change.error {
         rec.error = Some(error);
     }
-    if let Some(owner) = update.owner {
+    if let Some(owner) = change.owner {
         rec.owner = owner;
     }
-    if let Some(launch) = update.launch {
+    if let Some(launch) = change.launch {
         rec.launch = Some(launch);
     }
     rec.updated_at_ms = now;
