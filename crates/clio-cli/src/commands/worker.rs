@@ -12,7 +12,7 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow};
-use clio_journal::{Journal, RunId, RunStatus};
+use clio_journal::{Journal, RunStatus};
 
 use super::run::{Driving, driving, serve_drive, tokio_runtime};
 use crate::args::WorkerArgs;
@@ -144,7 +144,12 @@ pub(super) fn work(home: &Home, args: &WorkerArgs, err: &mut dyn Write) -> Resul
 /// claimed the run after this one stalled) or the run was cancelled from elsewhere.
 fn supervise(journal: &Journal, drivers: &Drivers, err: &mut dyn Write) -> Result<(), CliError> {
     for run in drivers.live_runs() {
-        if journal.lease(run).is_none() && lost(journal, run) {
+        let status = journal.run(run).map_err(journal_error)?.map(|r| r.status);
+        // A drive that stops (it ended, waits on a person, or suspended itself) gives its
+        // lease up once that is committed, a moment before the drivers forget it, and
+        // leaves the run not running: a run still running without this worker's lease is
+        // another worker's.
+        if status == Some(RunStatus::Running) && journal.lease(run).is_none() {
             drivers.abort(run);
             // The lost lease is forgotten, so this worker may claim the run again later.
             let _ = journal.release_run(run);
@@ -153,25 +158,13 @@ fn supervise(journal: &Journal, drivers: &Drivers, err: &mut dyn Write) -> Resul
                 "run {}: lost its lease to another worker; stopped driving it here",
                 run.0
             )?;
-            continue;
-        }
-        let status = journal.run(run).map_err(journal_error)?.map(|r| r.status);
-        if status == Some(RunStatus::Cancelled) {
+        } else if status == Some(RunStatus::Cancelled) {
             drivers.abort(run);
             let _ = journal.release_run(run);
             writeln!(err, "run {} was cancelled: stopped driving it", run.0)?;
         }
     }
     Ok(())
-}
-
-/// Whether this worker's lease on `run` was taken, not given up by the drive itself: a
-/// drive that stops (it ended, waits on a person, or suspended itself) releases its lease
-/// once that is committed, a moment before the drivers forget it, and leaves the run not
-/// running; a run still running without this worker's lease is another worker's.
-fn lost(journal: &Journal, run: RunId) -> bool {
-    let status = journal.run(run).ok().flatten().map(|r| r.status);
-    status == Some(RunStatus::Running) && journal.lease(run).is_none()
 }
 
 /// The name a worker goes by: the machine's name and the process id.
