@@ -465,6 +465,23 @@ impl Ctx {
             .is_some_and(|status| status == clio_journal::TaskStatus::Succeeded)
     }
 
+    /// Returns whether this drive replays a run that ended, strictly: it records nothing,
+    /// and a command its history lacks, a view too, is a divergence.
+    pub(crate) fn replays_an_ended_run(&self) -> bool {
+        self.run.replay_only && !self.run.frontier
+    }
+
+    /// Returns how many entries keyed `<prefix>0`, `<prefix>1`, … in a row this scope's
+    /// recorded history holds (the live views an earlier drive published), without
+    /// counting them as reached.
+    pub(crate) fn views_recorded(&self, prefix: &str) -> u64 {
+        let mut n = 0;
+        while self.run.is_recorded(&format!("{}key:{prefix}{n}", self.scope.prefix)) {
+            n += 1;
+        }
+        n
+    }
+
     pub(crate) fn logged(&self, key: &str) -> Option<Value> {
         let id = format!("{}key:{key}", self.scope.prefix);
         self.run.recorded(&id).map(|e| crate::runtime::outcome(e).result.unwrap_or(Value::Null))

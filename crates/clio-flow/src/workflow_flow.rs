@@ -96,6 +96,61 @@ impl<'a> LoggedEvents<'a> {
     }
 }
 
+/// When the workflow publishes its live view (`ctx.publish`, which replaces the run card's
+/// view): once [`VIEW_INTERVAL`] has passed since the last one, after a batch of events or,
+/// when the workflow waits with a change not shown yet, as the interval ends; and always at
+/// the end. A person watching sees each change within the interval (a step that finished,
+/// a proposal waiting for their yes); a run of fast steps writes a view only now and then,
+/// so a workflow step costs about one journal entry whatever the workflow's size (see
+/// `docs/performance.md`). Views beyond the end's are also bounded by the events applied
+/// (8, and one per 40 events), so a large run of slow steps stays within its entry cap.
+/// Views are not commands the code must reach again, so their rhythm may differ from one
+/// drive to the next.
+struct ViewRhythm {
+    last: std::time::Instant,
+    /// Events applied since the last view (a change to show), and in all.
+    unshown: u64,
+    events: u64,
+    published: u64,
+    /// Off in a strict replay, which publishes no view.
+    on: bool,
+}
+
+/// The least time between two published views.
+const VIEW_INTERVAL: std::time::Duration = std::time::Duration::from_millis(250);
+
+impl ViewRhythm {
+    fn new(on: bool) -> ViewRhythm {
+        ViewRhythm { last: crate::clock::instant(), unshown: 0, events: 0, published: 0, on }
+    }
+
+    fn applied(&mut self, events: u64) {
+        self.unshown += events;
+        self.events += events;
+    }
+
+    /// Whether a change waits to be shown and the bound allows one more view.
+    fn wants(&self) -> bool {
+        self.on && self.unshown > 0 && self.published < 8 + self.events / 40
+    }
+
+    /// How long until a view of the change not shown yet is due, if one is wanted.
+    fn wait(&self) -> Option<std::time::Duration> {
+        self.wants().then(|| VIEW_INTERVAL.saturating_sub(self.last.elapsed()))
+    }
+
+    /// Returns whether a view is due now.
+    fn due(&self) -> bool {
+        self.wait().is_some_and(|w| w.is_zero())
+    }
+
+    fn shown(&mut self) {
+        self.unshown = 0;
+        self.published += 1;
+        self.last = crate::clock::instant();
+    }
+}
+
 fn invalid(message: String) -> FlowError {
     FlowError::stall("workflow_invalid", message)
 }
@@ -300,19 +355,26 @@ async fn run(input: Value, ctx: Ctx) -> Result<FlowOutput, FlowError> {
     // Events applied so far, and batches of them read from or written to the log.
     let mut n: u64 = 0;
     let mut batch: u64 = 0;
-    // Views published so far: each is keyed `wf-view-<n>`; the writes of those not yet
-    // confirmed (a view's write is not waited for, so it shares the next commit).
-    let mut views: u64 = 0;
+    // Views published so far: each is keyed `wf-view-<n>`, numbered on from the views an
+    // earlier drive recorded (so a resumed run's live view is written, not taken for one
+    // recorded); the writes of those not yet confirmed (a view's write is not waited for,
+    // so it shares the next commit).
+    let mut views: u64 = ctx.views_recorded("wf-view-");
     let mut views_sent: Vec<Pending<Vec<u64>>> = Vec::new();
-    // A small workflow publishes its view at every event; a large one (whose view costs a
-    // few milliseconds to build and record) about every quarter of its events, and at the end.
-    let n_steps = sched.len() as u64;
-    let publish_every = if n_steps <= 50 { 1 } else { (n_steps * 2 / 4).max(1) };
+    // A replay of an ended run records nothing, and would take a view its history lacks
+    // for a divergence: views follow a clock, not the history, so it publishes none.
+    let strict = ctx.replays_an_ended_run();
+    let mut rhythm = ViewRhythm::new(!strict);
     loop {
-        for action in sched.take_actions() {
+        let actions = sched.take_actions();
+        // A piece of work launched alone, with nothing else running (a chain's next step),
+        // runs on the workflow's own task: the workflow only waits for it, and a task of
+        // its own would cost a hand-off to another thread and back each step.
+        let alone = actions.len() == 1 && live.is_empty();
+        for action in actions {
             outstanding.insert(piece_of(&action), launched);
             launched += 1;
-            live.push(launch(&ctx, action, &model));
+            live.push(launch(&ctx, action, &model, alone));
         }
         if sched.is_done() {
             break;
@@ -339,7 +401,21 @@ async fn run(input: Value, ctx: Ctx) -> Result<FlowOutput, FlowError> {
                 let mut settled = Vec::new();
                 let mut waiting = if implicit_in_journal { outstanding.len() } else { 1 };
                 while waiting > 0 {
-                    let Some(done) = live.next().await else {
+                    // A change not shown yet is published as its interval ends, if the
+                    // work takes that long.
+                    let next = match rhythm.wait() {
+                        Some(wait) => tokio::select! {
+                            next = live.next() => Some(next),
+                            () = tokio::time::sleep(wait) => None,
+                        },
+                        None => Some(live.next().await),
+                    };
+                    let Some(next) = next else {
+                        publish_view(&ctx, &sched, &mut views, &mut views_sent).await?;
+                        rhythm.shown();
+                        continue;
+                    };
+                    let Some(done) = next else {
                         return Err(FlowError::stall(
                             "workflow_stuck",
                             "no work is running and the workflow is not done",
@@ -395,19 +471,15 @@ async fn run(input: Value, ctx: Ctx) -> Result<FlowOutput, FlowError> {
                 events
             }
         };
+        rhythm.applied(events.len() as u64);
         for (_done, event) in events {
             n += 1;
             sched.apply(event).map_err(|e| nondeterminism(&format!("event {n}"), e.to_string()))?;
-            if n.is_multiple_of(publish_every) {
-                let key = format!("wf-view-{views}");
-                views += 1;
-                let text = view_text(&sched)?;
-                let sent =
-                    ctx.publish_text(&key, text, || object([("workflow", view(&sched))])).await?;
-                views_sent.extend(sent);
-                // The views already committed are confirmed now; the rest by the end.
-                confirm_ready(&mut views_sent)?;
-            }
+        }
+        // The end publishes its own view.
+        if rhythm.due() && !sched.is_done() {
+            publish_view(&ctx, &sched, &mut views, &mut views_sent).await?;
+            rhythm.shown();
         }
     }
     if let Some(last) = unconfirmed.take() {
@@ -415,10 +487,9 @@ async fn run(input: Value, ctx: Ctx) -> Result<FlowOutput, FlowError> {
     }
     // Work the scheduler no longer waits for (a started step whose result it has) settles here.
     while live.next().await.is_some() {}
-    let key = format!("wf-view-{views}");
-    let sent =
-        ctx.publish_text(&key, view_text(&sched)?, || object([("workflow", view(&sched))])).await?;
-    views_sent.extend(sent);
+    if !strict {
+        publish_view(&ctx, &sched, &mut views, &mut views_sent).await?;
+    }
     for write in views_sent {
         write.await?;
     }
@@ -505,6 +576,22 @@ fn logged_events(ctx: &Ctx, batch: u64, n: u64) -> Result<Option<(Vec<Applied>, 
         Some(logged) => Ok(Some((vec![read(&logged, &key)?], false))),
         None => Ok(None),
     }
+}
+
+/// Publishes the scheduler's state as live view `wf-view-<views>` without waiting for its
+/// commit (the write joins `sent`), and confirms the views already committed.
+async fn publish_view(
+    ctx: &Ctx,
+    sched: &Scheduler,
+    views: &mut u64,
+    sent: &mut Vec<Pending<Vec<u64>>>,
+) -> Result<(), FlowError> {
+    let key = format!("wf-view-{views}");
+    *views += 1;
+    let text = view_text(sched)?;
+    sent.extend(ctx.publish_text(&key, text, || object([("workflow", view(sched))])).await?);
+    // The views already committed are confirmed now; the rest by the end.
+    confirm_ready(sent)
 }
 
 /// Drops the writes of `sent` that have committed, failing with the first that failed.
@@ -608,11 +695,17 @@ impl Drop for AbortOnDrop {
 }
 
 /// Runs `work` as its own task, so that it progresses while the workflow logs and applies
-/// events, and returns a future of its outcome.
-fn spawned(ctx: &Ctx, work: Live, fallback: Done) -> Live {
+/// events, and returns a future of its outcome; or, `inline`, returns it to be polled by
+/// the workflow itself.
+fn spawned(ctx: &Ctx, work: Live, fallback: Done, inline: bool) -> Live {
     // Counted busy until it has first run, so the run never looks idle in between.
     let starting = crate::runtime::Starting::new(&ctx.run);
     let work = tracing::Instrument::in_current_span(starting.first_poll(work));
+    if inline {
+        // A panic in the work ends the piece as a lost one, as a spawned task's would.
+        let work = std::panic::AssertUnwindSafe(work).catch_unwind();
+        return Box::pin(async move { work.await.unwrap_or(fallback) });
+    }
     let mut guard = AbortOnDrop(tokio::spawn(work));
     Box::pin(async move {
         match (&mut guard.0).await {
@@ -643,14 +736,19 @@ fn piece_of(action: &Action) -> String {
     }
 }
 
-fn launch(ctx: &Ctx, action: Action, model: &str) -> Live {
+fn launch(ctx: &Ctx, action: Action, model: &str, inline: bool) -> Live {
     match action {
         Action::Start(s) => {
             let m = s.model.clone().unwrap_or_else(|| model.to_owned());
             let call = call_of(ctx, &s.target, s.options, s.input, step_key(&s.step), s.editor, &m);
             let step = s.step;
             let fallback = Done::Step { step: step.clone(), res: Err(lost()) };
-            spawned(ctx, Box::pin(async move { Done::Step { step, res: call.await } }), fallback)
+            spawned(
+                ctx,
+                Box::pin(async move { Done::Step { step, res: call.await } }),
+                fallback,
+                inline,
+            )
         }
         Action::AskDecision(d) => {
             let asker = ctx.clone();
@@ -666,6 +764,7 @@ fn launch(ctx: &Ctx, action: Action, model: &str) -> Live {
                     Done::Decision { proposal, res }
                 }),
                 fallback,
+                inline,
             )
         }
         Action::OfferRepair(r) => {
@@ -678,6 +777,7 @@ fn launch(ctx: &Ctx, action: Action, model: &str) -> Live {
                 ctx,
                 Box::pin(async move { Done::Repair { step, editor, res: call.await } }),
                 fallback,
+                inline,
             )
         }
     }

@@ -41,7 +41,10 @@ pub struct JournalConfig {
     pub checkpoint_bytes: u64,
     /// The most write requests the writer folds into one commit.
     pub max_batch: usize,
-    /// The page cache, in bytes.
+    /// The page cache, in bytes: redb's read cache and its buffer of pages written since
+    /// the last checkpoint. It is held for as long as the journal is open and fills up
+    /// as the file grows, so it is most of what a long run's journal costs in memory;
+    /// reads beyond it come from the operating system's cache of the file.
     pub cache_size: usize,
 }
 
@@ -53,7 +56,7 @@ impl Default for JournalConfig {
             write_ahead_log: true,
             checkpoint_bytes: 16 << 20,
             max_batch: 4096,
-            cache_size: 64 * 1024 * 1024,
+            cache_size: 16 * 1024 * 1024,
         }
     }
 }

@@ -122,13 +122,15 @@ pub(super) fn work(home: &Home, args: &WorkerArgs, err: &mut dyn Write) -> Resul
             break;
         }
     }
-    while let Ok(report) = reports.try_recv() {
-        write!(err, "{report}")?;
-    }
     let live = drivers.live_runs();
     // The drives in flight stop with the process; their leases go when the journal handle
     // does, and the next worker to claim each run marks what this one left interrupted.
     rt.shutdown_timeout(Duration::from_secs(5));
+    // Read after the shutdown: a drive that just ended writes its report on a blocking
+    // thread, which the shutdown waits for.
+    while let Ok(report) = reports.try_recv() {
+        write!(err, "{report}")?;
+    }
     for run in &live {
         let _ = journal.release_run(*run);
     }

@@ -89,7 +89,8 @@ async function main() {
   const tree = await page.locator("#tree").textContent();
   if (!tree.includes("step porosity_check")) throw new Error(`the task tree does not name the added step: ${tree}`);
   const logged = await page.locator("#log div").count();
-  if (logged < 40) throw new Error(`the event log shows ${logged} entries`);
+  // The job's calls, questions and edits, and its live views (published on a clock).
+  if (logged < 25) throw new Error(`the event log shows ${logged} entries`);
   step(`the run finished; ${logged} events in the log`);
   await page.waitForTimeout(300);
   await page.screenshot({ path: shot, fullPage: true });

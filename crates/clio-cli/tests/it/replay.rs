@@ -251,10 +251,11 @@ fn a_resume_that_meets_a_mismatch_runs_nothing_and_says_what_to_do() {
 #[test]
 fn a_run_near_its_entry_cap_warns_once_and_shows_the_warning() {
     let case = Case::new("entries");
-    // The workflow records 9 counted entries: the warning comes at 8 of 10.
-    std::fs::write(case.home.join("config.toml"), "[limits]\nmax_entries = 10\n").unwrap();
+    // The workflow records 4 counted entries (the limits, two calls, the final view), 5
+    // if a live view comes between its two steps: the warning comes at 4 of 5.
+    std::fs::write(case.home.join("config.toml"), "[limits]\nmax_entries = 5\n").unwrap();
     let message =
-        "run 1 has used 8 of its 10 journal entries; at 10 it fails with flow_checkpoint_limit";
+        "run 1 has used 4 of its 5 journal entries; at 5 it fails with flow_checkpoint_limit";
 
     let ran = case.run(&[]);
     assert_eq!(ran.code, 0, "{}", ran.render());

@@ -420,6 +420,11 @@ impl RunState {
         true
     }
 
+    /// Returns whether the history holds an entry with `identity`, without reaching it.
+    pub(crate) fn is_recorded(&self, identity: &str) -> bool {
+        self.recorded.contains_key(identity)
+    }
+
     /// Returns the entry recorded under `identity`, and counts the command as reached by
     /// the code. (The entry's own `identity` field is left empty: the key holds it.)
     pub(crate) fn recorded(&self, identity: &str) -> Option<&RawEntry> {
@@ -578,7 +583,18 @@ impl RunState {
         self.calls.get(identity).copied()
     }
 
-    pub(crate) fn remember_task(&self, rec: TaskRecord) {
+    /// Remembers task `rec` as the journal now holds it (the run's tree and statuses read
+    /// it).
+    ///
+    /// An ended task is remembered without its result beyond the `answer` (what the run
+    /// reads back from memory: evidence, background deliveries); the whole result is in the
+    /// journal, and a run of thousands of calls would otherwise hold every one of them.
+    pub(crate) fn remember_task(&self, mut rec: TaskRecord) {
+        if rec.status.is_terminal()
+            && let Some(result) = rec.result.as_mut()
+        {
+            *result = slim_result(result);
+        }
         lock(&self.tasks).insert(rec.id, rec);
     }
 
@@ -795,11 +811,26 @@ fn counts(e: &RawEntry) -> bool {
         })
 }
 
+/// Returns the part of an ended task's result kept in memory: its `answer`, if it has one.
+fn slim_result(result: &mut Value) -> Value {
+    match result.as_object_mut().and_then(|fields| fields.remove("answer")) {
+        Some(answer) => serde_json::json!({ "answer": answer }),
+        None => Value::Null,
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::digest;
+    use super::{Value, digest, slim_result};
     use serde_json::json;
     use sha2::{Digest, Sha256};
+
+    #[test]
+    fn an_ended_tasks_result_is_remembered_as_its_answer_alone() {
+        let mut result = json!({ "answer": "done", "value": { "big": [1, 2, 3] }, "handle": 4 });
+        assert_eq!(slim_result(&mut result), json!({ "answer": "done" }));
+        assert_eq!(slim_result(&mut json!({ "value": 1 })), Value::Null);
+    }
 
     /// Identities recorded in journals hold these digests: the streamed hash must equal the
     /// hash of the JSON text, in lowercase hex, first 8 bytes.

@@ -1,8 +1,13 @@
 //! Workflows at scale (issue 24, `issues show 24`): a chain writes one journal entry per
 //! step, not two, because a step's events follow from its recorded result (an implicit
-//! batch, no `wf-events` entry), so a long chain fits the run's 10,000-entry cap. Here a
-//! 1,000-step chain; the slow tier (`tests/slow`) runs the 9,000-step one.
+//! batch, no `wf-events` entry), so a long chain fits the run's 10,000-entry cap; and a
+//! small workflow of fast steps does not write its live view after every event (it is
+//! published on a clock), so it too writes about one entry per step.
 
+use std::time::Duration;
+
+use clio_flow::{Registry, Tool};
+use clio_journal::EntryKind;
 use serde_json::{Value, json};
 
 use crate::support::{Counter, fresh_then_replay, registry};
@@ -53,4 +58,63 @@ async fn issue_24_a_1000_step_chain_writes_one_entry_per_step() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn issue_24_a_9000_step_chain_fits_the_entry_cap() {
     a_chain_fits(9_000).await;
+}
+
+/// A small chain of fast steps writes its calls, the limits and one final view: 1.1
+/// entries a step at 20 steps, where it wrote 3.1 when it published a view per event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_24_a_20_step_chain_writes_at_most_1_1_entries_per_step() {
+    a_chain_fits(20).await;
+    a_chain_fits(50).await;
+}
+
+fn slow_registry() -> Registry {
+    let slow = Tool::new("slow", |args: Value| async move {
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        Ok(args)
+    })
+    .read_only();
+    Registry::new()
+        .tool(slow)
+        .tool(Tool::new("echo", |args: Value| async move { Ok(args) }).read_only())
+}
+
+/// Runs `workflow` on the slow registry and returns, for each live view it published in
+/// order (checked to be numbered from 0), how many steps it shows finished.
+async fn finished_per_view(workflow: Value) -> Vec<usize> {
+    let input = json!({ "workflow": workflow });
+    let (fresh, journal) = fresh_then_replay(slow_registry(), "workflow", input).await;
+    let views: Vec<_> = journal
+        .entries(fresh.run)
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.kind == EntryKind::View)
+        .collect();
+    let ids: Vec<String> = views.iter().filter_map(|e| e.identity.clone()).collect();
+    let numbered: Vec<String> = (0..ids.len()).map(|i| format!("key:wf-view-{i}")).collect();
+    assert_eq!(ids, numbered);
+    let finished = |e: &clio_journal::JournalEntry| {
+        e.payload["command"]["view"]["workflow"]
+            .as_array()
+            .map_or(0, |steps| steps.iter().filter(|s| s["status"] == "finished").count())
+    };
+    views.iter().map(finished).collect()
+}
+
+/// Steps slower than the view's interval show on the run card as they finish: a view as
+/// each of the first two steps finished, then the end's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_steps_publish_the_live_view_as_they_finish() {
+    assert_eq!(finished_per_view(chain(3, "slow")).await, vec![1, 2, 3]);
+}
+
+/// A change that came too soon after the last view is shown once its interval ends, while
+/// the workflow waits: the fast first step is on the run card while the slow one runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_is_shown_while_the_workflow_waits() {
+    let workflow = json!({ "steps": [
+        { "id": "fast", "target": "echo", "input": "a" },
+        { "id": "slow", "target": "slow", "input": "b", "after": ["fast"] }
+    ]});
+    assert_eq!(finished_per_view(workflow).await, vec![1, 2]);
 }

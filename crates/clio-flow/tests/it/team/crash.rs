@@ -26,7 +26,9 @@ async fn child(dir: &Path) -> TestResult {
     ];
     let opts = RunOptions { timeout_secs: Some(1), ..RunOptions::default() };
     let recs = team.env(sid("lead")).run(specs, opts).await?;
-    std::fs::write(dir.join("ready"), statuses(&recs).join(","))?;
+    // Written whole, then renamed: the parent reads it as soon as it exists.
+    std::fs::write(dir.join("ready.tmp"), statuses(&recs).join(","))?;
+    std::fs::rename(dir.join("ready.tmp"), dir.join("ready"))?;
     std::future::pending::<()>().await;
     Ok(())
 }
