@@ -15,7 +15,7 @@ use clio_flow::{FlowError, RecordedCommand, ReplayReport, ReplayVerdict, RunOutc
 use clio_journal::{Journal, RunId};
 use serde_json::{Value, json};
 
-use super::run::{Relaunched, relaunch, tokio_runtime};
+use super::run::{Relaunched, foreground_runtime, relaunch};
 use super::runs::status_name;
 use super::write_json;
 use crate::args::RunReplayArgs;
@@ -31,7 +31,7 @@ pub(super) fn replay(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<(), CliError> {
-    let rt = tokio_runtime()?;
+    let rt = foreground_runtime()?;
     let run = RunId(args.run);
     // A check writes nothing, not even the acceptance of a changed agent.
     let on_change = OnAgentChange::from_flag(args.accept_changed_agent, false);
