@@ -301,6 +301,47 @@ impl FlowOutput {
         record
     }
 
+    /// Returns the record form, as [`to_json`](Self::to_json) does, moving the value into
+    /// it instead of copying it when the value is a mapping whose other keys are the
+    /// outputs (a large workflow's result is tens of megabytes). The value is then left
+    /// out of this output until [`restore_value`](Self::restore_value) makes it again from
+    /// the outputs, with the place of its `answer` key returned here.
+    pub(crate) fn take_record(&mut self) -> (Value, Option<usize>) {
+        let place = match &self.value {
+            Value::Object(map)
+                if map.get("answer").and_then(Value::as_str) == Some(self.answer.as_str())
+                    && are_mapping_outputs(&self.outputs, &self.value) =>
+            {
+                map.keys().position(|k| k == "answer")
+            }
+            _ => None,
+        };
+        let Some(place) = place else { return (self.to_json(), None) };
+        let record = object([
+            ("answer", self.answer.as_str().into()),
+            ("value", std::mem::take(&mut self.value)),
+            ("workflow_state", self.workflow_state.clone()),
+            ("model", self.model.as_str().into()),
+        ]);
+        (record, Some(place))
+    }
+
+    /// Makes the value [`take_record`](Self::take_record) moved out again: the outputs with
+    /// the answer at `place`.
+    pub(crate) fn restore_value(&mut self, place: usize) {
+        // The outputs are the value with `answer` removed the way `Map::remove` removes it:
+        // the last key took its place. Undone: that key goes back to the end, `answer` to
+        // its place.
+        let mut map = self.outputs.clone();
+        if let Some(moved) = map.keys().nth(place).cloned()
+            && let Some(v) = map.shift_remove(&moved)
+        {
+            map.insert(moved, v);
+        }
+        map.shift_insert(place, "answer".into(), Value::String(self.answer.clone()));
+        self.value = Value::Object(map);
+    }
+
     /// Reads an output back from its record form.
     pub fn from_json(v: &Value) -> FlowOutput {
         let s = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
@@ -424,6 +465,36 @@ mod tests {
             let call = flow_call(output);
             let back = CallResult::from_json(&call.to_json()).expect("reads back");
             prop_assert_eq!(format!("{back:?}"), format!("{call:?}"));
+        });
+    }
+
+    /// Taking the record out of an output gives the record `to_json` gives, and restoring
+    /// the value gives the output back, key order included; answers that are not text and
+    /// outputs that are not a mapping's take the copying path.
+    #[test]
+    fn a_record_taken_out_of_an_output_is_its_record_and_the_value_comes_back() {
+        use proptest::prelude::*;
+        let keys = proptest::collection::vec(
+            (prop_oneof!["[a-c]{1,2}", Just("answer".to_owned())], any::<i8>(), any::<bool>()),
+            0..6,
+        );
+        proptest!(|(pairs in keys, text in any::<bool>())| {
+            let map: Map<String, Value> = pairs
+                .into_iter()
+                .map(|(k, v, as_text)| {
+                    let v = if as_text || (text && k == "answer") { json!(v.to_string()) } else { json!(v) };
+                    (k, v)
+                })
+                .collect();
+            for output in [FlowOutput::mapping(map.clone()), FlowOutput::text("plain")] {
+                let mut taken = output.clone();
+                let (record, place) = taken.take_record();
+                prop_assert_eq!(&record, &output.to_json());
+                if let Some(place) = place {
+                    taken.restore_value(place);
+                }
+                prop_assert_eq!(format!("{taken:?}"), format!("{output:?}"));
+            }
         });
     }
 }

@@ -682,12 +682,20 @@ impl Runtime {
         if let Some(loaded) = state.into_loaded() {
             drop(tokio::task::spawn_blocking(move || drop(loaded)));
         }
-        let update = match &outcome {
-            RunOutcome::Succeeded(out) => RunUpdate {
-                status: Some(RunStatus::Succeeded),
-                answer: Some(out.to_json()),
-                ..RunUpdate::default()
-            },
+        // The answer record takes the output's value rather than a copy of it; the value is
+        // made again from the outputs once the journal has written the record (below).
+        let mut outcome = outcome;
+        let mut moved_value = None;
+        let update = match &mut outcome {
+            RunOutcome::Succeeded(out) => {
+                let (record, place) = out.take_record();
+                moved_value = place;
+                RunUpdate {
+                    status: Some(RunStatus::Succeeded),
+                    answer: Some(record),
+                    ..RunUpdate::default()
+                }
+            }
             RunOutcome::Failed(FlowError::CallCancelled { .. }) | RunOutcome::Cancelled => {
                 RunUpdate { status: Some(RunStatus::Cancelled), ..RunUpdate::default() }
             }
@@ -734,7 +742,11 @@ impl Runtime {
         } else {
             update
         };
-        journal.nonblocking().update_run(run, update).await?;
+        let written = journal.nonblocking().update_run(run, update).await;
+        if let (RunOutcome::Succeeded(out), Some(place)) = (&mut outcome, moved_value) {
+            out.restore_value(place);
+        }
+        written?;
         let outcome = if cancelled { RunOutcome::Cancelled } else { outcome };
         span.in_scope(|| {
             tracing::info!(outcome = outcome_name(&outcome), submitted, steps_run, "run ended");
