@@ -475,7 +475,12 @@ fn a_worker_paused_past_its_lease_cannot_write_into_the_run_another_worker_took(
     let (_, entries_then) = head(&mut db);
     // The first worker wakes up: whatever it tries to write into the run is refused.
     signal("-CONT", &first);
-    std::thread::sleep(Duration::from_secs(3));
+    // It finds out that it was fenced, ends its drive and, idle for 3 s, exits by itself;
+    // a loaded machine (the whole suite at once) may take a while, so it gets 60 s.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while first.try_wait().unwrap().is_none() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let _ = first.kill();
     let _ = first.wait();
     let (status, entries_now) = head(&mut db);
