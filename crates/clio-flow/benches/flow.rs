@@ -39,6 +39,9 @@
 //! keeps the journals the workloads wrote there, for a look at what they recorded.
 #![allow(clippy::print_stdout, reason = "a benchmark reports on stdout")]
 
+#[path = "support/report.rs"]
+mod report;
+use report::round2;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -82,22 +85,15 @@ fn reset_peak() -> u64 {
     rss_kb()
 }
 
-fn round2(x: f64) -> f64 {
-    (x * 100.0).round() / 100.0
-}
-
+/// Prints workload `bench`'s line (`support/report.rs`) with this target's fields, then
+/// `extra`.
 fn report(bench: &str, n: u64, ms: f64, extra: Value) {
-    let mut line = json!({
-        "bench": bench,
-        "n": n,
-        "total_ms": (ms * 1000.0).round() / 1000.0,
-        "per_op_us": ((ms * 1000.0 / n.max(1) as f64) * 10.0).round() / 10.0,
-        "peak_rss_kb": peak_rss_kb(),
-    });
-    if let (Some(obj), Value::Object(more)) = (line.as_object_mut(), extra) {
-        obj.extend(more);
-    }
-    println!("{line}");
+    report::print_line(
+        bench,
+        n,
+        ms,
+        report::merged(json!({ "peak_rss_kb": peak_rss_kb() }), extra),
+    );
 }
 
 fn steps_flow(n: u64, block_at: Option<u64>, marker: Option<std::path::PathBuf>) -> FnFlow {

@@ -22,6 +22,9 @@
 //! `CLIO_PG_BENCH_ONLY=bare,W1,W2,throughput,dbos` runs only the workloads named.
 #![allow(clippy::print_stdout, reason = "a benchmark reports on stdout")]
 
+#[path = "support/report.rs"]
+mod report;
+use report::round2;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -36,23 +39,15 @@ use serde_json::{Value, json};
 /// How long a worker's lease lasts: far longer than a run, so none lapses mid-drive.
 const LEASE: Duration = Duration::from_secs(60);
 
-fn round2(x: f64) -> f64 {
-    (x * 100.0).round() / 100.0
-}
-
+/// Prints workload `bench`'s line (`support/report.rs`) with this target's fields, then
+/// `extra`.
 fn report(bench: &str, n: u64, ms: f64, extra: Value) {
-    let mut line = json!({
-        "bench": bench,
-        "n": n,
-        "total_ms": (ms * 1000.0).round() / 1000.0,
-        "per_op_us": ((ms * 1000.0 / n.max(1) as f64) * 10.0).round() / 10.0,
-        "engine": "clio",
-        "journal": "postgres",
-    });
-    if let (Some(obj), Value::Object(more)) = (line.as_object_mut(), extra) {
-        obj.extend(more);
-    }
-    println!("{line}");
+    report::print_line(
+        bench,
+        n,
+        ms,
+        report::merged(json!({ "engine": "clio", "journal": "postgres" }), extra),
+    );
 }
 
 /// Returns whether workload `name` runs: all of them, or those named in

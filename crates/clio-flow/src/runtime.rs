@@ -403,31 +403,10 @@ impl Runtime {
             launch,
         };
         let journal = self.inner.journal.clone();
-        let (flow, input_digest, fingerprint, owner, input, launch) = (
-            new.flow.clone(),
-            new.input_digest.clone(),
-            new.fingerprint.clone(),
-            new.owner.clone(),
-            new.input.clone(),
-            new.launch.clone(),
-        );
+        // The record the journal made, as its own rules make it (the run is not read back).
+        let recorded = new.clone();
         let id = blocking(move || journal.create_run(new)).await?;
-        let now = crate::clock::now_ms();
-        Ok(RunRecord {
-            id,
-            flow,
-            input,
-            input_digest,
-            fingerprint,
-            owner,
-            status: RunStatus::Running,
-            started_at_ms: now,
-            updated_at_ms: now,
-            finished_at_ms: None,
-            answer: None,
-            error: None,
-            launch,
-        })
+        Ok(clio_journal::records::new_run(id, recorded, crate::clock::now_ms()))
     }
 
     /// Drives run `run` again from the top of its flow: finished calls return their

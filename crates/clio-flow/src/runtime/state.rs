@@ -590,10 +590,8 @@ impl RunState {
     /// reads back from memory: evidence, background deliveries); the whole result is in the
     /// journal, and a run of thousands of calls would otherwise hold every one of them.
     pub(crate) fn remember_task(&self, mut rec: TaskRecord) {
-        if rec.status.is_terminal()
-            && let Some(result) = rec.result.as_mut()
-        {
-            *result = slim_result(result);
+        if rec.status.is_terminal() {
+            rec.result = rec.result.and_then(answer_only);
         }
         lock(&self.tasks).insert(rec.id, rec);
     }
@@ -812,24 +810,22 @@ fn counts(e: &RawEntry) -> bool {
 }
 
 /// Returns the part of an ended task's result kept in memory: its `answer`, if it has one.
-fn slim_result(result: &mut Value) -> Value {
-    match result.as_object_mut().and_then(|fields| fields.remove("answer")) {
-        Some(answer) => serde_json::json!({ "answer": answer }),
-        None => Value::Null,
-    }
+fn answer_only(mut result: Value) -> Option<Value> {
+    let answer = result.as_object_mut()?.remove("answer")?;
+    Some(serde_json::json!({ "answer": answer }))
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{Value, digest, slim_result};
+    use super::{answer_only, digest};
     use serde_json::json;
     use sha2::{Digest, Sha256};
 
     #[test]
     fn an_ended_tasks_result_is_remembered_as_its_answer_alone() {
-        let mut result = json!({ "answer": "done", "value": { "big": [1, 2, 3] }, "handle": 4 });
-        assert_eq!(slim_result(&mut result), json!({ "answer": "done" }));
-        assert_eq!(slim_result(&mut json!({ "value": 1 })), Value::Null);
+        let result = json!({ "answer": "done", "value": { "big": [1, 2, 3] }, "handle": 4 });
+        assert_eq!(answer_only(result), Some(json!({ "answer": "done" })));
+        assert_eq!(answer_only(json!({ "value": 1 })), None);
     }
 
     /// Identities recorded in journals hold these digests: the streamed hash must equal the

@@ -60,6 +60,25 @@ async fn issue_24_a_9000_step_chain_fits_the_entry_cap() {
     a_chain_fits(9_000).await;
 }
 
+/// Issue 24: a fan-out "just fit" the cap at 9,900 steps; a 9,000-way fan-out of read-only
+/// steps runs to success under the default cap, replays exactly, and writes at most 1.1
+/// entries a step (its calls, the limits, the batches of events that settled together, its
+/// views).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_24_a_9000_way_fan_out_fits_the_entry_cap() {
+    const N: usize = 9_000;
+    let steps: Vec<Value> = (0..N)
+        .map(|i| json!({ "id": format!("s{i}"), "target": "echo", "input": { "i": i } }))
+        .collect();
+    let c = Counter::default();
+    let input = json!({ "workflow": { "steps": steps } });
+    let (fresh, journal) = fresh_then_replay(registry(&c), "workflow", input).await;
+    let out = fresh.output().unwrap_or_else(|| panic!("{:?}", fresh.outcome));
+    assert_eq!(out.outputs["results"][format!("s{}", N - 1)], json!({ "i": N - 1 }));
+    let entries = journal.entries(fresh.run).unwrap().len();
+    assert!(entries as f64 <= 1.1 * N as f64, "{entries} entries for {N} steps");
+}
+
 /// A small chain of fast steps writes its calls, the limits and one final view: 1.1
 /// entries a step at 20 steps, where it wrote 3.1 when it published a view per event.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
