@@ -24,7 +24,7 @@ use crate::format::{
     FORMAT_VERSION, JournalEntry, RawEntry, RunId, RunRecord, SessionId, SessionRecord, TaskId,
     TaskRecord,
 };
-use crate::guard;
+use crate::guard::{self, Held};
 use crate::input::{
     JournalConfig, NewEntry, NewRun, NewSession, NewTask, Pruned, Reconciled, RunFilter, RunUpdate,
     SessionUpdate, TaskUpdate, encoded,
@@ -230,6 +230,8 @@ impl Embedded {
         config: JournalConfig,
         wal: Option<LogSource>,
     ) -> Result<Self> {
+        // Leaked, not closed, if the storage engine panics on a damaged file below.
+        let db = Held::new(db);
         let version = check_or_initialise(&db, &path)?;
         let wal = match wal {
             Some(source) => recover(&db, &path, &config, source)?,
@@ -243,7 +245,7 @@ impl Embedded {
             upgrade::seal_records(&db, &path, version, config.quick_repair)?;
         }
         tracing::debug!(path = %path.display(), format = FORMAT_VERSION, "journal opened");
-        let db = Arc::new(db);
+        let db = Arc::new(db.into_inner());
         let (sender, rx) = mpsc::channel();
         let writer_panic = Arc::new(Mutex::new(None));
         let commits = Arc::new(Commits::default());
@@ -922,7 +924,7 @@ fn recover(
         #[cfg(test)]
         LogSource::File(_) => wal::path_for(path),
     };
-    let mut txn = db.begin_write().at(path)?;
+    let txn = Held::new(db.begin_write().at(path)?);
     let mut tx = Tx::open(&txn, path, store::now_ms())?;
     let held = tx.wal_lsn()?;
     let (journal_id, _) = tx.journal_id_or(random_id())?;
@@ -988,6 +990,7 @@ fn recover(
     tx.set_wal_lsn(last)?;
     tx.set_wal_generation(generation, config.write_ahead_log)?;
     drop(tx);
+    let mut txn = txn.into_inner();
     txn.set_quick_repair(config.quick_repair);
     txn.commit().at(path)?;
     Ok(wal)

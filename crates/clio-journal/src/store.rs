@@ -17,6 +17,7 @@ use crate::format::{
     FORMAT_VERSION, JournalEntry, RawRunRecord, RunId, RunRecord, SessionId, SessionRecord, TaskId,
     TaskRecord,
 };
+use crate::guard::Held;
 use crate::input::{
     EncodedEntry, NewRun, NewSession, NewTask, Pruned, RawRunUpdate, Reconciled, SessionUpdate,
     TaskUpdate,
@@ -84,7 +85,7 @@ pub(crate) fn encode<T: Serialize>(place: Place<'_>, value: &T) -> Vec<u8> {
 
 /// Creates every table and the format-version record in a fresh file.
 pub(crate) fn initialise(txn: &WriteTransaction, path: &Path) -> Result<()> {
-    let mut meta = txn.open_table(META).at(path)?;
+    let mut meta = Held::new(txn.open_table(META).at(path)?);
     meta.insert(KEY_FORMAT_VERSION, FORMAT_VERSION).at(path)?;
     meta.insert(KEY_NEXT_RUN, 1).at(path)?;
     meta.insert(KEY_NEXT_TASK, 1).at(path)?;
@@ -109,16 +110,16 @@ pub(crate) fn initialise(txn: &WriteTransaction, path: &Path) -> Result<()> {
 pub(crate) struct Tx<'a> {
     path: &'a Path,
     now: u64,
-    meta: Table<'a, &'static str, u64>,
-    runs: Table<'a, u64, &'static [u8]>,
-    run_heads: Table<'a, u64, u64>,
-    entries: Table<'a, (u64, u64), &'static [u8]>,
-    identities: Table<'a, (u64, &'static str), u64>,
-    tasks: Table<'a, u64, &'static [u8]>,
-    run_tasks: Table<'a, (u64, u64), ()>,
-    live_tasks: Table<'a, u64, ()>,
-    sessions: Table<'a, &'static str, &'static [u8]>,
-    live_sessions: Table<'a, &'static str, ()>,
+    meta: Held<Table<'a, &'static str, u64>>,
+    runs: Held<Table<'a, u64, &'static [u8]>>,
+    run_heads: Held<Table<'a, u64, u64>>,
+    entries: Held<Table<'a, (u64, u64), &'static [u8]>>,
+    identities: Held<Table<'a, (u64, &'static str), u64>>,
+    tasks: Held<Table<'a, u64, &'static [u8]>>,
+    run_tasks: Held<Table<'a, (u64, u64), ()>>,
+    live_tasks: Held<Table<'a, u64, ()>>,
+    sessions: Held<Table<'a, &'static str, &'static [u8]>>,
+    live_sessions: Held<Table<'a, &'static str, ()>>,
     /// The batch's writes, kept when the batch goes through the write-ahead log.
     redo: Option<RedoLog>,
     /// Id counters and run heads as the batch has moved them, written once by
@@ -133,16 +134,16 @@ impl<'a> Tx<'a> {
         Ok(Self {
             path,
             now,
-            meta: txn.open_table(META).at(path)?,
-            runs: txn.open_table(RUNS).at(path)?,
-            run_heads: txn.open_table(RUN_HEADS).at(path)?,
-            entries: txn.open_table(ENTRIES).at(path)?,
-            identities: txn.open_table(IDENTITIES).at(path)?,
-            tasks: txn.open_table(TASKS).at(path)?,
-            run_tasks: txn.open_table(RUN_TASKS).at(path)?,
-            live_tasks: txn.open_table(LIVE_TASKS).at(path)?,
-            sessions: txn.open_table(SESSIONS).at(path)?,
-            live_sessions: txn.open_table(LIVE_SESSIONS).at(path)?,
+            meta: Held::new(txn.open_table(META).at(path)?),
+            runs: Held::new(txn.open_table(RUNS).at(path)?),
+            run_heads: Held::new(txn.open_table(RUN_HEADS).at(path)?),
+            entries: Held::new(txn.open_table(ENTRIES).at(path)?),
+            identities: Held::new(txn.open_table(IDENTITIES).at(path)?),
+            tasks: Held::new(txn.open_table(TASKS).at(path)?),
+            run_tasks: Held::new(txn.open_table(RUN_TASKS).at(path)?),
+            live_tasks: Held::new(txn.open_table(LIVE_TASKS).at(path)?),
+            sessions: Held::new(txn.open_table(SESSIONS).at(path)?),
+            live_sessions: Held::new(txn.open_table(LIVE_SESSIONS).at(path)?),
             redo: None,
             counters: BTreeMap::new(),
             heads: BTreeMap::new(),

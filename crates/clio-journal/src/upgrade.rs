@@ -15,6 +15,7 @@ use serde::de::DeserializeOwned;
 use crate::checksum::{self, Place};
 use crate::error::{JournalError, Result};
 use crate::format::{FORMAT_VERSION, RawEntry, RawRunRecord, SessionRecord, TaskRecord};
+use crate::guard::Held;
 use crate::store::{AtPath, ENTRIES, KEY_FORMAT_VERSION, META, RUNS, SESSIONS, TASKS};
 
 /// Seals every record of `db` (a file of format `from`, below the current one) and records
@@ -45,7 +46,7 @@ pub(crate) fn seal_records(
                       place: fn(u64) -> Place<'static>,
                       decodes| {
             let src = snapshot.open_table(table).at(path)?;
-            let mut dst = txn.open_table(table).at(path)?;
+            let mut dst = Held::new(txn.open_table(table).at(path)?);
             for item in src.iter().at(path)? {
                 let (key, bytes) = item.at(path)?;
                 let (at, json) = (place(key.value()), bytes.value());
@@ -58,7 +59,7 @@ pub(crate) fn seal_records(
         reseal(TASKS, Place::Task, decodes::<TaskRecord>)?;
 
         let src = snapshot.open_table(ENTRIES).at(path)?;
-        let mut dst = txn.open_table(ENTRIES).at(path)?;
+        let mut dst = Held::new(txn.open_table(ENTRIES).at(path)?);
         for item in src.iter().at(path)? {
             let (key, bytes) = item.at(path)?;
             let ((run, seq), json) = (key.value(), bytes.value());
@@ -68,7 +69,7 @@ pub(crate) fn seal_records(
         }
 
         let src = snapshot.open_table(SESSIONS).at(path)?;
-        let mut dst = txn.open_table(SESSIONS).at(path)?;
+        let mut dst = Held::new(txn.open_table(SESSIONS).at(path)?);
         for item in src.iter().at(path)? {
             let (key, bytes) = item.at(path)?;
             let (id, json) = (key.value(), bytes.value());
