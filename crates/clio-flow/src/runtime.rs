@@ -648,6 +648,9 @@ impl Runtime {
         });
         let outcome = tracing::Instrument::instrument(state.drive(forward), span.clone()).await;
         self.live().remove(&run);
+        // The flow's context holds the run's state and a copy of its input: let go of now,
+        // so that the state's records can be freed (below) before the answer is written.
+        drop(ctx);
         let (submitted, steps_run) = (state.submitted(), state.steps_run());
         let cancelled = state.is_cancelled();
         let suspended = state.suspension();

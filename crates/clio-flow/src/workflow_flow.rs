@@ -740,7 +740,9 @@ fn launch(ctx: &Ctx, action: Action, model: &str, inline: bool) -> Live {
     match action {
         Action::Start(s) => {
             let m = s.model.clone().unwrap_or_else(|| model.to_owned());
-            let call = call_of(ctx, &s.target, s.options, s.input, step_key(&s.step), s.editor, &m);
+            // Made a future now: the piece holds the call's future alone, not the call too.
+            let call = call_of(ctx, &s.target, s.options, s.input, step_key(&s.step), s.editor, &m)
+                .into_future();
             let step = s.step;
             let fallback = Done::Step { step: step.clone(), res: Err(lost()) };
             spawned(
@@ -769,7 +771,7 @@ fn launch(ctx: &Ctx, action: Action, model: &str, inline: bool) -> Live {
         }
         Action::OfferRepair(r) => {
             let key = format!("wf-repair:{}:{}", r.step, r.editor);
-            let call = call_of(ctx, &r.editor, None, r.input, key, true, model);
+            let call = call_of(ctx, &r.editor, None, r.input, key, true, model).into_future();
             let (step, editor) = (r.step, r.editor);
             let fallback =
                 Done::Repair { step: step.clone(), editor: editor.clone(), res: Err(lost()) };

@@ -67,19 +67,28 @@ pub struct Call {
     history: Vec<crate::model::Message>,
     // The team session a worker runs as: it claims its iterations, checkpoints its input
     // and keeps to its allowlist.
-    team: Option<crate::team::AgentEnv>,
+    team: Option<Box<crate::team::AgentEnv>>,
     // The calling agent's conversation, for a contextual tool (the team tools).
     conversation: Option<std::sync::Arc<Vec<crate::model::Message>>>,
 }
 
+///
+/// Each variant is boxed: a call holds its `Accepted` until it ends, and unboxed, every call
+/// in flight held the largest (a worker's, about 520 bytes) whatever it was (issue 24).
 enum Accepted {
-    Done(Result<CallResult, FlowError>),
+    Done(Box<Result<CallResult, FlowError>>),
     Run {
         task: TaskId,
-        ready: Ready,
+        ready: Box<Ready>,
     },
     /// A read-only tool to run first and record once it has ended ([`Call::run_then_record`]).
     RunThenRecord(Box<Unwritten>),
+}
+
+impl Accepted {
+    fn done(res: Result<CallResult, FlowError>) -> Accepted {
+        Accepted::Done(Box::new(res))
+    }
 }
 
 /// What an accepted call runs: a tool the gate passed, a flow or a worker.
@@ -232,7 +241,7 @@ impl Call {
         env: crate::team::AgentEnv,
     ) -> Call {
         self.history = history;
-        self.team = Some(env);
+        self.team = Some(Box::new(env));
         self
     }
 
@@ -300,8 +309,10 @@ impl Call {
 
     pub(crate) async fn start(self) -> Result<TaskId, FlowError> {
         match self.accept(false).await? {
-            Accepted::Done(Ok(r)) => Ok(r.handle),
-            Accepted::Done(Err(e)) => e.handle().ok_or(e),
+            Accepted::Done(res) => match *res {
+                Ok(r) => Ok(r.handle),
+                Err(e) => e.handle().ok_or(e),
+            },
             // Tools are refused before; a started call is always written first.
             Accepted::RunThenRecord(unwritten) => Err(FlowError::CallRefused {
                 handle: None,
@@ -312,7 +323,7 @@ impl Call {
                 let run = std::sync::Arc::clone(&self.ctx.run);
                 let handle = tokio::spawn(tracing::Instrument::in_current_span(async move {
                     // The result is recorded on the task; the starter reads it from there.
-                    let _ = self.body(task, ready).await;
+                    let _ = self.body(task, *ready).await;
                 }));
                 run.spawn_background(handle);
                 Ok(task)
@@ -337,9 +348,9 @@ impl Call {
             _ => None,
         };
         let res = match accepted {
-            Accepted::Done(res) => res,
-            Accepted::Run { task, ready } => Box::pin(self.body(task, ready)).await,
-            Accepted::RunThenRecord(unwritten) => Box::pin(self.run_then_record(*unwritten)).await,
+            Accepted::Done(res) => *res,
+            Accepted::Run { task, ready } => Box::pin(self.body(task, *ready)).await,
+            Accepted::RunThenRecord(unwritten) => Box::pin(self.run_then_record(unwritten)).await,
         };
         res.map(|mut r| {
             r.index = index;
@@ -441,7 +452,7 @@ impl Call {
             // recorded once it had ended is found through its task, which names the call.
             let accepted = run.recorded(&format!("{identity}@accepted")).and_then(|e| e.task);
             let Some(task) = accepted.or_else(|| run.task_of_call(&identity)) else {
-                return Ok(Accepted::Done(Err(FlowError::TaskStateUncertain {
+                return Ok(Accepted::done(Err(FlowError::TaskStateUncertain {
                     handle: None,
                     target: self.target.name().to_owned(),
                 })));
@@ -557,7 +568,7 @@ impl Call {
             .create_task_with_entries(run_id, vec![intent], new_task, vec![accepted])
             .await?;
         run.count_submitted();
-        Ok(Accepted::Run { task, ready })
+        Ok(Accepted::Run { task, ready: Box::new(ready) })
     }
 
     /// Runs read-only tool `tool` on `input`, then records the call as ended: the
@@ -565,25 +576,29 @@ impl Call {
     /// A crash before that write leaves no trace, so a resumed run calls the tool again,
     /// as it may a read-only tool left running. The task is in the journal (and the tree)
     /// once it has ended; cancelling the flow cancels it while it runs.
-    async fn run_then_record(&self, unwritten: Unwritten) -> Result<CallResult, FlowError> {
-        let Unwritten { tool, passed, intent, task } = unwritten;
+    async fn run_then_record(&self, unwritten: Box<Unwritten>) -> Result<CallResult, FlowError> {
         let run = std::sync::Arc::clone(&self.ctx.run);
-        let token = self.ctx.scope.cancel.child_token();
         let _permit =
             match (&run.concurrency, (self.ctx.scope.kind == crate::ctx::ScopeKind::Worker)) {
                 (Some(sem), false) => Some(sem.clone().acquire_owned().await),
                 _ => None,
             };
         let _busy = run.activity.busy();
-        let identity = self.identity();
-        // Boxed: the tool's run is freed before the call waits for its commit.
-        let value = Box::pin(async {
-            tokio::select! {
-                value = gate::run(&self.ctx, &identity, &tool, passed, None) => value,
-                () = token.cancelled() => Err(FlowError::CallCancelled { handle: None }),
-            }
-        })
-        .await;
+        // What only the tool's run needs is scoped to it, and the run is boxed: a call
+        // waiting for its commit holds neither (a 9,000-way fan-out waits 9,000 times).
+        let (value, tool_name, intent, task) = {
+            let Unwritten { tool, passed, intent, task } = *unwritten;
+            let token = self.ctx.scope.cancel.child_token();
+            let identity = self.identity();
+            let value = Box::pin(async {
+                tokio::select! {
+                    value = gate::run(&self.ctx, &identity, &tool, passed, None) => value,
+                    () = token.cancelled() => Err(FlowError::CallCancelled { handle: None }),
+                }
+            })
+            .await;
+            (value, tool.name, intent, task)
+        };
         if let Err(err) = &value
             && run.is_stopping()
         {
@@ -625,9 +640,9 @@ impl Call {
         run.remember_task(rec);
         // A read-only tool ran before its task was written: its start and end are one line.
         match &outcome {
-            Ok(_) => tracing::debug!(task = handle.0, target = %tool.name, "call ran and ended"),
+            Ok(_) => tracing::debug!(task = handle.0, target = %tool_name, "call ran and ended"),
             Err(error) => {
-                tracing::debug!(task = handle.0, target = %tool.name, %error, "call ran and failed");
+                tracing::debug!(task = handle.0, target = %tool_name, %error, "call ran and failed");
             }
         }
         match outcome {
@@ -661,7 +676,7 @@ impl Call {
                         message: "the recorded result does not read back".into(),
                     },
                 );
-                Ok(Accepted::Done(res))
+                Ok(Accepted::done(res))
             }
             TaskStatus::Failed => {
                 let err = rec.error.as_deref().map(FlowError::from_record).unwrap_or(
@@ -670,9 +685,9 @@ impl Call {
                         message: "failed with no error recorded".into(),
                     },
                 );
-                Ok(Accepted::Done(Err(err.with_handle(rec.id))))
+                Ok(Accepted::done(Err(err.with_handle(rec.id))))
             }
-            TaskStatus::Cancelled => Ok(Accepted::Done(Err(FlowError::CallCancelled { handle }))),
+            TaskStatus::Cancelled => Ok(Accepted::done(Err(FlowError::CallCancelled { handle }))),
             // A tool left running would run again: past the end of the history, which a
             // replay of an unfinished run stops at. A child flow or worker replays inside.
             _ if run.replay_only && (!run.frontier || matches!(resolved, Resolved::Tool(_))) => {
@@ -699,7 +714,7 @@ impl Call {
                         ),
                     };
                     self.finish(rec.id, &Err(err.clone()), 0, 0).await?;
-                    return Ok(Accepted::Done(Err(err)));
+                    return Ok(Accepted::done(Err(err)));
                 }
                 // It runs again: through the gate again, which decides from what it recorded
                 // (its questions' answers, its hooks' outcomes) and asks only what is new,
@@ -718,7 +733,7 @@ impl Call {
                                 ) =>
                             {
                                 self.finish(rec.id, &Err(err.clone()), 0, 0).await?;
-                                return Ok(Accepted::Done(Err(err.with_handle(rec.id))));
+                                return Ok(Accepted::done(Err(err.with_handle(rec.id))));
                             }
                             Err(err) => return Err(err),
                         }
@@ -730,14 +745,14 @@ impl Call {
                             Ok(()) => Ready::Flow { flow, options, input, plugin: Some(plugin) },
                             Err(err @ FlowError::FlowNotTrusted { .. }) => {
                                 self.finish(rec.id, &Err(err.clone()), 0, 0).await?;
-                                return Ok(Accepted::Done(Err(err)));
+                                return Ok(Accepted::done(Err(err)));
                             }
                             Err(err) => return Err(err),
                         }
                     }
                     other => Ready::child(other, input)?,
                 };
-                Ok(Accepted::Run { task: rec.id, ready })
+                Ok(Accepted::Run { task: rec.id, ready: Box::new(ready) })
             }
         }
     }
@@ -966,7 +981,8 @@ impl Call {
             // no agent its subagents could run as (it claims no iterations).
             let session = self
                 .team
-                .clone()
+                .as_deref()
+                .cloned()
                 .or_else(|| scope.seat.as_ref().and_then(|seat| seat.session.clone()));
             let agent = match worker.run {
                 WorkerRun::React => self.target.name().to_owned(),
@@ -1001,7 +1017,7 @@ impl Call {
             effort: worker.effort.clone(),
             structured_outputs: worker.structured_outputs.clone(),
             history: self.history.clone(),
-            team: self.team.clone(),
+            team: self.team.as_deref().cloned(),
             max_iters: if worker.max_iters > 0 {
                 worker.max_iters
             } else {
@@ -1255,4 +1271,18 @@ async fn calls_were_read_only(ctx: &Ctx, task: TaskId) -> Result<bool, FlowError
     Ok(tasks.iter().filter(|t| t.parent == Some(task)).all(|t| {
         registry.get_tool(&t.target).is_some_and(|tool| crate::gate::believed_read_only(ctx, tool))
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_every_call_in_flight_holds_stays_small() {
+        // A 9,000-way fan-out holds 9,000 of each while its calls wait for their commits
+        // (issue 24): an accepted call's stage is boxed, and so is a team's environment,
+        // which most calls lack. Unboxed, `Accepted` was 528 bytes and `Call` 536.
+        assert!(std::mem::size_of::<Accepted>() <= 32, "{}", std::mem::size_of::<Accepted>());
+        assert!(std::mem::size_of::<Call>() <= 432, "{}", std::mem::size_of::<Call>());
+    }
 }
