@@ -587,7 +587,8 @@ impl Call {
         // What only the tool's run needs is scoped to it, and the run is boxed: a call
         // waiting for its commit holds neither (a 9,000-way fan-out waits 9,000 times).
         let (value, tool_name, intent, task) = {
-            let Unwritten { tool, passed, intent, task } = *unwritten;
+            // Taken out of its box, which is freed here rather than when the call ends.
+            let Unwritten { tool, passed, intent, task } = *{ unwritten };
             let token = self.ctx.scope.cancel.child_token();
             let identity = self.identity();
             let value = Box::pin(async {
