@@ -89,8 +89,11 @@ static TEMP_SEQ: AtomicU64 = AtomicU64::new(0);
 
 /// What the probe of each bubblewrap program found, once per process: whether it works
 /// is a fact of the machine, and the probe starts a process.
-static BWRAP_PROBES: Mutex<BTreeMap<PathBuf, Result<(), BwrapTrouble>>> =
-    Mutex::new(BTreeMap::new());
+/// Each probe is one cell, filled by whichever caller gets there first: one started ahead
+/// ([`Sandbox::probe_ahead`]) and one that needs its answer share the same run.
+static BWRAP_PROBES: Mutex<BTreeMap<PathBuf, ProbeCell>> = Mutex::new(BTreeMap::new());
+
+type ProbeCell = std::sync::Arc<tokio::sync::OnceCell<Result<(), BwrapTrouble>>>;
 
 /// How code that runs on the person's machine is confined.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -388,6 +391,23 @@ impl Sandbox {
         Sandbox { mode: SandboxMode::Off, ..Sandbox::default() }
     }
 
+    /// Starts the check of bubblewrap that confining a program under this policy makes
+    /// (once per process), without waiting for it: a command that will start confined
+    /// programs calls it first, so that the check (a process of its own, about 4 ms) runs
+    /// while the command opens its journal and reads its plugins. Does nothing outside a
+    /// tokio runtime, or when the mode does not use bubblewrap.
+    pub fn probe_ahead(&self) {
+        if !matches!(self.mode, SandboxMode::Bwrap | SandboxMode::Auto) {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        let bwrap = self.bwrap.clone();
+        // Its answer is kept for `confine`; an error is reported there, when it matters.
+        runtime.spawn(async move {
+            let _ = probe_bwrap(&bwrap).await;
+        });
+    }
+
     /// Prepares `program` to run under this policy with `access`: finds the mechanism
     /// the mode asks for (probing bubblewrap once per process), and builds the command.
     pub async fn confine(&self, program: &Path, access: &Access) -> Result<Confined, SandboxError> {
@@ -590,20 +610,14 @@ fn private_temp(base: &Path) -> Result<TempDir, SandboxError> {
 /// Checks once per process that `program` can make the sandbox we ask of it: the same
 /// namespaces, `/dev`, `/proc` and `/tmp`, running bubblewrap's own `--version` inside.
 async fn probe_bwrap(program: &Path) -> Result<(), BwrapTrouble> {
-    let known = BWRAP_PROBES
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .get(program)
-        .cloned();
-    if let Some(known) = known {
-        return known;
-    }
-    let found = run_probe(program).await;
-    BWRAP_PROBES
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .insert(program.to_path_buf(), found.clone());
-    found
+    let cell = std::sync::Arc::clone(
+        BWRAP_PROBES
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry(program.to_path_buf())
+            .or_default(),
+    );
+    cell.get_or_init(|| run_probe(program)).await.clone()
 }
 
 async fn run_probe(program: &Path) -> Result<(), BwrapTrouble> {
@@ -737,6 +751,32 @@ pub fn find_program(program: &Path) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_probe_started_ahead_is_the_one_confining_waits_for() {
+        // A stand-in for bubblewrap that notes each time it runs: the probe started ahead
+        // and the two programs confined after it share one run of it.
+        let dir = std::env::temp_dir().join(format!("clio-probe-ahead-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (fake, runs) = (dir.join("bwrap"), dir.join("runs"));
+        std::fs::write(&fake, format!("#!/bin/sh\necho run >> {}\n", runs.display())).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let sandbox = Sandbox { mode: SandboxMode::Bwrap, bwrap: fake, ..Sandbox::default() };
+        // Outside a runtime it does nothing, and does not panic.
+        sandbox.probe_ahead();
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            sandbox.probe_ahead();
+            for _ in 0..2 {
+                let confined = sandbox.confine(Path::new("/bin/true"), &Access::default()).await;
+                assert!(confined.is_ok(), "{:?}", confined.err());
+            }
+        });
+        let noted = std::fs::read_to_string(&runs).unwrap_or_default();
+        assert_eq!(noted.lines().count(), 1, "the probe ran once: {noted:?}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn deeper_mounts_come_later() {

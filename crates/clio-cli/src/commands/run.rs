@@ -52,6 +52,17 @@ pub(super) fn foreground_runtime() -> Result<tokio::runtime::Runtime, CliError> 
     build_runtime(builder)
 }
 
+/// Starts the home's sandbox check on `rt` while the command goes on to open its journal
+/// and read its plugins: the check is a process of its own, and the run's first confined
+/// tool server or script waits for it. A config that does not load is left for the
+/// command's own load to report.
+fn probe_sandbox_ahead(rt: &tokio::runtime::Runtime, home: &Home) {
+    if let Ok(settings) = crate::config::HomeConfig::load(home) {
+        let _entered = rt.enter();
+        settings.sandbox().probe_ahead();
+    }
+}
+
 fn build_runtime(
     mut builder: tokio::runtime::Builder,
 ) -> Result<tokio::runtime::Runtime, CliError> {
@@ -268,6 +279,7 @@ fn start_checked(
     err: &mut dyn Write,
 ) -> Result<(), CliError> {
     let rt = foreground_runtime()?;
+    probe_sandbox_ahead(&rt, home);
     if drive.trust {
         // The person vouches for the folders named on this command line, as `clio plugin
         // trust DIR` would, before anything of them runs.
@@ -1055,6 +1067,7 @@ pub(super) fn resume(
         }
     }
     let rt = foreground_runtime()?;
+    probe_sandbox_ahead(&rt, home);
     let on_change = OnAgentChange::from_flag(args.accept_changed_agent, true);
     let Relaunched { runtime, journal, agent_change } = relaunch(home, args.run, on_change)?;
     if let Some(change) = &agent_change {
