@@ -73,7 +73,7 @@ pub use crate::input::{
     Durability, JournalConfig, NewEntry, NewRun, NewSession, NewTask, Pruned, Reconciled,
     RunFilter, RunUpdate, SessionUpdate, TaskUpdate,
 };
-pub use crate::pending::Pending;
+pub use crate::pending::{Pending, spin_for_awaited_write};
 pub use crate::salvage::{LeftRun, LeftSession, LostTask, SalvageReport, SalvagedRun};
 
 /// The crate README's example, run as a doctest so that it cannot go stale.
