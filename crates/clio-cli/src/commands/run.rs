@@ -39,9 +39,9 @@ pub(super) fn tokio_runtime() -> Result<tokio::runtime::Runtime, CliError> {
 }
 
 /// The longest a foreground run's worker spins for an awaited journal write before it
-/// sleeps: longer than a flush of this machine's disk (100–200 µs), short enough that a
-/// slow flush costs little.
-const PARK_SPIN: std::time::Duration = std::time::Duration::from_micros(300);
+/// sleeps: longer than a write's apply and flush on this machine's disk (200–300 µs when
+/// the disk is slow), short enough that a slower disk costs little CPU.
+const PARK_SPIN: std::time::Duration = std::time::Duration::from_micros(500);
 
 /// The async runtime of a command that drives one run in the foreground: one worker
 /// thread (unless `TOKIO_WORKER_THREADS` says otherwise). A run's tasks mostly wait (on the
