@@ -230,8 +230,9 @@ fn w1_against_bare_redb(lines: &[String]) -> Option<String> {
 }
 
 /// Returns a line comparing the CLI end to end (W8, the `cli` bench) with the in-process
-/// flow bench of the same run: `clio workflow run` of the chain against W1 (`ctx.step`) and
-/// W1wf (the same chain workflow in-process), of the fan-out against W2 and W2wf, of the DAG
+/// flow bench of the same run: `clio workflow run` of the chain against W1 (`ctx.step`),
+/// W1spin (W1 on a runtime like the CLI's foreground one) and W1wf (the same chain workflow
+/// in-process), of the fan-out against W2 and W2wf, of the DAG
 /// against W3, and `clio runs resume` against W4; `None` when this run measured neither
 /// pair. Issue 24's goals: W1 ≤ 1.3 ×, W2 and W3 ≤ 1.5 ×.
 fn w8_against_in_process(lines: &[String]) -> Option<String> {
@@ -243,6 +244,7 @@ fn w8_against_in_process(lines: &[String]) -> Option<String> {
     let pairs = [
         ("w1_to_W1", "W8_W1_cli_chain_1000", "W1_sequential_steps"),
         ("w1_to_W1wf", "W8_W1_cli_chain_1000", "W1wf_chain_1000_via_workflow"),
+        ("w1_to_W1_park_spin", "W8_W1_cli_chain_1000", "W1_sequential_steps_park_spin"),
         ("w2_to_W2", "W8_W2_cli_fanout_1000", "W2_gather_1000_tools"),
         ("w2_to_W2wf", "W8_W2_cli_fanout_1000", "W2wf_fanout_1000_via_workflow"),
         ("w3_to_W3", "W8_W3_cli_dag_10x100", "W3_dag_10x100"),

@@ -9,6 +9,8 @@
 //! - W1: 1,000 sequential no-op `ctx.step`s, with the journal's quick repair on (the
 //!   default) and off, each line with its ratio to both baselines of this run; `cargo xtask
 //!   bench` also compares it with a bare redb commit measured by the journal bench;
+//!   W1spin the same on a runtime like the CLI's foreground one (one worker, which spins
+//!   for an awaited journal write before it sleeps), in a process of its own;
 //!   W1wf the same 1,000 steps as a chain workflow (each step waits on the one before)
 //!   through the `workflow` flow, with read-only no-op tool targets;
 //! - W2: a 1,000-way `gather` of read-only no-op tool calls; W2s the same with a
@@ -54,6 +56,7 @@ use serde_json::{Value, json};
 
 const CHILD: &str = "CLIO_FLOW_BENCH_W4_CHILD";
 const SCALE_CHILD: &str = "CLIO_FLOW_BENCH_SCALE_CHILD";
+const SPIN_CHILD: &str = "CLIO_FLOW_BENCH_W1_SPIN_CHILD";
 
 fn peak_rss_kb() -> u64 {
     std::fs::read_to_string("/proc/self/status")
@@ -353,6 +356,28 @@ async fn benches(dir: &Path) {
         }
     }
 
+    if want("W1spin") {
+        // W1 again on the runtime `clio` drives a foreground run on: one worker, which spins
+        // for an awaited journal write before it sleeps. A process of its own, as a runtime
+        // is built once per process here.
+        let out = Command::new(std::env::current_exe().expect("exe"))
+            .env(SPIN_CHILD, dir)
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("the W1spin child runs");
+        let child: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        let ms = child["ms"].as_f64().unwrap_or(0.0);
+        let extra = json!({
+            "includes": "1,000 ctx.step in one flow, each one durable journal commit, on a one-worker tokio runtime whose worker spins for an awaited journal write before it sleeps (clio_journal::spin_for_awaited_write, 500 µs at most), as clio drives a foreground run; in a process of its own",
+            "ratio_to_w1": if w1_ms > 0.0 { round2(ms / w1_ms) } else { 0.0 },
+            "ratio_to_raw_fdatasync": round2(ms / raw_ms),
+            "goal_ratio_to_raw_fdatasync": 1.1,
+            "commits": child["commits"],
+            "entries": child["entries"],
+        });
+        report("W1_sequential_steps_park_spin", 1_000, ms, extra);
+    }
+
     if want("W1wf") {
         let m = measure(&dir.join("w1wf.redb"), "workflow", shaped(1_000, true, "noop")).await;
         let extra = json!({
@@ -615,7 +640,34 @@ async fn w4_child(dir: &Path) {
     let _ = rt(&journal, reg).run(selection("steps", json!({})), Value::Null).await;
 }
 
+/// W1 on a runtime like the one `clio` drives a foreground run on; prints its
+/// milliseconds, commits and entries as one JSON object.
+async fn w1_spin_child(dir: &Path) {
+    let journal = open(&dir.join("w1spin.redb"), Durability::Immediate);
+    let runtime = rt(&journal, registry());
+    let commits = journal.commits();
+    let t = instant();
+    let r = runtime.run(selection("steps", json!({})), Value::Null).await.expect("w1spin");
+    let ms = t.elapsed().as_secs_f64() * 1000.0;
+    ok(&r.outcome);
+    let commits = journal.commits() - commits;
+    let entries = journal.entries(r.run).expect("entries").len();
+    println!("{}", json!({ "ms": ms, "commits": commits, "entries": entries }));
+}
+
 fn main() {
+    if let Ok(dir) = std::env::var(SPIN_CHILD) {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .on_thread_park(|| {
+                clio_journal::spin_for_awaited_write(std::time::Duration::from_micros(500))
+            })
+            .enable_all()
+            .build()
+            .expect("tokio runtime");
+        runtime.block_on(w1_spin_child(Path::new(&dir)));
+        return;
+    }
     let runtime =
         tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
     if let Ok(dir) = std::env::var(CHILD) {
