@@ -325,13 +325,7 @@ async fn benches(dir: &Path) {
     let mut w1_ms = 0.0;
 
     if want("W1") {
-        // Untimed first: the first 1,000-step run of the process was 40-60 µs a step slower
-        // than the next in every try, whichever W1 variant came first, so W1 measures the
-        // steady state.
-        let warm_up = open(&dir.join("w1-warm-up.redb"), Durability::Immediate);
-        let r = rt(&warm_up, registry()).run(selection("steps", json!({})), Value::Null).await;
-        ok(&r.expect("warm-up").outcome);
-        drop(warm_up);
+        warm_up(&dir.join("w1-warm-up.redb")).await;
         // W1, on the default journal (quick repair on: two flushes per commit), then with
         // quick repair off (one flush, as a bare redb commit).
         for (name, quick_repair) in
@@ -372,8 +366,9 @@ async fn benches(dir: &Path) {
             .stderr(Stdio::inherit())
             .output()
             .expect("the W1spin child runs");
-        let child: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-        let ms = child["ms"].as_f64().unwrap_or(0.0);
+        assert!(out.status.success(), "the W1spin child failed: {}", out.status);
+        let child: Value = serde_json::from_slice(&out.stdout).expect("the W1spin child's line");
+        let ms = child["ms"].as_f64().expect("the W1spin child's milliseconds");
         let extra = json!({
             "includes": "1,000 ctx.step in one flow, each one durable journal commit, on a one-worker tokio runtime whose worker spins for an awaited journal write before it sleeps (clio_journal::spin_for_awaited_write, 500 µs at most), as clio drives a foreground run; in a process of its own, after an untimed run of the same flow",
             "ratio_to_w1": if w1_ms > 0.0 { round2(ms / w1_ms) } else { 0.0 },
@@ -647,14 +642,19 @@ async fn w4_child(dir: &Path) {
     let _ = rt(&journal, reg).run(selection("steps", json!({})), Value::Null).await;
 }
 
+/// Runs W1's flow once, untimed, on a journal at `path`: the first 1,000-step run of a
+/// process was 40-60 µs a step slower than the next in every try, whichever W1 variant
+/// came first, so W1 measures the steady state.
+async fn warm_up(path: &Path) {
+    let journal = open(path, Durability::Immediate);
+    let r = rt(&journal, registry()).run(selection("steps", json!({})), Value::Null).await;
+    ok(&r.expect("warm-up").outcome);
+}
+
 /// W1 on a runtime like the one `clio` drives a foreground run on; prints its
 /// milliseconds, commits and entries as one JSON object.
 async fn w1_spin_child(dir: &Path) {
-    // Untimed first, as for W1 (see there).
-    let warm_up = open(&dir.join("w1spin-warm-up.redb"), Durability::Immediate);
-    let r = rt(&warm_up, registry()).run(selection("steps", json!({})), Value::Null).await;
-    ok(&r.expect("warm-up").outcome);
-    drop(warm_up);
+    warm_up(&dir.join("w1spin-warm-up.redb")).await;
     let journal = open(&dir.join("w1spin.redb"), Durability::Immediate);
     let runtime = rt(&journal, registry());
     let commits = journal.commits();

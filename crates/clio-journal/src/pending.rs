@@ -16,13 +16,54 @@ use std::task::{Context, Poll, Waker};
 
 use crate::error::{JournalError, Result};
 
-/// How many async callers of this process wait on a write now (a `Pending` polled and not
-/// yet delivered), and how many such waits have been delivered so far.
-static AWAITED: AtomicU64 = AtomicU64::new(0);
-static DELIVERED: AtomicU64 = AtomicU64::new(0);
-/// Whether a thread spins in [`spin_for_awaited_write`] now: one at a time, so that the
-/// idle workers of a many-threaded runtime do not all take a core from the writer.
-static SPINNING: AtomicBool = AtomicBool::new(false);
+/// The async waits on writes of this process, for [`spin_for_awaited_write`].
+static WAITS: Waits = Waits::new();
+
+/// How many async callers wait on a write now (a `Pending` polled and not yet delivered),
+/// how many such waits have been delivered so far, and whether a thread spins for one.
+struct Waits {
+    awaited: AtomicU64,
+    delivered: AtomicU64,
+    /// One thread spins at a time, so that the idle workers of a many-threaded runtime do
+    /// not all take a core from the writer.
+    spinning: AtomicBool,
+}
+
+impl Waits {
+    const fn new() -> Waits {
+        Waits {
+            awaited: AtomicU64::new(0),
+            delivered: AtomicU64::new(0),
+            spinning: AtomicBool::new(false),
+        }
+    }
+
+    fn began(&self) {
+        self.awaited.fetch_add(1, Ordering::AcqRel);
+    }
+
+    fn ended(&self) {
+        self.awaited.fetch_sub(1, Ordering::AcqRel);
+        self.delivered.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Spins until a wait that was on when it began is delivered, or for `max`; returns at
+    /// once when no wait is on or another thread spins.
+    fn spin(&self, max: std::time::Duration) {
+        if self.awaited.load(Ordering::Acquire) == 0 || self.spinning.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let delivered = self.delivered.load(Ordering::Acquire);
+        let start = std::time::Instant::now();
+        while self.delivered.load(Ordering::Acquire) == delivered
+            && self.awaited.load(Ordering::Acquire) > 0
+            && start.elapsed() < max
+        {
+            std::hint::spin_loop();
+        }
+        self.spinning.store(false, Ordering::Release);
+    }
+}
 
 /// When an async caller of this process waits on a journal write, waits for one such write
 /// to be delivered, spinning for at most `max`; returns at once otherwise.
@@ -35,18 +76,7 @@ static SPINNING: AtomicBool = AtomicBool::new(false);
 ///
 /// One thread spins at a time; another that calls it meanwhile returns at once.
 pub fn spin_for_awaited_write(max: std::time::Duration) {
-    if AWAITED.load(Ordering::Acquire) == 0 || SPINNING.swap(true, Ordering::AcqRel) {
-        return;
-    }
-    let delivered = DELIVERED.load(Ordering::Acquire);
-    let start = std::time::Instant::now();
-    while DELIVERED.load(Ordering::Acquire) == delivered
-        && AWAITED.load(Ordering::Acquire) > 0
-        && start.elapsed() < max
-    {
-        std::hint::spin_loop();
-    }
-    SPINNING.store(false, Ordering::Release);
+    WAITS.spin(max);
 }
 
 /// The outcome of one write, available once the batch that holds it has committed.
@@ -170,7 +200,7 @@ impl<T> Future for Pending<T> {
             Some(waker) if waker.will_wake(cx.waker()) => {}
             Some(_) => state.waker = Some(cx.waker().clone()),
             None => {
-                AWAITED.fetch_add(1, Ordering::AcqRel);
+                WAITS.began();
                 state.waker = Some(cx.waker().clone());
             }
         }
@@ -204,8 +234,7 @@ fn deliver<T>(slot: &Slot<T>, outcome: Result<T>) {
     slot.ready.notify_all();
     if let Some(waker) = waker {
         waker.wake();
-        AWAITED.fetch_sub(1, Ordering::AcqRel);
-        DELIVERED.fetch_add(1, Ordering::AcqRel);
+        WAITS.ended();
     }
 }
 
@@ -250,22 +279,42 @@ mod tests {
     }
 
     #[test]
-    fn a_spin_for_an_awaited_write_ends_when_it_is_delivered() {
+    fn a_spin_waits_for_the_delivery_of_an_awaited_write_and_no_longer() {
+        // Waits of their own, so that other tests' writes do not move them.
+        let max = std::time::Duration::from_secs(120);
+        let waits = Arc::new(Waits::new());
+        let started = std::time::Instant::now();
+        waits.spin(max);
+        assert!(started.elapsed() < max / 2, "nothing awaited: it returns at once");
+        waits.began();
+        let delivered = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let deliverer = {
+            let (waits, delivered) = (Arc::clone(&waits), Arc::clone(&delivered));
+            std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                delivered.store(true, Ordering::Release);
+                waits.ended();
+            })
+        };
+        waits.spin(max);
+        assert!(delivered.load(Ordering::Acquire), "it returned before the delivery");
+        assert!(started.elapsed() < max / 2, "it spun on after the delivery");
+        deliverer.join().expect("deliverer");
+    }
+
+    #[test]
+    fn a_polled_write_counts_as_awaited_until_it_is_delivered() {
         let (reply, mut pending) = channel::<u32>(PathBuf::from("j.redb"));
         let count = Arc::new(Count(Mutex::new(0)));
         let waker = Waker::from(Arc::clone(&count));
-        assert!(Pin::new(&mut pending).poll(&mut Context::from_waker(&waker)).is_pending());
-        let sender = std::thread::spawn(move || {
-            std::thread::sleep(std::time::Duration::from_millis(20));
-            reply.send(Ok(3));
-        });
-        // Far longer than the delivery takes: it returns once the write is delivered (or
-        // at once, when another test's thread spins meanwhile), not when `max` has passed.
-        let max = std::time::Duration::from_secs(120);
-        let started = std::time::Instant::now();
-        spin_for_awaited_write(max);
-        assert!(started.elapsed() < max / 2, "it spun on after the delivery");
-        sender.join().expect("sender");
+        let delivered = WAITS.delivered.load(Ordering::Acquire);
+        // Polled twice, counted once.
+        for _ in 0..2 {
+            assert!(Pin::new(&mut pending).poll(&mut Context::from_waker(&waker)).is_pending());
+        }
+        assert!(WAITS.awaited.load(Ordering::Acquire) >= 1);
+        reply.send(Ok(3));
+        assert!(WAITS.delivered.load(Ordering::Acquire) > delivered);
         assert_eq!(*lock(&count.0), 1);
     }
 

@@ -72,6 +72,8 @@ pub struct Call {
     conversation: Option<std::sync::Arc<Vec<crate::model::Message>>>,
 }
 
+/// What accepting a call decided: its recorded outcome, a written task to run, or a
+/// read-only tool to run before anything is written.
 ///
 /// Each variant is boxed: a call holds its `Accepted` until it ends, and unboxed, every call
 /// in flight held the largest (a worker's, about 520 bytes) whatever it was (issue 24).
