@@ -29,6 +29,7 @@ use crate::result::{CallInput, CallResult};
 use crate::runtime::{Question, RunState, blocking, digest};
 use crate::workspace::Workspace;
 
+pub(crate) use crate::scope_task::ScopeTask;
 pub use call::Call;
 pub use gather::{Gather, ReturnWhen, Settled};
 
@@ -36,7 +37,7 @@ pub use gather::{Gather, ReturnWhen, Settled};
 pub(crate) struct Scope {
     /// What work this scope is: the run's own flow, a child task's, or a worker's.
     pub(crate) kind: ScopeKind,
-    pub(crate) task: Value,
+    pub(crate) task: ScopeTask,
     pub(crate) options: Map<String, Value>,
     pub(crate) parent: Option<TaskId>,
     pub(crate) prefix: String,
@@ -103,7 +104,7 @@ impl Ctx {
     /// (it may call that plugin's internal subagents).
     pub(crate) fn root(
         run: Arc<RunState>,
-        task: Value,
+        task: ScopeTask,
         options: Map<String, Value>,
         model: String,
         plugin: Option<String>,
@@ -139,7 +140,7 @@ impl Ctx {
     pub(crate) fn child_scope(
         &self,
         task: TaskId,
-        input: Value,
+        input: &Value,
         options: Map<String, Value>,
         depth: u64,
         limits: Option<Limits>,
@@ -150,7 +151,7 @@ impl Ctx {
         chain.extend(limits);
         Scope {
             kind: ScopeKind::Task,
-            task: input,
+            task: ScopeTask::copy_of(input),
             options,
             parent: Some(task),
             prefix: format!("t{}/", task.0),
@@ -223,7 +224,7 @@ impl Ctx {
         let scope = &self.scope;
         self.with_scope(Scope {
             kind: ScopeKind::Root,
-            task: Value::Null,
+            task: ScopeTask::new(Value::Null),
             options: Map::new(),
             parent: None,
             prefix: String::new(),
@@ -272,7 +273,7 @@ impl Ctx {
 
     /// Returns the task this flow was given.
     pub fn task(&self) -> &Value {
-        &self.scope.task
+        self.scope.task.get()
     }
 
     /// Returns the flow's checked options, defaults filled.

@@ -46,6 +46,7 @@ mod registry;
 mod result;
 mod run_code;
 mod runtime;
+mod scope_task;
 mod team;
 mod tool_settings;
 mod workflow_flow;

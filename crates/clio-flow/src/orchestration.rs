@@ -210,7 +210,7 @@ async fn reattach(ctx: &Ctx, record: &TaskRecord, once: &AsyncMutex<()>) -> Resu
     // whoever made that call (so the gate's `callers` sees its workflow's steps as theirs).
     let mut s = ctx.child_scope(
         starter,
-        Value::Null,
+        &Value::Null,
         Map::new(),
         ctx.scope.depth,
         None,

@@ -205,10 +205,11 @@ impl From<Value> for CallInput {
 }
 
 impl CallInput {
-    /// Returns the input as the JSON value the child receives, with `task` for the default.
-    pub(crate) fn resolve(&self, task: &Value) -> Value {
+    /// Returns the input as the JSON value the child receives, with `task` for the default
+    /// (read only then: a scope's task may be kept as text, parsed on first use).
+    pub(crate) fn resolve(&self, task: &crate::scope_task::ScopeTask) -> Value {
         match self {
-            CallInput::Task => task.clone(),
+            CallInput::Task => task.get().clone(),
             CallInput::Text(s) => Value::String(s.clone()),
             CallInput::Json(v) => v.clone(),
         }

@@ -22,7 +22,7 @@ use clio_journal::{
 use clio_spec::FlowSelection;
 use serde_json::{Value, json};
 
-use crate::ctx::Ctx;
+use crate::ctx::{Ctx, ScopeTask};
 use crate::error::{FlowError, Mismatch};
 use crate::flow::{Flow, reference};
 use crate::model::Models;
@@ -403,10 +403,8 @@ impl Runtime {
             launch,
         };
         let journal = self.inner.journal.clone();
-        // The record the journal made, as its own rules make it (the run is not read back).
-        let recorded = new.clone();
-        let id = blocking(move || journal.create_run(new)).await?;
-        Ok(clio_journal::records::new_run(id, recorded, crate::clock::now_ms()))
+        // The record the journal made, handed back rather than read back or copied first.
+        blocking(move || journal.create_run_record(new)).await
     }
 
     /// Drives run `run` again from the top of its flow: finished calls return their
@@ -619,7 +617,13 @@ impl Runtime {
         }
         // A plugin's flow runs as its plugin's code (it may call its internal subagents).
         let model = flow.model().to_owned();
-        let ctx = Ctx::root(Arc::clone(&state), rec.input.clone(), options, model, plugin.clone());
+        let ctx = Ctx::root(
+            Arc::clone(&state),
+            ScopeTask::copy_of(&rec.input),
+            options,
+            model,
+            plugin.clone(),
+        );
         // Background work a restart cut off starts again now, not when the agent next asks.
         if !replay_only {
             for start in self.inner.registry.drive_starts() {

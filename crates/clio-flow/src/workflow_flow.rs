@@ -333,15 +333,18 @@ async fn run(input: Value, ctx: Ctx) -> Result<FlowOutput, FlowError> {
     let mut settings = WorkflowInput::parse(&input)?;
     trust_targets(&ctx, &workflow).await?;
     let model = settings.model.take().unwrap_or_default();
-    let config = settings.run_config();
+    let window = steps_window(&ctx);
+    let config = RunConfig { max_concurrency: window, ..settings.run_config() };
     let no_editors = config.editors.is_empty();
     let mut sched = Scheduler::new(workflow, config);
-    // The last write of the log sent to the journal and not yet confirmed, first the limits.
+    // The last write of the log sent to the journal and not yet confirmed, first the limits
+    // (and the window, which a resume must launch its steps within too).
     // The scheduler applies events before their commit: the journal commits in order, so
     // the calls it launches next become durable only after the events that led to them.
     let limits = serde_json::to_value(sched.limits()).unwrap_or(Value::Null);
+    let logged_limits = object([("limits", limits), ("window", window.into())]);
     let mut unconfirmed: Option<Pending<Vec<u64>>> =
-        ctx.submit_log("wf-limits", "workflow limits".into(), &object([("limits", limits)]))?;
+        ctx.submit_log("wf-limits", "workflow limits".into(), &logged_limits)?;
     let mut live: FuturesUnordered<Live> = FuturesUnordered::new();
     // How many events of each piece of work were applied from the log.
     let mut consumed: HashMap<String, usize> = HashMap::new();
@@ -527,6 +530,27 @@ async fn run(input: Value, ctx: Ctx) -> Result<FlowOutput, FlowError> {
     // A large workflow's input takes milliseconds to free: not on the way to the answer.
     drop(tokio::task::spawn_blocking(move || drop(input)));
     Ok(FlowOutput::mapping(map))
+}
+
+/// CLIO's own bound on the steps of one workflow running at once. A ready step past it
+/// waits, in the order steps became ready, for a running one to end. Everything a step
+/// holds while it runs (its call, its task, its result waiting for its commit: about 5 KB)
+/// is then bounded by the window rather than by the workflow's width, so a 10,000-way
+/// fan-out holds about 1,024 of them, not 10,000. The group commit is no smaller for it:
+/// a batch of results rarely reaches 1,024.
+pub(crate) const STEPS_RUNNING_AT_ONCE: usize = 1_024;
+
+/// Returns the window a run launches its steps within: the one its `wf-limits` recorded
+/// (none, 0, for a run recorded before windows: it launched every ready step at once, and
+/// its replay must too), else [`STEPS_RUNNING_AT_ONCE`].
+fn steps_window(ctx: &Ctx) -> usize {
+    match ctx.logged("wf-limits") {
+        Some(logged) => logged
+            .get("window")
+            .and_then(Value::as_u64)
+            .map_or(0, |w| usize::try_from(w).unwrap_or(usize::MAX)),
+        None => STEPS_RUNNING_AT_ONCE,
+    }
 }
 
 /// Makes sure, before any step starts, that every plugin whose code a step would run (a

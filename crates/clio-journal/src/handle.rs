@@ -194,8 +194,22 @@ impl Journal {
     /// handle holds the run's first lease until it releases it ([`Journal::release_run`]).
     pub fn create_run(&self, new: NewRun) -> Result<RunId> {
         match &self.store {
-            Store::Embedded(e) => e.create_run(new),
+            Store::Embedded(e) => e.create_run(new).map(|rec| rec.id),
             Store::Backend(b) => b.create_run(new),
+        }
+    }
+
+    /// Creates a run as [`Journal::create_run`] does and returns its record as created.
+    /// The embedded store hands back the record it wrote, so a caller that needs the run's
+    /// input again (a runtime about to drive it) holds one copy of a large input, not two.
+    pub fn create_run_record(&self, new: NewRun) -> Result<RunRecord> {
+        match &self.store {
+            Store::Embedded(e) => e.create_run(new),
+            Store::Backend(b) => {
+                let recorded = new.clone();
+                let id = b.create_run(new)?;
+                Ok(crate::backend::records::new_run(id, recorded, crate::store::now_ms()))
+            }
         }
     }
 

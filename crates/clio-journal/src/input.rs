@@ -61,7 +61,7 @@ impl Default for JournalConfig {
             write_ahead_log: true,
             checkpoint_bytes: 16 << 20,
             max_batch: 4096,
-            cache_size: 16 * 1024 * 1024,
+            cache_size: 4 * 1024 * 1024,
             writer_spin: std::time::Duration::from_micros(200),
         }
     }

@@ -377,7 +377,7 @@ impl Embedded {
     }
 
     /// Creates a run, status running, and returns its id.
-    pub(crate) fn create_run(&self, new: NewRun) -> Result<RunId> {
+    pub(crate) fn create_run(&self, new: NewRun) -> Result<RunRecord> {
         self.write(move |tx| tx.create_run(new))
     }
 

@@ -296,12 +296,12 @@ impl<'a> Tx<'a> {
         self.put(Write::Run { run: rec.id.0, record: &encode(Place::Run(rec.id.0), rec) })
     }
 
-    pub(crate) fn create_run(&mut self, new: NewRun) -> Result<RunId> {
+    pub(crate) fn create_run(&mut self, new: NewRun) -> Result<RunRecord> {
         let id = RunId(self.next_id(KEY_NEXT_RUN)?);
         let rec = records::new_run(id, new, self.now);
         self.store_run(&rec)?;
         self.heads.insert(id.0, 0);
-        Ok(id)
+        Ok(rec)
     }
 
     /// Changes run `run`; returns its record as it now stands, input and answer undecoded.

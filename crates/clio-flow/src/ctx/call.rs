@@ -852,7 +852,7 @@ impl Call {
                 let child = tool.is_contextual().then(|| {
                     let mut s = self.ctx.child_scope(
                         task,
-                        passed.input().clone(),
+                        passed.input(),
                         Map::new(),
                         scope.depth,
                         None,
@@ -885,7 +885,7 @@ impl Call {
                     .to_owned();
                 let mut s = self.ctx.child_scope(
                     task,
-                    input.clone(),
+                    &input,
                     options,
                     scope.depth + 1,
                     Some(limits),
@@ -961,15 +961,8 @@ impl Call {
                     .push(json!({ "handle": handle.0, "target": rec.target, "answer": answer }));
             }
         }
-        let mut s = self.ctx.child_scope(
-            task,
-            input.clone(),
-            Map::new(),
-            scope.depth,
-            None,
-            model.clone(),
-            token,
-        );
+        let mut s =
+            self.ctx.child_scope(task, &input, Map::new(), scope.depth, None, model.clone(), token);
         {
             s.kind = crate::ctx::ScopeKind::Worker;
             s.prefix = format!("w{}/", task.0);

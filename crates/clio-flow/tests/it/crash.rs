@@ -153,9 +153,21 @@ fn workflow_input() -> Value {
     })
 }
 
+/// A fan-out wider than the workflow's window of steps running at once (1,024): a resume
+/// launches its steps within the window the run recorded, so it rebuilds the same batches.
+fn wide_input() -> Value {
+    let steps: Vec<Value> = (0..WIDE)
+        .map(|i| json!({ "id": format!("s{i}"), "target": "worker", "input": format!("w{i}") }))
+        .collect();
+    json!({ "workflow": { "steps": steps } })
+}
+
+const WIDE: usize = 1_100;
+
 fn scenario_input(scenario: &str) -> (String, Value) {
     match scenario {
         "workflow" => ("workflow".into(), workflow_input()),
+        "wide" => ("workflow".into(), wide_input()),
         other => (other.into(), json!(null)),
     }
 }
@@ -284,4 +296,9 @@ fn a_gather_survives_sigkill() {
 #[test]
 fn a_workflow_with_an_editor_survives_sigkill() {
     crash_scenario("workflow", 3, 3);
+}
+
+#[test]
+fn a_fan_out_wider_than_the_window_survives_sigkill() {
+    crash_scenario("wide", 3, 4);
 }

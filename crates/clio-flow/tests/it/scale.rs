@@ -137,3 +137,51 @@ async fn a_change_is_shown_while_the_workflow_waits() {
     ]});
     assert_eq!(finished_per_view(workflow).await, vec![1, 2]);
 }
+
+/// Issue 24: a workflow holds about 5 KB for each step running, so a fan-out wider than
+/// CLIO's window (1,024 steps running at once) runs its steps within the window: the
+/// first 1,024 start, the rest wait for them, and no step waits on a step it does not
+/// depend on beyond that. Each step's tool waits until 1,024 steps have started, then
+/// 100 ms more: without the window more than 1,024 would run at once; with a narrower one
+/// none would pass the wait. The run then replays exactly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_24_a_fan_out_wider_than_the_window_runs_1024_steps_at_once() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    const N: usize = 1_100;
+    const WINDOW: usize = 1_024;
+    let started = Arc::new(AtomicUsize::new(0));
+    let running = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+    let (s, r, m) = (started.clone(), running.clone(), most.clone());
+    let gated = Tool::new("gated", move |args: Value| {
+        let (started, running, most) = (s.clone(), r.clone(), m.clone());
+        async move {
+            started.fetch_add(1, Ordering::SeqCst);
+            let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+            most.fetch_max(now, Ordering::SeqCst);
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+            while started.load(Ordering::SeqCst) < WINDOW && tokio::time::Instant::now() < deadline
+            {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            // Long enough for any step launched past the window to start meanwhile.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            running.fetch_sub(1, Ordering::SeqCst);
+            Ok(args)
+        }
+    })
+    .read_only();
+    let reg: Registry = registry(&Counter::default()).tool(gated);
+    let steps: Vec<Value> = (0..N)
+        .map(|i| json!({ "id": format!("s{i}"), "target": "gated", "input": { "i": i } }))
+        .collect();
+    let input = json!({ "workflow": { "steps": steps } });
+    let (fresh, journal) = fresh_then_replay(reg, "workflow", input).await;
+    let out = fresh.output().unwrap_or_else(|| panic!("{:?}", fresh.outcome));
+    assert_eq!(out.outputs["results"][format!("s{}", N - 1)], json!({ "i": N - 1 }));
+    assert_eq!(started.load(Ordering::SeqCst), N, "each step ran once");
+    assert_eq!(most.load(Ordering::SeqCst), WINDOW, "steps running at once");
+    let limits = journal.entry_by_identity(fresh.run, "key:wf-limits").unwrap().unwrap();
+    assert_eq!(limits.payload["result"]["window"], json!(WINDOW), "{:?}", limits.payload);
+}
