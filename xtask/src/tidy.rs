@@ -81,6 +81,9 @@ const OWNED_DEPENDENCIES: &[(&str, &[&str])] = &[
     // `tracing` is a facade any crate may emit through (no row); what prints the events
     // is the CLI's alone (docs/decisions.md, "Logging through tracing").
     ("tracing-subscriber", &["clio-cli"]),
+    // The binary's allocator, and the flow bench's (docs/decisions.md, "The clio binary
+    // allocates with jemalloc"): a library leaves the allocator to the program.
+    ("tikv-jemallocator", &["clio-cli", "clio-flow"]),
 ];
 
 /// Crates that must not reach tokio through their normal dependencies.

@@ -39,7 +39,13 @@
 //! `peak_rss_per_step_bytes` the growth over it per step.
 //! `CLIO_FLOW_BENCH_ONLY=W2,W3` runs only the workloads named (`scale` names the curve); `CLIO_FLOW_BENCH_KEEP=<dir>`
 //! keeps the journals the workloads wrote there, for a look at what they recorded.
+//!
+//! The bench allocates as the `clio` binary does: jemalloc with one arena
+//! (`.cargo/config.toml`; `docs/decisions.md`).
 #![allow(clippy::print_stdout, reason = "a benchmark reports on stdout")]
+
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 #[path = "support/report.rs"]
 mod report;

@@ -521,7 +521,7 @@ async fn run(input: Value, ctx: Ctx) -> Result<FlowOutput, FlowError> {
     let mut map = Map::new();
     map.insert("answer".into(), Value::String(answer));
     map.insert("results".into(), Value::Object(results));
-    map.insert("workflow".into(), json(serde_json::to_value(workflow)));
+    map.insert("workflow".into(), Value::Array(workflow.into_iter().map(exact_json).collect()));
     map.insert("edits".into(), json(serde_json::to_value(edits)));
     map.insert("limits".into(), json(serde_json::to_value(limits)));
     if let Some(state) = workflow_state {
@@ -530,6 +530,21 @@ async fn run(input: Value, ctx: Ctx) -> Result<FlowOutput, FlowError> {
     // A large workflow's input takes milliseconds to free: not on the way to the answer.
     drop(tokio::task::spawn_blocking(move || drop(input)));
     Ok(FlowOutput::mapping(map))
+}
+
+/// Returns `step` as JSON, each object's map no larger than its keys: serialising grows a
+/// map as keys arrive (room for 8 by the fifth), and the result's `workflow` holds one map
+/// per step, twice at the end of the run (the output's value and its outputs).
+fn exact_json(step: clio_workflow::StepReport) -> Value {
+    match serde_json::to_value(&step) {
+        Ok(Value::Object(map)) => {
+            let mut exact = Map::with_capacity(map.len());
+            exact.extend(map);
+            Value::Object(exact)
+        }
+        Ok(other) => other,
+        Err(_) => Value::Null,
+    }
 }
 
 /// CLIO's own bound on the steps of one workflow running at once. A ready step past it

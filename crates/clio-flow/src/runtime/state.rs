@@ -163,7 +163,9 @@ pub(crate) struct RunState {
     /// The loaded tasks by the identity of the call that made them (a call recorded once it
     /// had ended has no acceptance entry: its task names it).
     calls: HashMap<String, TaskId>,
-    tasks: Mutex<HashMap<TaskId, TaskRecord>>,
+    /// The run's tasks, each boxed: a run of thousands of calls keeps every one, and the
+    /// map's table, with room to spare, then holds pointers rather than records.
+    tasks: Mutex<HashMap<TaskId, Box<TaskRecord>>>,
     entries: AtomicU64,
     model_calls: AtomicU64,
     tokens: AtomicU64,
@@ -208,7 +210,7 @@ pub(crate) struct TrustAsk {
 pub(crate) struct Loaded {
     _recorded: HashMap<String, RawEntry>,
     _calls: HashMap<String, TaskId>,
-    _tasks: HashMap<TaskId, TaskRecord>,
+    _tasks: HashMap<TaskId, Box<TaskRecord>>,
 }
 
 impl RunState {
@@ -270,7 +272,7 @@ impl RunState {
             history,
             entries_warned: AtomicBool::new(entries_warned),
             calls: tasks.iter().filter_map(|t| Some((t.call.clone()?, t.id))).collect(),
-            tasks: Mutex::new(tasks.into_iter().map(|t| (t.id, t)).collect()),
+            tasks: Mutex::new(tasks.into_iter().map(|t| (t.id, Box::new(t))).collect()),
             entries: AtomicU64::new(counted),
             model_calls: AtomicU64::new(0),
             tokens: AtomicU64::new(0),
@@ -565,11 +567,11 @@ impl RunState {
 
     /// Returns the run's tasks as loaded (and remembered since) that match `keep`.
     pub(crate) fn tasks_where(&self, keep: impl Fn(&TaskRecord) -> bool) -> Vec<TaskRecord> {
-        lock(&self.tasks).values().filter(|t| keep(t)).cloned().collect()
+        lock(&self.tasks).values().filter(|t| keep(t)).map(|t| TaskRecord::clone(t)).collect()
     }
 
     pub(crate) fn task(&self, task: TaskId) -> Option<TaskRecord> {
-        lock(&self.tasks).get(&task).cloned()
+        lock(&self.tasks).get(&task).map(|t| TaskRecord::clone(t))
     }
 
     /// Returns the status of task `task` as loaded (and remembered since).
@@ -593,7 +595,7 @@ impl RunState {
         if rec.status.is_terminal() {
             rec.result = rec.result.and_then(answer_only);
         }
-        lock(&self.tasks).insert(rec.id, rec);
+        lock(&self.tasks).insert(rec.id, Box::new(rec));
     }
 
     /// Fails with `FlowCheckpointLimit` when the run has no room for one more entry.
@@ -812,7 +814,10 @@ fn counts(e: &RawEntry) -> bool {
 /// Returns the part of an ended task's result kept in memory: its `answer`, if it has one.
 fn answer_only(mut result: Value) -> Option<Value> {
     let answer = result.as_object_mut()?.remove("answer")?;
-    Some(serde_json::json!({ "answer": answer }))
+    // A map made for one key: `json!` would leave room for four (a run keeps thousands).
+    let mut kept = serde_json::Map::with_capacity(1);
+    kept.insert("answer".to_owned(), answer);
+    Some(Value::Object(kept))
 }
 
 #[cfg(test)]
