@@ -150,9 +150,12 @@ fn every_route_answers_json_and_an_answer_continues_the_waiting_run() {
     let case = main_job("routes");
     let server = Server::start(&case);
     let run = submit_main_job(&case);
+    // The question is in the journal a moment before the drive, now waiting on it alone,
+    // records the run's status: wait for both.
     wait_for("the edit question", || {
         let questions = server.get(&format!("/api/v1/runs/{run}/questions"), 200);
         !questions["questions"].as_array().unwrap().is_empty()
+            && status(&case, run) == "awaiting_input"
     });
     let list = server.get("/api/v1/runs", 200);
     let first = &list.as_array().unwrap()[0];
