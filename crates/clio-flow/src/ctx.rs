@@ -224,7 +224,7 @@ impl Ctx {
         let scope = &self.scope;
         self.with_scope(Scope {
             kind: ScopeKind::Root,
-            task: ScopeTask::new(Value::Null),
+            task: ScopeTask::Value(Value::Null),
             options: Map::new(),
             parent: None,
             prefix: String::new(),

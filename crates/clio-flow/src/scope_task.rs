@@ -8,7 +8,7 @@
 //! value: `serde_json` is built with `float_roundtrip`, and only values nested no deeper
 //! than [`TEXT_DEPTH`] are kept as text, well under the parser's limit of 128.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
 
@@ -20,15 +20,10 @@ const TEXT_DEPTH: usize = 64;
 #[derive(Debug)]
 pub(crate) enum ScopeTask {
     Value(Value),
-    Text { text: Box<str>, parsed: OnceLock<Value> },
+    Text { text: Arc<str>, parsed: OnceLock<Value> },
 }
 
 impl ScopeTask {
-    /// Returns a scope task of `task` itself.
-    pub(crate) fn new(task: Value) -> ScopeTask {
-        ScopeTask::Value(task)
-    }
-
     /// Returns a copy of `task` for a scope whose flow is handed `task` itself: an array
     /// or object as its text (when nested no deeper than [`TEXT_DEPTH`]), anything else as
     /// a value.
@@ -57,12 +52,12 @@ impl ScopeTask {
 }
 
 impl Clone for ScopeTask {
-    /// A text copy stays text: the clone parses on its own first use.
+    /// A text copy shares the text and parses on its own first use.
     fn clone(&self) -> ScopeTask {
         match self {
             ScopeTask::Value(v) => ScopeTask::Value(v.clone()),
             ScopeTask::Text { text, .. } => {
-                ScopeTask::Text { text: text.clone(), parsed: OnceLock::new() }
+                ScopeTask::Text { text: Arc::clone(text), parsed: OnceLock::new() }
             }
         }
     }
@@ -74,15 +69,12 @@ fn depth_within(value: &Value, max: usize) -> bool {
     // a recursive walk to go.
     let mut stack = vec![(value, 0usize)];
     while let Some((v, depth)) = stack.pop() {
-        let children: Box<dyn Iterator<Item = &Value>> = match v {
-            Value::Array(items) => Box::new(items.iter()),
-            Value::Object(map) => Box::new(map.values()),
-            _ => continue,
-        };
-        if depth >= max {
-            return false;
+        match v {
+            Value::Array(_) | Value::Object(_) if depth >= max => return false,
+            Value::Array(items) => stack.extend(items.iter().map(|c| (c, depth + 1))),
+            Value::Object(map) => stack.extend(map.values().map(|c| (c, depth + 1))),
+            _ => {}
         }
-        stack.extend(children.map(|c| (c, depth + 1)));
     }
     true
 }
