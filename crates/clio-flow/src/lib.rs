@@ -33,6 +33,7 @@ mod binding;
 mod builtin;
 mod clock;
 mod command;
+mod compact_json;
 mod council;
 mod ctx;
 mod error;

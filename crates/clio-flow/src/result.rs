@@ -209,9 +209,9 @@ impl CallInput {
     /// (read only then: a scope's task may be kept as text, parsed on first use).
     pub(crate) fn resolve(&self, task: &crate::scope_task::ScopeTask) -> Value {
         match self {
-            CallInput::Task => task.get().clone(),
+            CallInput::Task => crate::compact_json::copy(task.get()),
             CallInput::Text(s) => Value::String(s.clone()),
-            CallInput::Json(v) => v.clone(),
+            CallInput::Json(v) => crate::compact_json::copy(v),
         }
     }
 }
@@ -228,7 +228,7 @@ pub fn input_text(input: &Value) -> String {
 /// Returns what [`FlowOutput::mapping`] makes the outputs of mapping `value`: its keys
 /// other than `answer`, in the order that removing `answer` leaves.
 fn mapping_outputs(value: &Value) -> Map<String, Value> {
-    let mut outputs = value.as_object().cloned().unwrap_or_default();
+    let mut outputs = value.as_object().map(crate::compact_json::copy_map).unwrap_or_default();
     outputs.remove("answer");
     outputs
 }
@@ -248,7 +248,7 @@ fn are_mapping_outputs(outputs: &Map<String, Value>, value: &Value) -> bool {
 /// it leaves them out (see [`FlowOutput::to_json`]).
 fn recorded_outputs(record: &Value) -> Map<String, Value> {
     match record.get("outputs") {
-        Some(outputs) => outputs.as_object().cloned().unwrap_or_default(),
+        Some(outputs) => outputs.as_object().map(crate::compact_json::copy_map).unwrap_or_default(),
         None => record.get("value").map(mapping_outputs).unwrap_or_default(),
     }
 }
@@ -333,7 +333,11 @@ impl FlowOutput {
         // The outputs are the value with `answer` removed the way `Map::remove` removes it:
         // the last key took its place. Undone: that key goes back to the end, `answer` to
         // its place.
-        let mut map = self.outputs.clone();
+        // Room for the answer too: a map that grows past its room takes its table's.
+        let mut map = Map::with_capacity(self.outputs.len() + 1);
+        for (key, v) in &self.outputs {
+            map.insert(key.clone(), crate::compact_json::copy(v));
+        }
         if let Some(moved) = map.keys().nth(place).cloned()
             && let Some(v) = map.shift_remove(&moved)
         {

@@ -520,7 +520,11 @@ async fn run(input: Value, ctx: Ctx) -> Result<FlowOutput, FlowError> {
     let json = |v: Result<Value, serde_json::Error>| v.unwrap_or(Value::Null);
     let mut map = Map::new();
     map.insert("answer".into(), Value::String(answer));
-    map.insert("results".into(), Value::Object(results));
+    // The map of results grew as steps finished: it keeps the room it grew, its copy in
+    // the outputs would not.
+    let mut exact_results = Map::with_capacity(results.len());
+    exact_results.extend(results);
+    map.insert("results".into(), Value::Object(exact_results));
     map.insert("workflow".into(), Value::Array(workflow.into_iter().map(exact_json).collect()));
     map.insert("edits".into(), json(serde_json::to_value(edits)));
     map.insert("limits".into(), json(serde_json::to_value(limits)));
@@ -532,19 +536,11 @@ async fn run(input: Value, ctx: Ctx) -> Result<FlowOutput, FlowError> {
     Ok(FlowOutput::mapping(map))
 }
 
-/// Returns `step` as JSON, each object's map no larger than its keys: serialising grows a
-/// map as keys arrive (room for 8 by the fifth), and the result's `workflow` holds one map
-/// per step, twice at the end of the run (the output's value and its outputs).
+/// Returns `step` as JSON, each object no larger than its keys: serialising grows a map
+/// as keys arrive, and the result's `workflow` holds one map per step, twice at the end of
+/// the run (the output's value and its outputs; `compact_json`).
 fn exact_json(step: clio_workflow::StepReport) -> Value {
-    match serde_json::to_value(&step) {
-        Ok(Value::Object(map)) => {
-            let mut exact = Map::with_capacity(map.len());
-            exact.extend(map);
-            Value::Object(exact)
-        }
-        Ok(other) => other,
-        Err(_) => Value::Null,
-    }
+    serde_json::to_value(&step).map_or(Value::Null, crate::compact_json::compact)
 }
 
 /// CLIO's own bound on the steps of one workflow running at once. A ready step past it
@@ -864,7 +860,11 @@ fn proposals(
 }
 
 fn answer_of(r: &CallResult) -> Value {
-    if r.kind == CallKind::Tool { r.value.clone() } else { Value::String(r.answer.clone()) }
+    if r.kind == CallKind::Tool {
+        crate::compact_json::copy(&r.value)
+    } else {
+        Value::String(r.answer.clone())
+    }
 }
 
 fn events_of(done: Done, kind_of: &dyn Fn(&str) -> TargetKind) -> Result<Vec<Event>, FlowError> {
