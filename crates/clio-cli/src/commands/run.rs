@@ -556,25 +556,27 @@ fn drive_run(
         FlowError::Nondeterminism { .. } => replay::stopped(journal, run, &error, json, out),
         error => CliError::from(error),
     })?;
-    let cut = cut_short(journal, run)?;
+    // The run's tasks, read once for every report below (a large run has thousands).
+    let tasks = journal.tasks(run).map_err(journal_error)?;
+    let cut = cut_short_of(&tasks);
     warn_cut_short(run, &cut, err)?;
     if matches!(report.outcome, RunOutcome::Succeeded(_)) {
-        warn_failed_tasks(journal, run, &cut, err)?;
+        warn_failed_tasks(&tasks, run, &cut, err)?;
     }
     if !warned {
         warn_entries(journal, run, err)?;
     }
     if let Some(live) = live {
-        summarize(journal, &report, live, show.paint, err)?;
+        summarize(&tasks, &report, live, show.paint, err)?;
     }
-    finish(journal, &report, &cut, json, out)
+    finish(journal, &report, &cut, &tasks, json, out)
 }
 
 /// Prints the closing line of a run's progress: how it ended, the time this process spent
 /// driving it (not the time it lay stopped, for a resumed run), its tasks by status and
 /// the tokens they spent.
 fn summarize(
-    journal: &Journal,
+    tasks: &[TaskRecord],
     report: &RunReport,
     live: Duration,
     paint: Paint,
@@ -588,14 +590,13 @@ fn summarize(
         RunOutcome::Failed(_) => ("failed", Verdict::Bad),
         RunOutcome::Cancelled => ("was cancelled", Verdict::Bad),
     };
-    let tasks = journal.tasks(report.run).map_err(journal_error)?;
     writeln!(
         err,
         "run {} {} after {:.1}s: {}",
         report.run.0,
         paint.word(status, verdict),
         live.as_secs_f64(),
-        task_summary(&tasks)
+        task_summary(tasks)
     )?;
     Ok(())
 }
@@ -626,12 +627,11 @@ fn task_summary(tasks: &[TaskRecord]) -> String {
 /// tool the agent got an error from, a step an editor repaired): a success should not hide
 /// a failure. Calls cut short by a crash are reported on their own, not again here.
 fn warn_failed_tasks(
-    journal: &Journal,
+    tasks: &[TaskRecord],
     run: RunId,
     cut: &[CutShort],
     err: &mut dyn Write,
 ) -> Result<(), CliError> {
-    let tasks = journal.tasks(run).map_err(journal_error)?;
     let failed: Vec<&TaskRecord> = tasks
         .iter()
         .filter(|t| t.status == TaskStatus::Failed && !cut.iter().any(|c| c.task.id == t.id))
@@ -639,7 +639,7 @@ fn warn_failed_tasks(
     if failed.is_empty() {
         return Ok(());
     }
-    let numbers = TaskNumbers::of(&tasks);
+    let numbers = TaskNumbers::of(tasks);
     writeln!(err, "warning: run {} succeeded, but {} of its tasks failed:", run.0, failed.len())?;
     for task in failed {
         let cause = task.error.as_deref().map(crate::progress::error_message).unwrap_or_default();
@@ -679,6 +679,11 @@ struct CutShort {
 /// Returns the run's calls that were cut short, in task order.
 fn cut_short(journal: &Journal, run: RunId) -> Result<Vec<CutShort>, CliError> {
     let tasks = journal.tasks(run).map_err(journal_error)?;
+    Ok(cut_short_of(&tasks))
+}
+
+/// Returns the calls of a run's `tasks` that were cut short, in task order.
+fn cut_short_of(tasks: &[TaskRecord]) -> Vec<CutShort> {
     // A recorded error is read back as the `FlowError` it was, and matched by variant.
     let interrupted = |t: &TaskRecord| {
         t.kind == TaskKind::Tool
@@ -688,8 +693,8 @@ fn cut_short(journal: &Journal, run: RunId) -> Result<Vec<CutShort>, CliError> {
                 .map(FlowError::from_record)
                 .is_some_and(|e| matches!(e, FlowError::CallInterrupted { .. }))
     };
-    let numbers = TaskNumbers::of(&tasks);
-    let cut = tasks
+    let numbers = TaskNumbers::of(tasks);
+    tasks
         .iter()
         .filter(|t| interrupted(t))
         .map(|t| CutShort {
@@ -698,8 +703,7 @@ fn cut_short(journal: &Journal, run: RunId) -> Result<Vec<CutShort>, CliError> {
             number: numbers.number(t.id.0),
             parent_number: t.parent.map(|p| numbers.number(p.0)),
         })
-        .collect();
-    Ok(cut)
+        .collect()
 }
 
 /// Warns, whatever the outcome and even with `--quiet`, about calls that were cut short:
@@ -743,20 +747,21 @@ fn finish(
     journal: &Journal,
     report: &RunReport,
     cut: &[CutShort],
+    tasks: &[TaskRecord],
     json: bool,
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
     let run = report.run.0;
     let write_json =
-        |out: &mut dyn Write, value: &Value| write_json(out, &with_cut_short(value.clone(), cut));
+        |out: &mut dyn Write, value: Value| write_json(out, &with_cut_short(value, cut));
     match &report.outcome {
         RunOutcome::Succeeded(output) => {
             if json {
                 let value = json!({
                     "run": run, "status": "succeeded", "answer": output.answer,
-                    "outputs": output.outputs, "model": chosen_model(journal, report.run, &output.model),
+                    "outputs": output.outputs, "model": chosen_model(tasks, &output.model),
                 });
-                return write_json(out, &value);
+                return write_json(out, value);
             }
             writeln!(out, "{}", output.answer.trim_end())?;
             Ok(())
@@ -769,7 +774,7 @@ fn finish(
                     .collect();
                 return write_json(
                     out,
-                    &json!({"run": run, "status": "awaiting_input", "questions": list}),
+                    json!({"run": run, "status": "awaiting_input", "questions": list}),
                 );
             }
             writeln!(out, "run {run} is waiting for an answer:")?;
@@ -800,7 +805,7 @@ fn finish(
             if json {
                 write_json(
                     out,
-                    &json!({"run": run, "status": "interrupted", "error": error.to_json()}),
+                    json!({"run": run, "status": "interrupted", "error": error.to_json()}),
                 )?;
             }
             let stopped =
@@ -811,10 +816,7 @@ fn finish(
         }
         RunOutcome::Failed(error) => {
             if json {
-                write_json(
-                    out,
-                    &json!({"run": run, "status": "failed", "error": error.to_json()}),
-                )?;
+                write_json(out, json!({"run": run, "status": "failed", "error": error.to_json()}))?;
             }
             // The run's error is the cause, classified once (`From<FlowError>`): a run
             // that failed on journal trouble exits as that trouble does, any other as the
@@ -824,7 +826,7 @@ fn finish(
         }
         RunOutcome::Cancelled => {
             if json {
-                write_json(out, &json!({"run": run, "status": "cancelled"}))?;
+                write_json(out, json!({"run": run, "status": "cancelled"}))?;
             }
             Err(CliError::user(anyhow!("run {run} was cancelled")))
         }
@@ -833,11 +835,10 @@ fn finish(
 
 /// Returns the model a run answered with, for JSON: the one its flow names, else the one
 /// model every model-using task of the run ran on, else null (none, or several).
-fn chosen_model(journal: &Journal, run: RunId, named: &str) -> Value {
+fn chosen_model(tasks: &[TaskRecord], named: &str) -> Value {
     if !named.is_empty() {
         return Value::String(named.to_owned());
     }
-    let tasks = journal.tasks(run).unwrap_or_default();
     let mut models: Vec<&str> = tasks.iter().filter_map(|t| t.model.as_deref()).collect();
     models.sort_unstable();
     models.dedup();
