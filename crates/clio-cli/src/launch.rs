@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, anyhow};
 use clio_flow::{
     FlowSelection, Models, Registry, Runtime, RuntimeConfig, Worker, register_basic_tools,
-    register_plugin,
+    register_plugin_with_digest,
 };
 use clio_journal::{Journal, RunId, RunRecord, RunUpdate};
 use clio_plugins::{Plugin, Store, digest_folder, load_plugin};
@@ -215,10 +215,14 @@ pub(crate) fn installed_flow_provider(
     Ok(Some(folder))
 }
 
-/// Returns whether the plugin in `folder` is trusted at its current content.
-fn trusted(store: &Store, plugin: &Plugin, folder: &Path) -> Result<bool, CliError> {
+/// Returns whether the plugin in `folder` is trusted at its current content, and that
+/// content's digest.
+fn trusted(store: &Store, plugin: &Plugin, folder: &Path) -> Result<(bool, String), CliError> {
     let digest = digest_folder(folder).map_err(CliError::user)?;
-    store.is_trusted_at(&plugin.id, &plugin.version.to_string(), &digest).map_err(CliError::from)
+    let trusted = store
+        .is_trusted_at(&plugin.id, &plugin.version.to_string(), &digest)
+        .map_err(CliError::from)?;
+    Ok((trusted, digest))
 }
 
 /// A plugin of a launch that is not trusted at its content now.
@@ -308,7 +312,7 @@ pub(crate) fn runtime_and_untrusted(
     }
     let mut untrusted = Vec::new();
     for (plugin, folder, trust_with, passed) in &loaded {
-        let is_trusted = trusted(&store, plugin, folder)?;
+        let (is_trusted, digest) = trusted(&store, plugin, folder)?;
         if !is_trusted {
             untrusted.push(Untrusted {
                 id: plugin.id.clone(),
@@ -320,7 +324,7 @@ pub(crate) fn runtime_and_untrusted(
         // Its own tools and the built-in ones it claims with `[[native_tools]]`, as a
         // subagent of the plugin gets them.
         tool_names.extend(plugin.tool_names().map(str::to_owned));
-        registry = register_plugin(registry, plugin, is_trusted, &workspace)
+        registry = register_plugin_with_digest(registry, plugin, is_trusted, digest, &workspace)
             .map_err(CliError::from)?
             .trust_with(&plugin.id, trust_with.clone());
     }

@@ -72,8 +72,8 @@ pub use crate::orchestration::{
     run_leader, run_team,
 };
 pub use crate::plugin_bridge::{
-    BASIC_TOOLS, WorkflowFileFlow, register_basic_tools, register_plugin, register_plugin_with_mcp,
-    run_executable, workflow_shape,
+    BASIC_TOOLS, WorkflowFileFlow, register_basic_tools, register_plugin,
+    register_plugin_with_digest, register_plugin_with_mcp, run_executable, workflow_shape,
 };
 pub use crate::react::{ReactFlow, SEARCH_TOOLS};
 pub use crate::registry::{

@@ -69,11 +69,26 @@ pub fn register_plugin(
     register_plugin_with_mcp(registry, plugin, trusted, workspace, &mcp)
 }
 
+/// Does what [`register_plugin`] does with the content digest `digest` a caller has just
+/// computed for `plugin` (`clio_plugins::plugin_digest`), to decide its trust: the folder
+/// is not read and hashed a second time (a plugin that brings a server's binary is
+/// megabytes), and the digest recorded is the one trust was decided on.
+pub fn register_plugin_with_digest(
+    registry: Registry,
+    plugin: &Plugin,
+    trusted: bool,
+    digest: String,
+    workspace: &Workspace,
+) -> Result<Registry, FlowError> {
+    let mcp = McpServers::new(McpConfig::default());
+    register(registry, plugin, trusted, digest, workspace, &mcp)
+}
+
 /// Does what [`register_plugin`] does, declaring the plugin's MCP servers in `mcp`, whose
 /// owner can stop them all with [`McpServers::shutdown`]; the servers run in
 /// `workspace`'s root when it has one.
 pub fn register_plugin_with_mcp(
-    mut registry: Registry,
+    registry: Registry,
     plugin: &Plugin,
     trusted: bool,
     workspace: &Workspace,
@@ -81,6 +96,17 @@ pub fn register_plugin_with_mcp(
 ) -> Result<Registry, FlowError> {
     let digest = clio_plugins::plugin_digest(plugin)
         .map_err(|e| failed(format!("plugin {}: its content digest: {e}", plugin.id)))?;
+    register(registry, plugin, trusted, digest, workspace, mcp)
+}
+
+fn register(
+    mut registry: Registry,
+    plugin: &Plugin,
+    trusted: bool,
+    digest: String,
+    workspace: &Workspace,
+    mcp: &McpServers,
+) -> Result<Registry, FlowError> {
     let mut also: Vec<String> = plugin
         .mcp_servers
         .iter()

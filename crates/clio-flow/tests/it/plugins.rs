@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use clio_flow::{
     Access, FlowError, Registry, RunOutcome, Runtime, RuntimeConfig, Sandbox, Worker, WorkerReply,
-    Workspace, register_basic_tools, register_plugin, run_executable, selection,
+    Workspace, register_basic_tools, register_plugin, register_plugin_with_digest, run_executable,
+    selection,
 };
 use clio_journal::Journal;
 use serde_json::{Value, json};
@@ -127,6 +128,43 @@ fn with_code_subagents(mut registry: Registry) -> Registry {
         }));
     }
     registry
+}
+
+/// A host that hashed the plugin's folder to decide its trust hands that digest over: the
+/// trust question names it, and it is the digest `register_plugin` computes itself.
+#[tokio::test]
+async fn a_digest_handed_over_is_the_one_the_trust_question_names() {
+    let workspace = Workspace::new(None);
+    let plugin = materials();
+    let computed = clio_plugins::plugin_digest(&plugin).unwrap();
+    let ask = |registry: Registry| async move {
+        let runtime = Runtime::new(
+            Journal::open_in_memory().unwrap(),
+            with_code_subagents(registry),
+            RuntimeConfig::default(),
+        );
+        let report = runtime.run(selection("batch7", json!({})), json!("batch 7")).await.unwrap();
+        let RunOutcome::AwaitingInput(questions) = &report.outcome else {
+            panic!("{:?}", report.outcome)
+        };
+        questions[0].text.clone()
+    };
+    let by_itself = ask(register_plugin(Registry::new(), &plugin, false, &workspace).unwrap());
+    let handed =
+        register_plugin_with_digest(Registry::new(), &plugin, false, computed.clone(), &workspace);
+    let handed_over = ask(handed.unwrap()).await;
+    assert!(handed_over.contains(&format!("(digest {computed})")), "{handed_over}");
+    assert_eq!(by_itself.await, handed_over);
+    // The digest is taken as handed over, not computed again.
+    let other = register_plugin_with_digest(
+        Registry::new(),
+        &plugin,
+        false,
+        "sha256:0123".into(),
+        &workspace,
+    );
+    let text = ask(other.unwrap()).await;
+    assert!(text.contains("(digest sha256:0123)"), "{text}");
 }
 
 #[tokio::test]
