@@ -507,20 +507,56 @@ fn walk(folder: &Path) -> Result<Vec<(String, PathBuf)>, StoreError> {
 /// Returns the content digest of `folder`, as documented in this module.
 pub fn digest_folder(folder: &Path) -> Result<String, StoreError> {
     let mut hasher = Sha256::new();
+    // One buffer for every file: a plugin that brings a server's binary is megabytes, and
+    // reading each file whole made a fresh allocation of its size (and its page faults)
+    // on every launch.
+    let mut buffer = vec![0u8; 64 * 1024];
     for (rel, path) in walk(folder)? {
         let meta = std::fs::metadata(&path).map_err(io(&path))?;
-        let bytes = std::fs::read(&path).map_err(io(&path))?;
         let mode = if crate::files::is_executable(&meta) { "x" } else { "-" };
         hasher.update(rel.as_bytes());
         hasher.update([0]);
         hasher.update(mode.as_bytes());
         hasher.update([0]);
-        hasher.update(bytes.len().to_string().as_bytes());
-        hasher.update([0]);
-        hasher.update(&bytes);
+        let before = hasher.clone();
+        if !hash_streamed(&mut hasher, &path, &mut buffer).map_err(io(&path))? {
+            // The file changed size while it was read: hashed whole, as read at once.
+            hasher = before;
+            let bytes = std::fs::read(&path).map_err(io(&path))?;
+            hasher.update(bytes.len().to_string().as_bytes());
+            hasher.update([0]);
+            hasher.update(&bytes);
+        }
     }
     let hex: String = hasher.finalize().iter().map(|b| format!("{b:02x}")).collect();
     Ok(format!("sha256:{hex}"))
+}
+
+/// Hashes the file at `path` as [`digest_folder`] does (its length, a zero byte, its
+/// bytes), reading it through `buffer`; returns `false`, with `hasher` in no useful state,
+/// when the file did not hold the length its open handle reported.
+fn hash_streamed(hasher: &mut Sha256, path: &Path, buffer: &mut [u8]) -> std::io::Result<bool> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path)?;
+    let len = file.metadata()?.len();
+    hasher.update(len.to_string().as_bytes());
+    hasher.update([0]);
+    let mut read = 0u64;
+    loop {
+        let n = match file.read(buffer) {
+            Ok(n) => n,
+            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(err) => return Err(err),
+        };
+        if n == 0 {
+            return Ok(read == len);
+        }
+        read += n as u64;
+        if read > len {
+            return Ok(false);
+        }
+        hasher.update(&buffer[..n]);
+    }
 }
 
 /// Copies the files the digest covers from `from` into a new folder `to`, keeping

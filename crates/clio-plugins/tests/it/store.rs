@@ -114,6 +114,58 @@ fn the_digest_depends_on_content_names_and_mode() -> TestResult {
     Ok(())
 }
 
+/// The digest's format, computed apart: every file by its path's bytes, as its path, a zero
+/// byte, `x` or `-`, a zero byte, its length in decimal, a zero byte and its bytes.
+#[cfg(unix)]
+fn digest_as_specified(files: &[(String, Vec<u8>, bool)]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut sorted: Vec<&(String, Vec<u8>, bool)> = files.iter().collect();
+    sorted.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+    let mut hasher = Sha256::new();
+    for (name, bytes, executable) in sorted {
+        hasher.update(name.as_bytes());
+        hasher.update([0]);
+        hasher.update(if *executable { "x" } else { "-" });
+        hasher.update([0]);
+        hasher.update(bytes.len().to_string());
+        hasher.update([0]);
+        hasher.update(bytes);
+    }
+    let hex: String = hasher.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
+}
+
+#[cfg(unix)]
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+    /// Files read through the digest's buffer (64 KB) hash as the format says, whether they
+    /// are empty, smaller than it, or span it several times.
+    #[test]
+    fn the_digest_of_a_folder_is_its_files_in_the_documented_format(
+        files in proptest::collection::btree_map(
+            "[a-z]{1,6}",
+            (proptest::prop_oneof![
+                proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64),
+                proptest::collection::vec(proptest::prelude::any::<u8>(), 65_530..65_542),
+                proptest::collection::vec(proptest::prelude::any::<u8>(), 150_000..200_000),
+            ], proptest::prelude::any::<bool>()),
+            1..5,
+        )
+    ) {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let files: Vec<(String, Vec<u8>, bool)> =
+            files.into_iter().map(|(name, (bytes, x))| (name, bytes, x)).collect();
+        for (name, bytes, executable) in &files {
+            let path = dir.path().join(name);
+            std::fs::write(&path, bytes).unwrap();
+            let mode = if *executable { 0o755 } else { 0o644 };
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        }
+        proptest::prop_assert_eq!(digest_folder(dir.path()).unwrap(), digest_as_specified(&files));
+    }
+}
+
 /// A run's plugins are chosen by the resolver among the installed versions: the newest
 /// that fits every range, and what each one requires too (pdf brings document-runtime).
 /// A folder given by hand stands in for its id; a range it does not meet is an error.
