@@ -69,31 +69,14 @@ fn compact_at(value: Value, depth: usize) -> Value {
 #[cfg(test)]
 mod tests {
     use super::{EXACT_DEPTH, compact, copy};
+    use crate::test_json::json_value;
     use proptest::prelude::*;
-    use serde_json::{Value, json};
-
-    /// Any JSON value, objects with keys in any order (the order must survive).
-    fn any_json() -> impl Strategy<Value = Value> {
-        let leaf = prop_oneof![
-            Just(Value::Null),
-            any::<bool>().prop_map(Value::Bool),
-            any::<i64>().prop_map(Value::from),
-            any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(Value::from),
-            "[a-z]{0,8}".prop_map(Value::String),
-        ];
-        leaf.prop_recursive(6, 64, 6, |inner| {
-            prop_oneof![
-                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
-                prop::collection::vec(("[a-z]{1,3}", inner), 0..6)
-                    .prop_map(|pairs| Value::Object(pairs.into_iter().collect())),
-            ]
-        })
-    }
+    use serde_json::json;
 
     proptest! {
         /// A copy and a compacted value are the value, keys in the same order.
         #[test]
-        fn copy_and_compact_keep_the_value_and_its_key_order(v in any_json()) {
+        fn copy_and_compact_keep_the_value_and_its_key_order(v in json_value()) {
             let text = v.to_string();
             prop_assert_eq!(copy(&v).to_string(), text.clone());
             prop_assert_eq!(&copy(&v), &v);

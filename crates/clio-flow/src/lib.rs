@@ -49,6 +49,8 @@ mod run_code;
 mod runtime;
 mod scope_task;
 mod team;
+#[cfg(test)]
+mod test_json;
 mod tool_settings;
 mod workflow_flow;
 mod workspace;

@@ -82,6 +82,7 @@ fn depth_within(value: &Value, max: usize) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_json::json_value;
     use proptest::prelude::*;
     use serde_json::json;
 
@@ -108,24 +109,6 @@ mod tests {
         let within = nested(TEXT_DEPTH);
         assert!(matches!(ScopeTask::copy_of(&within), ScopeTask::Text { .. }));
         assert_eq!(ScopeTask::copy_of(&within).get(), &within);
-    }
-
-    fn json_value() -> impl Strategy<Value = Value> {
-        let leaf = prop_oneof![
-            Just(Value::Null),
-            any::<bool>().prop_map(Value::from),
-            any::<i64>().prop_map(Value::from),
-            any::<u64>().prop_map(Value::from),
-            any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(Value::from),
-            ".{0,12}".prop_map(Value::from),
-        ];
-        leaf.prop_recursive(6, 64, 6, |inner| {
-            prop_oneof![
-                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
-                prop::collection::vec((".{0,6}", inner), 0..6)
-                    .prop_map(|kv| Value::Object(kv.into_iter().collect())),
-            ]
-        })
     }
 
     proptest! {
