@@ -568,7 +568,12 @@ impl RunState {
     /// Returns the run's tasks as loaded (and remembered since) that match `keep`.
     pub(crate) fn tasks_where(&self, keep: impl Fn(&TaskRecord) -> bool) -> Vec<TaskRecord> {
         let tasks = lock(&self.tasks);
-        tasks.values().map(|t| as_remembered(t)).filter(|t| keep(t)).collect()
+        // Only a task remembered with its empty answer as `null` is made again to be looked at.
+        let matching = |t: &TaskRecord| match t.result.as_ref().is_some_and(Value::is_null) {
+            true => Some(as_remembered(t)).filter(|t| keep(t)),
+            false => keep(t).then(|| t.clone()),
+        };
+        tasks.values().filter_map(|t| matching(t)).collect()
     }
 
     pub(crate) fn task(&self, task: TaskId) -> Option<TaskRecord> {
