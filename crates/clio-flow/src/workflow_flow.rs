@@ -859,22 +859,25 @@ fn proposals(
         .collect()
 }
 
-fn answer_of(r: &CallResult) -> Value {
+/// Returns a step's answer, taken out of its result: a tool's value (its objects made no
+/// larger than their keys: the scheduler keeps it to the end, and an object parsed from a
+/// tool server's reply keeps the room it grew), else the answer's text.
+fn answer_of(r: CallResult) -> Value {
     if r.kind == CallKind::Tool {
-        crate::compact_json::copy(&r.value)
+        crate::compact_json::compact(r.value)
     } else {
-        Value::String(r.answer.clone())
+        Value::String(r.answer)
     }
 }
 
 fn events_of(done: Done, kind_of: &dyn Fn(&str) -> TargetKind) -> Result<Vec<Event>, FlowError> {
     Ok(match done {
-        Done::Step { step, res: Ok(r) } => {
+        Done::Step { step, res: Ok(mut r) } => {
             let mut events = proposals(&r, &EditorCall::Step { step: step.clone() }, kind_of);
             events.push(Event::Started { step: step.clone(), handle: r.handle.0.to_string() });
-            let model = (!r.model.is_empty()).then(|| r.model.clone());
-            let state = (!r.workflow_state.is_null()).then(|| r.workflow_state.clone());
-            events.push(Event::Finished { step, answer: answer_of(&r), model, state });
+            let model = (!r.model.is_empty()).then(|| std::mem::take(&mut r.model));
+            let state = (!r.workflow_state.is_null()).then(|| r.workflow_state.take());
+            events.push(Event::Finished { step, answer: answer_of(r), model, state });
             events
         }
         Done::Step { step, res: Err(err) } => {

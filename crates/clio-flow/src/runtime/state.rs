@@ -569,9 +569,12 @@ impl RunState {
     pub(crate) fn tasks_where(&self, keep: impl Fn(&TaskRecord) -> bool) -> Vec<TaskRecord> {
         let tasks = lock(&self.tasks);
         // Only a task remembered with its empty answer as `null` is made again to be looked at.
-        let matching = |t: &TaskRecord| match t.result.as_ref().is_some_and(Value::is_null) {
-            true => Some(as_remembered(t)).filter(|t| keep(t)),
-            false => keep(t).then(|| t.clone()),
+        let matching = |t: &TaskRecord| {
+            if t.result.as_ref().is_some_and(Value::is_null) {
+                Some(as_remembered(t)).filter(|t| keep(t))
+            } else {
+                keep(t).then(|| t.clone())
+            }
         };
         tasks.values().filter_map(|t| matching(t)).collect()
     }
