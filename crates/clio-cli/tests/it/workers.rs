@@ -70,6 +70,37 @@ impl Fleet {
         let _ = child.wait();
     }
 
+    /// Waits up to 5 s for workers of this fleet to hold a claim on a run (a live lease a
+    /// worker took), and returns one of them at random; `None` when none did.
+    fn busy_worker(&self, db: &mut postgres::Client, rng: &mut Lcg) -> Option<usize> {
+        let end = Instant::now() + Duration::from_secs(5);
+        loop {
+            let holders: Vec<String> = db
+                .query(
+                    "SELECT l.worker FROM clio_leases l JOIN clio_runs r ON r.id = l.run \
+                     WHERE l.epoch > 1 AND l.expires_at_ms > 0 \
+                     AND r.status = 'running'",
+                    &[],
+                )
+                .map(|rows| rows.iter().map(|r| r.get(0)).collect())
+                .unwrap_or_default();
+            // A worker's name ends with its process id (`<host>-<pid>`).
+            let busy: Vec<usize> = (0..self.workers.len())
+                .filter(|&i| {
+                    let pid = format!("-{}", self.workers[i].id());
+                    holders.iter().any(|h| h.ends_with(&pid))
+                })
+                .collect();
+            if !busy.is_empty() {
+                return Some(busy[rng.next(busy.len() as u64) as usize]);
+            }
+            if Instant::now() >= end {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Returns whether every worker has exited; reaps those that have.
     fn all_exited(&mut self) -> bool {
         self.workers.retain_mut(|c| !matches!(c.try_wait(), Ok(Some(_))));
@@ -207,16 +238,25 @@ fn workers_killed_at_random_finish_every_run_with_each_effect_once() {
             })
         })
         .collect();
-    // The killer: a random worker every 0.6–1.8 s, replaced at once, while runs remain.
-    let mut kills = 0;
+    // The killer: every 0.6–1.8 s, a random worker among those holding a claim on a run
+    // (a random one when none does within 5 s), replaced at once, while runs remain. Aiming
+    // at claims keeps the test from killing only idle workers when submissions are slow.
+    let (mut kills, mut aimed) = (0, 0);
     let deadline = Instant::now() + Duration::from_secs(240);
     let mut submitted = false;
+    let mut db = case.db();
     while kills < 12 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(600 + rng.next(1_200)));
         if fleet.workers.is_empty() {
             break;
         }
-        let i = rng.next(fleet.workers.len() as u64) as usize;
+        let i = match fleet.busy_worker(&mut db, &mut rng) {
+            Some(i) => {
+                aimed += 1;
+                i
+            }
+            None => rng.next(fleet.workers.len() as u64) as usize,
+        };
         fleet.kill(i);
         kills += 1;
         fleet.start_worker();
@@ -241,7 +281,6 @@ fn workers_killed_at_random_finish_every_run_with_each_effect_once() {
     }
     assert!(kills >= 3, "the test killed only {kills} workers");
 
-    let mut db = postgres::Client::connect(&url, postgres::NoTls).expect("the test database");
     let runs: Vec<(i64, String, String)> = db
         .query("SELECT id, status, record FROM clio_runs ORDER BY id", &[])
         .expect("runs")
@@ -326,7 +365,7 @@ fn workers_killed_at_random_finish_every_run_with_each_effect_once() {
         .expect("tasks")
         .get(0);
     eprintln!(
-        "{RUNS} runs, {kills} workers killed, {} started: {statuses:?}; {reclaimed} runs claimed again after a kill, {mid_run} of them moved mid-run; {} effects",
+        "{RUNS} runs, {kills} workers killed ({aimed} while holding a claim), {} started: {statuses:?}; {reclaimed} runs claimed again after a kill, {mid_run} of them moved mid-run; {} effects",
         fleet.started,
         effects.len()
     );
