@@ -894,7 +894,9 @@ fn check_or_initialise(db: &Database, path: &Path) -> Result<u64> {
 /// Applies the records of the write-ahead log at `wal_path` that the redb file does not
 /// hold yet (those a crash kept out), refusing a damaged log before anything is written,
 /// and commits them durably with the next log generation, live when the journal keeps a
-/// log (`config.write_ahead_log`). Returns that log, ready for the writer.
+/// log (`config.write_ahead_log`). Returns that log, ready for the writer, and whether the
+/// file says it is live. An open with nothing to apply whose file names the log's
+/// generation already commits nothing: its log is made live by the writer's first batch.
 /// Opens (or creates) the redb database on `backend`, named `label` in errors.
 fn backend_database(
     backend: impl StorageBackend,
@@ -918,7 +920,7 @@ fn recover(
     path: &Path,
     config: &JournalConfig,
     source: LogSource,
-) -> Result<Option<Wal>> {
+) -> Result<Option<(Wal, bool)>> {
     let wal_path = match &source {
         LogSource::Path(wal_path) => wal_path.clone(),
         #[cfg(test)]
@@ -927,8 +929,9 @@ fn recover(
     let txn = Held::new(db.begin_write().at(path)?);
     let mut tx = Tx::open(&txn, path, store::now_ms())?;
     let held = tx.wal_lsn()?;
-    let (journal_id, _) = tx.journal_id_or(random_id())?;
+    let (journal_id, new_id) = tx.journal_id_or(random_id())?;
     let (generation, live) = tx.wal_generation()?;
+    let (named_generation, named_live) = (generation, live);
     let expected = wal::Expected { journal_id, held, generation, live };
     let records = match &source {
         LogSource::Path(wal_path) => wal::read(wal_path, &expected)?,
@@ -987,13 +990,27 @@ fn recover(
     } else {
         None
     };
+    // An open with nothing to recover, whose file already names this log's generation,
+    // writes nothing: the writer marks the log live in its first batch's commit, before the
+    // log holds a record (see `writer`). So opening a journal costs no commit, and a journal
+    // only read is never written, which keeps a damaged list of freed pages in a file only
+    // read out of redb's commit, where it panics past every catch (see `guard`).
+    let changed = new_id
+        || !records.is_empty()
+        || named_generation != Some(generation)
+        || (named_live && !config.write_ahead_log);
+    if !changed {
+        drop(tx);
+        txn.into_inner().abort().at(path)?;
+        return Ok(wal.map(|wal| (wal, named_live)));
+    }
     tx.set_wal_lsn(last)?;
     tx.set_wal_generation(generation, config.write_ahead_log)?;
     drop(tx);
     let mut txn = txn.into_inner();
     txn.set_quick_repair(config.quick_repair);
     txn.commit().at(path)?;
-    Ok(wal)
+    Ok(wal.map(|wal| (wal, true)))
 }
 
 /// Returns a random id for a new journal (std's per-process random hash keys, mixed with

@@ -10,7 +10,8 @@
 //! A journal file with a write-ahead log (see `wal`) makes a batch durable by flushing its
 //! redo record to the log, then commits it to redb without a flush; a checkpoint (a durable
 //! redb commit) comes when the log is long, when a batch holds an unlogged write, on
-//! [`Request::Flush`] and when the writer stops.
+//! [`Request::Flush`], for the first batch while the file does not yet say its log is live
+//! (see [`Log::live`]), and when the writer stops, if anything was written.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -44,6 +45,11 @@ pub(crate) enum Request {
 /// The write-ahead log of the writer, and whether it failed.
 struct Log {
     wal: Wal,
+    /// Whether the file says this log is live (may hold records the file lacks). An open
+    /// with nothing to recover leaves it as the last close did, not live; the first batch is
+    /// then a checkpoint that marks it live, so the log never holds a record the file does
+    /// not know to look for, and a journal only read is never written.
+    live: bool,
     /// Set when a write to the log failed: what is on disk is then unknown, so every later
     /// batch is refused with this message until the journal is reopened.
     failed: Option<String>,
@@ -78,10 +84,10 @@ pub(crate) fn run(
     path: PathBuf,
     config: JournalConfig,
     rx: Receiver<Request>,
-    wal: Option<Wal>,
+    wal: Option<(Wal, bool)>,
     commits: &Commits,
 ) {
-    let mut log = wal.map(|wal| Log { wal, failed: None });
+    let mut log = wal.map(|(wal, live)| Log { wal, live, failed: None });
     let mut dirty = false;
     while let Some(first) = next_request(&rx, config.writer_spin) {
         let mut batch = vec![first];
@@ -101,7 +107,7 @@ pub(crate) fn run(
         return;
     }
     let logged = log.as_ref().is_some_and(|l| !l.wal.is_empty());
-    if dirty || logged || log.is_some() {
+    if dirty || logged || log.as_ref().is_some_and(|l| l.live) {
         // Nobody is left to hear about a failure here; the next open recovers the last
         // durable commit, which is a prefix, and applies the log again. The file then holds
         // every record: its log is no longer live, and may be cleared or lost.
@@ -134,8 +140,8 @@ fn commit_batch(
         }
         let checkpoint = batch.iter().any(|r| matches!(r, Request::Flush(_)))
             || log.as_ref().is_some_and(|l| l.wal.wants_checkpoint(config.checkpoint_bytes));
-        // Through the log: durable, no checkpoint due, and a log to write.
-        let through_log = durable && !checkpoint && log.is_some();
+        // Through the log: durable, no checkpoint due, and a live log to write.
+        let through_log = durable && !checkpoint && log.as_ref().is_some_and(|l| l.live);
         let mut txn = db.begin_write().at(path)?;
         if durable && !through_log {
             txn.set_quick_repair(config.quick_repair);
@@ -214,6 +220,7 @@ fn commit_batch(
                     txn.set_durability(redb::Durability::Immediate).at(path)?;
                     txn.set_quick_repair(config.quick_repair);
                     txn.commit().at(path)?;
+                    log.live = true;
                     let generation = next_generation(&log.wal);
                     log.wal.restart(generation);
                     return Ok(());

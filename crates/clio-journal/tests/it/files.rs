@@ -279,3 +279,26 @@ fn the_committed_format_1_file_opens() -> TestResult {
     assert_eq!(report.counts.entries, 3);
     Ok(())
 }
+
+#[test]
+fn the_first_write_after_an_open_that_recovered_nothing_is_durable() -> TestResult {
+    // An open with nothing to recover commits nothing; its first write marks the log live
+    // in a commit of its own (a checkpoint), and the next goes through the log.
+    let dir = tempfile::tempdir()?;
+    let path = crate::support::write_journal(dir.path())?;
+    for _ in 0..2 {
+        let journal = open(&path)?;
+        assert_eq!(journal.runs(&clio_journal::RunFilter::default())?.len(), 2);
+        assert_eq!(journal.entries(RunId(1))?.len(), 6);
+    }
+    let journal = open(&path)?;
+    let seq = journal.append(RunId(2), NewEntry::new(EntryKind::Event, json!("first")))?;
+    journal.append(RunId(2), NewEntry::new(EntryKind::Event, json!("second")))?;
+    drop(journal);
+    let journal = open(&path)?;
+    let entries = journal.entries(RunId(2))?;
+    assert_eq!(entries.len(), seq as usize + 2);
+    assert_eq!(entries[seq as usize].payload, json!("first"));
+    assert_eq!(entries[seq as usize + 1].payload, json!("second"));
+    Ok(())
+}
