@@ -199,7 +199,28 @@ fn bench(filter: &[String]) -> Result<(), String> {
     std::fs::write(&path, lines.join("\n") + "\n")
         .map_err(|e| format!("cannot write {path:?}: {e}"))?;
     eprintln!("xtask bench: {} results in {}", lines.len(), path.display());
+    let unexplained = lines_without_includes(&lines);
+    if !unexplained.is_empty() {
+        return Err(format!(
+            "bench lines that do not say what they include (an `includes` text): {}",
+            unexplained.join(", ")
+        ));
+    }
     Ok(())
+}
+
+/// Returns the names (`bench`, and `workload` when there is one) of the lines that carry
+/// no `includes` text: every bench line must say what it measures.
+fn lines_without_includes(lines: &[String]) -> Vec<String> {
+    lines
+        .iter()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|v| v["includes"].as_str().is_none_or(|t| t.trim().is_empty()))
+        .map(|v| match v["workload"].as_str() {
+            Some(workload) => format!("{}/{workload}", v["bench"].as_str().unwrap_or("?")),
+            None => v["bench"].as_str().unwrap_or("?").to_owned(),
+        })
+        .collect()
 }
 
 /// Returns a line comparing W1's per-step cost with one bare redb commit, both measured in
@@ -218,6 +239,7 @@ fn w1_against_bare_redb(lines: &[String]) -> Option<String> {
     Some(
         serde_json::json!({
             "bench": "W1_vs_bare_redb",
+            "includes": "W1's time per step over one bare redb commit of one small insert (the journal bench's baselines), both of this run",
             "w1_per_step_us": w1,
             "bare_redb_commit_us": round(bare),
             "bare_redb_quick_repair_commit_us": round(bare_qr),
@@ -291,4 +313,24 @@ fn bench_or_slow_targets(kind: &str) -> Result<Vec<(String, String)>, String> {
         }
     }
     Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lines_without_includes;
+
+    #[test]
+    fn a_bench_line_without_an_includes_text_is_named() {
+        let lines = [
+            r#"{"bench":"W1_sequential_steps","includes":"1,000 ctx.step","n":1000}"#,
+            r#"{"bench":"journal","workload":"baselines","n":1}"#,
+            r#"{"bench":"W5_replay_10000_entries","includes":"  "}"#,
+            r#"{"bench":"workflow","workload":"dag_1000_layers","includes":"a DAG"}"#,
+        ]
+        .map(str::to_owned);
+        assert_eq!(
+            lines_without_includes(&lines),
+            ["journal/baselines", "W5_replay_10000_entries"]
+        );
+    }
 }

@@ -349,7 +349,7 @@ fn baseline(dir: &Path) -> f64 {
         "baseline_journal_append",
         1_000,
         base_ms,
-        json!({ "note": "journal single durable append; no bare redb in clio-flow" }),
+        json!({ "includes": "1,000 single durable appends through the journal (each its own commit, through the write-ahead log); no bare redb in clio-flow" }),
     );
     base_ms
 }
@@ -368,7 +368,7 @@ async fn benches(dir: &Path) {
             1_000,
             overwrite_ms,
             json!({
-                "note": "write(128 bytes) at 1,000 offsets of a file grown with zeros first + fdatasync each: no size change, as the journal's write-ahead log writes; once, before the rounds",
+                "includes": "write(128 bytes) at 1,000 offsets of a file grown with zeros first + fdatasync each: no size change, as the journal's write-ahead log writes; once, before the rounds",
                 "fdatasyncs": 1_000,
             }),
         );
@@ -399,7 +399,7 @@ async fn benches(dir: &Path) {
             1_000,
             raw_ms,
             json!({
-                "note": "write(128 bytes) + fdatasync on a plain file, no journal; the median of the rounds alternated with W1's",
+                "includes": "write(128 bytes) + fdatasync on a plain file, no journal; the median of the rounds alternated with W1's",
                 "fdatasyncs": 1_000,
                 "runs_ms": raws,
             }),
@@ -524,7 +524,7 @@ async fn benches(dir: &Path) {
             "W3b_dag_10x100_called_from_a_flow",
             1_000,
             t.elapsed().as_secs_f64() * 1000.0,
-            json!({}),
+            json!({ "includes": "the 10x100 DAG of read-only no-op tools, run as a child of a flow of its own (ctx.call of the workflow flow) rather than given as the run's input" }),
         );
         drop(journal);
     }
@@ -556,7 +556,10 @@ async fn benches(dir: &Path) {
             "W4_resume_after_kill_at_900",
             100,
             t.elapsed().as_secs_f64() * 1000.0,
-            json!({ "steps_run": r.steps_run }),
+            json!({
+                "includes": "Runtime::resume of a 1,000-step run whose process was SIGKILLed while step 900 ran: the reopen's replay of the 900 recorded steps and the 100 left, run durably; n counts the steps left",
+                "steps_run": r.steps_run,
+            }),
         );
         drop(journal);
     }
@@ -599,6 +602,7 @@ async fn benches(dir: &Path) {
             read_ms = read_ms.min(t.elapsed().as_secs_f64() * 1000.0);
         }
         let extra = json!({
+            "includes": "Runtime::replay of a finished 10,000-step run, warm (after one untimed replay): reading its entries and matching every step against them, nothing submitted; the median of the replays",
             "submitted": replay.submitted,
             "entries": entries,
             "read_entries_ms": (read_ms * 1000.0).round() / 1000.0,
@@ -694,7 +698,11 @@ async fn benches(dir: &Path) {
             "W6_1000_runs_awaiting_ask",
             1_000,
             t.elapsed().as_secs_f64() * 1000.0,
-            json!({ "waiting": waiting, "rss_before_kb": before }),
+            json!({
+                "includes": "1,000 runs started at once on one journal, each to its ctx.ask: until every run is parked awaiting input, its question durable",
+                "waiting": waiting,
+                "rss_before_kb": before,
+            }),
         );
     }
 }

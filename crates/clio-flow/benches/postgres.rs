@@ -289,6 +289,7 @@ fn dbos() {
             json!({
                 "bench": "dbos",
                 "engine": "dbos",
+                "includes": "nothing: DBOS's side of the PostgreSQL bench did not run",
                 "skipped": "no DBOS venv at ~/.cache/clio-dbos-venv (bench/postgres/setup-dbos makes it; CLIO_DBOS_PYTHON names another Python)",
             })
         );
@@ -305,7 +306,12 @@ fn dbos() {
     if !out.status.success() {
         println!(
             "{}",
-            json!({ "bench": "dbos", "engine": "dbos", "failed": out.status.to_string() })
+            json!({
+                "bench": "dbos",
+                "engine": "dbos",
+                "includes": "nothing: DBOS's side of the PostgreSQL bench failed",
+                "failed": out.status.to_string(),
+            })
         );
     }
 }

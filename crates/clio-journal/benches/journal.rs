@@ -33,12 +33,14 @@ fn peak_rss_kb() -> u64 {
         .unwrap_or(0)
 }
 
-fn emit(workload: &str, mut fields: Value) {
+/// Prints workload `workload`'s line: what it includes, then `fields`, then the peak RSS.
+fn emit(workload: &str, includes: &str, mut fields: Value) {
     if let Value::Object(map) = &mut fields {
         map.insert("peak_rss_kb".into(), json!(peak_rss_kb()));
         let mut line = serde_json::Map::new();
         line.insert("bench".into(), json!("journal"));
         line.insert("workload".into(), json!(workload));
+        line.insert("includes".into(), json!(includes));
         line.extend(std::mem::take(map));
         println!("{}", Value::Object(line));
     }
@@ -249,6 +251,7 @@ fn main() -> BenchResult {
     let bare_qr = bare_redb_loop(dir, 500, true)?;
     emit(
         "baselines",
+        "1,000 × (pwrite 128 bytes + fdatasync) on a plain file, and 500 bare redb commits of one small insert each (Durability::Immediate), with and without quick repair; no journal",
         json!({"raw_write_fdatasync_per_sec": raw, "bare_redb_commits_per_sec": bare,
                "bare_redb_quick_repair_commits_per_sec": bare_qr}),
     );
@@ -256,6 +259,7 @@ fn main() -> BenchResult {
     let single = single_appender(dir, 500, true)?;
     emit(
         "single_appender_immediate",
+        "one thread appending entries one at a time, each acknowledged after its durable commit (write-ahead log, quick repair on)",
         json!({"entries_per_sec": single, "quick_repair": true,
                "baseline_raw_fdatasync_per_sec": raw, "baseline_bare_redb_per_sec": bare,
                "baseline_bare_redb_quick_repair_per_sec": bare_qr,
@@ -265,6 +269,7 @@ fn main() -> BenchResult {
     let single_nqr = single_appender(dir, 500, false)?;
     emit(
         "single_appender_immediate_no_quick_repair",
+        "the single appender with quick repair off",
         json!({"entries_per_sec": single_nqr, "quick_repair": false,
                "baseline_bare_redb_per_sec": bare, "ratio": round3(single_nqr / bare), "goal_ratio": 0.8}),
     );
@@ -272,6 +277,7 @@ fn main() -> BenchResult {
     let (concurrent, took_ms) = concurrent_appenders(dir, 100, 100)?;
     emit(
         "concurrent_100_appenders_immediate",
+        "100 threads appending 100 entries each to one journal, each append acknowledged after its durable commit (commits shared by the writer's batches)",
         json!({"entries_per_sec": concurrent, "entries": 10_000, "elapsed_ms": round3(took_ms),
                "single_appender_per_sec": single, "ratio_to_single": round3(concurrent / single),
                "goal_ratio_to_single": 30, "baseline_bare_redb_per_sec": bare,
@@ -279,7 +285,11 @@ fn main() -> BenchResult {
     );
 
     let (best, first) = read_run(dir, 10_000)?;
-    emit("read_run_10000_entries", json!({"warm_ms": best, "first_ms": first, "goal_ms": 30}));
+    emit(
+        "read_run_10000_entries",
+        "reading one run's 10,000 entries back with Journal::entries: the first read and the best of six",
+        json!({"warm_ms": best, "first_ms": first, "goal_ms": 30}),
+    );
 
     let path = dir.join("large.redb");
     let built = build_large(&path, large)?;
@@ -288,6 +298,7 @@ fn main() -> BenchResult {
     drop(journal);
     emit(
         "reopen_after_clean_close",
+        "Journal::open of a cleanly closed file of the given entries (runs of 10,000), to the open handle",
         json!({"entries": large, "file_bytes": size, "open_ms": clean_ms,
                "build_entries_per_sec": per_sec(large, built)}),
     );
@@ -302,6 +313,7 @@ fn main() -> BenchResult {
     drop(journal);
     emit(
         "reopen_after_crash",
+        "Journal::open of the large file after a child appending from 8 threads was SIGKILLed: redb's repair and the log's recovery, quick repair on",
         json!({"entries": large, "open_ms": crash_ms, "quick_repair": true, "acked_before_kill": acked,
                "entries_of_killed_run": survived, "goal_ms": 50}),
     );
@@ -311,6 +323,7 @@ fn main() -> BenchResult {
     drop(journal);
     emit(
         "reopen_after_crash_no_quick_repair",
+        "the reopen after a SIGKILL with quick repair off (redb rebuilds its allocator state from the trees)",
         json!({"entries": large, "open_ms": crash_nqr_ms, "quick_repair": false, "acked_before_kill": acked}),
     );
     Ok(())

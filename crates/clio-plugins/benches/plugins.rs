@@ -98,6 +98,7 @@ fn main() {
     let line = json!({
         "bench": "plugins",
         "workload": "W6",
+        "includes": "resolving an agent that needs ten plugins over a generated, in-memory marketplace of 1,000 plugins x 5 versions with ranged dependencies (every tenth newest version unsatisfiable); the median of the runs, no files read",
         "plugins": PLUGINS,
         "candidates": index.len(),
         "resolved": resolved,

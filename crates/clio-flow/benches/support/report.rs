@@ -11,8 +11,13 @@ pub(crate) fn round2(x: f64) -> f64 {
 }
 
 /// Prints the line of workload `bench`: `n` operations in `ms` milliseconds, then the
-/// fields of `fields` (an object) in their order.
+/// fields of `fields` (an object) in their order. Every line says what it includes: a line
+/// without an `includes` text is a mistake of the bench, and stops it.
 pub(crate) fn print_line(bench: &str, n: u64, ms: f64, fields: Value) {
+    assert!(
+        fields.get("includes").and_then(Value::as_str).is_some_and(|t| !t.is_empty()),
+        "the bench line {bench} does not say what it includes"
+    );
     let line = json!({
         "bench": bench,
         "n": n,
