@@ -891,12 +891,6 @@ fn check_or_initialise(db: &Database, path: &Path) -> Result<u64> {
     }
 }
 
-/// Applies the records of the write-ahead log at `wal_path` that the redb file does not
-/// hold yet (those a crash kept out), refusing a damaged log before anything is written,
-/// and commits them durably with the next log generation, live when the journal keeps a
-/// log (`config.write_ahead_log`). Returns that log, ready for the writer, and whether the
-/// file says it is live. An open with nothing to apply whose file names the log's
-/// generation already commits nothing: its log is made live by the writer's first batch.
 /// Opens (or creates) the redb database on `backend`, named `label` in errors.
 fn backend_database(
     backend: impl StorageBackend,
@@ -915,6 +909,12 @@ enum LogSource {
     File(Box<dyn wal::LogFile>),
 }
 
+/// Applies the records of the write-ahead log at `wal_path` that the redb file does not
+/// hold yet (those a crash kept out), refusing a damaged log before anything is written,
+/// and commits them durably with the next log generation, live when the journal keeps a
+/// log (`config.write_ahead_log`). Returns that log, ready for the writer, and whether the
+/// file says it is live. An open with nothing to apply whose file names the log's
+/// generation already commits nothing: its log is made live by the writer's first batch.
 fn recover(
     db: &Database,
     path: &Path,
@@ -931,7 +931,6 @@ fn recover(
     let held = tx.wal_lsn()?;
     let (journal_id, new_id) = tx.journal_id_or(random_id())?;
     let (generation, live) = tx.wal_generation()?;
-    let (named_generation, named_live) = (generation, live);
     let expected = wal::Expected { journal_id, held, generation, live };
     let records = match &source {
         LogSource::Path(wal_path) => wal::read(wal_path, &expected)?,
@@ -997,12 +996,12 @@ fn recover(
     // read out of redb's commit, where it panics past every catch (see `guard`).
     let changed = new_id
         || !records.is_empty()
-        || named_generation != Some(generation)
-        || (named_live && !config.write_ahead_log);
+        || expected.generation != Some(generation)
+        || (expected.live && !config.write_ahead_log);
     if !changed {
         drop(tx);
         txn.into_inner().abort().at(path)?;
-        return Ok(wal.map(|wal| (wal, named_live)));
+        return Ok(wal.map(|wal| (wal, expected.live)));
     }
     tx.set_wal_lsn(last)?;
     tx.set_wal_generation(generation, config.write_ahead_log)?;

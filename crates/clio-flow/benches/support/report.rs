@@ -15,7 +15,7 @@ pub(crate) fn round2(x: f64) -> f64 {
 /// without an `includes` text is a mistake of the bench, and stops it.
 pub(crate) fn print_line(bench: &str, n: u64, ms: f64, fields: Value) {
     assert!(
-        fields.get("includes").and_then(Value::as_str).is_some_and(|t| !t.is_empty()),
+        fields.get("includes").and_then(Value::as_str).is_some_and(|t| !t.trim().is_empty()),
         "the bench line {bench} does not say what it includes"
     );
     let line = json!({
