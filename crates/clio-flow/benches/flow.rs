@@ -32,14 +32,16 @@
 //! - W5: a warm replay of a finished 10,000-entry run (the median of five, and the fastest);
 //! - W6: 1,000 runs each left waiting in `ask`;
 //! - W7: 1,000 runs at once, each 10 sequential no-op `ctx.step`s (runs and steps per
-//!   second, commits per run);
+//!   second, commits and `fdatasync`s per run);
 //! - `scale_chain_<N>` and `scale_fanout_<N>`: chain and fan-out workflows of N = 20 (a
 //!   small workflow publishes its view at every event), 100, 1,000 and 9,000 read-only
 //!   no-op steps, each with its time and memory per step.
 //!
 //! Every line says what it includes. `commits` counts the journal's durable commits during
 //! the workload (`Journal::commits`; in `immediate` mode one `fdatasync` of the write-ahead
-//! log each, a checkpoint a few more); `entries` counts the run's journal entries (all of
+//! log each, a checkpoint a few more); `fdatasyncs` counts the flushes the journal made of
+//! its file and its log during it (`Journal::flushes`: each `fdatasync`, or `fsync` where a
+//! length changed, counted as it is made); `entries` counts the run's journal entries (all of
 //! them, acceptances included). `peak_rss_kb` is the process's high-water mark (`VmHWM`)
 //! after the workload, reset before each workload (`/proc/self/clear_refs`), so it is that
 //! workload's peak; `rss_before_kb` is the resident size when it started, and
@@ -279,6 +281,7 @@ fn median(xs: &[f64]) -> f64 {
 struct Measured {
     ms: f64,
     commits: u64,
+    fdatasyncs: u64,
     entries: usize,
     rss_before_kb: u64,
     peak_kb: u64,
@@ -290,10 +293,12 @@ async fn measure(path: &Path, flow: &str, input: Value) -> Measured {
     let runtime = rt(&journal, registry());
     let rss_before_kb = reset_peak();
     let commits = journal.commits();
+    let fdatasyncs = flushes(&journal);
     let t = instant();
     let r = runtime.run(selection(flow, json!({})), input).await.expect(flow);
     let ms = t.elapsed().as_secs_f64() * 1000.0;
     let commits = journal.commits() - commits;
+    let fdatasyncs = flushes(&journal) - fdatasyncs;
     // The peak of the run itself, before the entries are read back to be counted.
     let peak_kb = peak_rss_kb();
     ok(&r.outcome);
@@ -303,7 +308,12 @@ async fn measure(path: &Path, flow: &str, input: Value) -> Measured {
         Some(_) => 0,
         None => journal.entries(r.run).expect("entries").len(),
     };
-    Measured { ms, commits, entries, rss_before_kb, peak_kb }
+    Measured { ms, commits, fdatasyncs, entries, rss_before_kb, peak_kb }
+}
+
+/// Returns the flushes `journal` has made of its file and its log since it was opened.
+fn flushes(journal: &Journal) -> u64 {
+    journal.flushes().expect("a journal file counts its flushes")
 }
 
 /// Reports `m` as `bench` over `n` steps, with its commits and entries per step and
@@ -313,6 +323,8 @@ fn report_measured(bench: &str, n: u64, m: &Measured, extra: Value) {
     let mut more = json!({
         "commits": m.commits,
         "commits_per_step": per(m.commits as f64),
+        "fdatasyncs": m.fdatasyncs,
+        "fdatasyncs_per_step": per(m.fdatasyncs as f64),
         "entries": m.entries,
         "entries_per_step": per(m.entries as f64),
         "rss_before_kb": m.rss_before_kb,
@@ -387,10 +399,10 @@ async fn benches(dir: &Path) {
                 let path = dir.join(format!("W1_sequential_steps-{round}-after-raw.redb"));
                 after_raw.push(round2(w1_run(&path, true).await.0));
                 let path = dir.join(format!("W1_sequential_steps-{round}.redb"));
-                let (ms, commits, entries) = w1_run(&path, true).await;
+                let (ms, commits, fdatasyncs, entries) = w1_run(&path, true).await;
                 w1s.push(round2(ms));
                 ratios.push(round2(ms / raw));
-                last = Some((commits, entries));
+                last = Some((commits, fdatasyncs, entries));
             }
         }
         raw_ms = median(&raws);
@@ -404,7 +416,7 @@ async fn benches(dir: &Path) {
                 "runs_ms": raws,
             }),
         );
-        if let Some((commits, entries)) = last {
+        if let Some((commits, fdatasyncs, entries)) = last {
             w1_ms = median(&w1s);
             let extra = json!({
                 "includes": format!("1,000 ctx.step in one flow, each one durable journal commit; the median of {W1_ROUNDS} rounds, each timed after its raw loop and one W1 run (runs_after_raw_ms: those runs, right after the raw loop)"),
@@ -414,6 +426,7 @@ async fn benches(dir: &Path) {
                 "goal_ratio_to_raw_fdatasync": 1.1,
                 "ratio_to_raw_overwrite_fdatasync": round2(w1_ms / overwrite_ms),
                 "commits": commits,
+                "fdatasyncs": fdatasyncs,
                 "entries": entries,
                 "runs_ms": w1s,
                 "runs_after_raw_ms": after_raw,
@@ -421,13 +434,14 @@ async fn benches(dir: &Path) {
             report("W1_sequential_steps", 1_000, w1_ms, extra);
             // With quick repair off (a checkpoint's redb commit flushes once, not twice), once.
             let path = dir.join("W1_sequential_steps_no_quick_repair.redb");
-            let (ms, commits, entries) = w1_run(&path, false).await;
+            let (ms, commits, fdatasyncs, entries) = w1_run(&path, false).await;
             let extra = json!({
                 "includes": "1,000 ctx.step in one flow, each one durable journal commit, quick repair off, after the rounds above",
                 "ratio_to_baseline": round2(ms / base_ms),
                 "ratio_to_raw_fdatasync": round2(ms / raw_ms),
                 "goal_ratio_to_raw_fdatasync": 1.1,
                 "commits": commits,
+                "fdatasyncs": fdatasyncs,
                 "entries": entries,
             });
             report("W1_sequential_steps_no_quick_repair", 1_000, ms, extra);
@@ -452,6 +466,7 @@ async fn benches(dir: &Path) {
             "ratio_to_raw_fdatasync": round2(ms / raw_ms),
             "goal_ratio_to_raw_fdatasync": 1.1,
             "commits": child["commits"],
+            "fdatasyncs": child["fdatasyncs"],
             "entries": child["entries"],
         });
         report("W1_sequential_steps_park_spin", 1_000, ms, extra);
@@ -619,6 +634,7 @@ async fn benches(dir: &Path) {
         let runtime = rt(&journal, registry());
         let rss_before_kb = reset_peak();
         let commits = journal.commits();
+        let fdatasyncs = flushes(&journal);
         let t = instant();
         let mut handles = Vec::new();
         for _ in 0..1_000 {
@@ -637,6 +653,7 @@ async fn benches(dir: &Path) {
         }
         let ms = t.elapsed().as_secs_f64() * 1000.0;
         let commits = journal.commits() - commits;
+        let fdatasyncs = flushes(&journal) - fdatasyncs;
         let secs = ms / 1000.0;
         report(
             "W7_1000_runs_x_10_steps",
@@ -650,6 +667,8 @@ async fn benches(dir: &Path) {
                 "goal_steps_per_s": 5_000,
                 "commits": commits,
                 "commits_per_run": round2(commits as f64 / 1_000.0),
+                "fdatasyncs": fdatasyncs,
+                "fdatasyncs_per_run": round2(fdatasyncs as f64 / 1_000.0),
                 "rss_before_kb": rss_before_kb,
             }),
         );
@@ -727,19 +746,21 @@ async fn w4_child(dir: &Path) {
 }
 
 /// Runs W1 once on a fresh journal at `path`; returns its milliseconds, the journal's
-/// commits during it and the run's entries.
-async fn w1_run(path: &Path, quick_repair: bool) -> (f64, u64, usize) {
+/// commits and flushes during it and the run's entries.
+async fn w1_run(path: &Path, quick_repair: bool) -> (f64, u64, u64, usize) {
     let config = JournalConfig { quick_repair, ..JournalConfig::default() };
     let journal = Journal::open(path, config).expect("journal opens");
     let runtime = rt(&journal, registry());
     reset_peak();
     let commits = journal.commits();
+    let fdatasyncs = flushes(&journal);
     let t = instant();
     let r = runtime.run(selection("steps", json!({})), Value::Null).await.expect("w1");
     let ms = t.elapsed().as_secs_f64() * 1000.0;
     let commits = journal.commits() - commits;
+    let fdatasyncs = flushes(&journal) - fdatasyncs;
     ok(&r.outcome);
-    (ms, commits, journal.entries(r.run).expect("entries").len())
+    (ms, commits, fdatasyncs, journal.entries(r.run).expect("entries").len())
 }
 
 /// Runs W1's flow once, untimed, on a journal at `path`: the first 1,000-step run of a
@@ -753,19 +774,24 @@ async fn warm_up(path: &Path) {
 }
 
 /// W1 on a runtime like the one `clio` drives a foreground run on; prints its
-/// milliseconds, commits and entries as one JSON object.
+/// milliseconds, commits, flushes and entries as one JSON object.
 async fn w1_spin_child(dir: &Path) {
     warm_up(&dir.join("w1spin-warm-up.redb")).await;
     let journal = open(&dir.join("w1spin.redb"), Durability::Immediate);
     let runtime = rt(&journal, registry());
     let commits = journal.commits();
+    let fdatasyncs = flushes(&journal);
     let t = instant();
     let r = runtime.run(selection("steps", json!({})), Value::Null).await.expect("w1spin");
     let ms = t.elapsed().as_secs_f64() * 1000.0;
     ok(&r.outcome);
     let commits = journal.commits() - commits;
+    let fdatasyncs = flushes(&journal) - fdatasyncs;
     let entries = journal.entries(r.run).expect("entries").len();
-    println!("{}", json!({ "ms": ms, "commits": commits, "entries": entries }));
+    println!(
+        "{}",
+        json!({ "ms": ms, "commits": commits, "fdatasyncs": fdatasyncs, "entries": entries })
+    );
 }
 
 fn main() {

@@ -182,6 +182,18 @@ impl Journal {
         }
     }
 
+    /// Returns how many times this handle's journal has flushed its file or its
+    /// write-ahead log to the disk (`fdatasync`, or `fsync` where a length changes) since
+    /// it was opened, counted at each call: the disk's work behind [`Journal::commits`] (a
+    /// checkpoint is one commit and several flushes). `None` on a shared store, whose
+    /// flushes are its server's; an in-memory journal makes none.
+    pub fn flushes(&self) -> Option<u64> {
+        match &self.store {
+            Store::Embedded(e) => Some(e.flushes()),
+            Store::Backend(_) => None,
+        }
+    }
+
     /// Makes every earlier write durable (needed only with [`crate::Durability::Eventual`]).
     pub fn flush(&self) -> Result<()> {
         match &self.store {

@@ -11,7 +11,7 @@ use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 
-use redb::backends::InMemoryBackend;
+use redb::backends::{FileBackend, InMemoryBackend};
 use redb::{
     Builder, Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, StorageBackend,
     TableError,
@@ -20,6 +20,7 @@ use redb::{
 use crate::changes::{Changes, Commits};
 use crate::checksum::{self, Place, decode};
 use crate::error::{JournalError, Result};
+use crate::flushes::{CountedBackend, Flushes};
 use crate::format::{
     FORMAT_VERSION, JournalEntry, RawEntry, RunId, RunRecord, SessionId, SessionRecord, TaskId,
     TaskRecord,
@@ -63,6 +64,8 @@ struct Inner {
     writer_panic: Arc<Mutex<Option<String>>>,
     /// The writer's commits, which [`Journal::changes`] notices.
     commits: Arc<Commits>,
+    /// The flushes of the file and its log since the open.
+    flushes: Flushes,
 }
 
 impl Drop for Inner {
@@ -123,9 +126,22 @@ impl Embedded {
             }
             Err(err) => return Err(io_err(err)),
         }
-        let db = Builder::new().set_cache_size(config.cache_size).create(&path).at(&path)?;
+        // As redb's own `create` opens it, with its flushes counted.
+        let file = fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(io_err)?;
+        let flushes = Flushes::default();
+        let backend = FileBackend::new(file).at(&path)?;
+        let db = Builder::new()
+            .set_cache_size(config.cache_size)
+            .create_with_backend(CountedBackend::new(backend, flushes.clone()))
+            .at(&path)?;
         let wal = (config.write_ahead_log || wal.exists()).then_some(LogSource::Path(wal));
-        Self::start(db, path, config, wal)
+        Self::start(db, path, config, wal, flushes)
     }
 
     /// Opens the journal at `path` for reading only, modifying neither it nor its log: the
@@ -185,6 +201,7 @@ impl Embedded {
             writer: None,
             writer_panic: Arc::new(Mutex::new(None)),
             commits: Arc::default(),
+            flushes: Flushes::default(),
         };
         Ok(Self { inner: Arc::new(inner) })
     }
@@ -206,7 +223,7 @@ impl Embedded {
         config: JournalConfig,
     ) -> Result<Self> {
         let db = backend_database(backend, &label, &config)?;
-        Self::start(db, label, config, None)
+        Self::start(db, label, config, None, Flushes::default())
     }
 
     /// Opens a journal on a redb storage backend with its write-ahead log in `log`: the
@@ -219,7 +236,7 @@ impl Embedded {
         config: JournalConfig,
     ) -> Result<Self> {
         let db = backend_database(backend, &label, &config)?;
-        Self::start(db, label, config, Some(LogSource::File(log)))
+        Self::start(db, label, config, Some(LogSource::File(log)), Flushes::default())
     }
 
     /// Starts the writer on `db`, after applying the write-ahead log at `wal` (if any) that
@@ -229,12 +246,13 @@ impl Embedded {
         path: PathBuf,
         config: JournalConfig,
         wal: Option<LogSource>,
+        flushes: Flushes,
     ) -> Result<Self> {
         // Leaked, not closed, if the storage engine panics on a damaged file below.
         let db = Held::new(db);
         let version = check_or_initialise(&db, &path)?;
         let wal = match wal {
-            Some(source) => recover(&db, &path, &config, source)?,
+            Some(source) => recover(&db, &path, &config, source, &flushes)?,
             None => None,
         };
         // After the log: its records were written in the file's format, so they are applied
@@ -273,6 +291,7 @@ impl Embedded {
             writer: Some(writer),
             writer_panic,
             commits,
+            flushes,
         };
         Ok(Self { inner: Arc::new(inner) })
     }
@@ -367,6 +386,12 @@ impl Embedded {
     /// write-ahead log, a checkpoint a few more).
     pub(crate) fn commits(&self) -> u64 {
         self.inner.commits.count()
+    }
+
+    /// Returns how many flushes (`fdatasync` or `fsync`) of its file and its log this
+    /// journal has made since it was opened.
+    pub(crate) fn flushes(&self) -> u64 {
+        self.inner.flushes.count()
     }
 
     /// Makes every earlier write durable (needed only with [`crate::Durability::Eventual`]).
@@ -920,6 +945,7 @@ fn recover(
     path: &Path,
     config: &JournalConfig,
     source: LogSource,
+    flushes: &Flushes,
 ) -> Result<Option<(Wal, bool)>> {
     let wal_path = match &source {
         LogSource::Path(wal_path) => wal_path.clone(),
@@ -980,9 +1006,13 @@ fn recover(
     // leave a live log missing or empty, which reads as damage.
     let wal = if config.write_ahead_log {
         let mut wal = match source {
-            LogSource::Path(wal_path) => Wal::create(wal_path, journal_id, generation, next)?,
+            LogSource::Path(wal_path) => {
+                Wal::create(wal_path, journal_id, generation, next, flushes)?
+            }
             #[cfg(test)]
-            LogSource::File(file) => Wal::with_file(file, wal_path, journal_id, generation, next)?,
+            LogSource::File(file) => {
+                Wal::with_file(file, wal_path, journal_id, generation, next, flushes)?
+            }
         };
         wal.preallocate()?;
         Some(wal)

@@ -39,6 +39,7 @@ mod checksum;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 mod error;
+mod flushes;
 mod format;
 mod guard;
 mod handle;

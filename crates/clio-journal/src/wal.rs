@@ -34,6 +34,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::{JournalError, Result};
+use crate::flushes::Flushes;
 
 /// Marks the start of every record of format 1 (no header, no chain).
 const MAGIC: [u8; 4] = *b"CLWR";
@@ -100,6 +101,44 @@ impl LogFile for File {
 
     fn sync_all(&mut self) -> io::Result<()> {
         File::sync_all(self)
+    }
+}
+
+/// A log's file, counting its `sync_data` and `sync_all` calls.
+#[derive(Debug)]
+pub(crate) struct CountedLog {
+    file: Box<dyn LogFile>,
+    flushes: Flushes,
+}
+
+impl CountedLog {
+    /// Wraps `file`, noting each of its flushes in `flushes`.
+    pub(crate) fn new(file: Box<dyn LogFile>, flushes: Flushes) -> CountedLog {
+        CountedLog { file, flushes }
+    }
+}
+
+impl LogFile for CountedLog {
+    fn len(&self) -> io::Result<u64> {
+        self.file.len()
+    }
+
+    fn read_at(&self, buf: &mut [u8], at: u64) -> io::Result<bool> {
+        self.file.read_at(buf, at)
+    }
+
+    fn write_at(&mut self, data: &[u8], at: u64) -> io::Result<()> {
+        self.file.write_at(data, at)
+    }
+
+    fn sync_data(&mut self) -> io::Result<()> {
+        self.flushes.note();
+        self.file.sync_data()
+    }
+
+    fn sync_all(&mut self) -> io::Result<()> {
+        self.flushes.note();
+        self.file.sync_all()
     }
 }
 
@@ -539,11 +578,13 @@ impl Wal {
     /// Opens (or creates) the log at `path` for writing generation `generation` of journal
     /// `journal_id` from record `next_lsn`. Its old content (read and applied before) is
     /// overwritten from the first byte by the generation's first record.
+    /// Its flushes are noted in `flushes`.
     pub(crate) fn create(
         path: PathBuf,
         journal_id: u64,
         generation: u64,
         next_lsn: u64,
+        flushes: &Flushes,
     ) -> Result<Self> {
         let io_err = |source| JournalError::Io { path: path.clone(), source };
         let existed = path.exists();
@@ -558,7 +599,7 @@ impl Wal {
             // The log's name must survive a crash before any record relies on it.
             sync_parent(&path).map_err(io_err)?;
         }
-        Self::with_file(Box::new(file), path, journal_id, generation, next_lsn)
+        Self::with_file(Box::new(file), path, journal_id, generation, next_lsn, flushes)
     }
 
     /// As [`Wal::create`], on `file` (named `path` in errors).
@@ -568,9 +609,11 @@ impl Wal {
         journal_id: u64,
         generation: u64,
         next_lsn: u64,
+        flushes: &Flushes,
     ) -> Result<Self> {
         let allocated =
             file.len().map_err(|source| JournalError::Io { path: path.clone(), source })?;
+        let file: Box<dyn LogFile> = Box::new(CountedLog::new(file, flushes.clone()));
         Ok(Self {
             file,
             path,

@@ -302,3 +302,36 @@ fn the_first_write_after_an_open_that_recovered_nothing_is_durable() -> TestResu
     assert_eq!(entries[seq as usize + 1].payload, json!("second"));
     Ok(())
 }
+
+#[test]
+fn a_write_through_the_log_is_one_flush_of_the_disk() -> TestResult {
+    // The count of flushes is the disk's work behind the commits: each write of an
+    // immediate journal, made alone, is one flush of its log, and one more when redb grows
+    // its file for it (rarely: the file grows by doubling); the first after the open is a
+    // checkpoint (it marks the log live), which flushes the file as well.
+    let dir = tempfile::tempdir()?;
+    let path = crate::support::write_journal(dir.path())?;
+    let journal = open(&path)?;
+    let flushes = || journal.flushes().ok_or("an embedded journal counts its flushes");
+    let opened = flushes()?;
+    journal.append(RunId(2), NewEntry::new(EntryKind::Event, json!("first")))?;
+    let checkpoint = flushes()? - opened;
+    assert!(checkpoint >= 2, "a checkpoint flushes the file and the log: {checkpoint}");
+    let before = flushes()?;
+    let mut last = before;
+    for i in 0..10 {
+        journal.append(RunId(2), NewEntry::new(EntryKind::Event, json!(i)))?;
+        let now = flushes()?;
+        assert!(now > last, "write {i} was flushed: {last} then {now}");
+        last = now;
+    }
+    let ten = last - before;
+    assert!((10..=12).contains(&ten), "10 writes, {ten} flushes");
+    // Reads flush nothing.
+    journal.entries(RunId(2))?;
+    assert_eq!(flushes()?, last);
+    let in_memory = Journal::open_in_memory()?;
+    in_memory.append(in_memory.create_run(new_run("f", "me"))?, step(1))?;
+    assert_eq!(in_memory.flushes(), Some(0));
+    Ok(())
+}
