@@ -366,7 +366,7 @@ pub(crate) enum Resolved {
         worker: Box<Worker>,
         kind: CallKind,
     },
-    Tool(Tool),
+    Tool(Arc<Tool>),
 }
 
 impl Resolved {
@@ -436,7 +436,8 @@ pub struct Registry {
     flows: BTreeMap<String, FlowEntry>,
     subagents: BTreeMap<String, Worker>,
     agents: BTreeMap<String, Worker>,
-    tools: BTreeMap<String, Tool>,
+    // Shared: a call resolves its tool by cloning the handle, not the tool's schema.
+    tools: BTreeMap<String, Arc<Tool>>,
     this_agent: Option<Worker>,
     plugins: BTreeMap<String, PluginInfo>,
     bindings: BTreeMap<String, crate::binding::Binding>,
@@ -569,7 +570,7 @@ impl Registry {
     pub(crate) fn plugin_of(&self, target: &str) -> Option<&str> {
         let plugin = match self.resolve(&Target::Name(target.to_owned())).ok()? {
             Resolved::Flow { plugin, .. } => plugin?,
-            Resolved::Tool(tool) => tool.plugin,
+            Resolved::Tool(tool) => tool.plugin.clone(),
             Resolved::Worker { .. } => return None,
         };
         self.plugins.get_key_value(&plugin).map(|(id, _)| id.as_str())
@@ -604,7 +605,7 @@ impl Registry {
 
     /// Adds a tool.
     pub fn tool(mut self, tool: Tool) -> Registry {
-        self.tools.insert(tool.name.clone(), tool);
+        self.tools.insert(tool.name.clone(), Arc::new(tool));
         self
     }
 
@@ -627,7 +628,7 @@ impl Registry {
 
     /// Returns the registered tools, by name.
     pub(crate) fn tools(&self) -> impl Iterator<Item = &Tool> {
-        self.tools.values()
+        self.tools.values().map(|tool| &**tool)
     }
 
     /// Fails when a subagent carries a plugin this registry does not hold (neither loaded
@@ -683,7 +684,7 @@ impl Registry {
         names
             .into_iter()
             .filter(|n| seen.insert(n.clone()))
-            .filter_map(|n| self.tools.get(&n).cloned())
+            .filter_map(|n| self.tools.get(&n).map(|tool| Tool::clone(tool)))
             .collect()
     }
 
@@ -720,7 +721,7 @@ impl Registry {
 
     /// Returns tool `name`, if registered.
     pub fn get_tool(&self, name: &str) -> Option<&Tool> {
-        self.tools.get(name)
+        self.tools.get(name).map(|tool| &**tool)
     }
 
     /// Returns the plugin set as the run's fingerprint records it: `id@version` sorted.
@@ -770,7 +771,7 @@ impl Registry {
             return Ok(Resolved::Flow { flow, options: Map::new(), plugin });
         }
         if let Some(tool) = self.tools.get(name) {
-            return Ok(Resolved::Tool(tool.clone()));
+            return Ok(Resolved::Tool(Arc::clone(tool)));
         }
         if name.contains('/')
             && let Some(worker) = self.agents.get(name)

@@ -95,7 +95,7 @@ impl Accepted {
 
 /// What an accepted call runs: a tool the gate passed, a flow or a worker.
 enum Ready {
-    Tool(Tool, gate::Passed),
+    Tool(std::sync::Arc<Tool>, gate::Passed),
     Flow {
         flow: std::sync::Arc<dyn crate::flow::Flow>,
         options: Map<String, Value>,
@@ -103,7 +103,8 @@ enum Ready {
         plugin: Option<String>,
     },
     Worker {
-        worker: crate::registry::Worker,
+        // Boxed, as in `Resolved`: a worker is much larger than the other variants.
+        worker: Box<crate::registry::Worker>,
         kind: CallKind,
         input: Value,
     },
@@ -117,7 +118,7 @@ impl Ready {
             Resolved::Flow { flow, options, plugin } => {
                 Ok(Ready::Flow { flow, options, input, plugin })
             }
-            Resolved::Worker { worker, kind } => Ok(Ready::Worker { worker: *worker, kind, input }),
+            Resolved::Worker { worker, kind } => Ok(Ready::Worker { worker, kind, input }),
             Resolved::Tool(tool) => Err(FlowError::CallRefused {
                 handle: None,
                 refusal: "not_gated".into(),
@@ -129,7 +130,7 @@ impl Ready {
 
 /// A read-only tool call not yet written: what [`Call::run_then_record`] runs and records.
 struct Unwritten {
-    tool: Tool,
+    tool: std::sync::Arc<Tool>,
     passed: gate::Passed,
     intent: NewEntry,
     task: NewTask,
@@ -416,7 +417,7 @@ impl Call {
                 .tools
                 .iter()
                 .find(|t| t.name == target)
-                .map(|t| Resolved::Tool(t.clone()))
+                .map(|t| Resolved::Tool(std::sync::Arc::new(t.clone())))
                 .ok_or(FlowError::FlowTargetUnknown { target })?,
             res => res?,
         };
@@ -600,7 +601,7 @@ impl Call {
                 }
             })
             .await;
-            (value, tool.name, intent, task)
+            (value, tool.name.clone(), intent, task)
         };
         if let Err(err) = &value
             && run.is_stopping()
