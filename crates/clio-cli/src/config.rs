@@ -189,6 +189,7 @@ impl HomeConfig {
             network: table.network.unwrap_or(default.network),
             read: table.read.clone().unwrap_or_default(),
             temp: std::env::temp_dir(),
+            kept_check: kept_sandbox_check(),
             ..default
         }
     }
@@ -200,6 +201,18 @@ impl HomeConfig {
         config.max_iters = max_iters.unwrap_or(config.max_iters);
         config.max_entries = max_entries.unwrap_or(config.max_entries);
     }
+}
+
+/// Where a passed check of bubblewrap is kept for the next `clio` process
+/// (`Sandbox::kept_check`): `clio/sandbox-check.json` in the user's cache folder
+/// (`$XDG_CACHE_HOME`, else `~/.cache`), not in the home: whether bubblewrap works is a
+/// fact of the machine and the user, not of one home. `None` without either variable.
+fn kept_sandbox_check() -> Option<PathBuf> {
+    let absolute =
+        |var: &str| std::env::var_os(var).map(PathBuf::from).filter(|path| path.is_absolute());
+    let cache =
+        absolute("XDG_CACHE_HOME").or_else(|| absolute("HOME").map(|h| h.join(".cache")))?;
+    Some(cache.join("clio").join("sandbox-check.json"))
 }
 
 fn check_limits(path: &Path, limits: &Limits) -> Result<(), CliError> {

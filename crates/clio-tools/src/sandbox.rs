@@ -40,6 +40,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::io::AsyncReadExt;
 
+mod kept;
+
 /// The system folders every sandboxed program may read and run programs from.
 const SYSTEM_DIRS: &[&str] = &["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"];
 
@@ -128,6 +130,12 @@ pub struct Sandbox {
     /// (bubblewrap mounts a fresh `/tmp` instead). The caller chooses it (the CLI passes
     /// the system's temporary folder).
     pub temp: PathBuf,
+    /// A file that keeps a passed check of bubblewrap across processes, with the facts it
+    /// depends on (the program, the kernel and its boot, this process's user and
+    /// namespaces, the kernel's user-namespace settings); while they are unchanged, a
+    /// process believes it instead of checking again, which starts a process of its own.
+    /// `None` (the default): every process checks once.
+    pub kept_check: Option<PathBuf>,
 }
 
 impl Default for Sandbox {
@@ -140,6 +148,7 @@ impl Default for Sandbox {
             read: Vec::new(),
             bwrap: PathBuf::from("bwrap"),
             temp: PathBuf::from("/tmp"),
+            kept_check: None,
         }
     }
 }
@@ -401,10 +410,10 @@ impl Sandbox {
             return;
         }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
-        let bwrap = self.bwrap.clone();
+        let (bwrap, kept) = (self.bwrap.clone(), self.kept_check.clone());
         // Its answer is kept for `confine`; an error is reported there, when it matters.
         runtime.spawn(async move {
-            let _ = probe_bwrap(&bwrap).await;
+            let _ = probe_bwrap(&bwrap, kept.as_deref()).await;
         });
     }
 
@@ -417,7 +426,9 @@ impl Sandbox {
         match self.mode {
             SandboxMode::Off => Ok(Self::unconfined(program, access)),
             SandboxMode::Bwrap => {
-                probe_bwrap(&self.bwrap).await.map_err(|t| t.into_error(&self.bwrap))?;
+                probe_bwrap(&self.bwrap, self.kept_check.as_deref())
+                    .await
+                    .map_err(|t| t.into_error(&self.bwrap))?;
                 Ok(self.bwrap_command(program, &grants(), network))
             }
             SandboxMode::Landlock => landlock(&grants()).map_err(|trouble| match trouble {
@@ -425,7 +436,7 @@ impl Sandbox {
                 Trouble::Other(err) => err,
             }),
             SandboxMode::Auto => {
-                let bwrap = match probe_bwrap(&self.bwrap).await {
+                let bwrap = match probe_bwrap(&self.bwrap, self.kept_check.as_deref()).await {
                     Ok(()) => return Ok(self.bwrap_command(program, &grants(), network)),
                     Err(trouble) => trouble.describe(&self.bwrap),
                 };
@@ -608,8 +619,9 @@ fn private_temp(base: &Path) -> Result<TempDir, SandboxError> {
 }
 
 /// Checks once per process that `program` can make the sandbox we ask of it: the same
-/// namespaces, `/dev`, `/proc` and `/tmp`, running bubblewrap's own `--version` inside.
-async fn probe_bwrap(program: &Path) -> Result<(), BwrapTrouble> {
+/// namespaces, `/dev`, `/proc` and `/tmp`, running bubblewrap's own `--version` inside;
+/// or believes a pass that `kept` holds from an earlier process on the same facts.
+async fn probe_bwrap(program: &Path, kept: Option<&Path>) -> Result<(), BwrapTrouble> {
     let cell = std::sync::Arc::clone(
         BWRAP_PROBES
             .lock()
@@ -617,7 +629,22 @@ async fn probe_bwrap(program: &Path) -> Result<(), BwrapTrouble> {
             .entry(program.to_path_buf())
             .or_default(),
     );
-    cell.get_or_init(|| run_probe(program)).await.clone()
+    cell.get_or_init(|| probe_or_believe(program, kept)).await.clone()
+}
+
+/// Runs the check of `program`, unless `kept` holds a pass on the same facts; keeps a
+/// new pass there.
+async fn probe_or_believe(program: &Path, kept: Option<&Path>) -> Result<(), BwrapTrouble> {
+    let Some(kept) = kept else { return run_probe(program).await };
+    let Some(facts) = kept::facts(program) else { return run_probe(program).await };
+    if kept::passed_before(kept, &facts) {
+        return Ok(());
+    }
+    let answer = run_probe(program).await;
+    if answer.is_ok() {
+        kept::keep(kept, &facts);
+    }
+    answer
 }
 
 async fn run_probe(program: &Path) -> Result<(), BwrapTrouble> {
@@ -775,6 +802,48 @@ mod tests {
         });
         let noted = std::fs::read_to_string(&runs).unwrap_or_default();
         assert_eq!(noted.lines().count(), 1, "the probe ran once: {noted:?}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_kept_pass_spares_the_next_process_its_check_and_a_failure_is_not_kept() {
+        // Each call of `probe_or_believe` stands for a new process (the per-process memo is
+        // around it): the first checks and keeps its pass, the next believes it.
+        let dir = std::env::temp_dir().join(format!("clio-kept-probe-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let runs = dir.join("runs");
+        let fake = |name: &str, exit: u8| {
+            let fake = dir.join(name);
+            let script = format!("#!/bin/sh\necho {name} >> {}\nexit {exit}\n", runs.display());
+            std::fs::write(&fake, script).unwrap();
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+            fake
+        };
+        let (works, broken) = (fake("works", 0), fake("broken", 1));
+        let kept = dir.join("kept/sandbox-check.json");
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let noted = || std::fs::read_to_string(&runs).unwrap_or_default();
+        rt.block_on(async {
+            for _ in 0..3 {
+                assert_eq!(probe_or_believe(&works, Some(&kept)).await, Ok(()));
+            }
+            assert_eq!(noted(), "works\n", "checked once, then believed");
+            // Without a file to keep it in, every process checks.
+            assert_eq!(probe_or_believe(&works, None).await, Ok(()));
+            assert_eq!(noted(), "works\nworks\n");
+            // A failing check is not kept: it runs again, and the pass of another program
+            // is not its answer.
+            for _ in 0..2 {
+                let answer = probe_or_believe(&broken, Some(&kept)).await;
+                assert!(matches!(answer, Err(BwrapTrouble::Broken(_))), "{answer:?}");
+            }
+            assert_eq!(noted(), "works\nworks\nbroken\nbroken\n");
+            // A missing program is missing, whatever is kept.
+            let missing = probe_or_believe(&dir.join("absent"), Some(&kept)).await;
+            assert_eq!(missing, Err(BwrapTrouble::Missing));
+        });
         let _ = std::fs::remove_dir_all(&dir);
     }
 
