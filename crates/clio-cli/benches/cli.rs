@@ -24,8 +24,8 @@
 //! Each run gets a home of its own (`--home`, with the plugin trusted first, untimed)
 //! and the default configuration: `immediate` durability, the journal's quick repair on.
 //! One untimed one-step run first loads the binary into the page cache (and, as a person's
-//! first run would, leaves a passed sandbox check in the user's cache folder, which the
-//! timed runs believe: `Sandbox::kept_check`). The binary is the
+//! first run would, leaves a passed sandbox check in the cache folder, the bench's own
+//! `XDG_CACHE_HOME`, which the timed runs believe: `Sandbox::kept_check`). The binary is the
 //! one `cargo bench` builds for this bench (`CARGO_BIN_EXE_clio`: a bench's binaries are
 //! built with the bench profile, which is the release profile), so nothing else needs
 //! building. `cargo xtask bench` adds a `W8_vs_in_process` line with the ratios to the
@@ -185,6 +185,9 @@ struct Case {
     home: PathBuf,
     workspace: PathBuf,
     plugin: PathBuf,
+    /// The user's cache folder every run shares (`XDG_CACHE_HOME`), where the sandbox
+    /// check's pass is kept: the bench's own, not the person's.
+    cache: PathBuf,
 }
 
 impl Case {
@@ -192,7 +195,7 @@ impl Case {
         let home = dir.join(name);
         let workspace = home.join("workspace");
         std::fs::create_dir_all(&workspace).expect("workspace");
-        let case = Case { home, workspace, plugin: plugin.to_path_buf() };
+        let case = Case { home, workspace, plugin: plugin.to_path_buf(), cache: dir.join("cache") };
         let out = case.clio(&["plugin", "trust", path_str(plugin)]).output().expect("clio");
         assert!(out.status.success(), "trust: {}", String::from_utf8_lossy(&out.stderr));
         case
@@ -201,6 +204,7 @@ impl Case {
     fn clio(&self, args: &[&str]) -> Command {
         let mut command = clio();
         command.current_dir(&self.workspace).arg("--home").arg(&self.home).args(args);
+        command.env("XDG_CACHE_HOME", &self.cache);
         command
     }
 
@@ -285,7 +289,16 @@ fn main() {
     let warm = Case::new(dir, "warm-up", &plugin);
     timed(warm.workflow(&one), "warm-up");
 
-    let common = "through the release clio binary, process start to exit, a home of its own, read-only no-op MCP tool targets on a server under the sandbox (its check's pass kept from an earlier run)";
+    // The warm-up kept the sandbox check's pass when bubblewrap confines the server here.
+    let kept = dir.join("cache/clio/sandbox-check.json").exists();
+    let common = format!(
+        "through the release clio binary, process start to exit, a home of its own, read-only no-op MCP tool targets on a server under the sandbox ({})",
+        if kept {
+            "bubblewrap, its check's pass kept from the warm-up run"
+        } else {
+            "no bubblewrap check kept: Landlock, or a check in each run"
+        }
+    );
     if want("one") {
         let (ms, runs, case) = median_of_runs(dir, "one", &plugin, &one);
         let includes = format!("clio workflow run of a 1-step workflow {common}; {RUNS_NOTE}");

@@ -922,11 +922,12 @@ async fn run_command(
             .map_err(|e| format!("cannot read its errors: {e}"))?;
     }
     let status = child.wait().await.map_err(|e| format!("cannot wait for it: {e}"))?;
-    Ok((
-        status.code(),
-        String::from_utf8_lossy(&stdout).into_owned(),
-        String::from_utf8_lossy(&stderr).into_owned(),
-    ))
+    let stderr = String::from_utf8_lossy(&stderr).into_owned();
+    if !status.success() {
+        // bubblewrap's own failure on a kept pass of its check: the next process checks.
+        confined.ended_with(&stderr);
+    }
+    Ok((status.code(), String::from_utf8_lossy(&stdout).into_owned(), stderr))
 }
 
 /// Returns the hooks of `kind` that apply to tool `tool` among `hooks`, in their order

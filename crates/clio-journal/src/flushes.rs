@@ -1,5 +1,7 @@
 //! [`Flushes`]: the count of the flushes (`fdatasync`, or `fsync` where the length
-//! changes) that an open journal makes of its redb file and its write-ahead log, so that a
+//! changes) that an open journal makes of its redb file and its write-ahead log once it is
+//! open (creating a new file, and the open's own flushes before the count exists, are not
+//! counted; a bench takes its count after the open), so that a
 //! benchmark can report the disk's real work per step or per run rather than infer it
 //! from the writer's commits: a checkpoint is one commit and several flushes, and redb
 //! flushes its file whenever a commit grows it.
@@ -98,5 +100,9 @@ impl StorageBackend for CountedBackend {
 
     fn unlock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<(), BackendError> {
         self.inner.unlock_range(start, end)
+    }
+
+    fn query_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<bool, BackendError> {
+        self.inner.query_lock_range(start, end)
     }
 }

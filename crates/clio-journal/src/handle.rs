@@ -183,9 +183,11 @@ impl Journal {
     }
 
     /// Returns how many times this handle's journal has flushed its file or its
-    /// write-ahead log to the disk (`fdatasync`, or `fsync` where a length changes) since
-    /// it was opened, counted at each call: the disk's work behind [`Journal::commits`] (a
-    /// checkpoint is one commit and several flushes). `None` on a shared store, whose
+    /// write-ahead log to the disk (`fdatasync`, or `fsync` where a length changes), counted
+    /// at each call from the open on (not those of creating a new file, nor a folder's
+    /// `fsync` for a new log's name): the disk's work behind [`Journal::commits`] (a
+    /// checkpoint is one commit and several flushes, and redb flushes its file when a
+    /// commit grows it). `None` on a shared store, whose
     /// flushes are its server's; an in-memory journal makes none.
     pub fn flushes(&self) -> Option<u64> {
         match &self.store {

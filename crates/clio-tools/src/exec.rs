@@ -162,6 +162,8 @@ pub async fn run_executable(
         .map_err(|_| ExecError::Timeout { label: label_owned(), after: timeout })??;
     let stderr = String::from_utf8_lossy(&err).trim().to_owned();
     if !status.success() {
+        // bubblewrap's own failure on a kept pass of its check: the next process checks.
+        confined.ended_with(&stderr);
         let status = match (confined.signal(status), status.code()) {
             (Some(signal), _) => format!("signal {signal}"),
             (None, Some(code)) => format!("code {code}"),

@@ -95,7 +95,9 @@ static TEMP_SEQ: AtomicU64 = AtomicU64::new(0);
 /// ([`Sandbox::probe_ahead`]) and one that needs its answer share the same run.
 static BWRAP_PROBES: Mutex<BTreeMap<PathBuf, ProbeCell>> = Mutex::new(BTreeMap::new());
 
-type ProbeCell = std::sync::Arc<tokio::sync::OnceCell<Result<(), BwrapTrouble>>>;
+/// A probe's answer: `Ok(true)` for a pass believed from a kept file, `Ok(false)` for one
+/// checked in this process.
+type ProbeCell = std::sync::Arc<tokio::sync::OnceCell<Result<bool, BwrapTrouble>>>;
 
 /// How code that runs on the person's machine is confined.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -311,6 +313,8 @@ pub struct Confined {
     /// Held for its removal when the program is done with it.
     _temp: Option<TempDir>,
     temp_seen: Option<PathBuf>,
+    /// The file a kept pass of bubblewrap's check was believed from, if one was.
+    believed: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for Confined {
@@ -337,6 +341,20 @@ impl Confined {
             How::Landlock(_) => SandboxMode::Landlock,
             How::Off => SandboxMode::Off,
         }
+    }
+
+    /// Tells the sandbox how the program ended, by the start of its standard error: when
+    /// bubblewrap itself could not make the sandbox (it says `bwrap: ...` and exits before
+    /// the program runs) while this process believed a kept pass of its check, the kept
+    /// pass is dropped, so that the next process checks again (and `auto` falls back to
+    /// Landlock there if bubblewrap no longer works). Returns whether it was dropped.
+    pub fn ended_with(&self, stderr: &str) -> bool {
+        let Some(kept) = &self.believed else { return false };
+        if !matches!(self.how, How::Bwrap) || !stderr.trim_start().starts_with("bwrap:") {
+            return false;
+        }
+        kept::forget(kept);
+        true
     }
 
     /// Returns the program's private temporary folder as the program sees it (`TMPDIR` is
@@ -426,10 +444,10 @@ impl Sandbox {
         match self.mode {
             SandboxMode::Off => Ok(Self::unconfined(program, access)),
             SandboxMode::Bwrap => {
-                probe_bwrap(&self.bwrap, self.kept_check.as_deref())
+                let believed = probe_bwrap(&self.bwrap, self.kept_check.as_deref())
                     .await
                     .map_err(|t| t.into_error(&self.bwrap))?;
-                Ok(self.bwrap_command(program, &grants(), network))
+                Ok(self.bwrap_command(program, &grants(), network, believed))
             }
             SandboxMode::Landlock => landlock(&grants()).map_err(|trouble| match trouble {
                 Trouble::Landlock(reason) => SandboxError::LandlockUnavailable { reason },
@@ -437,7 +455,9 @@ impl Sandbox {
             }),
             SandboxMode::Auto => {
                 let bwrap = match probe_bwrap(&self.bwrap, self.kept_check.as_deref()).await {
-                    Ok(()) => return Ok(self.bwrap_command(program, &grants(), network)),
+                    Ok(believed) => {
+                        return Ok(self.bwrap_command(program, &grants(), network, believed));
+                    }
                     Err(trouble) => trouble.describe(&self.bwrap),
                 };
                 landlock(&grants()).map_err(|trouble| match trouble {
@@ -459,13 +479,20 @@ impl Sandbox {
             how: How::Off,
             _temp: None,
             temp_seen: None,
+            believed: None,
         }
     }
 
     /// Builds the bubblewrap command line: an empty root with the system folders and the
     /// `/etc` files read-only, a fresh `/dev`, `/proc` and `/tmp`, then the granted
     /// folders, a mount over its parent always coming after the parent's own.
-    fn bwrap_command(&self, program: &Path, grants: &Grants, network: bool) -> Confined {
+    fn bwrap_command(
+        &self,
+        program: &Path,
+        grants: &Grants,
+        network: bool,
+        believed: bool,
+    ) -> Confined {
         let mut args: Vec<OsString> =
             ["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
                 .iter()
@@ -517,6 +544,7 @@ impl Sandbox {
             how: How::Bwrap,
             _temp: None,
             temp_seen: Some(temp),
+            believed: self.kept_check.clone().filter(|_| believed),
         }
     }
 
@@ -543,6 +571,7 @@ impl Sandbox {
             how: How::Landlock(Some(rules)),
             _temp: Some(temp),
             temp_seen: Some(seen),
+            believed: None,
         })
     }
 }
@@ -621,7 +650,7 @@ fn private_temp(base: &Path) -> Result<TempDir, SandboxError> {
 /// Checks once per process that `program` can make the sandbox we ask of it: the same
 /// namespaces, `/dev`, `/proc` and `/tmp`, running bubblewrap's own `--version` inside;
 /// or believes a pass that `kept` holds from an earlier process on the same facts.
-async fn probe_bwrap(program: &Path, kept: Option<&Path>) -> Result<(), BwrapTrouble> {
+async fn probe_bwrap(program: &Path, kept: Option<&Path>) -> Result<bool, BwrapTrouble> {
     let cell = std::sync::Arc::clone(
         BWRAP_PROBES
             .lock()
@@ -632,29 +661,56 @@ async fn probe_bwrap(program: &Path, kept: Option<&Path>) -> Result<(), BwrapTro
     cell.get_or_init(|| probe_or_believe(program, kept)).await.clone()
 }
 
-/// Runs the check of `program`, unless `kept` holds a pass on the same facts; keeps a
-/// new pass there.
-async fn probe_or_believe(program: &Path, kept: Option<&Path>) -> Result<(), BwrapTrouble> {
-    let Some(kept) = kept else { return run_probe(program).await };
-    let Some(facts) = kept::facts(program) else { return run_probe(program).await };
+/// Runs the check of `program`, unless `kept` holds a pass on the same facts (then
+/// `Ok(true)`); keeps a new pass there.
+async fn probe_or_believe(program: &Path, kept: Option<&Path>) -> Result<bool, BwrapTrouble> {
+    let checked = |answer: Result<(), BwrapTrouble>| answer.map(|()| false);
+    let Some(kept) = kept else { return checked(run_probe(program).await) };
+    let Some(facts) = kept::facts(program, &probe_args(program)) else {
+        return checked(run_probe(program).await);
+    };
     if kept::passed_before(kept, &facts) {
-        return Ok(());
+        return Ok(true);
     }
     let answer = run_probe(program).await;
     if answer.is_ok() {
         kept::keep(kept, &facts);
     }
-    answer
+    checked(answer)
+}
+
+/// The arguments of the check of `program`: the namespaces, `/dev`, `/proc` and `/tmp` a
+/// sandbox uses, running bubblewrap's own `--version` inside.
+fn probe_args(program: &Path) -> Vec<OsString> {
+    let mut args: Vec<OsString> = [
+        "--unshare-all",
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--tmpfs",
+        "/tmp",
+        "--",
+    ]
+    .iter()
+    .map(OsString::from)
+    .collect();
+    args.push(program.into());
+    args.push("--version".into());
+    args
 }
 
 async fn run_probe(program: &Path) -> Result<(), BwrapTrouble> {
     let mut command = tokio::process::Command::new(program);
     command
-        .args(["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"])
-        .args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"])
-        .arg("--")
-        .arg(program)
-        .arg("--version")
+        .args(probe_args(program))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -826,12 +882,13 @@ mod tests {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let noted = || std::fs::read_to_string(&runs).unwrap_or_default();
         rt.block_on(async {
-            for _ in 0..3 {
-                assert_eq!(probe_or_believe(&works, Some(&kept)).await, Ok(()));
+            assert_eq!(probe_or_believe(&works, Some(&kept)).await, Ok(false), "checked");
+            for _ in 0..2 {
+                assert_eq!(probe_or_believe(&works, Some(&kept)).await, Ok(true), "believed");
             }
             assert_eq!(noted(), "works\n", "checked once, then believed");
             // Without a file to keep it in, every process checks.
-            assert_eq!(probe_or_believe(&works, None).await, Ok(()));
+            assert_eq!(probe_or_believe(&works, None).await, Ok(false));
             assert_eq!(noted(), "works\nworks\n");
             // A failing check is not kept: it runs again, and the pass of another program
             // is not its answer.
@@ -843,6 +900,26 @@ mod tests {
             // A missing program is missing, whatever is kept.
             let missing = probe_or_believe(&dir.join("absent"), Some(&kept)).await;
             assert_eq!(missing, Err(BwrapTrouble::Missing));
+            // A program confined on a believed pass that ends with bubblewrap's own
+            // complaint drops the pass, so the next process checks again; any other end
+            // keeps it.
+            let sandbox = Sandbox {
+                mode: SandboxMode::Bwrap,
+                bwrap: works.clone(),
+                kept_check: Some(kept.clone()),
+                ..Sandbox::default()
+            };
+            let confined = sandbox.bwrap_command(
+                Path::new("/bin/true"),
+                &Grants::new(&sandbox, &Access::default(), false),
+                false,
+                true,
+            );
+            assert!(!confined.ended_with("Traceback (most recent call last):"));
+            assert!(kept.exists());
+            assert!(confined.ended_with("bwrap: setting up uid map: Permission denied"));
+            assert!(!kept.exists(), "the pass was dropped");
+            assert_eq!(probe_or_believe(&works, Some(&kept)).await, Ok(false), "checked again");
         });
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -343,6 +343,10 @@ pub(crate) async fn run(config: &RunCodeConfig, script: &Script<'_>, ctx: &Ctx) 
         tokio::time::timeout(GRACE, stderr).await.ok().and_then(Result::ok).unwrap_or_default(),
     );
     let result = ended.and_then(|status| judge(status, &report, &confined));
+    if result.is_err() {
+        // bubblewrap's own failure on a kept pass of its check: the next process checks.
+        confined.ended_with(&stderr);
+    }
     Outcome { result, stdout, stderr }
 }
 

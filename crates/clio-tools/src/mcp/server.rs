@@ -299,6 +299,9 @@ impl Server {
             Ok(Err(message)) => {
                 let message = ending(&mut child, &stderr, message).await;
                 reap(&mut child).await;
+                // bubblewrap's own failure on a kept pass of its check: the next process
+                // checks again.
+                confined.ended_with(&stderr.text().await);
                 return Err(handshake_failed(message));
             }
             Err(_) => {
