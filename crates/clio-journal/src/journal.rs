@@ -127,13 +127,7 @@ impl Embedded {
             Err(err) => return Err(io_err(err)),
         }
         // As redb's own `create` opens it, with its flushes counted.
-        let file = fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(io_err)?;
+        let file = wal::open_read_write(&path).map_err(io_err)?;
         let flushes = Flushes::default();
         let backend = FileBackend::new(file).at(&path)?;
         let db = Builder::new()

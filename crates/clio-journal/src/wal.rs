@@ -588,13 +588,7 @@ impl Wal {
     ) -> Result<Self> {
         let io_err = |source| JournalError::Io { path: path.clone(), source };
         let existed = path.exists();
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(io_err)?;
+        let file = open_read_write(&path).map_err(io_err)?;
         if !existed {
             // The log's name must survive a crash before any record relies on it.
             sync_parent(&path).map_err(io_err)?;
@@ -802,6 +796,12 @@ fn memory(bytes: &[u8]) -> impl Fn(u64, &mut [u8]) -> io::Result<bool> + '_ {
             None => false,
         })
     }
+}
+
+/// Opens `path` for reading and writing, creating it if it is missing and keeping what it
+/// holds (as redb's own `Builder::create` opens a database file).
+pub(crate) fn open_read_write(path: &Path) -> io::Result<File> {
+    OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)
 }
 
 fn sync_parent(path: &Path) -> io::Result<()> {
