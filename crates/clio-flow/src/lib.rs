@@ -92,7 +92,7 @@ pub use crate::team::{
     ModelRunner, ReplyOutcome, RestrictedRouter, RouteCommand, RouteIssuer, RunOptions,
     RunnerFuture, SessionAllowlist, SessionSummary, SessionTree, StopReason, SubagentJob,
     SubagentOutcome, SubagentRunner, TEAM_TOOLS, TaskSpec, Team, TeamConfig, TeamError, TeamTool,
-    WaitOptions, complete_input, rules as team_rules,
+    TurnHold, WaitOptions, complete_input, rules as team_rules,
 };
 pub use crate::tool_settings::{ToolSettingsError, tool_settings_from_toml};
 pub use crate::workflow_flow::{WorkflowFlow, WorkflowRun, workflow_state};

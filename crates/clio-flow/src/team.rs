@@ -146,6 +146,10 @@ pub struct SubagentJob {
 /// The future a [`SubagentRunner`] returns.
 pub type RunnerFuture = Pin<Box<dyn Future<Output = SubagentOutcome> + Send>>;
 
+/// What [`SubagentRunner::hold`] returns: while it lives, the owner of the runner's turns
+/// (a run) stays open. The team drops it once the turn's end is recorded.
+pub type TurnHold = Box<dyn std::any::Any + Send>;
+
 /// Executes subagent turns: the react loop in the runtime, a script in tests.
 ///
 /// The future may be dropped at any await point when the subagent is cancelled. A closure
@@ -153,6 +157,15 @@ pub type RunnerFuture = Pin<Box<dyn Future<Output = SubagentOutcome> + Send>>;
 pub trait SubagentRunner: Send + Sync {
     /// Runs one turn of `job` and says how it ended.
     fn run(&self, job: SubagentJob) -> RunnerFuture;
+
+    /// Called when a turn is queued, before it waits for a slot: returns what keeps the
+    /// turn's owner from ending until the turn has ended and its end is recorded, or
+    /// `None` when there is nothing to hold (the default). The runtime's runner holds its
+    /// run open, so a run whose flow returns right after a team tool started a subagent
+    /// waits for that subagent instead of ending before its turn began.
+    fn hold(&self) -> Option<TurnHold> {
+        None
+    }
 }
 
 impl<F, Fut> SubagentRunner for F

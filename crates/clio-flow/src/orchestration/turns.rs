@@ -9,9 +9,10 @@
 //!
 //! A turn's call is keyed by the session and a digest of its input (its identity does not
 //! depend on the order turns start in). The call runs as background work of the run: the
-//! run waits for it, and for the team to record how the turn ended, before it ends; a turn
-//! due to start after the run ended (queued
-//! behind `max_parallel`) fails instead of writing into a finished run. Cancelling the
+//! run waits for it, and for the team to record how the turn ended, before it ends. The
+//! run is held open from the moment a turn is queued (`hold`), so a turn queued behind
+//! `max_parallel`, or not yet started when the flow returned, still runs; a turn queued
+//! after the run ended fails instead of writing into a finished run. Cancelling the
 //! subagent cancels the call, which is recorded as cancelled. A run left awaiting input
 //! (a question) aborts its background work, subagent turns included: their tasks are cut
 //! short, and a resumed run reports the team call that started them as interrupted.
@@ -24,7 +25,7 @@ use crate::model::Message;
 use crate::registry::Target;
 use crate::result::CallInput;
 use crate::runtime::digest;
-use crate::team::{RunnerFuture, SubagentJob, SubagentOutcome, SubagentRunner};
+use crate::team::{RunnerFuture, SubagentJob, SubagentOutcome, SubagentRunner, TurnHold};
 
 /// Runs team subagent turns as calls of agent `agent` made through `ctx` (the context of
 /// the team tool call that started them).
@@ -123,7 +124,7 @@ impl SubagentRunner for CallRunner {
                 let _ = team.wait_settled(&sid).await;
             };
             if !ctx.run.spawn_background_unless_ended(work) {
-                // Queued behind others, it was due to start after its run ended.
+                // Queued after its run ended (its hold came too late).
                 return SubagentOutcome::Failed(format!(
                     "run {} ended before subagent {session} started",
                     ctx.run_id().0
@@ -142,5 +143,17 @@ impl SubagentRunner for CallRunner {
                 )),
             }
         })
+    }
+
+    /// Holds the run open from the moment a turn is queued: without it, a flow returning
+    /// right after its team tool started a subagent ended the run before the turn had
+    /// reached `run` (and so before its call was background work of the run), and the
+    /// turn then failed as started after its run.
+    fn hold(&self) -> Option<TurnHold> {
+        let (held, released) = oneshot::channel::<()>();
+        let waits = async move {
+            let _ = released.await;
+        };
+        self.ctx.run.spawn_background_unless_ended(waits).then(|| Box::new(held) as TurnHold)
     }
 }

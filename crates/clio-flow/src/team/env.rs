@@ -723,11 +723,13 @@ impl Team {
             l.turn += 1;
             l.turn
         };
+        let runner = Arc::clone(job.env.runner().unwrap_or(&self.inner.runner));
+        let hold = runner.hold();
         tokio::spawn(async move {
             let outcome = tokio::select! {
                 biased;
                 () = token.cancelled() => None,
-                outcome = team.turn(job, slots) => outcome,
+                outcome = team.turn(job, runner, slots) => outcome,
             };
             // A journal failure here leaves the session live; reconcile marks it lost
             // once this process is gone.
@@ -745,6 +747,8 @@ impl Team {
             }
             drop(live);
             team.changed();
+            // The turn's owner may end now.
+            drop(hold);
         });
     }
 
@@ -762,7 +766,12 @@ impl Team {
 
     /// Waits for a slot, marks the session running and runs the turn; `None` when the
     /// session was cancelled meanwhile.
-    async fn turn(&self, job: SubagentJob, slots: Arc<Semaphore>) -> Option<SubagentOutcome> {
+    async fn turn(
+        &self,
+        job: SubagentJob,
+        runner: Arc<dyn SubagentRunner>,
+        slots: Arc<Semaphore>,
+    ) -> Option<SubagentOutcome> {
         let _permit = slots.acquire_owned().await.ok()?;
         let sid = job.env.session.clone();
         {
@@ -777,7 +786,6 @@ impl Team {
             };
             self.update(&sid, update).await.ok()?;
         }
-        let runner = Arc::clone(job.env.runner().unwrap_or(&self.inner.runner));
         match AssertUnwindSafe(runner.run(job)).catch_unwind().await {
             Ok(outcome) => Some(outcome),
             Err(_) => Some(SubagentOutcome::Stopped),

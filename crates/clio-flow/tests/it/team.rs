@@ -758,3 +758,70 @@ async fn the_model_runner_claims_the_budget_checkpoints_and_keeps_to_the_allowli
     );
     Ok(())
 }
+
+/// Logs when a turn's hold is taken, when the turn runs, and the recorded status of the
+/// team's one child, `lead.1`, when the hold is let go.
+struct HoldingRunner {
+    journal: Journal,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+struct LoggedHold(HoldingRunner);
+
+fn push(log: &Mutex<Vec<String>>, line: String) {
+    if let Ok(mut log) = log.lock() {
+        log.push(line);
+    }
+}
+
+impl Drop for LoggedHold {
+    fn drop(&mut self) {
+        let status = match self.0.journal.session(&sid("lead.1")) {
+            Ok(Some(rec)) => format!("{:?}", rec.status),
+            other => format!("no record: {other:?}"),
+        };
+        push(&self.0.log, format!("released {status}"));
+    }
+}
+
+impl clio_flow::SubagentRunner for HoldingRunner {
+    fn run(&self, job: SubagentJob) -> clio_flow::RunnerFuture {
+        let log = Arc::clone(&self.log);
+        Box::pin(async move {
+            push(&log, format!("ran {}", job.task));
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            SubagentOutcome::Answer(job.task.clone())
+        })
+    }
+
+    fn hold(&self) -> Option<clio_flow::TurnHold> {
+        push(&self.log, "held".into());
+        let (journal, log) = (self.journal.clone(), Arc::clone(&self.log));
+        Some(Box::new(LoggedHold(HoldingRunner { journal, log })))
+    }
+}
+
+/// A runner's hold is taken when its turn is queued, before the turn runs, and let go only
+/// once the turn's end is in the journal: what the runtime relies on to keep a run open
+/// until a subagent it started has ended.
+#[tokio::test(start_paused = true)]
+async fn a_turn_holds_its_runner_from_queueing_until_its_end_is_recorded() -> TestResult {
+    let journal = Journal::open_in_memory()?;
+    let (team, _seen) = team_with(journal.clone(), TeamConfig::default());
+    team.create_leader(sid("lead"), LeaderSettings::default()).await?;
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let runner = HoldingRunner { journal, log: Arc::clone(&log) };
+    let env = team.env(sid("lead")).with_runner(runner);
+    let opts = RunOptions { timeout_secs: Some(0), ..RunOptions::default() };
+    let recs = env.run(tasks(&["answer one"]), opts).await?;
+    assert_ne!(statuses(&recs), ["done"], "the run tool returned before the turn ended");
+    let done = env.wait_agents(None, WaitOptions::default()).await?;
+    assert_eq!(statuses(&done), ["done"]);
+    // The hold is let go right after the record is final: give that task its last step.
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    let log = log.lock().map(|l| l.clone()).unwrap_or_default();
+    assert_eq!(log, ["held", "ran answer one", "released Done"]);
+    Ok(())
+}
