@@ -363,7 +363,7 @@ agent = "lead"
 prompt = "Start and leave at once"
 
 [[script.turn]]
-tool_calls = [{ name = "council_run", arguments = { tasks = ["Answer quickly", "Answer quickly", "Answer quickly", "Answer quickly", "Answer quickly", "Answer quickly", "Answer quickly", "Answer quickly", "Answer quickly", "Answer quickly", "Answer quickly", "Answer quickly"], timeout_secs = 0 } }]
+tool_calls = [{ name = "council_run", arguments = { tasks = ["Answer quickly", "Answer quickly", "Answer quickly", "Answer quickly", "Answer quickly", "Answer quickly", "Answer quickly", "Answer quickly", "Answer quickly", "Answer quickly", "Answer quickly", "Answer quickly", "Answer quickly", "Answer quickly", "Answer quickly", "Answer quickly", "Answer quickly", "Answer quickly", "Answer quickly", "Answer quickly"], timeout_secs = 0 } }]
 
 [[script.turn]]
 text = "Left."
@@ -377,9 +377,10 @@ text = "Quick answer."
 "#;
 
 /// A run whose leader starts subagents without waiting and returns at once still waits
-/// for their turns: the run is held open from the moment the turn is queued, so it
-/// cannot end between the team tool's start of a subagent and its turn's first step
-/// (then the turn failed as started after its run, and the run's team read `running`).
+/// for their turns, the four queued behind `max_parallel` (16) included: the run is held
+/// open from the moment a turn is queued, so it cannot end between the team tool's start
+/// of a subagent and its turn's first step (then the turn failed as started after its
+/// run, and the run's team read `running`).
 /// That race is rare (this test passed without the hold too, on this machine); the
 /// team's own test of the hold, `team::a_turn_holds_its_runner_...`, pins the order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -387,12 +388,7 @@ async fn a_run_waits_for_a_subagent_started_just_before_its_flow_returned() {
     for attempt in 0..5 {
         let c = Counter::default();
         let journal = Journal::open_in_memory().unwrap();
-        let lead = Worker::react("lead", "You lead.").with_tools(&["council_run"]);
-        let plan = FnFlow::new("plan", |task: Value, ctx| async move {
-            Ok(FlowOutput::from(ctx.call("lead", task).await?))
-        });
-        let reg = register_orchestration_tools(registry(&c).subagent(lead).flow(plan));
-        let rt = runtime(&journal, reg, models(LEAVE_SCRIPT));
+        let rt = runtime(&journal, team_registry(&c), models(LEAVE_SCRIPT));
         let run = rt.run(sel("plan"), json!("Start and leave at once"));
         let report = tokio::time::timeout(std::time::Duration::from_secs(60), run)
             .await
@@ -400,7 +396,7 @@ async fn a_run_waits_for_a_subagent_started_just_before_its_flow_returned() {
             .unwrap();
         assert_eq!(answer(&report), "Left.");
         let team = run_team(&journal, report.run).unwrap();
-        assert_eq!(team.len(), 13, "the leader and its twelve subagents");
+        assert_eq!(team.len(), 21, "the leader and its twenty subagents");
         for member in &team[1..] {
             assert_eq!(member.status, "done", "attempt {attempt}: {member:?}");
             assert_eq!(member.answer.as_deref(), Some("Quick answer."), "attempt {attempt}");
