@@ -450,8 +450,14 @@ impl Embedded {
         self.write(move |tx| tx.prune(before_ms))
     }
 
+    /// Returns a snapshot holding every write answered so far: a batch the writer has
+    /// answered and is still committing to redb is waited for (see `Commits::applying`).
     fn read(&self) -> Result<redb::ReadTransaction> {
         let db = self.inner.db.as_ref().ok_or_else(|| self.stopped())?;
+        self.inner.commits.wait_applied().map_err(|reason| JournalError::Storage {
+            path: self.inner.path.clone(),
+            source: reason.into(),
+        })?;
         db.begin_read().at(&self.inner.path)
     }
 

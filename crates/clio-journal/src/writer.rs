@@ -3,12 +3,17 @@
 //!
 //! Each loop takes the first waiting request, then everything else already queued (up to
 //! `max_batch`), applies them in order in one transaction and commits once. Callers block on
-//! their own reply channel, which is answered only after the commit returns, so with
+//! their own reply channel, which is answered only once the batch is durable, so with
 //! [`Durability::Immediate`] a reply means the write is on disk, and N writers that finish
 //! together pay for one commit.
 //!
 //! A journal file with a write-ahead log (see `wal`) makes a batch durable by flushing its
-//! redo record to the log, then commits it to redb without a flush; a checkpoint (a durable
+//! redo record to the log, answers its callers, and only then commits it to redb without a
+//! flush: that commit (tens of microseconds of the CPU) runs while a chain's caller prepares
+//! its next step, instead of between two flushes. Until it is done, reads wait
+//! (`Commits::applying`), so a caller reads its own write and nobody reads a batch before
+//! it is durable; a commit that fails there refuses every later read and write until the
+//! journal is reopened, which applies the batch from the log. A checkpoint (a durable
 //! redb commit) comes when the log is long, when a batch holds an unlogged write, on
 //! [`Request::Flush`], for the first batch while the file does not yet say its log is live
 //! (see [`Log::live`]), and when the writer stops, if anything was written.
@@ -134,7 +139,10 @@ fn commit_batch(
 ) -> bool {
     let mut completions = Vec::with_capacity(batch.len());
     let mut flushes = Vec::new();
-    let outcome = (|| -> Result<()> {
+    let mut log = log;
+    // `Ok(Some(txn))`: the batch is durable in the write-ahead log and `txn` is committed
+    // to redb after the replies (see `Commits::applying`).
+    let outcome = (|log: Option<&mut Log>| -> Result<Option<redb::WriteTransaction>> {
         if let Some(failed) = log.as_ref().and_then(|l| l.failed.clone()) {
             return Err(JournalError::Storage { path: path.to_path_buf(), source: failed.into() });
         }
@@ -174,7 +182,7 @@ fn commit_batch(
             (Some(redo), Some(_)) if redo.bytes().is_empty() && !redo.unlogged => {
                 // Nothing was written (every operation was refused): nothing to make durable.
                 drop(tx);
-                txn.commit().at(path)
+                txn.commit().at(path).map(|()| None)
             }
             // A batch too large for one record is checkpointed instead.
             (Some(redo), Some(log)) if !redo.unlogged && redo.bytes().len() <= wal::MAX_PAYLOAD => {
@@ -190,17 +198,8 @@ fn commit_batch(
                     let _ = txn.abort();
                     return Err(err);
                 }
-                let committed = txn.commit().at(path);
-                if committed.is_err() {
-                    // The log holds the batch, redb does not: only a reopen reconciles them, and
-                    // it applies the batch, so its callers' state is uncertain, not failed.
-                    log.failed = Some(
-                        "a commit failed after its write-ahead record was on disk: the batch \
-                         may be applied when the journal is reopened; reopen the journal"
-                            .into(),
-                    );
-                }
-                committed
+                // Durable: the callers are answered before redb holds the batch.
+                Ok(Some(txn))
             }
             (_, log) => {
                 if let Some(log) = &log {
@@ -223,16 +222,23 @@ fn commit_batch(
                     log.live = true;
                     let generation = next_generation(&log.wal);
                     log.wal.restart(generation);
-                    return Ok(());
+                    return Ok(None);
                 }
-                txn.commit().at(path)
+                txn.commit().at(path).map(|()| None)
             }
         }
-    })();
+    })(log.as_deref_mut());
     let committed = outcome.is_ok();
-    // Counted before the replies, after the commit: a reader woken now reads what the batch
-    // committed, and a caller that has its reply and then asks for changes does not take
-    // its own commit for a later one.
+    let (outcome, deferred) = match outcome {
+        Ok(deferred) => (Ok(()), deferred),
+        Err(err) => (Err(err), None),
+    };
+    // Readers wait from before the replies until redb holds a deferred batch.
+    let mut applying = deferred.as_ref().map(|_| commits.applying());
+    // Counted before the replies, after the commit (or, for a batch in the log, with its
+    // readers held until it is in redb): a reader woken now reads what the batch wrote,
+    // and a caller that has its reply and then asks for changes does not take its own
+    // commit for a later one.
     if committed {
         commits.bump();
     }
@@ -247,6 +253,21 @@ fn commit_batch(
             Ok(()) => Ok(()),
             Err(err) => Err(echo(path, err)),
         });
+    }
+    if let (Some(txn), Some(applying)) = (deferred, applying.as_mut())
+        && let Err(err) = txn.commit().at(path)
+    {
+        // The log holds the batch, redb does not: only a reopen reconciles them, and it
+        // applies the batch. Until then writes and reads are refused, since redb lacks
+        // what the callers were told is durable.
+        let reason = format!(
+            "a commit failed after its write-ahead record was on disk ({err}): the batch is \
+             applied when the journal is reopened; reopen the journal"
+        );
+        if let Some(log) = log {
+            log.failed = Some(reason.clone());
+        }
+        applying.failed(reason);
     }
     committed
 }

@@ -552,3 +552,50 @@ fn opens_killed_before_their_first_write_leave_a_journal_that_opens() -> TestRes
     assert_eq!(Journal::open(&copy, JournalConfig::default())?.entries(run)?.len(), 4);
     Ok(())
 }
+
+/// A batch that goes through the log is answered once its record is on disk, before redb
+/// holds it; a caller that reads right after its answer must still read its own write, and
+/// so must a reader woken by the commit's notice.
+#[test]
+fn a_write_answered_from_the_log_is_read_back_at_once_by_its_caller() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let journal = Journal::open(dir.path().join("journal.redb"), JournalConfig::default())?;
+    let runs: Vec<RunId> = (0..3)
+        .map(|i| journal.create_run(crate::support::new_run(&format!("flow-{i}"), "proc-a")))
+        .collect::<Result<_, _>>()?;
+    std::thread::scope(|scope| -> TestResult {
+        let workers: Vec<_> = runs
+            .iter()
+            .map(|&run| {
+                let journal = journal.clone();
+                scope.spawn(move || -> Result<(), String> {
+                    for n in 0..150 {
+                        let identity = format!("step-{n}");
+                        let entry = NewEntry::new(EntryKind::Step, json!({"n": n}))
+                            .with_identity(&identity);
+                        let seq = journal.append(run, entry).map_err(|e| e.to_string())?;
+                        let read = journal
+                            .entry_by_identity(run, &identity)
+                            .map_err(|e| e.to_string())?
+                            .map(|e| e.seq);
+                        if read != Some(seq) {
+                            return Err(format!(
+                                "run {run:?} step {n}: read {read:?} after seq {seq}"
+                            ));
+                        }
+                        let count = journal.entry_count(run).map_err(|e| e.to_string())?;
+                        if count != n + 1 {
+                            return Err(format!("run {run:?} step {n}: {count} entries"));
+                        }
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        for worker in workers {
+            worker.join().map_err(|_| "a worker panicked")??;
+        }
+        Ok(())
+    })?;
+    Ok(())
+}
