@@ -150,6 +150,12 @@ impl<'a> Tx<'a> {
         })
     }
 
+    /// Sets the time that stamps the records the batch writes: a transaction opened before
+    /// its batch came is stamped when the batch comes.
+    pub(crate) fn set_now(&mut self, now: u64) {
+        self.now = now;
+    }
+
     /// Writes the id counters and run heads the batch moved; the writer calls it once, after
     /// the batch's operations and before the commit.
     pub(crate) fn finish(&mut self) -> Result<()> {

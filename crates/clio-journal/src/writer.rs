@@ -84,6 +84,12 @@ fn next_request(rx: &Receiver<Request>, spin: std::time::Duration) -> Option<Req
 }
 
 /// Runs the writer loop until every sender is gone, then makes the tail durable.
+///
+/// The next batch's transaction is begun and its tables opened while the writer waits for
+/// the batch's first request (a chain's caller takes tens of microseconds to send its
+/// next write; opening the ten tables takes 12-17 of them), so a batch that comes starts
+/// with its operations. The transaction is begun without a flush and given one when the
+/// batch is known to need it; its clock is set when the batch comes.
 pub(crate) fn run(
     db: Arc<Database>,
     path: PathBuf,
@@ -94,7 +100,14 @@ pub(crate) fn run(
 ) {
     let mut log = wal.map(|(wal, live)| Log { wal, live, failed: None });
     let mut dirty = false;
-    while let Some(first) = next_request(&rx, config.writer_spin) {
+    loop {
+        // A failure here is the database's own (it refuses every write transaction from
+        // then on), so the batch that comes is answered with it.
+        let txn = begin(&db, &path);
+        let tx = txn.as_ref().ok().map(|txn| Tx::open(txn, &path, 0));
+        let Some(first) = next_request(&rx, config.writer_spin) else {
+            break;
+        };
         let mut batch = vec![first];
         while batch.len() < config.max_batch.max(1) {
             match rx.try_recv() {
@@ -104,7 +117,8 @@ pub(crate) fn run(
         }
         let durable = config.durability == Durability::Immediate
             || batch.iter().any(|r| matches!(r, Request::Flush(_)));
-        let outcome = commit_batch(&db, &path, &config, batch, durable, log.as_mut(), commits);
+        let planned = plan_batch(tx, &path, &config, batch, durable, log.as_ref());
+        let outcome = commit_batch(txn, &path, &config, planned, durable, log.as_mut(), commits);
         dirty = if durable { false } else { dirty || outcome };
     }
     // After a failed write to the log, what it holds is unknown: the next open applies it.
@@ -127,36 +141,63 @@ pub(crate) fn run(
     }
 }
 
-/// Applies one batch and commits it; returns whether anything was committed.
-fn commit_batch(
-    db: &Database,
+/// Begins a write transaction without a flush: [`commit_batch`] gives it one when its
+/// batch is a checkpoint or has no log to go through.
+fn begin(db: &Database, path: &Path) -> Result<redb::WriteTransaction> {
+    let mut txn = db.begin_write().at(path)?;
+    txn.set_durability(redb::Durability::None).at(path)?;
+    Ok(txn)
+}
+
+/// How a batch whose operations ran is made durable.
+enum Plan {
+    /// Nothing was written (every operation was refused): committed without a flush.
+    Empty,
+    /// Through the write-ahead log: this record, at the log's next lsn.
+    Log(crate::redo::RedoLog),
+    /// A redb commit: a checkpoint when the batch is durable and the journal has a log.
+    Commit,
+}
+
+/// What [`plan_batch`] hands [`commit_batch`]: the plan (or why the batch failed) and the
+/// callers to answer.
+struct Planned {
+    plan: Result<Plan>,
+    completions: Vec<Completion>,
+    flushes: Vec<SyncSender<Result<()>>>,
+}
+
+/// Runs one batch's operations in `tx` (opened before the batch came; `None` when its
+/// transaction could not be begun) and writes what the batch's commit records in the file
+/// (the log's lsn and generation), then lets go of the tables.
+fn plan_batch(
+    tx: Option<Result<Tx<'_>>>,
     path: &Path,
     config: &JournalConfig,
     batch: Vec<Request>,
     durable: bool,
-    log: Option<&mut Log>,
-    commits: &Commits,
-) -> bool {
+    log: Option<&Log>,
+) -> Planned {
     let mut completions = Vec::with_capacity(batch.len());
     let mut flushes = Vec::new();
-    let mut log = log;
-    // `Ok(Some(txn))`: the batch is durable in the write-ahead log and `txn` is committed
-    // to redb after the replies (see `Commits::applying`).
-    let outcome = (|log: Option<&mut Log>| -> Result<Option<redb::WriteTransaction>> {
-        if let Some(failed) = log.as_ref().and_then(|l| l.failed.clone()) {
+    let plan = (|| -> Result<Plan> {
+        if let Some(failed) = log.and_then(|l| l.failed.clone()) {
             return Err(JournalError::Storage { path: path.to_path_buf(), source: failed.into() });
         }
         let checkpoint = batch.iter().any(|r| matches!(r, Request::Flush(_)))
-            || log.as_ref().is_some_and(|l| l.wal.wants_checkpoint(config.checkpoint_bytes));
+            || log.is_some_and(|l| l.wal.wants_checkpoint(config.checkpoint_bytes));
         // Through the log: durable, no checkpoint due, and a live log to write.
-        let through_log = durable && !checkpoint && log.as_ref().is_some_and(|l| l.live);
-        let mut txn = db.begin_write().at(path)?;
-        if durable && !through_log {
-            txn.set_quick_repair(config.quick_repair);
-        } else {
-            txn.set_durability(redb::Durability::None).at(path)?;
-        }
-        let mut tx = Tx::open(&txn, path, now_ms())?;
+        let through_log = durable && !checkpoint && log.is_some_and(|l| l.live);
+        let mut tx = match tx {
+            Some(tx) => tx?,
+            None => {
+                return Err(JournalError::Storage {
+                    path: path.to_path_buf(),
+                    source: "no write transaction could be begun".into(),
+                });
+            }
+        };
+        tx.set_now(now_ms());
         if through_log {
             tx.keep_redo();
         }
@@ -172,23 +213,61 @@ fn commit_batch(
             }
         }
         if broken {
-            drop(tx);
-            txn.abort().at(path)?;
             return Err(batch_aborted(path));
         }
         tx.finish()?;
         let redo = tx.take_redo();
         match (redo, log) {
-            (Some(redo), Some(_)) if redo.bytes().is_empty() && !redo.unlogged => {
-                // Nothing was written (every operation was refused): nothing to make durable.
-                drop(tx);
-                txn.commit().at(path).map(|()| None)
-            }
+            (Some(redo), Some(_)) if redo.bytes().is_empty() && !redo.unlogged => Ok(Plan::Empty),
             // A batch too large for one record is checkpointed instead.
             (Some(redo), Some(log)) if !redo.unlogged && redo.bytes().len() <= wal::MAX_PAYLOAD => {
-                let lsn = log.wal.next_lsn();
-                tx.set_wal_lsn(lsn)?;
-                drop(tx);
+                tx.set_wal_lsn(log.wal.next_lsn())?;
+                Ok(Plan::Log(redo))
+            }
+            (_, log) => {
+                if let Some(log) = log {
+                    tx.set_wal_lsn(log.wal.next_lsn() - 1)?;
+                    if durable {
+                        // A checkpoint starts the log's next generation, unless nothing was
+                        // written in this one: then the log on disk is still the one before
+                        // it, which the file's generation must stay right after.
+                        tx.set_wal_generation(next_generation(&log.wal), true)?;
+                    }
+                }
+                Ok(Plan::Commit)
+            }
+        }
+    })();
+    Planned { plan, completions, flushes }
+}
+
+/// Makes a planned batch durable in `txn` (its tables let go of) and answers its callers;
+/// returns whether anything was committed.
+fn commit_batch(
+    txn: Result<redb::WriteTransaction>,
+    path: &Path,
+    config: &JournalConfig,
+    planned: Planned,
+    durable: bool,
+    log: Option<&mut Log>,
+    commits: &Commits,
+) -> bool {
+    let Planned { plan, completions, flushes } = planned;
+    let mut log = log;
+    // `Ok(Some(txn))`: the batch is durable in the write-ahead log and `txn` is committed
+    // to redb after the replies (see `Commits::applying`).
+    let outcome = (|log: Option<&mut Log>| -> Result<Option<redb::WriteTransaction>> {
+        let plan = plan?;
+        let mut txn = txn?;
+        match (plan, log) {
+            (Plan::Empty, _) => txn.commit().at(path).map(|()| None),
+            (Plan::Log(redo), log) => {
+                let Some(log) = log else {
+                    return Err(JournalError::Storage {
+                        path: path.to_path_buf(),
+                        source: "a batch was planned through a write-ahead log the journal does not have".into(),
+                    });
+                };
                 if let Err(err) = log.wal.append(redo.bytes()) {
                     log.failed = Some(format!(
                         "writing the write-ahead log {} failed ({err}); reopen the journal",
@@ -201,30 +280,21 @@ fn commit_batch(
                 // Durable: the callers are answered before redb holds the batch.
                 Ok(Some(txn))
             }
-            (_, log) => {
-                if let Some(log) = &log {
-                    tx.set_wal_lsn(log.wal.next_lsn() - 1)?;
-                    if durable {
-                        // A checkpoint starts the log's next generation, unless nothing was
-                        // written in this one: then the log on disk is still the one before
-                        // it, which the file's generation must stay right after.
-                        tx.set_wal_generation(next_generation(&log.wal), true)?;
-                    }
+            (Plan::Commit, log) => {
+                if durable {
+                    txn.set_durability(redb::Durability::Immediate).at(path)?;
+                    txn.set_quick_repair(config.quick_repair);
                 }
-                drop(tx);
+                txn.commit().at(path)?;
                 if let Some(log) = log
                     && durable
                 {
                     // A checkpoint: the file now holds every record of the log.
-                    txn.set_durability(redb::Durability::Immediate).at(path)?;
-                    txn.set_quick_repair(config.quick_repair);
-                    txn.commit().at(path)?;
                     log.live = true;
                     let generation = next_generation(&log.wal);
                     log.wal.restart(generation);
-                    return Ok(None);
                 }
-                txn.commit().at(path).map(|()| None)
+                Ok(None)
             }
         }
     })(log.as_deref_mut());

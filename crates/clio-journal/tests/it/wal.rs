@@ -599,3 +599,54 @@ fn a_write_answered_from_the_log_is_read_back_at_once_by_its_caller() -> TestRes
     })?;
     Ok(())
 }
+
+/// The writer begins its next transaction while it waits for a write: a journal opened,
+/// read and closed must still commit and flush nothing, and leave its log as it was (the
+/// file's header is the storage engine's own: it marks the file open and closed).
+#[test]
+fn a_journal_opened_and_only_read_commits_nothing_and_leaves_its_log_as_it_was() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("journal.redb");
+    let (journal, run) = journal_with_entries(&path, 5)?;
+    journal.close()?;
+    let (file_len, log) = (fs::metadata(&path)?.len(), fs::read(wal_of(&path))?);
+    let reopened = Journal::open(&path, JournalConfig::default())?;
+    // What the open itself flushed (the storage engine marks the file open).
+    let opened = reopened.flushes();
+    assert_eq!(reopened.entries(run)?.len(), 5);
+    // Long enough for the writer to have begun its transaction and opened its tables.
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    assert_eq!(reopened.entry_count(run)?, 5);
+    assert_eq!((reopened.commits(), reopened.flushes()), (0, opened));
+    reopened.close()?;
+    assert_eq!(fs::metadata(&path)?.len(), file_len, "the journal file grew");
+    assert!(fs::read(wal_of(&path))? == log, "the write-ahead log changed");
+    assert_eq!(Journal::open(&path, JournalConfig::default())?.entry_count(run)?, 5);
+    Ok(())
+}
+
+/// A write that comes after the writer waited is stamped with the time it is written, not
+/// the time its transaction was begun.
+#[test]
+fn a_write_after_an_idle_writer_is_stamped_when_it_is_written() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let journal = Journal::open(dir.path().join("journal.redb"), JournalConfig::default())?;
+    let first = journal.create_run(new_run("first", "proc-t"))?;
+    let first = journal.run(first)?.ok_or("the first run is gone")?;
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?;
+    let before_ms = u64::try_from(since_epoch.as_millis())?;
+    let second = journal.create_run(new_run("second", "proc-t"))?;
+    let second = journal.run(second)?.ok_or("the second run is gone")?;
+    assert!(
+        second.started_at_ms >= before_ms,
+        "stamped {} before the write at {before_ms}",
+        second.started_at_ms
+    );
+    assert!(second.started_at_ms >= first.started_at_ms + 250);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let update = RunUpdate { status: Some(RunStatus::Succeeded), ..RunUpdate::default() };
+    let updated = journal.update_run(second.id, update)?;
+    assert!(updated.updated_at_ms >= second.started_at_ms + 250, "{updated:?}");
+    Ok(())
+}
