@@ -479,3 +479,91 @@ fn a_disk_that_fails_at_once_gives_a_typed_error() {
     let err = Journal::open_backend(disk, PathBuf::from(":fault:"), JournalConfig::default()).err();
     assert!(matches!(err, Some(JournalError::Io { .. } | JournalError::Storage { .. })), "{err:?}");
 }
+
+/// A log on a simulated disk whose writes fail while `failing` is set.
+#[derive(Debug)]
+struct FailingLog {
+    disk: FaultDisk,
+    failing: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl crate::wal::LogFile for FailingLog {
+    fn len(&self) -> io::Result<u64> {
+        crate::wal::LogFile::len(&self.disk)
+    }
+
+    fn read_at(&self, buf: &mut [u8], at: u64) -> io::Result<bool> {
+        self.disk.read_at(buf, at)
+    }
+
+    fn write_at(&mut self, data: &[u8], at: u64) -> io::Result<()> {
+        if self.failing.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(injected());
+        }
+        self.disk.write_at(data, at)
+    }
+
+    fn sync_data(&mut self) -> io::Result<()> {
+        crate::wal::LogFile::sync_data(&mut self.disk)
+    }
+
+    fn sync_all(&mut self) -> io::Result<()> {
+        self.disk.sync_all()
+    }
+}
+
+/// A write to the log that failed leaves what the log holds unknown, so every later write
+/// is refused until a reopen; each caller is told so, and why, not that the writer stopped
+/// (the batch is refused before its operations run, and they still answer).
+#[test]
+fn a_write_after_a_failed_log_write_is_refused_naming_the_log_failure() {
+    let disks =
+        FaultDisk::machine(vec![(Vec::new(), false), (Vec::new(), true)], CrashPoint::Never, 3);
+    let failing = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let log = FailingLog { disk: disks[1].clone(), failing: Arc::clone(&failing) };
+    let journal = Journal::open_backend_with_log(
+        disks[0].clone(),
+        Box::new(log),
+        PathBuf::from(":fault:"),
+        JournalConfig::default(),
+    )
+    .expect("the journal opens");
+    let run = journal
+        .create_run(NewRun {
+            flow: "f".into(),
+            input: json!({}),
+            input_digest: String::new(),
+            fingerprint: String::new(),
+            owner: "p".into(),
+            launch: None,
+        })
+        .expect("a run");
+    journal.append(run, entry(0, 0)).expect("an append through the log");
+    failing.store(true, std::sync::atomic::Ordering::SeqCst);
+    let first = journal.append(run, entry(0, 1)).expect_err("the log's write fails");
+    assert!(chain(&first).contains("injected disk failure"), "{first:?}");
+    failing.store(false, std::sync::atomic::Ordering::SeqCst);
+    for idx in 2..4 {
+        let later = journal.append(run, entry(0, idx)).expect_err("refused until a reopen");
+        let message = chain(&later);
+        assert!(
+            message.contains("writing the write-ahead log")
+                && message.contains("reopen the journal"),
+            "{later:?}"
+        );
+    }
+    // What was acknowledged before the failure is still read back.
+    assert_eq!(journal.entries(run).expect("entries").len(), 1);
+}
+
+/// An error with every source under it, as a person reading the whole error sees it.
+fn chain(err: &JournalError) -> String {
+    let mut text = err.to_string();
+    let mut source = std::error::Error::source(err);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}

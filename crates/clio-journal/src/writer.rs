@@ -104,7 +104,10 @@ pub(crate) fn run(
         // A failure here is the database's own (it refuses every write transaction from
         // then on), so the batch that comes is answered with it.
         let txn = begin(&db, &path);
-        let tx = txn.as_ref().ok().map(|txn| Tx::open(txn, &path, 0));
+        let tx = match &txn {
+            Ok(txn) => Tx::open(txn, &path, 0),
+            Err(err) => Err(echo(&path, err)),
+        };
         let Some(first) = next_request(&rx, config.writer_spin) else {
             break;
         };
@@ -167,11 +170,13 @@ struct Planned {
     flushes: Vec<SyncSender<Result<()>>>,
 }
 
-/// Runs one batch's operations in `tx` (opened before the batch came; `None` when its
-/// transaction could not be begun) and writes what the batch's commit records in the file
-/// (the log's lsn and generation), then lets go of the tables.
+/// Runs one batch's operations in `tx` (opened before the batch came, or why it could not
+/// be) and writes what the batch's commit records in the file (the log's lsn and
+/// generation), then lets go of the tables. A batch refused before it runs (its
+/// transaction failed, or an earlier write to the log did) still hands over every caller,
+/// so that each is told why.
 fn plan_batch(
-    tx: Option<Result<Tx<'_>>>,
+    tx: Result<Tx<'_>>,
     path: &Path,
     config: &JournalConfig,
     batch: Vec<Request>,
@@ -180,23 +185,30 @@ fn plan_batch(
 ) -> Planned {
     let mut completions = Vec::with_capacity(batch.len());
     let mut flushes = Vec::new();
-    let plan = (|| -> Result<Plan> {
-        if let Some(failed) = log.and_then(|l| l.failed.clone()) {
-            return Err(JournalError::Storage { path: path.to_path_buf(), source: failed.into() });
+    let refused = match (log.and_then(|l| l.failed.clone()), tx) {
+        (Some(failed), _) => {
+            Err(JournalError::Storage { path: path.to_path_buf(), source: failed.into() })
         }
+        (None, tx) => tx,
+    };
+    let tx = match refused {
+        Ok(tx) => tx,
+        Err(err) => {
+            for req in batch {
+                match req {
+                    Request::Op(op) => completions.push(op(None).1),
+                    Request::Flush(reply) => flushes.push(reply),
+                }
+            }
+            return Planned { plan: Err(err), completions, flushes };
+        }
+    };
+    let plan = (|| -> Result<Plan> {
         let checkpoint = batch.iter().any(|r| matches!(r, Request::Flush(_)))
             || log.is_some_and(|l| l.wal.wants_checkpoint(config.checkpoint_bytes));
         // Through the log: durable, no checkpoint due, and a live log to write.
         let through_log = durable && !checkpoint && log.is_some_and(|l| l.live);
-        let mut tx = match tx {
-            Some(tx) => tx?,
-            None => {
-                return Err(JournalError::Storage {
-                    path: path.to_path_buf(),
-                    source: "no write transaction could be begun".into(),
-                });
-            }
-        };
+        let mut tx = tx;
         tx.set_now(now_ms());
         if through_log {
             tx.keep_redo();
