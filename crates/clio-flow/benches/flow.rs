@@ -25,7 +25,9 @@
 //!   W2wf the 1,000 calls as a fan-out workflow (no step waits on another);
 //! - W3: the 1,000-step workflow DAG (10 layers × 100, each step waiting on 2 of the layer
 //!   before) with read-only no-op tool targets, given as the run's input; W3s the same DAG
-//!   with side-effecting targets; W3b the same workflow
+//!   with side-effecting targets (W2 and W2s, then W3 and W3s, run in 3 alternated rounds
+//!   after an untimed run of each, and each line reports the run of median time, the twin's
+//!   ratio the median of each round's ratio); W3b the same workflow
 //!   called from a flow (the run's input is then small: see the report for why it matters);
 //! - W4: a child process killed with SIGKILL after 900 of 1,000 steps, then the time for
 //!   this process to resume the run to completion;
@@ -318,6 +320,64 @@ async fn measure_with(path: &Path, flow: &str, input: Value, config: RuntimeConf
     Measured { ms, commits, fdatasyncs, entries, rss_before_kb, peak_kb }
 }
 
+/// Rounds of a read-only workload and its side-effecting twin, alternated.
+const PAIR_ROUNDS: usize = 3;
+
+/// A workload to measure: the stem of its journals' file names, its flow and its input.
+type Workload = (&'static str, &'static str, Value);
+
+/// Runs `a` and `b` once each untimed (the first side-effecting run of a process was the
+/// slowest of its rounds by half), then [`PAIR_ROUNDS`] rounds of `a` and `b` in turn (either may be
+/// left out), each on a fresh journal; returns the measured runs of each in round order.
+async fn alternated(
+    dir: &Path,
+    a: Option<Workload>,
+    b: Option<Workload>,
+) -> (Vec<Measured>, Vec<Measured>) {
+    let (mut runs_a, mut runs_b) = (Vec::new(), Vec::new());
+    for (stem, flow, input) in a.iter().chain(b.iter()) {
+        measure(&dir.join(format!("{stem}-untimed.redb")), flow, input.clone()).await;
+    }
+    for round in 0..PAIR_ROUNDS {
+        if let Some((stem, flow, input)) = &a {
+            runs_a.push(
+                measure(&dir.join(format!("{stem}-{round}.redb")), flow, input.clone()).await,
+            );
+        }
+        if let Some((stem, flow, input)) = &b {
+            runs_b.push(
+                measure(&dir.join(format!("{stem}-{round}.redb")), flow, input.clone()).await,
+            );
+        }
+    }
+    (runs_a, runs_b)
+}
+
+/// The run of median time among `runs` (the later of the middle two for an even count),
+/// or `None` when the workload did not run.
+fn middle(runs: &[Measured]) -> Option<&Measured> {
+    let mut order: Vec<&Measured> = runs.iter().collect();
+    order.sort_by(|x, y| x.ms.total_cmp(&y.ms));
+    order.get(order.len() / 2).copied()
+}
+
+/// Each run's time in milliseconds, rounded, in round order.
+fn runs_ms(runs: &[Measured]) -> Vec<f64> {
+    runs.iter().map(|m| round2(m.ms)).collect()
+}
+
+/// Each round's time of `num` over that of `den`, rounded; empty when either did not run.
+fn ratios(num: &[Measured], den: &[Measured]) -> Vec<f64> {
+    num.iter().zip(den).filter(|(_, d)| d.ms > 0.0).map(|(n, d)| round2(n.ms / d.ms)).collect()
+}
+
+/// The median of [`ratios`], or 0 when there is none (the line then says the other
+/// workload did not run).
+fn median_ratio(num: &[Measured], den: &[Measured]) -> f64 {
+    let each = ratios(num, den);
+    if each.is_empty() { 0.0 } else { median(&each) }
+}
+
 /// Returns the flushes `journal` has made of its file and its log since it was opened.
 fn flushes(journal: &Journal) -> u64 {
     journal.flushes().expect("a journal file counts its flushes")
@@ -489,23 +549,33 @@ async fn benches(dir: &Path) {
         report_measured("W1wf_chain_1000_via_workflow", 1_000, &m, extra);
     }
 
+    // W2 and W2s (then W3 and W3s) in alternated rounds after an untimed run of the
+    // read-only one: run once each, their ratio moved from 0.8 to 2.1 between runs of
+    // the same binary on this machine, with the first workload of a process the slowest.
     let mut w2_ms = 0.0;
-    if want("W2") {
-        let m = measure(&dir.join("w2.redb"), "fan", Value::Null).await;
+    let (w2s, w2ss) = alternated(
+        dir,
+        want("W2").then(|| ("w2", "fan", Value::Null)),
+        want("W2s").then(|| ("w2s", "fan_effect", Value::Null)),
+    )
+    .await;
+    if let Some(m) = middle(&w2s) {
         w2_ms = m.ms;
-        let extra =
-            json!({ "includes": "ctx.gather of 1,000 read-only no-op tool calls in one flow" });
-        report_measured("W2_gather_1000_tools", 1_000, &m, extra);
-    }
-
-    if want("W2s") {
-        let m = measure(&dir.join("w2s.redb"), "fan_effect", Value::Null).await;
         let extra = json!({
-            "includes": "ctx.gather of 1,000 side-effecting no-op tool calls (intent and acceptance durable before each runs, then its result)",
-            "ratio_to_w2": if w2_ms > 0.0 { round2(m.ms / w2_ms) } else { 0.0 },
+            "includes": format!("ctx.gather of 1,000 read-only no-op tool calls in one flow; the median of {PAIR_ROUNDS} rounds alternated with W2s's, after an untimed run of each"),
+            "runs_ms": runs_ms(&w2s),
+        });
+        report_measured("W2_gather_1000_tools", 1_000, m, extra);
+    }
+    if let Some(m) = middle(&w2ss) {
+        let extra = json!({
+            "includes": format!("ctx.gather of 1,000 side-effecting no-op tool calls (intent and acceptance durable before each runs, then its result); the median of {PAIR_ROUNDS} rounds alternated with W2's"),
+            "runs_ms": runs_ms(&w2ss),
+            "ratio_to_w2": median_ratio(&w2ss, &w2s),
+            "ratios_to_w2": ratios(&w2ss, &w2s),
             "goal_ratio_to_w2": 2.0,
         });
-        report_measured("W2s_gather_1000_side_effecting_tools", 1_000, &m, extra);
+        report_measured("W2s_gather_1000_side_effecting_tools", 1_000, m, extra);
     }
 
     if want("W2wf") {
@@ -517,22 +587,28 @@ async fn benches(dir: &Path) {
         report_measured("W2wf_fanout_1000_via_workflow", 1_000, &m, extra);
     }
 
-    let mut w3_ms = 0.0;
-    if want("W3") {
-        let m = measure(&dir.join("w3.redb"), "workflow", dag()).await;
-        w3_ms = m.ms;
-        let extra = json!({ "includes": "the 10x100 DAG workflow of read-only no-op tools, given as the run's input" });
-        report_measured("W3_dag_10x100", 1_000, &m, extra);
-    }
-
-    if want("W3s") {
-        let m = measure(&dir.join("w3s.redb"), "workflow", dag_of("effect")).await;
+    let (w3s, w3ss) = alternated(
+        dir,
+        want("W3").then(|| ("w3", "workflow", dag())),
+        want("W3s").then(|| ("w3s", "workflow", dag_of("effect"))),
+    )
+    .await;
+    if let Some(m) = middle(&w3s) {
         let extra = json!({
-            "includes": "the 10x100 DAG workflow of side-effecting no-op tools",
-            "ratio_to_w3": if w3_ms > 0.0 { round2(m.ms / w3_ms) } else { 0.0 },
+            "includes": format!("the 10x100 DAG workflow of read-only no-op tools, given as the run's input; the median of {PAIR_ROUNDS} rounds alternated with W3s's, after an untimed run of each"),
+            "runs_ms": runs_ms(&w3s),
+        });
+        report_measured("W3_dag_10x100", 1_000, m, extra);
+    }
+    if let Some(m) = middle(&w3ss) {
+        let extra = json!({
+            "includes": format!("the 10x100 DAG workflow of side-effecting no-op tools; the median of {PAIR_ROUNDS} rounds alternated with W3's"),
+            "runs_ms": runs_ms(&w3ss),
+            "ratio_to_w3": median_ratio(&w3ss, &w3s),
+            "ratios_to_w3": ratios(&w3ss, &w3s),
             "goal_ratio_to_w3": 2.0,
         });
-        report_measured("W3s_dag_10x100_side_effecting", 1_000, &m, extra);
+        report_measured("W3s_dag_10x100_side_effecting", 1_000, m, extra);
     }
 
     if want("W3b") {
