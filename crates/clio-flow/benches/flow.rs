@@ -327,8 +327,9 @@ const PAIR_ROUNDS: usize = 3;
 type Workload = (&'static str, &'static str, Value);
 
 /// Runs `a` and `b` once each untimed (the first side-effecting run of a process was the
-/// slowest of its rounds by half), then [`PAIR_ROUNDS`] rounds of `a` and `b` in turn (either may be
-/// left out), each on a fresh journal; returns the measured runs of each in round order.
+/// slowest of its rounds by half), then [`PAIR_ROUNDS`] rounds of `a` and `b` in turn
+/// (either may be left out), each on a fresh journal; returns the measured runs of each in
+/// round order.
 async fn alternated(
     dir: &Path,
     a: Option<Workload>,
@@ -395,6 +396,8 @@ fn report_measured(bench: &str, n: u64, m: &Measured, extra: Value) {
         "entries": m.entries,
         "entries_per_step": per(m.entries as f64),
         "rss_before_kb": m.rss_before_kb,
+        // The run's own peak: a line of alternated rounds is reported after later runs.
+        "peak_rss_kb": m.peak_kb,
         "run_peak_rss_kb": m.peak_kb,
         "peak_rss_per_step_bytes": (m.peak_kb.saturating_sub(m.rss_before_kb) * 1024) / n.max(1),
     });
@@ -549,9 +552,9 @@ async fn benches(dir: &Path) {
         report_measured("W1wf_chain_1000_via_workflow", 1_000, &m, extra);
     }
 
-    // W2 and W2s (then W3 and W3s) in alternated rounds after an untimed run of the
-    // read-only one: run once each, their ratio moved from 0.8 to 2.1 between runs of
-    // the same binary on this machine, with the first workload of a process the slowest.
+    // W2 and W2s (then W3 and W3s) in alternated rounds after an untimed run of each: run
+    // once each, their ratio moved from 0.8 to 2.1 between runs of the same binary on this
+    // machine, with the first workload of a process the slowest.
     let mut w2_ms = 0.0;
     let (w2s, w2ss) = alternated(
         dir,
