@@ -35,43 +35,23 @@
 #![allow(clippy::print_stdout, reason = "a benchmark reports on stdout")]
 
 use std::io::{BufRead, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-const SERVER: &str = "CLIO_CLI_BENCH_MCP_SERVER";
+mod w8;
+
+use w8::{Case, RUNS, SERVER, dag, median, report, round2, shaped, timed, write_plugin};
+
 /// The kill file: while it is in the workspace, the server holds call 900 unanswered and
 /// renames it to [`HELD`], for the bench to kill clio there.
 const ARM: &str = "hold-at-900";
 const HELD: &str = "held-at-900";
 
-fn clio() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_clio"));
-    command.env("NO_COLOR", "1").stdin(Stdio::null());
-    command
-}
-
 fn want(name: &str) -> bool {
     std::env::var("CLIO_CLI_BENCH_ONLY").map_or(true, |only| only.split(',').any(|w| w == name))
-}
-
-fn round2(x: f64) -> f64 {
-    (x * 100.0).round() / 100.0
-}
-
-fn report(bench: &str, n: u64, ms: f64, extra: Value) {
-    let mut line = json!({
-        "bench": bench,
-        "n": n,
-        "total_ms": (ms * 1000.0).round() / 1000.0,
-        "per_op_us": ((ms * 1000.0 / n.max(1) as f64) * 10.0).round() / 10.0,
-    });
-    if let (Some(obj), Value::Object(more)) = (line.as_object_mut(), extra) {
-        obj.extend(more);
-    }
-    println!("{line}");
 }
 
 /// The MCP server of the `noop` tool: newline-delimited JSON-RPC on stdin and stdout. It
@@ -116,138 +96,6 @@ fn serve_noop() {
     }
 }
 
-/// Writes the test plugin (its manifest and this binary as its MCP server) under `dir`;
-/// returns the plugin's folder.
-fn write_plugin(dir: &Path) -> PathBuf {
-    let plugin = dir.join("noop-plugin");
-    let meta = plugin.join("ai.iowarp.clio");
-    std::fs::create_dir_all(meta.join("bin")).expect("plugin folder");
-    std::fs::copy(std::env::current_exe().expect("exe"), meta.join("bin/noop-server"))
-        .expect("the server binary");
-    let manifest = format!(
-        r#"# The no-op tool of the W8 bench (crates/clio-cli/benches/cli.rs).
-id = "bench-noop"
-version = "0.1.0"
-description = "A read-only no-op tool on an MCP server, for the CLI bench."
-
-[[mcp_servers]]
-name = "noop"
-command = "bin/noop-server"
-env = {{ {SERVER} = "1" }}
-
-[[tools]]
-name = "noop"
-description = "Return the arguments."
-read_only = true
-mcp = "noop"
-input_schema = {{ type = "object", properties = {{ i = {{ type = "integer" }} }} }}
-"#
-    );
-    std::fs::write(meta.join("plugin.toml"), manifest).expect("plugin manifest");
-    plugin
-}
-
-/// Returns a workflow file's text: `n` steps of `noop`, a chain or a fan-out.
-fn shaped(n: usize, chain: bool) -> String {
-    let steps: Vec<Value> = (0..n)
-        .map(|i| {
-            let mut step = json!({ "id": format!("s{i}"), "target": "noop", "input": { "i": i } });
-            if chain && i > 0 {
-                step["after"] = json!([format!("s{}", i - 1)]);
-            }
-            step
-        })
-        .collect();
-    json!({ "steps": steps }).to_string()
-}
-
-/// Returns the flow bench's 10 × 100 DAG as a workflow file's text.
-fn dag() -> String {
-    let mut steps = Vec::new();
-    for layer in 0..10 {
-        for i in 0..100 {
-            let mut step =
-                json!({ "id": format!("s{layer}_{i}"), "target": "noop", "input": { "i": i } });
-            if layer > 0 {
-                step["after"] = json!([
-                    format!("s{}_{}", layer - 1, i),
-                    format!("s{}_{}", layer - 1, (i + 1) % 100)
-                ]);
-            }
-            steps.push(step);
-        }
-    }
-    json!({ "steps": steps }).to_string()
-}
-
-/// A home of its own with the plugin trusted in it, and a workspace.
-struct Case {
-    home: PathBuf,
-    workspace: PathBuf,
-    plugin: PathBuf,
-    /// The user's cache folder every run shares (`XDG_CACHE_HOME`), where the sandbox
-    /// check's pass is kept: the bench's own, not the person's.
-    cache: PathBuf,
-}
-
-impl Case {
-    fn new(dir: &Path, name: &str, plugin: &Path) -> Case {
-        let home = dir.join(name);
-        let workspace = home.join("workspace");
-        std::fs::create_dir_all(&workspace).expect("workspace");
-        let case = Case { home, workspace, plugin: plugin.to_path_buf(), cache: dir.join("cache") };
-        let out = case.clio(&["plugin", "trust", path_str(plugin)]).output().expect("clio");
-        assert!(out.status.success(), "trust: {}", String::from_utf8_lossy(&out.stderr));
-        case
-    }
-
-    fn clio(&self, args: &[&str]) -> Command {
-        let mut command = clio();
-        command.current_dir(&self.workspace).arg("--home").arg(&self.home).args(args);
-        command.env("XDG_CACHE_HOME", &self.cache);
-        command
-    }
-
-    /// The command that runs workflow file `file`.
-    fn workflow(&self, file: &Path) -> Command {
-        let mut command = self.clio(&["workflow", "run", path_str(file), "--task", "bench"]);
-        command.arg("--plugin").arg(&self.plugin).arg("--workspace").arg(&self.workspace).args([
-            "--no-input",
-            "--quiet",
-            "--json",
-        ]);
-        command
-    }
-
-    /// Returns run 1's journal entries, counted with `runs show`.
-    fn entries(&self) -> usize {
-        let out = self.clio(&["runs", "show", "1", "--entries", "--json"]).output().expect("clio");
-        let shown: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-        shown["entries"].as_array().map_or(0, Vec::len)
-    }
-}
-
-fn path_str(path: &Path) -> &str {
-    path.to_str().expect("a UTF-8 path")
-}
-
-/// Runs `command` to its exit; returns its milliseconds, asserting that the run succeeded.
-fn timed(mut command: Command, what: &str) -> f64 {
-    let t = Instant::now();
-    let out = command.output().expect("clio");
-    let ms = t.elapsed().as_secs_f64() * 1000.0;
-    let outcome: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-    assert!(
-        out.status.success() && outcome["status"] == "succeeded",
-        "{what}: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    ms
-}
-
-/// How many times each workflow line runs; the line reports the median.
-const RUNS: usize = 5;
 const RUNS_NOTE: &str = "the median of 5 runs, each in a home of its own (runs_ms lists them)";
 
 /// Runs workflow `file` [`RUNS`] times, each in a fresh home named after `name`; returns
@@ -260,9 +108,7 @@ fn median_of_runs(dir: &Path, name: &str, plugin: &Path, file: &Path) -> (f64, V
         runs.push(round2(timed(case.workflow(file), name)));
         last = Some(case);
     }
-    let mut sorted = runs.clone();
-    sorted.sort_by(f64::total_cmp);
-    (sorted[RUNS / 2], runs, last.expect("at least one run"))
+    (median(&runs), runs, last.expect("at least one run"))
 }
 
 fn main() {
@@ -272,7 +118,7 @@ fn main() {
     }
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path();
-    let plugin = write_plugin(dir);
+    let plugin = write_plugin(dir, &std::env::current_exe().expect("this bench's binary"));
     let files = dir.join("workflows");
     std::fs::create_dir_all(&files).expect("workflows folder");
     let write = |name: &str, text: String| {
