@@ -343,6 +343,12 @@ impl Runtime {
 
     /// Creates a run of `selection` on `input` and drives it until it ends or waits for
     /// input. Invalid options are refused before anything is recorded.
+    ///
+    /// A chain of fast steps waits on a journal write at each step. Awaited from a thread
+    /// that sleeps while it waits (`block_on`'s), each step pays for that thread's wake-up;
+    /// spawned as a task on a worker that spins for awaited writes first
+    /// ([`clio_journal::spin_for_awaited_write`] in the runtime's `on_thread_park`, as the
+    /// `clio` binary does), a 1,000-step chain took about 200 ms where it took 320.
     pub async fn run(
         &self,
         selection: FlowSelection,
