@@ -112,6 +112,15 @@ pub trait JournalBackend: Send + Sync + 'static {
     fn task(&self, task: TaskId) -> Result<Option<TaskRecord>>;
     /// Returns a run's tasks in creation order.
     fn tasks(&self, run: RunId) -> Result<Vec<TaskRecord>>;
+    /// Returns a run's tasks in creation order, each without its result (`None`), for a
+    /// report that does not read results. A backend that can skip decoding them does.
+    fn tasks_without_results(&self, run: RunId) -> Result<Vec<TaskRecord>> {
+        let mut tasks = self.tasks(run)?;
+        for task in &mut tasks {
+            task.result = None;
+        }
+        Ok(tasks)
+    }
     /// Returns a session.
     fn session(&self, id: &SessionId) -> Result<Option<SessionRecord>>;
     /// Returns every session in id order.

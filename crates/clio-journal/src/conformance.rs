@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use crate::{
     EntryKind, ExportLine, Journal, JournalError, NewEntry, NewRun, NewSession, NewTask, RunFilter,
     RunId, RunStatus, RunUpdate, SessionId, SessionStatus, SessionUpdate, TaskId, TaskKind,
-    TaskStatus, TaskUpdate,
+    TaskRecord, TaskStatus, TaskUpdate,
 };
 
 /// How the suite opens journals of the backend under test.
@@ -343,8 +343,25 @@ pub fn tasks_are_created_updated_and_then_final(open: Open<'_>) {
         "{res:?}"
     );
     assert_eq!(ok("unchanged", j.task(child)).expect("exists").status, TaskStatus::Succeeded);
+    let failed = ok("failed", j.create_task(new_task(run, "p")));
+    let update = TaskUpdate {
+        status: Some(TaskStatus::Failed),
+        error: Some("it broke".into()),
+        ..TaskUpdate::default()
+    };
+    ok("fail", j.update_task(failed, update));
+    let update = TaskUpdate {
+        result: Some(json!({"results": {"s0": {"i": 0}, "s1": [1, 2, {"deep": null}]}})),
+        ..TaskUpdate::default()
+    };
+    ok("the parent's result", j.update_task(parent, update));
     let tasks = ok("tasks", j.tasks(run));
-    assert_eq!(tasks.iter().map(|t| t.id).collect::<Vec<_>>(), vec![parent, child]);
+    assert_eq!(tasks.iter().map(|t| t.id).collect::<Vec<_>>(), vec![parent, child, failed]);
+    // Read without their results, the same records with `result` left out.
+    let cleared: Vec<TaskRecord> =
+        tasks.into_iter().map(|t| TaskRecord { result: None, ..t }).collect();
+    assert_eq!(ok("tasks without results", j.tasks_without_results(run)), cleared);
+    assert!(ok("none", j.tasks_without_results(RunId(run.0 + 1_000))).is_empty());
 }
 
 /// A task and the entries around it are written together; the entries after it name it.

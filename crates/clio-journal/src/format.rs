@@ -336,6 +336,62 @@ pub struct TaskRecord {
     pub updated_at_ms: u64,
 }
 
+/// A task record read without its result: the same fields as [`TaskRecord`], its
+/// `result` skipped over by the parser rather than built. A workflow's own task holds
+/// every step's result, and reports that count and list tasks never read them.
+#[derive(Deserialize)]
+pub(crate) struct TaskWithoutResult {
+    id: TaskId,
+    run: RunId,
+    parent: Option<TaskId>,
+    kind: TaskKind,
+    target: String,
+    label: String,
+    status: TaskStatus,
+    model: Option<String>,
+    input_tokens: u64,
+    output_tokens: u64,
+    #[serde(default)]
+    #[allow(dead_code, reason = "parsed over, never read: that is the point")]
+    result: serde::de::IgnoredAny,
+    error: Option<String>,
+    owner: String,
+    #[serde(default)]
+    call: Option<String>,
+    created_at_ms: u64,
+    updated_at_ms: u64,
+}
+
+impl TaskWithoutResult {
+    /// Returns the run the task belongs to.
+    pub(crate) fn run(&self) -> RunId {
+        self.run
+    }
+}
+
+impl From<TaskWithoutResult> for TaskRecord {
+    fn from(t: TaskWithoutResult) -> TaskRecord {
+        TaskRecord {
+            id: t.id,
+            run: t.run,
+            parent: t.parent,
+            kind: t.kind,
+            target: t.target,
+            label: t.label,
+            status: t.status,
+            model: t.model,
+            input_tokens: t.input_tokens,
+            output_tokens: t.output_tokens,
+            result: None,
+            error: t.error,
+            owner: t.owner,
+            call: t.call,
+            created_at_ms: t.created_at_ms,
+            updated_at_ms: t.updated_at_ms,
+        }
+    }
+}
+
 /// A subagent session (SPEC §8), as stored and as exported.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SessionRecord {

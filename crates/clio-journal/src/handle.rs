@@ -452,6 +452,16 @@ impl Journal {
         }
     }
 
+    /// Returns the tasks of `run` as [`Journal::tasks`] does, each without its result
+    /// (`None`): for reports that count and list tasks. The results are skipped rather
+    /// than decoded, and a workflow's own task holds every step's result.
+    pub fn tasks_without_results(&self, run: RunId) -> Result<Vec<TaskRecord>> {
+        match &self.store {
+            Store::Embedded(e) => e.tasks_without_results(run),
+            Store::Backend(b) => b.tasks_without_results(run),
+        }
+    }
+
     /// Returns the session `id`, if it exists.
     pub fn session(&self, id: &SessionId) -> Result<Option<SessionRecord>> {
         match &self.store {

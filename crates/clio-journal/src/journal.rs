@@ -23,7 +23,7 @@ use crate::error::{JournalError, Result};
 use crate::flushes::{CountedBackend, Flushes};
 use crate::format::{
     FORMAT_VERSION, JournalEntry, RawEntry, RunId, RunRecord, SessionId, SessionRecord, TaskId,
-    TaskRecord,
+    TaskRecord, TaskWithoutResult,
 };
 use crate::guard::{self, Held};
 use crate::input::{
@@ -694,6 +694,22 @@ impl Embedded {
 
     /// Returns the tasks of `run` in creation order.
     pub(crate) fn tasks(&self, run: RunId) -> Result<Vec<TaskRecord>> {
+        self.read_tasks::<TaskRecord>(run, |t| t.run)
+    }
+
+    /// Returns the tasks of `run` in creation order, each without its result (`None`).
+    pub(crate) fn tasks_without_results(&self, run: RunId) -> Result<Vec<TaskRecord>> {
+        let heads = self.read_tasks::<TaskWithoutResult>(run, TaskWithoutResult::run)?;
+        Ok(heads.into_iter().map(TaskRecord::from).collect())
+    }
+
+    /// Reads the tasks of `run` through its index, each decoded as a `T`, whose run
+    /// (`run_of`) must be `run`.
+    fn read_tasks<T: serde::de::DeserializeOwned>(
+        &self,
+        run: RunId,
+        run_of: fn(&T) -> RunId,
+    ) -> Result<Vec<T>> {
         self.reading(format_args!("reading the tasks of run {run}"), |path, txn| {
             let index = txn.open_table(RUN_TASKS).at(path)?;
             let table = txn.open_table(TASKS).at(path)?;
@@ -707,13 +723,13 @@ impl Embedded {
                         format!("clio_run_tasks (run {run}, task {task}): the task does not exist"),
                     )
                 })?;
-                let rec: TaskRecord = decode(path, Place::Task(task), bytes.value())?;
-                if rec.run != run {
+                let rec: T = decode(path, Place::Task(task), bytes.value())?;
+                if run_of(&rec) != run {
                     return Err(JournalError::damaged(
                         path,
                         format!(
                             "clio_run_tasks (run {run}, task {task}): the task belongs to run {}",
-                            rec.run
+                            run_of(&rec)
                         ),
                     ));
                 }

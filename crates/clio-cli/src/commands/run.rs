@@ -556,8 +556,10 @@ fn drive_run(
         FlowError::Nondeterminism { .. } => replay::stopped(journal, run, &error, json, out),
         error => CliError::from(error),
     })?;
-    // The run's tasks, read once for every report below (a large run has thousands).
-    let tasks = journal.tasks(run).map_err(journal_error)?;
+    // The run's tasks, read once for every report below (a large run has thousands),
+    // without their results, which none of them reads: a workflow's own task holds every
+    // step's result.
+    let tasks = journal.tasks_without_results(run).map_err(journal_error)?;
     let cut = cut_short_of(&tasks);
     warn_cut_short(run, &cut, err)?;
     if matches!(report.outcome, RunOutcome::Succeeded(_)) {
