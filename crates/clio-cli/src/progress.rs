@@ -64,9 +64,10 @@ impl Progress {
     /// The tree is drawn on the process's stderr; when indicatif would draw nothing there
     /// (`TERM=dumb`, say), progress falls back to plain lines.
     pub(crate) fn new(journal: Journal, run: RunId, tty: bool) -> Progress {
-        // Best effort, as all progress: unreadable tasks are simply not marked.
+        // Best effort, as all progress: unreadable tasks are simply not marked. Progress
+        // shows no results, so none is decoded.
         let earlier: HashSet<u64> = journal
-            .tasks(run)
+            .tasks_without_results(run)
             .unwrap_or_default()
             .iter()
             .filter(|t| t.status.is_terminal())
@@ -134,7 +135,7 @@ impl Progress {
     /// Shows what changed since the last call: plain lines go to `out`, the tree to stderr.
     pub(crate) fn tick(&mut self, out: &mut dyn Write) {
         // Progress is best effort: a failed read or write must not stop the run.
-        let Ok(tasks) = self.journal.tasks(self.run) else { return };
+        let Ok(tasks) = self.journal.tasks_without_results(self.run) else { return };
         let elapsed = self.started.elapsed();
         match &mut self.how {
             Drawing::Lines { shown } => {
