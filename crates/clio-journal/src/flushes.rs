@@ -27,6 +27,11 @@ impl Flushes {
         self.0.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Starts the count over: the flushes of creating a new file are not counted.
+    pub(crate) fn restart(&self) {
+        self.0.store(0, Ordering::Relaxed);
+    }
+
     /// Returns the flushes counted so far.
     pub(crate) fn count(&self) -> u64 {
         self.0.load(Ordering::Relaxed)

@@ -204,6 +204,24 @@ impl Journal {
         }
     }
 
+    /// Starts the checkpoint a close would make, without waiting for it: the writer copies
+    /// every write its write-ahead log holds into the journal's file durably and leaves the
+    /// log not live, so that dropping the last handle later has nothing left to write.
+    ///
+    /// For a process whose last write is done (a `clio` command whose run ended): the
+    /// checkpoint's flush of the file, most of a close's time, runs on the writer's thread
+    /// while the caller reads and prints what it reports. Writes after it are allowed; the
+    /// first of them makes the log live again (a checkpoint of its own). Dropping the
+    /// returned [`Pending`] does not cancel the checkpoint, and its outcome is only news: the
+    /// writes it covers were already durable in the log, and a failed checkpoint leaves them
+    /// for the next open to apply. On a shared store it is [`Journal::flush`], done at once.
+    pub fn checkpoint(&self) -> Pending<()> {
+        match &self.store {
+            Store::Embedded(e) => e.flush_pending(true),
+            Store::Backend(b) => Pending::ready(b.flush()),
+        }
+    }
+
     /// Creates a run, status running, and returns its id. On a shared store the creating
     /// handle holds the run's first lease until it releases it ([`Journal::release_run`]).
     pub fn create_run(&self, new: NewRun) -> Result<RunId> {

@@ -122,18 +122,19 @@ impl Embedded {
             }
             Err(err) if err.kind() == io::ErrorKind::NotFound => {
                 refuse_orphan_log(&path, &wal, "is missing")?;
-                create_atomically(&path)?;
+                let flushes = Flushes::default();
+                // The journal this process created is kept open, not closed and opened
+                // again (a close alone is four flushes of the file).
+                if let Some(db) = create_atomically(&path, &config, &flushes)? {
+                    flushes.restart();
+                    let wal = config.write_ahead_log.then_some(LogSource::Path(wal));
+                    return Self::start(db, path, config, wal, flushes);
+                }
             }
             Err(err) => return Err(io_err(err)),
         }
-        // As redb's own `create` opens it, with its flushes counted.
-        let file = wal::open_read_write(&path).map_err(io_err)?;
         let flushes = Flushes::default();
-        let backend = FileBackend::new(file).at(&path)?;
-        let db = Builder::new()
-            .set_cache_size(config.cache_size)
-            .create_with_backend(CountedBackend::new(backend, flushes.clone()))
-            .at(&path)?;
+        let db = open_counted(&path, &path, &config, &flushes)?;
         let wal = (config.write_ahead_log || wal.exists()).then_some(LogSource::Path(wal));
         Self::start(db, path, config, wal, flushes)
     }
@@ -390,9 +391,17 @@ impl Embedded {
 
     /// Makes every earlier write durable (needed only with [`crate::Durability::Eventual`]).
     pub(crate) fn flush(&self) -> Result<()> {
-        let (reply, answer) = mpsc::sync_channel(1);
-        self.send(Request::Flush(reply))?;
-        answer.recv().map_err(|_| self.stopped())?
+        self.settle(self.flush_pending(false).wait())
+    }
+
+    /// Sends the writer a checkpoint, leaving the log not live when `retire_log`; returns
+    /// its outcome to wait on.
+    pub(crate) fn flush_pending(&self, retire_log: bool) -> Pending<()> {
+        let (reply, answer) = pending::channel(self.inner.path.clone());
+        match self.send(Request::Flush { reply, retire_log }) {
+            Ok(()) => answer,
+            Err(err) => Pending::ready(Err(err)),
+        }
     }
 
     /// Creates a run, status running, and returns its id.
@@ -771,8 +780,27 @@ fn is_fatal(err: &JournalError) -> bool {
     )
 }
 
+/// Opens (or creates) the redb file `file` as redb's own `create` would, on a backend that
+/// counts its flushes in `flushes`; errors name `path`, the journal it is or will be.
+fn open_counted(
+    file: &Path,
+    path: &Path,
+    config: &JournalConfig,
+    flushes: &Flushes,
+) -> Result<Database> {
+    let io_err = |source| JournalError::Io { path: path.to_path_buf(), source };
+    let file = wal::open_read_write(file).map_err(io_err)?;
+    let backend = FileBackend::new(file).at(path)?;
+    Builder::new()
+        .set_cache_size(config.cache_size)
+        .create_with_backend(CountedBackend::new(backend, flushes.clone()))
+        .at(path)
+}
+
 /// Creates and initialises a new journal under a temporary name, then links it into
 /// place, so that a crash during creation never leaves a half-written file at `path`.
+/// Returns the new journal's database, still open, when it is the one at `path`, and
+/// `None` when another creator's file got there first (the caller opens that one).
 ///
 /// Processes started at once in an empty home all get here. Each builds its own file
 /// (named by its pid and a random number, so that no creator removes or renames another's)
@@ -781,36 +809,43 @@ fn is_fatal(err: &JournalError) -> bool {
 /// `AlreadyOpen` if the winner still holds it). A file system without hard links falls back
 /// to a rename, which replaces: there two racing first starts may each create a journal,
 /// and the later one is kept.
-fn create_atomically(path: &Path) -> Result<()> {
+fn create_atomically(
+    path: &Path,
+    config: &JournalConfig,
+    flushes: &Flushes,
+) -> Result<Option<Database>> {
     let io_err = |source| JournalError::Io { path: path.to_path_buf(), source };
     let mut name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
     name.push(format!(".creating.{}.{:016x}", std::process::id(), random_id()));
     let tmp = path.with_file_name(name);
     let built = (|| {
-        {
-            let db = Builder::new().create(&tmp).at(path)?;
-            check_or_initialise(&db, path)?;
-        }
+        // Its commit is durable: the file is whole before it has a name anyone opens.
+        let db = open_counted(&tmp, path, config, flushes)?;
+        check_or_initialise(&db, path)?;
         fs::File::open(&tmp).and_then(|f| f.sync_all()).map_err(io_err)?;
-        match fs::hard_link(&tmp, path) {
-            // Linked, or another creator linked theirs first: either way `path` is whole.
-            Ok(()) => {}
-            Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {}
-            Err(_) if path.exists() => {}
+        let ours = match fs::hard_link(&tmp, path) {
+            Ok(()) => true,
+            // Another creator linked theirs first: `path` is whole, and not this one.
+            Err(err) if err.kind() == io::ErrorKind::AlreadyExists => false,
+            Err(_) if path.exists() => false,
             // No hard links here (some network or FAT file systems): rename instead.
-            Err(_) => return fs::rename(&tmp, path).map_err(io_err),
-        }
-        fs::remove_file(&tmp).map_err(io_err)
+            Err(_) => {
+                fs::rename(&tmp, path).map_err(io_err)?;
+                return Ok(Some(db));
+            }
+        };
+        fs::remove_file(&tmp).map_err(io_err)?;
+        Ok(ours.then_some(db))
     })();
     if built.is_err() {
         // The file is this creator's own; nobody else names it.
         let _ = fs::remove_file(&tmp);
     }
-    built?;
+    let db = built?;
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         fs::File::open(dir).and_then(|d| d.sync_all()).map_err(io_err)?;
     }
-    Ok(())
+    Ok(db)
 }
 
 /// Checks a file's format version and its log read-only, so that a newer file is never

@@ -21,13 +21,14 @@
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, SyncSender};
+use std::sync::mpsc::Receiver;
 
 use redb::Database;
 
 use crate::changes::Commits;
 use crate::error::{JournalError, Result};
 use crate::input::{Durability, JournalConfig};
+use crate::pending::Reply;
 use crate::store::{AtPath, Tx, now_ms};
 use crate::wal::{self, Wal};
 
@@ -43,8 +44,21 @@ pub(crate) type Op = Box<dyn FnOnce(Option<&mut Tx<'_>>) -> (bool, Completion) +
 pub(crate) enum Request {
     /// Run an operation.
     Op(Op),
-    /// Make everything committed so far durable, then answer.
-    Flush(SyncSender<Result<()>>),
+    /// Make everything committed so far durable in the file (a checkpoint), then answer.
+    /// With `retire_log`, the checkpoint also leaves the log not live, as a close does: the
+    /// writer then has nothing left to write when it stops, and the next batch, if one
+    /// comes, is a checkpoint that makes the log live again.
+    Flush { reply: Reply<()>, retire_log: bool },
+}
+
+impl Request {
+    fn is_flush(&self) -> bool {
+        matches!(self, Request::Flush { .. })
+    }
+
+    fn retires_log(&self) -> bool {
+        matches!(self, Request::Flush { retire_log: true, .. })
+    }
 }
 
 /// The write-ahead log of the writer, and whether it failed.
@@ -118,8 +132,8 @@ pub(crate) fn run(
                 Err(_) => break,
             }
         }
-        let durable = config.durability == Durability::Immediate
-            || batch.iter().any(|r| matches!(r, Request::Flush(_)));
+        let durable =
+            config.durability == Durability::Immediate || batch.iter().any(Request::is_flush);
         let planned = plan_batch(tx, &path, &config, batch, durable, log.as_ref());
         let outcome = commit_batch(txn, &path, &config, planned, durable, log.as_mut(), commits);
         dirty = if durable { false } else { dirty || outcome };
@@ -167,7 +181,9 @@ enum Plan {
 struct Planned {
     plan: Result<Plan>,
     completions: Vec<Completion>,
-    flushes: Vec<SyncSender<Result<()>>>,
+    flushes: Vec<Reply<()>>,
+    /// Whether the batch is a checkpoint that leaves the log not live.
+    retire_log: bool,
 }
 
 /// Runs one batch's operations in `tx` (opened before the batch came, or why it could not
@@ -185,6 +201,7 @@ fn plan_batch(
 ) -> Planned {
     let mut completions = Vec::with_capacity(batch.len());
     let mut flushes = Vec::new();
+    let retire_log = batch.iter().any(Request::retires_log);
     let refused = match (log.and_then(|l| l.failed.clone()), tx) {
         (Some(failed), _) => {
             Err(JournalError::Storage { path: path.to_path_buf(), source: failed.into() })
@@ -197,14 +214,14 @@ fn plan_batch(
             for req in batch {
                 match req {
                     Request::Op(op) => completions.push(op(None).1),
-                    Request::Flush(reply) => flushes.push(reply),
+                    Request::Flush { reply, .. } => flushes.push(reply),
                 }
             }
-            return Planned { plan: Err(err), completions, flushes };
+            return Planned { plan: Err(err), completions, flushes, retire_log };
         }
     };
     let plan = (|| -> Result<Plan> {
-        let checkpoint = batch.iter().any(|r| matches!(r, Request::Flush(_)))
+        let checkpoint = batch.iter().any(Request::is_flush)
             || log.is_some_and(|l| l.wal.wants_checkpoint(config.checkpoint_bytes));
         // Through the log: durable, no checkpoint due, and a live log to write.
         let through_log = durable && !checkpoint && log.is_some_and(|l| l.live);
@@ -221,7 +238,7 @@ fn plan_batch(
                     broken |= fatal;
                     completions.push(done);
                 }
-                Request::Flush(reply) => flushes.push(reply),
+                Request::Flush { reply, .. } => flushes.push(reply),
             }
         }
         if broken {
@@ -243,14 +260,14 @@ fn plan_batch(
                         // A checkpoint starts the log's next generation, unless nothing was
                         // written in this one: then the log on disk is still the one before
                         // it, which the file's generation must stay right after.
-                        tx.set_wal_generation(next_generation(&log.wal), true)?;
+                        tx.set_wal_generation(next_generation(&log.wal), !retire_log)?;
                     }
                 }
                 Ok(Plan::Commit)
             }
         }
     })();
-    Planned { plan, completions, flushes }
+    Planned { plan, completions, flushes, retire_log }
 }
 
 /// Makes a planned batch durable in `txn` (its tables let go of) and answers its callers;
@@ -264,7 +281,7 @@ fn commit_batch(
     log: Option<&mut Log>,
     commits: &Commits,
 ) -> bool {
-    let Planned { plan, completions, flushes } = planned;
+    let Planned { plan, completions, flushes, retire_log } = planned;
     let mut log = log;
     // `Ok(Some(txn))`: the batch is durable in the write-ahead log and `txn` is committed
     // to redb after the replies (see `Commits::applying`).
@@ -302,7 +319,7 @@ fn commit_batch(
                     && durable
                 {
                     // A checkpoint: the file now holds every record of the log.
-                    log.live = true;
+                    log.live = !retire_log;
                     let generation = next_generation(&log.wal);
                     log.wal.restart(generation);
                 }
@@ -331,7 +348,7 @@ fn commit_batch(
         });
     }
     for reply in flushes {
-        let _ = reply.send(match &outcome {
+        reply.send(match &outcome {
             Ok(()) => Ok(()),
             Err(err) => Err(echo(path, err)),
         });

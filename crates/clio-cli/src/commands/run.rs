@@ -117,10 +117,11 @@ pub(super) fn workflow_run(
         max_edit_rounds: args.max_edit_rounds.map(u64::from),
         approve_edits: args.approve_edits,
         model: args.drive.model.clone(),
-        ..clio_flow::WorkflowRun::new(workflow.clone(), args.task.clone())
+        ..clio_flow::WorkflowRun::new(workflow, args.task.clone())
     };
     let launch = launch_of(&args.drive, None)?;
-    let check = |runtime: &Runtime| check_targets(runtime, &workflow, &args.editors, &args.file);
+    let check =
+        |runtime: &Runtime| check_targets(runtime, &run.workflow, &args.editors, &args.file);
     let show = Show::of(&args.drive, quiet, paint);
     start_checked(
         home,
@@ -552,6 +553,10 @@ fn drive_run(
         return Err(CliError::interrupted(anyhow!("interrupted: run {} stopped", run.0))
             .hint(format!("continue it with `clio runs resume {}`", run.0)));
     };
+    // The run's writes are done: the close's checkpoint (most of a close's time, the flush
+    // of what the run wrote into the journal's file) goes on on the writer's thread while
+    // the reports below read and print.
+    let checkpoint = (!journal.is_shared()).then(|| journal.checkpoint());
     let report = report.map_err(|error| match error {
         FlowError::Nondeterminism { .. } => replay::stopped(journal, run, &error, json, out),
         error => CliError::from(error),
@@ -571,7 +576,29 @@ fn drive_run(
     if let Some(live) = live {
         summarize(&tasks, &report, live, show.paint, err)?;
     }
-    finish(journal, &report, &cut, &tasks, json, out)
+    let finished = finish(journal, &report, &cut, &tasks, json, out);
+    if let Some(checkpoint) = checkpoint {
+        await_checkpoint(journal, checkpoint, err)?;
+    }
+    finished
+}
+
+/// Waits for the checkpoint started when the run's writes ended. One that failed is a
+/// warning, not the command's failure: the run's writes are durable in the journal's
+/// write-ahead log, which the next open applies.
+fn await_checkpoint(
+    journal: &Journal,
+    checkpoint: clio_journal::Pending<()>,
+    err: &mut dyn Write,
+) -> Result<(), CliError> {
+    if let Err(error) = checkpoint.wait() {
+        writeln!(
+            err,
+            "warning: {}: copying the run's writes from the write-ahead log into the file failed ({error}); they are durable in the log, and the next command that opens the journal applies them",
+            journal.path().display()
+        )?;
+    }
+    Ok(())
 }
 
 /// Prints the closing line of a run's progress: how it ended, the time this process spent

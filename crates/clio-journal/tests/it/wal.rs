@@ -105,6 +105,8 @@ enum Op {
     },
     Prune,
     Flush,
+    /// The checkpoint a close makes, ahead of it ([`Journal::checkpoint`]).
+    CloseCheckpoint,
     /// Several appends sent together, so that they share a batch.
     Burst {
         run: usize,
@@ -125,6 +127,7 @@ fn op() -> impl Strategy<Value = Op> {
         any::<usize>().prop_map(|run| Op::FinishRun { run }),
         Just(Op::Prune),
         Just(Op::Flush),
+        Just(Op::CloseCheckpoint),
         (any::<usize>(), 2u8..12).prop_map(|(run, n)| Op::Burst { run, n }),
     ]
 }
@@ -264,6 +267,7 @@ fn apply(
             }
         }
         Op::Flush => journal.flush()?,
+        Op::CloseCheckpoint => journal.checkpoint().wait()?,
         Op::Burst { run, n: count } => {
             if let Some(run) = pick(runs, *run) {
                 let pending: Vec<_> = (0..*count)
@@ -523,6 +527,44 @@ fn a_clean_close_leaves_a_log_that_reads_as_empty() -> TestResult {
     assert_eq!(records_end(&fs::read(wal_of(&path))?), (0, 0));
     let reopened = Journal::open(&path, JournalConfig::default())?;
     assert_eq!(reopened.entry_count(run)?, 3);
+    Ok(())
+}
+
+/// The checkpoint a close makes, taken ahead of it: the file alone then holds every record
+/// (where before it only the log held them), the writes after it go through the log again
+/// once the first has made it live, and the close that follows leaves a log that reads as
+/// empty.
+#[test]
+fn a_close_checkpoint_ahead_leaves_every_record_in_the_file_and_takes_later_writes() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("journal.redb");
+    let (journal, run) = journal_with_entries(&path, 3)?;
+    let file_alone = |name: &str| -> Result<u64, Box<dyn std::error::Error + Send + Sync>> {
+        let copy = dir.path().join(name).join("journal.redb");
+        fs::create_dir_all(dir.path().join(name))?;
+        fs::copy(&path, &copy)?;
+        let alone = Journal::open_read_only(&copy, JournalConfig::default())?;
+        Ok(alone.entry_count(run)?)
+    };
+    // Before it, the file lacks what went through the log (or is refused without it).
+    assert!(
+        file_alone("before").map_or(true, |count| count < 3),
+        "the writes went through the log"
+    );
+    journal.checkpoint().wait()?;
+    assert_eq!(file_alone("after")?, 3, "the checkpoint wrote every record into the file");
+    // The first write after it makes the log live again with a checkpoint; the next goes
+    // through the log, and a crash then loses neither.
+    for i in 3..5 {
+        journal
+            .append(run, NewEntry::new(EntryKind::Step, json!(i)).with_identity(format!("s{i}")))?;
+    }
+    assert!(records_end(&fs::read(wal_of(&path))?).1 > 4, "a later write goes through the log");
+    let crashed = crash_copy(&path, &dir.path().join("crashed"))?;
+    assert_eq!(Journal::open(&crashed, JournalConfig::default())?.entry_count(run)?, 5);
+    journal.close()?;
+    assert_eq!(records_end(&fs::read(wal_of(&path))?), (0, 0));
+    assert_eq!(Journal::open(&path, JournalConfig::default())?.entry_count(run)?, 5);
     Ok(())
 }
 
