@@ -253,6 +253,30 @@ pub(crate) fn runtime_and_untrusted(
     launch: &Launch,
     journal: Journal,
 ) -> Result<(Runtime, Vec<Untrusted>), CliError> {
+    let (prepared, untrusted) = prepare_runtime(home, launch)?;
+    Ok((prepared.with_journal(journal), untrusted))
+}
+
+/// A runtime as a launch describes it, but for its journal: what [`prepare_runtime`]
+/// reads and builds (settings, plugins and their digests, models) needs no journal, so a
+/// command can open the journal meanwhile.
+pub(crate) struct PreparedRuntime {
+    registry: Registry,
+    config: RuntimeConfig,
+}
+
+impl PreparedRuntime {
+    /// Returns the runtime on `journal`.
+    pub(crate) fn with_journal(self, journal: Journal) -> Runtime {
+        Runtime::new(journal, self.registry, self.config)
+    }
+}
+
+/// Prepares the runtime [`runtime_and_untrusted`] builds, all but its journal.
+pub(crate) fn prepare_runtime(
+    home: &Home,
+    launch: &Launch,
+) -> Result<(PreparedRuntime, Vec<Untrusted>), CliError> {
     let settings = HomeConfig::load(home)?;
     let sandbox = settings.sandbox();
     let workspace =
@@ -385,7 +409,7 @@ pub(crate) fn runtime_and_untrusted(
         ..RuntimeConfig::default()
     };
     settings.apply_limits(&mut config);
-    Ok((Runtime::new(journal, registry, config), untrusted))
+    Ok((PreparedRuntime { registry, config }, untrusted))
 }
 
 /// Returns the flow an agent runs.

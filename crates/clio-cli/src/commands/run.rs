@@ -23,7 +23,7 @@ use crate::error::{CliError, journal_error};
 use crate::home::{Held, Home};
 use crate::launch::{
     Launch, Untrusted, agent_flow, agent_spec, installed_flow_provider, open_journal, owner,
-    runtime, runtime_and_untrusted,
+    prepare_runtime, runtime,
 };
 use crate::paint::{Paint, Verdict};
 use crate::pin::{self, AgentChange, OnAgentChange};
@@ -303,8 +303,17 @@ fn start_checked(
             super::plugin::trust_folder(&store, folder, note)?;
         }
     }
-    let journal = open_journal(home)?;
-    let (runtime, untrusted) = runtime_and_untrusted(home, &launch, journal.clone())?;
+    // The journal opens (on a fresh home, creates: mostly waiting for the disk) while this
+    // thread reads the plugins, digests them and builds the registry; a journal that does
+    // not open is still the error reported first.
+    let (journal, prepared) = std::thread::scope(|scope| {
+        let opening = scope.spawn(|| open_journal(home));
+        let prepared = prepare_runtime(home, &launch);
+        (opening.join(), prepared)
+    });
+    let journal = journal.unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
+    let (prepared, untrusted) = prepared?;
+    let runtime = prepared.with_journal(journal.clone());
     if launch.no_input && !untrusted.is_empty() {
         return Err(refuse_untrusted(&untrusted));
     }
