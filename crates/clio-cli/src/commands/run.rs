@@ -770,13 +770,30 @@ fn warn_cut_short(run: RunId, cut: &[CutShort], err: &mut dyn Write) -> Result<(
 /// Adds the calls that were cut short to a JSON outcome, when there are any.
 fn with_cut_short(mut value: Value, cut: &[CutShort]) -> Value {
     if !cut.is_empty() {
-        let list: Vec<Value> = cut
-            .iter()
-            .map(|c| json!({"task": c.task.id.0, "number": c.number, "tool": c.task.target, "parent": c.task.parent.map(|p| p.0)}))
-            .collect();
-        value["interrupted_calls"] = Value::Array(list);
+        value["interrupted_calls"] = Value::Array(cut_short_json(cut));
     }
     value
+}
+
+/// Returns the calls a stop cut short as `--json` lists them (`interrupted_calls`).
+fn cut_short_json(cut: &[CutShort]) -> Vec<Value> {
+    cut.iter()
+        .map(|c| json!({"task": c.task.id.0, "number": c.number, "tool": c.task.target, "parent": c.task.parent.map(|p| p.0)}))
+        .collect()
+}
+
+/// A succeeded run as `--json` prints it, the same keys in the same order as the other
+/// outcomes' objects: it borrows the run's output where building a JSON value of it first
+/// would copy every step's output of a workflow.
+#[derive(serde::Serialize)]
+struct SucceededJson<'a> {
+    run: u64,
+    status: &'static str,
+    answer: &'a str,
+    outputs: &'a serde_json::Map<String, Value>,
+    model: Value,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    interrupted_calls: Vec<Value>,
 }
 
 /// Prints a run's outcome; a failed or cancelled run is an error (exit 1), and so is a run
@@ -795,11 +812,17 @@ fn finish(
     match &report.outcome {
         RunOutcome::Succeeded(output) => {
             if json {
-                let value = json!({
-                    "run": run, "status": "succeeded", "answer": output.answer,
-                    "outputs": output.outputs, "model": chosen_model(tasks, &output.model),
-                });
-                return write_json(out, value);
+                let succeeded = SucceededJson {
+                    run,
+                    status: "succeeded",
+                    answer: &output.answer,
+                    outputs: &output.outputs,
+                    model: chosen_model(tasks, &output.model),
+                    interrupted_calls: cut_short_json(cut),
+                };
+                let text = serde_json::to_string_pretty(&succeeded).map_err(CliError::internal)?;
+                writeln!(out, "{text}")?;
+                return Ok(());
             }
             writeln!(out, "{}", output.answer.trim_end())?;
             Ok(())
