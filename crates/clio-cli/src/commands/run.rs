@@ -305,13 +305,20 @@ fn start_checked(
     }
     // The journal opens (on a fresh home, creates: mostly waiting for the disk) while this
     // thread reads the plugins, digests them and builds the registry; a journal that does
-    // not open is still the error reported first.
+    // not open is still the error reported first. Without a thread to spare, the journal
+    // opens here once the plugins are read.
     let (journal, prepared) = std::thread::scope(|scope| {
-        let opening = scope.spawn(|| open_journal(home));
+        let opening = std::thread::Builder::new().spawn_scoped(scope, || open_journal(home)).ok();
         let prepared = prepare_runtime(home, &launch);
-        (opening.join(), prepared)
+        let journal = match opening {
+            Some(opening) => {
+                opening.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            }
+            None => open_journal(home),
+        };
+        (journal, prepared)
     });
-    let journal = journal.unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
+    let journal = journal?;
     let (prepared, untrusted) = prepared?;
     let runtime = prepared.with_journal(journal.clone());
     if launch.no_input && !untrusted.is_empty() {
