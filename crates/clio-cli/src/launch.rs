@@ -237,24 +237,9 @@ pub(crate) struct Untrusted {
     pub(crate) passed: bool,
 }
 
-/// Builds the runtime a launch describes, as [`runtime_and_untrusted`] does.
+/// Builds the runtime a launch describes on `journal` ([`prepare_runtime`]).
 pub(crate) fn runtime(home: &Home, launch: &Launch, journal: Journal) -> Result<Runtime, CliError> {
-    Ok(runtime_and_untrusted(home, launch, journal)?.0)
-}
-
-/// Builds the runtime a launch describes: the journal, the built-in and basic tools, the
-/// plugins (passed folders, and an agent's installed plugins), the models. The agent is
-/// offered the basic tools, `run_code`, its plugins' tools and the built-in tools they
-/// claim (`[[native_tools]]`), and the orchestration tools when it carries that plugin.
-/// Returns the plugins that are not trusted beside it, which a new run that may not ask
-/// (`--no-input`) refuses before it exists.
-pub(crate) fn runtime_and_untrusted(
-    home: &Home,
-    launch: &Launch,
-    journal: Journal,
-) -> Result<(Runtime, Vec<Untrusted>), CliError> {
-    let (prepared, untrusted) = prepare_runtime(home, launch)?;
-    Ok((prepared.with_journal(journal), untrusted))
+    Ok(prepare_runtime(home, launch)?.0.with_journal(journal))
 }
 
 /// A runtime as a launch describes it, but for its journal: what [`prepare_runtime`]
@@ -272,7 +257,12 @@ impl PreparedRuntime {
     }
 }
 
-/// Prepares the runtime [`runtime_and_untrusted`] builds, all but its journal.
+/// Prepares the runtime a launch describes, all but its journal: the built-in and basic
+/// tools, the plugins (passed folders, and an agent's installed plugins), the models. The
+/// agent is offered the basic tools, `run_code`, its plugins' tools and the built-in tools
+/// they claim (`[[native_tools]]`), and the orchestration tools when it carries that
+/// plugin. Returns the plugins that are not trusted beside it, which a new run that may not
+/// ask (`--no-input`) refuses before it exists.
 pub(crate) fn prepare_runtime(
     home: &Home,
     launch: &Launch,

@@ -115,6 +115,41 @@ fn a_journal_log_or_home_this_user_may_not_use_is_named_with_what_to_do() {
     assert!(outcome.stderr.contains("check the owner and permissions of"), "{}", outcome.render());
 }
 
+/// A run's journal opens on a thread of its own while its plugins are read: when both
+/// are wrong, the journal is still the error reported, as when the two came one after
+/// the other, and the plugin's own error comes once the journal is mended.
+#[test]
+fn a_journal_that_cannot_be_used_is_reported_before_a_plugin_that_cannot_be_read() {
+    let home = temp_home("trouble-and-plugin");
+    let journal = home.join("journal.redb");
+    std::fs::write(&journal, b"red").unwrap();
+    let plugin = home.join("not-a-plugin");
+    std::fs::create_dir_all(&plugin).unwrap();
+    let workflow = home.join("one.json");
+    std::fs::write(&workflow, r#"{"steps": [{"id": "s0", "target": "noop"}]}"#).unwrap();
+    let args = [
+        "workflow",
+        "run",
+        workflow.to_str().unwrap(),
+        "--task",
+        "t",
+        "--plugin",
+        plugin.to_str().unwrap(),
+        "--no-input",
+    ];
+    let outcome = clio_at(&home, &args);
+    assert_eq!(outcome.code, 1, "{}", outcome.render());
+    let first = outcome.stderr.lines().next().unwrap_or_default();
+    assert!(first.contains(&journal.display().to_string()), "{}", outcome.render());
+
+    std::fs::remove_file(&journal).unwrap();
+    let outcome = clio_at(&home, &args);
+    assert_eq!(outcome.code, 1, "{}", outcome.render());
+    let first = outcome.stderr.lines().next().unwrap_or_default();
+    assert!(first.contains("not-a-plugin"), "{}", outcome.render());
+    assert!(!first.contains("journal.redb"), "{}", outcome.render());
+}
+
 /// Two `clio` processes started at once in an empty home race to create its journal:
 /// each gets the journal or a clear "already open", never a missing temporary file or an
 /// internal error, and the journal they leave opens.

@@ -57,6 +57,13 @@ fn every_command_prints_json_on_success_and_on_failure() {
         run["model"].is_null() || run["model"].as_str().is_some_and(|m| !m.is_empty()),
         "{run}"
     );
+    // The keys, in the order every outcome prints them; the outputs hold each step's.
+    let keys: Vec<&str> = run.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(keys, ["run", "status", "answer", "outputs", "model"], "{run}");
+    assert!(run["answer"].as_str().is_some_and(|a| !a.is_empty()), "{run}");
+    let results = run["outputs"]["results"].as_object().unwrap();
+    let steps = run["outputs"]["workflow"].as_array().unwrap();
+    assert!(!results.is_empty() && steps.len() >= results.len(), "{run}");
 
     // No JSON inside strings: the flow selection and the fingerprint are objects.
     let (code, list) = json_of(h, &["runs", "list", "--json"]);
