@@ -1,6 +1,11 @@
 //! Project automation, run as `cargo xtask <command>`: the same commands locally and in CI.
 //!
-//! - `ci`: formatting, clippy with warnings denied, the tests and the examples, the docs
+//! - `test`: the README's test command: installs or prepares what the tests need when it
+//!   is missing, runs every tier and the README's quick start (see `test.rs`).
+//! - `checks`: what CI checks beside the tests (formatting, clippy, docs, package, API
+//!   listings, tidy, release dry run).
+//! - `readme`: the README's two commands, run as a newcomer runs them (see `readme.rs`).
+//! - `ci`: `test`, then `checks`: formatting, clippy with warnings denied, the tests and the examples, the docs
 //!   site (API docs with warnings denied, the guide, links checked), the package dry run,
 //!   the API listings, tidy and the release dry run of the next patch version.
 //! - `tidy`: the project rules that the compiler does not check (see `tidy.rs`); also a
@@ -26,7 +31,9 @@
 mod api;
 mod docs;
 mod modules;
+mod readme;
 mod release;
+mod test;
 mod test_models;
 mod tidy;
 
@@ -37,6 +44,9 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("ci") => ci(),
+        Some("test") => test::run(&args[1..]),
+        Some("checks") => checks(),
+        Some("readme") => readme::command(&args[1..]),
         Some("tidy") => tidy::check(&project_root()).map_err(|problems| problems.join("\n")),
         Some("bench") => bench(&args[1..]),
         Some("test-long") => test_long(),
@@ -66,8 +76,17 @@ const USAGE: &str = "\
 usage: cargo xtask <command>
 
 commands:
-  ci          fmt --check, clippy -D warnings, tests, examples, docs, package, api --check,
-              tidy, release patch --dry-run
+  test        the README's test command: install what the tests need when it is missing
+              (Debian's bubblewrap, chromium, python3-venv, postgresql, nodejs, npm with
+              apt-get as root or sudo -n; the viewer test's npm packages), start a
+              throwaway PostgreSQL cluster, run every tier (Rust, the viewer in Chromium,
+              the examples) and the README's quick start; one summary line at the end
+  checks      fmt --check, clippy -D warnings, docs, package, api --check, tidy, release
+              patch --dry-run: what CI checks beside the tests
+  readme [--readme FILE]
+              run the README's main job (in a fresh CLIO_HOME) and check its test command
+              (a line of .ci/run; its set-up run)
+  ci          test, then checks
   tidy        check the project rules (dependency direction, file docs, markers)
   bench [F]   run every benchmark target (names containing F only; F may be a comma-
               separated list, as flow,cli), print JSON lines and keep them in
@@ -116,17 +135,39 @@ fn cargo(args: &[&str], envs: &[(&str, &str)]) -> Result<(), String> {
 }
 
 fn ci() -> Result<(), String> {
-    cargo(&["fmt", "--all", "--", "--check"], &[])?;
-    cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"], &[])?;
-    cargo(&["test", "--workspace"], &[])?;
-    cargo(&["test", "--workspace", "--examples"], &[])?;
-    docs::docs(&[])?;
-    release::package(&[])?;
-    api::api(&["--check".to_owned()])?;
-    tidy::check(&project_root()).map_err(|problems| problems.join("\n"))?;
-    // The release dry run last: its release build takes minutes.
-    release::release(&["patch".to_owned(), "--dry-run".to_owned()])?;
+    test::run(&[])?;
+    checks()?;
     eprintln!("xtask ci: all checks passed");
+    Ok(())
+}
+
+/// What CI checks beside the tests, each step timed (the times go to stderr, so that a
+/// change that makes CI slower shows in its log; docs/ci.md keeps the last measured ones).
+fn checks() -> Result<(), String> {
+    let mut times = Vec::new();
+    let mut step = |name: &str, run: &dyn Fn() -> Result<(), String>| {
+        let started = std::time::Instant::now();
+        let result = run();
+        times.push(format!("{name} {:.0} s", started.elapsed().as_secs_f64()));
+        result
+    };
+    step("fmt", &|| cargo(&["fmt", "--all", "--", "--check"], &[]))?;
+    step("clippy", &|| {
+        cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"], &[])
+    })?;
+    step("docs", &|| docs::docs(&[]))?;
+    step("package", &|| release::package(&[]))?;
+    step("api", &|| api::api(&["--check".to_owned()]))?;
+    step("tidy", &|| tidy::check(&project_root()).map_err(|problems| problems.join("\n")))?;
+    // The release dry run last: its release build takes minutes.
+    step("release dry run", &|| {
+        // One archive in target/dist afterwards: .ci/run checks the one it finds.
+        let metadata = tidy::metadata(&project_root(), true)?;
+        let target = metadata["target_directory"].as_str().unwrap_or("target").to_owned();
+        let _ = std::fs::remove_dir_all(Path::new(&target).join("dist"));
+        release::release(&["patch".to_owned(), "--dry-run".to_owned()])
+    })?;
+    eprintln!("xtask checks: all passed ({})", times.join(", "));
     Ok(())
 }
 

@@ -2,7 +2,7 @@
 //! Chromium headless with playwright-core through `clio serve` (it submits the main job
 //! with --approve-edits, sees the DAG, approves the edit in the page and sees the run
 //! finish). It fails, never skips, when node, Chromium or the npm packages are missing:
-//! `.ci/run` installs them (`apt-get install chromium`, `npm ci` in tests/e2e).
+//! `cargo xtask test` installs them (`apt-get install chromium`, `npm ci` in tests/e2e).
 
 use std::process::Command;
 
@@ -13,11 +13,11 @@ fn the_viewer_approves_an_edit_and_shows_the_run_finish_in_headless_chromium() {
     let dir = workspace_root().join("crates/clio-cli/tests/e2e");
     assert!(
         std::path::Path::new("/usr/bin/chromium").exists(),
-        "/usr/bin/chromium is missing: `apt-get install chromium` (.ci/run does)"
+        "/usr/bin/chromium is missing: `cargo xtask test` installs it (or `apt-get install chromium`)"
     );
     assert!(
         dir.join("node_modules/playwright-core").is_dir(),
-        "playwright-core is missing: `npm ci` in {} (.ci/run does)",
+        "playwright-core is missing: `cargo xtask test` installs it (or `npm ci` in {})",
         dir.display()
     );
     let output = Command::new("node")
