@@ -12,8 +12,8 @@
 //!    `$CLIO_TEST_POSTGRES` names a server; it is stopped when the command ends.
 //!
 //! Then the tiers ([`TIERS`]): the Rust tests of the workspace (the PostgreSQL journal's
-//! among them, on that cluster), the viewer in headless Chromium, the examples, and the
-//! README's quick start ([`crate::readme`]).
+//! and the examples among them), the viewer in headless Chromium, and the README's quick
+//! start ([`crate::readme`]).
 //!
 //! Two variables make the fallback paths testable: `CLIO_XTASK_ASSUME_MISSING` (a comma-
 //! separated list of package names to treat as missing) and `CLIO_XTASK_NO_INSTALL=1`
@@ -83,13 +83,13 @@ struct Tier {
 /// The viewer's test, run as its own tier (it needs Chromium and node).
 const VIEWER_FILTER: &str = "viewer_e2e::";
 
-/// The cargo tiers, run in order with one build between them.
+/// The cargo tiers, run in order with one build between them. The layers' examples are
+/// tests of the first (`test = true`, docs/decisions.md "Examples run as tests").
 const TIERS: &[Tier] = &[
     Tier { name: "rust", args: &["test", "--workspace", "--", "--skip", VIEWER_FILTER] },
     // `--test it` of every package: the viewer's test is in clio-cli's; no doctest is built
     // again.
     Tier { name: "viewer", args: &["test", "--workspace", "--test", "it", "--", VIEWER_FILTER] },
-    Tier { name: "examples", args: &["test", "--workspace", "--examples"] },
 ];
 
 /// Runs the set-up and every tier; see the module's documentation.
