@@ -2,6 +2,11 @@
 //! versions with ranged dependencies; prints one JSON line per measurement with the time
 //! and the peak memory (`VmHWM` of `/proc/self/status`).
 //!
+//! Issue 41's bounds, one line each: `plugin check` of a folder whose manifest declares
+//! 10,000 tools (goal 1 s), and resolution on three generated unsatisfiable marketplaces
+//! of 20 plugins × 5 versions (goal 1 s each; plain backtracking took more than 30 s at 9
+//! plugins). See `unsatisfiable` for the three shapes.
+//!
 //! The marketplace is generated from a fixed seed, so every run resolves the same
 //! problem. Plugin `i` depends on two or three plugins among the next 40 with ranges
 //! that all admit some `1.x`; the newest version of every tenth plugin needs a plugin
@@ -11,7 +16,7 @@
 
 use std::time::Instant;
 
-use clio_plugins::{Candidate, Index, resolve};
+use clio_plugins::{Candidate, Index, check, resolve, resolve_with_stats};
 use clio_spec::PluginRef;
 use semver::Version;
 use serde_json::json;
@@ -110,4 +115,163 @@ fn main() {
         "peak_rss_kb": peak_rss_kb(),
     });
     println!("{line}");
+    check_many_tools();
+    for shape in ["late_wipeout", "chain_to_conflict", "pair_conflict"] {
+        resolve_unsatisfiable(shape);
+    }
+}
+
+const TOOLS: usize = 10_000;
+
+/// `plugin check` of a folder whose manifest declares [`TOOLS`] tools, every one run by
+/// the same executable.
+fn check_many_tools() {
+    let dir = tempfile::tempdir().unwrap_or_else(|err| panic!("a temporary folder: {err}"));
+    let clio = dir.path().join("ai.iowarp.clio");
+    std::fs::create_dir_all(clio.join("bin")).unwrap_or_else(|err| panic!("{err}"));
+    let tool = clio.join("bin/tool");
+    std::fs::write(&tool, "#!/bin/sh\n").unwrap_or_else(|err| panic!("{err}"));
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755))
+            .unwrap_or_else(|err| panic!("{err}"));
+    }
+    let mut manifest = String::from("id = \"many\"\nversion = \"1.0.0\"\n");
+    for i in 0..TOOLS {
+        manifest.push_str(&format!(
+            "\n[[tools]]\nname = \"tool_{i}\"\ndescription = \"tool number {i}\"\ncommand = \"bin/tool\"\ninput_schema = {{ type = \"object\" }}\n"
+        ));
+    }
+    std::fs::write(clio.join("plugin.toml"), &manifest).unwrap_or_else(|err| panic!("{err}"));
+    let mut times = Vec::new();
+    for _ in 0..RUNS {
+        let started = Instant::now();
+        let report = check(dir.path());
+        times.push(started.elapsed().as_secs_f64() * 1e3);
+        assert!(report.ok, "the generated plugin checks: {}", report.render());
+    }
+    times.sort_by(f64::total_cmp);
+    let round = |ms: f64| (ms * 1000.0).round() / 1000.0;
+    let line = json!({
+        "bench": "plugins",
+        "workload": "check_10000_tools",
+        "includes": "clio_plugins::check of a plugin folder whose plugin.toml declares 10,000 tools (about 1 MB), reading and parsing the manifest, checking every tool's command file and the cross-plugin rules; the median of the runs",
+        "tools": TOOLS,
+        "manifest_bytes": manifest.len(),
+        "runs": RUNS,
+        "check_ms_median": round(times[RUNS / 2]),
+        "check_ms_min": round(times[0]),
+        "goal_ms": 1000,
+        "peak_rss_kb": peak_rss_kb(),
+    });
+    println!("{line}");
+}
+
+const UNSAT_PLUGINS: usize = 20;
+
+/// Resolves one of the unsatisfiable marketplaces `unsatisfiable` builds.
+fn resolve_unsatisfiable(shape: &str) {
+    let (index, root) = unsatisfiable(shape, UNSAT_PLUGINS);
+    let mut times = Vec::new();
+    let mut steps = 0;
+    let mut message = String::new();
+    for _ in 0..RUNS {
+        let started = Instant::now();
+        let (result, stats) = resolve_with_stats(&index, "agent bench", &root);
+        times.push(started.elapsed().as_secs_f64() * 1e3);
+        steps = stats.steps;
+        match result {
+            Ok(_) => panic!("{shape} should not resolve"),
+            Err(err) => message = err.to_string(),
+        }
+    }
+    times.sort_by(f64::total_cmp);
+    let round = |ms: f64| (ms * 1000.0).round() / 1000.0;
+    let line = json!({
+        "bench": "plugins",
+        "workload": format!("unsatisfiable_{shape}_{UNSAT_PLUGINS}"),
+        "includes": "resolving an agent over a generated, in-memory unsatisfiable marketplace of 20 plugins x 5 versions (plus the plugins of the conflict) until the resolver reports why; the median of the runs",
+        "plugins": UNSAT_PLUGINS,
+        "candidates": index.len(),
+        "steps": steps,
+        "runs": RUNS,
+        "resolve_ms_median": round(times[RUNS / 2]),
+        "resolve_ms_min": round(times[0]),
+        "goal_ms": 1000,
+        "explanation_chars": message.len(),
+    });
+    println!("{line}");
+}
+
+/// An unsatisfiable marketplace of `n` plugins `p0..` of 5 versions each, and the agent's
+/// references, in one of three shapes that make a plain backtracking search try every
+/// combination of the `p` plugins' versions:
+/// - `late_wipeout`: the agent needs every `p` and then `z`, whose every version needs
+///   `w@^2`, of which only 1.x exists;
+/// - `chain_to_conflict`: the agent needs `shared@^1` and `p0`; each `p` needs the next,
+///   and the last needs `shared@^2`;
+/// - `pair_conflict`: the agent needs every `p` and then `x` and `y`; every `x` needs
+///   `c@^1` and every `y` needs `c@^2`.
+fn unsatisfiable(shape: &str, n: usize) -> (Index, Vec<PluginRef>) {
+    let mut index = Index::new();
+    let mut add = |id: &str, version: &str, requires: Vec<PluginRef>| {
+        index.add(Candidate {
+            marketplace: "bench".to_owned(),
+            id: id.to_owned(),
+            version: Version::parse(version).unwrap_or_else(|err| panic!("{version}: {err}")),
+            requires,
+        });
+    };
+    let versions = ["1.0.0", "1.1.0", "1.2.0", "1.3.0", "1.4.0"];
+    let mut root = Vec::new();
+    match shape {
+        "late_wipeout" => {
+            for i in 0..n {
+                for v in versions {
+                    add(&format!("p{i}"), v, Vec::new());
+                }
+                root.push(reference(&format!("p{i}@^1")));
+            }
+            for v in versions {
+                add("z", v, vec![reference("w@^2")]);
+            }
+            add("w", "1.0.0", Vec::new());
+            root.push(reference("z"));
+        }
+        "chain_to_conflict" => {
+            for i in 0..n {
+                let next = if i + 1 < n {
+                    reference(&format!("p{}@^1", i + 1))
+                } else {
+                    reference("shared@^2")
+                };
+                for v in versions {
+                    add(&format!("p{i}"), v, vec![next.clone()]);
+                }
+            }
+            for v in versions.iter().chain(&["2.0.0"]) {
+                add("shared", v, Vec::new());
+            }
+            root.push(reference("shared@^1"));
+            root.push(reference("p0"));
+        }
+        _ => {
+            for i in 0..n {
+                for v in versions {
+                    add(&format!("p{i}"), v, Vec::new());
+                }
+                root.push(reference(&format!("p{i}")));
+            }
+            for v in versions {
+                add("x", v, vec![reference("c@^1")]);
+                add("y", v, vec![reference("c@^2")]);
+            }
+            add("c", "1.0.0", Vec::new());
+            add("c", "2.0.0", Vec::new());
+            root.push(reference("x"));
+            root.push(reference("y"));
+        }
+    }
+    (index, root)
 }

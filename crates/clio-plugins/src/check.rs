@@ -9,7 +9,7 @@
 //! a plugin that is not built in is a `requires_external` warning, and the checks that
 //! would need that plugin's declaration are skipped.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use clio_spec::PluginRef;
@@ -53,7 +53,7 @@ fn check_plugin(path: &Path, problems: &mut Vec<Problem>) {
         }
     }
     let known: Vec<&Plugin> = vec![&plugin];
-    let ctx = Cross { index: &index, plugins: known, external };
+    let ctx = Cross { index: &index, plugins: known, builtins: builtin_plugins(), external };
     ctx.check_plugin(&plugin, &file, problems);
 }
 
@@ -61,7 +61,8 @@ fn check_marketplace(path: &Path, problems: &mut Vec<Problem>) {
     let Some(market) = read_marketplace(path, problems) else { return };
     let index = market.index();
     let plugins: Vec<&Plugin> = market.plugins.iter().map(|l| &l.plugin).collect();
-    let ctx = Cross { index: &index, plugins, external: BTreeSet::new() };
+    let ctx =
+        Cross { index: &index, plugins, builtins: builtin_plugins(), external: BTreeSet::new() };
     for listed in &market.plugins {
         let prefix = format!("{}/", crate::decl::slash_path(&listed.source).trim_end_matches('/'));
         let file = manifest_file(&prefix, &listed.plugin);
@@ -105,18 +106,20 @@ fn problem(code: ProblemCode, file: &str, field: &str, message: String) -> Probl
 struct Cross<'a> {
     index: &'a Index,
     plugins: Vec<&'a Plugin>,
+    // The built-in plugins, made once (not once per subagent).
+    builtins: Vec<Plugin>,
     // Plugins referenced but not visible to this check (a plugin checked alone).
     external: BTreeSet<String>,
 }
 
 impl Cross<'_> {
     /// Returns the newest loaded or built-in plugin `id`.
-    fn find(&self, id: &str) -> Option<Plugin> {
+    fn find(&self, id: &str) -> Option<&Plugin> {
         let loaded =
             self.plugins.iter().filter(|p| p.id == id).max_by(|a, b| a.version.cmp(&b.version));
         match loaded {
-            Some(plugin) => Some((*plugin).clone()),
-            None => builtin_plugins().into_iter().find(|p| p.id == id),
+            Some(plugin) => Some(*plugin),
+            None => self.builtins.iter().find(|p| p.id == id),
         }
     }
 
@@ -140,15 +143,23 @@ impl Cross<'_> {
             ));
         }
         let requires_external = plugin.dependencies().any(|r| self.external.contains(r.id()));
+        // The tools every subagent of this plugin has (its own, the built-in ones and those
+        // of the plugins it requires), gathered once: per subagent, only the plugins that
+        // subagent adds are looked at, so the check stays linear in tools and subagents.
+        let mut base: BTreeSet<&str> = plugin.tool_names().collect();
+        for b in &self.builtins {
+            base.extend(b.tool_names());
+        }
+        for reference in plugin.dependencies() {
+            if let Some(p) = self.find(reference.id()) {
+                base.extend(p.tool_names());
+            }
+        }
+        let mut by_plugin: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
         for (idx, subagent) in plugin.subagents.iter().enumerate() {
             let field = format!("subagents[{idx}]");
-            let mut tools: BTreeSet<String> = plugin.tool_names().map(str::to_owned).collect();
             let mut unknown_plugins = requires_external;
-            for b in builtin_plugins() {
-                tools.extend(b.tool_names().map(str::to_owned));
-            }
-            let mut carried: Vec<String> =
-                plugin.dependencies().map(|r| r.id().to_owned()).collect();
+            let mut carried: Vec<&Plugin> = Vec::new();
             for (p_idx, reference) in subagent.plugins.iter().enumerate() {
                 let Ok(reference) = PluginRef::parse(reference) else { continue };
                 let id = reference.id();
@@ -159,25 +170,31 @@ impl Cross<'_> {
                     unknown_plugins = true;
                     continue;
                 }
-                if self.find(id).is_none() {
-                    problems.push(problem(
-                        ProblemCode::SubagentUnknownPlugin,
-                        file,
-                        &format!("{field}.plugins[{p_idx}]"),
-                        format!("subagent {} names plugin {id:?}, which is neither built in nor available", subagent.id),
-                    ));
-                    unknown_plugins = true;
-                }
-                carried.push(id.to_owned());
-            }
-            for id in &carried {
-                if let Some(p) = self.find(id) {
-                    tools.extend(p.tool_names().map(str::to_owned));
+                match self.find(id) {
+                    Some(p) => carried.push(p),
+                    None => {
+                        problems.push(problem(
+                            ProblemCode::SubagentUnknownPlugin,
+                            file,
+                            &format!("{field}.plugins[{p_idx}]"),
+                            format!("subagent {} names plugin {id:?}, which is neither built in nor available", subagent.id),
+                        ));
+                        unknown_plugins = true;
+                    }
                 }
             }
+            for p in &carried {
+                by_plugin.entry(p.id.as_str()).or_insert_with(|| p.tool_names().collect());
+            }
+            let has = |tool: &str| {
+                base.contains(tool)
+                    || carried
+                        .iter()
+                        .any(|p| by_plugin.get(p.id.as_str()).is_some_and(|t| t.contains(tool)))
+            };
             if !unknown_plugins {
                 for (t_idx, tool) in subagent.tools.iter().flatten().enumerate() {
-                    if !tools.contains(tool) {
+                    if !has(tool) {
                         problems.push(problem(
                             ProblemCode::SubagentUnknownTool,
                             file,

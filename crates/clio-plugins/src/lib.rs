@@ -55,7 +55,8 @@ pub use permission::{
 pub use plugin::{DeclarationError, Pack, Plugin, PluginBuilder};
 pub use problem::{Problem, ProblemCode, Report, Severity};
 pub use resolve::{
-    Candidate, Index, LOCAL, Link, MAX_STEPS, Resolution, ResolveError, Resolved, resolve,
+    Candidate, Index, LOCAL, Link, MAX_STEPS, Resolution, ResolveError, ResolveStats, Resolved,
+    resolve, resolve_with_stats,
 };
 pub use schema::{SCHEMA_KEYWORDS, schema_problems, validate as validate_schema};
 pub use store::{

@@ -1,26 +1,36 @@
 //! Dependency resolution: choose one version of every plugin an agent needs,
 //! transitively, so that every range on each plugin is satisfied, preferring the newest.
 //!
-//! The algorithm is a deterministic depth-first search with forward checking. Plugins are
-//! decided in the order they are first required (breadth of the agent's list first, then
-//! what each choice brings); each takes the highest version that every range on it so
-//! far accepts and whose own requirements fit what is already chosen; when a later plugin
-//! has no version left, the search backs up and tries the next lower version. It is
-//! complete (it fails only when no assignment exists) and, on the same index and
-//! references, always gives the same answer. A search that takes more than
-//! [`MAX_STEPS`] candidate trials stops with [`ResolveError::TooComplex`].
+//! The algorithm is a deterministic depth-first search with forward checking that learns
+//! from its conflicts. Plugins are decided in the order they are first required (breadth
+//! of the agent's list first, then what each choice brings); each takes the highest
+//! version that every range on it so far accepts and whose own requirements fit what is
+//! already chosen. Every failure comes back with its *conflict*: the chosen plugins whose
+//! versions together caused it (the requirers of a range that rejects a version, a chosen
+//! version a new range rejects). A choice outside the conflict of what failed after it
+//! cannot help, so the search jumps back past it without trying its other versions
+//! (conflict-directed backjumping); and each plugin that runs out of versions is learned
+//! as a nogood, "while these plugins keep these versions, this plugin cannot be chosen",
+//! so that another branch needing it fails at once instead of searching it again (as
+//! PubGrub learns incompatibilities). On the unsatisfiable marketplaces where plain
+//! backtracking tried every combination of unrelated versions (5^n), the work is linear
+//! in the plugins (`plugins` bench, `unsatisfiable_*`). It is complete (it fails only
+//! when no assignment exists) and, on the same index and references, always gives the
+//! same answer. A search that takes more than [`MAX_STEPS`] candidate trials stops with
+//! [`ResolveError::TooComplex`].
 //!
 //! When nothing fits, the error is the first plugin the search found missing or without
 //! a fitting version (else the first conflict with an earlier choice), with the newest
 //! versions tried first, told as a chain: "agent x needs pdf@^1.2; pdf 1.4.0 needs
 //! document-runtime@^2; only 1.9.3 is available".
 //!
-//! Why not `pubgrub`: its version sets must be closed under complement, which
+//! Why not the `pubgrub` crate: its version sets must be closed under complement, which
 //! node-semver ranges with the prerelease rule are not without re-encoding them as sets
 //! of known versions, and then its messages would list versions instead of the ranges
-//! people wrote. Marketplaces are small; see `docs/decisions.md`.
+//! people wrote; the learning above keeps the ranges and the chain messages. See
+//! `docs/decisions.md`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use clio_spec::PluginRef;
@@ -251,6 +261,26 @@ struct Ctx<'a> {
     order: Vec<String>,
     steps: usize,
     first_failure: Option<ResolveError>,
+    nogoods: Vec<Nogood>,
+    // For each plugin id, the nogoods that name it (chosen or needed).
+    nogood_index: BTreeMap<String, Vec<usize>>,
+}
+
+/// A learned fact of one resolution: while every plugin of `assign` keeps its chosen
+/// version (an index into its candidates), `needed` cannot be chosen at all, so any
+/// choice that requires it fails at once instead of being searched again.
+struct Nogood {
+    assign: Vec<(String, usize)>,
+    needed: String,
+}
+
+/// What one resolution did ([`resolve_with_stats`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ResolveStats {
+    /// The candidate versions tried.
+    pub steps: usize,
+    /// The nogoods learned from conflicts.
+    pub learned: usize,
 }
 
 /// Resolves `references`, required by `root` (such as `agent x`), against `index`.
@@ -259,6 +289,16 @@ pub fn resolve(
     root: &str,
     references: &[PluginRef],
 ) -> Result<Resolution, ResolveError> {
+    resolve_with_stats(index, root, references).0
+}
+
+/// Does what [`resolve`] does and also says how much work it took: the candidate versions
+/// tried and the conflicts learned (for benchmarks and tests that bound the work).
+pub fn resolve_with_stats(
+    index: &Index,
+    root: &str,
+    references: &[PluginRef],
+) -> (Result<Resolution, ResolveError>, ResolveStats) {
     let mut ctx = Ctx {
         index,
         root,
@@ -267,32 +307,43 @@ pub fn resolve(
         order: Vec::new(),
         steps: 0,
         first_failure: None,
+        nogoods: Vec::new(),
+        nogood_index: BTreeMap::new(),
     };
-    for reference in references {
-        ctx.constrain(
-            reference.id().to_owned(),
-            Constraint { from: From::Root, reference: reference.clone() },
-        );
+    let result = ctx.run(references);
+    let stats = ResolveStats { steps: ctx.steps, learned: ctx.nogoods.len() };
+    (result, stats)
+}
+
+impl Ctx<'_> {
+    fn run(&mut self, references: &[PluginRef]) -> Result<Resolution, ResolveError> {
+        for reference in references {
+            self.constrain(
+                reference.id().to_owned(),
+                Constraint { from: From::Root, reference: reference.clone() },
+            );
+        }
+        if let Some(err) = self.precheck() {
+            return Err(err);
+        }
+        if self.solve(0)?.is_none() {
+            let index = self.index;
+            let plugins = self
+                .chosen
+                .iter()
+                .map(|(id, &idx)| {
+                    let c = &index.candidates(id)[idx];
+                    Resolved {
+                        marketplace: c.marketplace.clone(),
+                        id: c.id.clone(),
+                        version: c.version.clone(),
+                    }
+                })
+                .collect();
+            return Ok(Resolution { plugins });
+        }
+        Err(self.first_failure.take().unwrap_or(ResolveError::TooComplex { steps: 0 }))
     }
-    if let Some(err) = ctx.precheck() {
-        return Err(err);
-    }
-    if ctx.solve(0)? {
-        let plugins = ctx
-            .chosen
-            .iter()
-            .map(|(id, &idx)| {
-                let c = &index.candidates(id)[idx];
-                Resolved {
-                    marketplace: c.marketplace.clone(),
-                    id: c.id.clone(),
-                    version: c.version.clone(),
-                }
-            })
-            .collect();
-        return Ok(Resolution { plugins });
-    }
-    Err(ctx.first_failure.unwrap_or(ResolveError::TooComplex { steps: 0 }))
 }
 
 impl Ctx<'_> {
@@ -395,15 +446,22 @@ impl Ctx<'_> {
         }
     }
 
-    /// Decides `order[pos..]`; `Ok(false)` when no assignment exists from here.
-    fn solve(&mut self, pos: usize) -> Result<bool, ResolveError> {
-        let Some(id) = self.order.get(pos).cloned() else { return Ok(true) };
+    /// Decides `order[pos..]`: `Ok(None)` when every plugin from here is chosen, else
+    /// `Ok(Some(conflict))`, the chosen plugins (all before `pos`) whose choices together
+    /// leave no assignment from here. A choice that is not in the conflict of what failed
+    /// after it cannot help, so the search jumps back past it without trying its other
+    /// versions; and each failure is learned as a nogood ([`Nogood`]) so that it is not
+    /// searched again in another branch.
+    fn solve(&mut self, pos: usize) -> Result<Option<BTreeSet<String>>, ResolveError> {
+        let Some(id) = self.order.get(pos).cloned() else { return Ok(None) };
         let index = self.index;
         let n_candidates = index.candidates(&id).len();
         let mut any_fit = false;
+        let mut reasons: BTreeSet<String> = BTreeSet::new();
         for idx in 0..n_candidates {
             let candidate = &index.candidates(&id)[idx];
             if !self.fits(candidate, &self.constraints[&id]) {
+                reasons.extend(self.rejecters(candidate, &self.constraints[&id]));
                 continue;
             }
             any_fit = true;
@@ -423,7 +481,7 @@ impl Ctx<'_> {
                 );
                 touched.push(dep);
             }
-            let mut ok = true;
+            let mut failure = None;
             for dep in &touched {
                 let constraints = &self.constraints[dep];
                 let chosen = self.chosen.get(dep).copied();
@@ -432,6 +490,24 @@ impl Ctx<'_> {
                     None => !index.candidates(dep).iter().any(|c| self.fits(c, constraints)),
                 };
                 if broken {
+                    let rejected = match chosen {
+                        // The chosen version and the requirements that reject it.
+                        Some(chosen) => {
+                            let mut conflict =
+                                self.rejecters(&index.candidates(dep)[chosen], constraints);
+                            conflict.insert(dep.clone());
+                            conflict
+                        }
+                        // Every version of it is rejected: by whom (learned below, once
+                        // it is needed).
+                        None => {
+                            let mut rejecters = BTreeSet::new();
+                            for c in index.candidates(dep) {
+                                rejecters.extend(self.rejecters(c, constraints));
+                            }
+                            rejecters
+                        }
+                    };
                     // Explanations are built only when they may be reported.
                     if self.wants_record() {
                         let err = match chosen {
@@ -442,13 +518,23 @@ impl Ctx<'_> {
                         };
                         self.record(err);
                     }
-                    ok = false;
+                    failure = Some(match chosen {
+                        Some(_) => rejected,
+                        None => self.learn(rejected, dep),
+                    });
                     break;
                 }
             }
-            if ok && self.solve(pos + 1)? {
-                return Ok(true);
+            if failure.is_none() {
+                failure = self.nogood_hit(&id, &touched);
             }
+            let conflict = match failure {
+                Some(conflict) => conflict,
+                None => match self.solve(pos + 1)? {
+                    None => return Ok(None),
+                    Some(conflict) => conflict,
+                },
+            };
             // Undo: requirements this candidate added, then the choice.
             for dep in touched.iter().rev() {
                 if let Some(list) = self.constraints.get_mut(dep) {
@@ -459,6 +545,11 @@ impl Ctx<'_> {
                 self.constraints.remove(&dep);
             }
             self.chosen.remove(&id);
+            if !conflict.contains(&id) {
+                // The failure does not depend on this choice: no other version helps.
+                return Ok(Some(conflict));
+            }
+            reasons.extend(conflict.into_iter().filter(|r| r != &id));
         }
         if !any_fit {
             let err = self.no_fit(&id, &self.constraints[&id]);
@@ -466,7 +557,75 @@ impl Ctx<'_> {
                 self.record(err);
             }
         }
-        Ok(false)
+        reasons.remove(&id);
+        Ok(Some(self.learn(reasons, &id)))
+    }
+
+    /// The chosen plugins whose requirements reject `candidate` (the agent's own are no
+    /// choice, and not named).
+    fn rejecters(&self, candidate: &Candidate, constraints: &[Constraint]) -> BTreeSet<String> {
+        constraints
+            .iter()
+            .filter(|c| !self.fits(candidate, std::slice::from_ref(c)))
+            .filter_map(|c| match &c.from {
+                From::Plugin(id) => Some(id.clone()),
+                From::Root => None,
+            })
+            .collect()
+    }
+
+    /// Records that `needed` cannot be chosen while the plugins in `reasons` keep their
+    /// current versions, and returns the conflict that makes: those plugins and every
+    /// plugin whose choice requires `needed`.
+    fn learn(&mut self, reasons: BTreeSet<String>, needed: &str) -> BTreeSet<String> {
+        let assign: Option<Vec<(String, usize)>> =
+            reasons.iter().map(|r| self.chosen.get(r).map(|&idx| (r.clone(), idx))).collect();
+        // A reason that is not chosen cannot be (every requirement comes from a choice);
+        // a nogood missing one would be too strong, so none is learned then.
+        if let Some(assign) = assign {
+            let at = self.nogoods.len();
+            for (r, _) in &assign {
+                self.nogood_index.entry(r.clone()).or_default().push(at);
+            }
+            self.nogood_index.entry(needed.to_owned()).or_default().push(at);
+            self.nogoods.push(Nogood { assign, needed: needed.to_owned() });
+        }
+        let mut conflict = reasons;
+        conflict.extend(self.requirers(needed));
+        conflict
+    }
+
+    /// The plugins whose choices put a requirement on `id`.
+    fn requirers(&self, id: &str) -> Vec<String> {
+        self.constraints
+            .get(id)
+            .into_iter()
+            .flatten()
+            .filter_map(|c| match &c.from {
+                From::Plugin(from) => Some(from.clone()),
+                From::Root => None,
+            })
+            .collect()
+    }
+
+    /// Returns the conflict of a learned nogood that holds now that `id` is chosen and
+    /// `touched` are required.
+    fn nogood_hit(&self, id: &str, touched: &[String]) -> Option<BTreeSet<String>> {
+        let keys = std::iter::once(id).chain(touched.iter().map(String::as_str));
+        for key in keys {
+            for &at in self.nogood_index.get(key).into_iter().flatten() {
+                let nogood = &self.nogoods[at];
+                let holds = self.constraints.contains_key(&nogood.needed)
+                    && nogood.assign.iter().all(|(r, idx)| self.chosen.get(r) == Some(idx));
+                if holds {
+                    let mut conflict: BTreeSet<String> =
+                        nogood.assign.iter().map(|(r, _)| r.clone()).collect();
+                    conflict.extend(self.requirers(&nogood.needed));
+                    return Some(conflict);
+                }
+            }
+        }
+        None
     }
 
     /// The error for an already chosen plugin that a new requirement rejects.

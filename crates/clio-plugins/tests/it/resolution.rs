@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use clio_plugins::{Candidate, Index, ResolveError, resolve};
+use clio_plugins::{Candidate, Index, ResolveError, resolve, resolve_with_stats};
 use clio_spec::PluginRef;
 use proptest::prelude::*;
 use semver::Version;
@@ -168,9 +168,15 @@ struct Market {
 }
 
 fn market() -> impl Strategy<Value = Market> {
-    let dep = (0..4usize, 0..RANGES.len());
-    let plugin = (0..4usize, 0..VERSIONS.len(), prop::collection::vec(dep.clone(), 0..3));
-    (prop::collection::vec(plugin, 0..9), prop::collection::vec(dep, 1..3))
+    market_of(4, 9, 3)
+}
+
+/// Markets over `ids` plugin ids, with fewer than `listings` listed versions, each with
+/// fewer than `deps` requirements.
+fn market_of(ids: usize, listings: usize, deps: usize) -> impl Strategy<Value = Market> {
+    let dep = (0..ids, 0..RANGES.len());
+    let plugin = (0..ids, 0..VERSIONS.len(), prop::collection::vec(dep.clone(), 0..deps));
+    (prop::collection::vec(plugin, 0..listings), prop::collection::vec(dep, 1..4))
         .prop_map(|(plugins, root)| Market { plugins, root })
 }
 
@@ -248,28 +254,137 @@ fn brute_force(
 proptest! {
     #[test]
     fn resolution_agrees_with_brute_force(m in market()) {
-        let (index, table) = build(&m);
-        let root: Vec<PluginRef> = m.root.iter().map(|&(id, r)| reference(id, r)).collect();
-        let first = resolve(&index, "agent x", &root);
-        let second = resolve(&index, "agent x", &root);
-        prop_assert_eq!(&first, &second, "deterministic");
-        let exists = brute_force(&table, &root);
-        match first {
-            Ok(res) => {
-                prop_assert!(exists, "resolved although brute force found nothing");
-                let version = |id: &str| res.get(id).map(|p| p.version.clone());
-                for r in &root {
-                    prop_assert!(version(r.id()).is_some_and(|v| r.accepts_version(&v)), "root {} unsatisfied", r);
-                }
-                for p in &res.plugins {
-                    let id: usize = p.id[1..].parse().unwrap();
-                    let v = VERSIONS.iter().position(|s| Version::parse(s).unwrap() == p.version).unwrap();
-                    for r in &table[&id][&v] {
-                        prop_assert!(version(r.id()).is_some_and(|v| r.accepts_version(&v)), "{} needs {} unsatisfied", p, r);
-                    }
+        agrees_with_brute_force(&m)?;
+    }
+
+    /// Larger markets, where conflicts are learned and the search jumps back over
+    /// choices that do not matter: still exactly brute force's answer.
+    #[test]
+    fn learning_resolution_agrees_with_brute_force(m in market_of(6, 22, 4)) {
+        agrees_with_brute_force(&m)?;
+    }
+}
+
+fn agrees_with_brute_force(m: &Market) -> Result<(), TestCaseError> {
+    let (index, table) = build(m);
+    let root: Vec<PluginRef> = m.root.iter().map(|&(id, r)| reference(id, r)).collect();
+    let first = resolve(&index, "agent x", &root);
+    let second = resolve(&index, "agent x", &root);
+    prop_assert_eq!(&first, &second, "deterministic");
+    let exists = brute_force(&table, &root);
+    match first {
+        Ok(res) => {
+            prop_assert!(exists, "resolved although brute force found nothing");
+            let version = |id: &str| res.get(id).map(|p| p.version.clone());
+            for r in &root {
+                prop_assert!(
+                    version(r.id()).is_some_and(|v| r.accepts_version(&v)),
+                    "root {} unsatisfied",
+                    r
+                );
+            }
+            for p in &res.plugins {
+                let id: usize = p.id[1..].parse().unwrap();
+                let v =
+                    VERSIONS.iter().position(|s| Version::parse(s).unwrap() == p.version).unwrap();
+                for r in &table[&id][&v] {
+                    prop_assert!(
+                        version(r.id()).is_some_and(|v| r.accepts_version(&v)),
+                        "{} needs {} unsatisfied",
+                        p,
+                        r
+                    );
                 }
             }
-            Err(err) => prop_assert!(!exists, "failed ({err}) although an assignment exists"),
+        }
+        Err(err) => prop_assert!(!exists, "failed ({err}) although an assignment exists"),
+    }
+    Ok(())
+}
+
+// ---- unsatisfiable marketplaces: the work stays bounded and the conflict is told ----
+
+/// The three shapes of the `plugins` bench (benches/plugins.rs), with `n` plugins `p0..`
+/// of 5 versions each: each makes a plain backtracking search try all 5^n combinations
+/// of the `p` plugins' versions before it can say no.
+fn unsatisfiable(shape: &str, n: usize) -> (Index, Vec<PluginRef>) {
+    let versions = ["1.0.0", "1.1.0", "1.2.0", "1.3.0", "1.4.0"];
+    let mut list: Vec<(String, String, Vec<String>)> = Vec::new();
+    let mut root = Vec::new();
+    let mut add = |id: &str, v: &str, requires: &[&str]| {
+        list.push((id.into(), v.into(), requires.iter().map(|r| (*r).to_owned()).collect()));
+    };
+    match shape {
+        "late_wipeout" => {
+            for i in 0..n {
+                versions.iter().for_each(|v| add(&format!("p{i}"), v, &[]));
+                root.push(format!("p{i}@^1"));
+            }
+            versions.iter().for_each(|v| add("z", v, &["w@^2"]));
+            add("w", "1.0.0", &[]);
+            root.push("z".into());
+        }
+        "chain_to_conflict" => {
+            for i in 0..n {
+                let next = if i + 1 < n { format!("p{}@^1", i + 1) } else { "shared@^2".into() };
+                versions.iter().for_each(|v| add(&format!("p{i}"), v, &[next.as_str()]));
+            }
+            versions.iter().chain(&["2.0.0"]).for_each(|v| add("shared", v, &[]));
+            root.extend(["shared@^1".to_owned(), "p0".to_owned()]);
+        }
+        _ => {
+            for i in 0..n {
+                versions.iter().for_each(|v| add(&format!("p{i}"), v, &[]));
+                root.push(format!("p{i}"));
+            }
+            versions.iter().for_each(|v| add("x", v, &["c@^1"]));
+            versions.iter().for_each(|v| add("y", v, &["c@^2"]));
+            add("c", "1.0.0", &[]);
+            add("c", "2.0.0", &[]);
+            root.extend(["x".to_owned(), "y".to_owned()]);
         }
     }
+    let mut index = Index::new();
+    for (id, v, requires) in &list {
+        let requires: Vec<&str> = requires.iter().map(String::as_str).collect();
+        index.add(candidate("clio", id, v, &requires));
+    }
+    let root: Vec<&str> = root.iter().map(String::as_str).collect();
+    (index, refs(&root))
+}
+
+#[test]
+fn unsatisfiable_marketplaces_take_work_linear_in_their_plugins() {
+    // Plain backtracking tried 5^n combinations here (more than 30 s at n = 9); learning
+    // from each conflict keeps the versions tried within a small multiple of 5n.
+    for shape in ["late_wipeout", "chain_to_conflict", "pair_conflict"] {
+        for n in [4, 12, 20] {
+            let (index, root) = unsatisfiable(shape, n);
+            let (result, stats) = resolve_with_stats(&index, "agent x", &root);
+            assert!(result.is_err(), "{shape} {n} resolved");
+            assert!(!matches!(result, Err(ResolveError::TooComplex { .. })), "{shape} {n} gave up");
+            let bound = 6 * 5 * (n + 2);
+            assert!(stats.steps <= bound, "{shape} at {n}: {} steps > {bound}", stats.steps);
+        }
+    }
+}
+
+#[test]
+fn an_unsatisfiable_marketplace_names_its_conflict() {
+    let message = |shape: &str| {
+        let (index, root) = unsatisfiable(shape, 3);
+        resolve(&index, "agent x", &root).unwrap_err().to_string()
+    };
+    assert_eq!(
+        message("late_wipeout"),
+        "agent x needs z; z 1.4.0 needs w@^2; only 1.0.0 is available"
+    );
+    assert_eq!(
+        message("chain_to_conflict"),
+        "agent x needs shared@^1; agent x needs p0; p0 1.4.0 needs p1@^1; p1 1.4.0 needs p2@^1; p2 1.4.0 needs shared@^2; no version of shared satisfies all of them; available: 1.0.0, 1.1.0, 1.2.0, 1.3.0, 1.4.0, 2.0.0"
+    );
+    assert_eq!(
+        message("pair_conflict"),
+        "agent x needs x; x 1.4.0 needs c@^1; agent x needs y; y 1.4.0 needs c@^2; no version of c satisfies all of them; available: 1.0.0, 2.0.0"
+    );
 }
