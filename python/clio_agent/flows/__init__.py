@@ -1,0 +1,1 @@
+"""Flow-side modules of the SDK: ``clio_agent.flows.outcomes``."""
