@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use crate::error::{AgentDefinitionError, json_parse_error};
+use crate::error::{AgentDefinitionError, json_parse_error, refuse_duplicate_keys};
 use crate::plugin_ref::PluginRef;
 use crate::requirements::{Prefers, Requires};
 use crate::selection::FlowSelection;
@@ -97,7 +97,10 @@ impl AgentDef {
 
     /// Reads a definition from JSON text; `source_name` is used in errors and recorded
     /// as the spec's source.
+    ///
+    /// An object that names a key twice is refused with the key and its position.
     pub fn from_json(text: &str, source_name: &str) -> Result<AgentDef, AgentDefinitionError> {
+        refuse_duplicate_keys(text, source_name)?;
         let mut def: AgentDef =
             serde_json::from_str(text).map_err(|err| json_parse_error(&err, source_name))?;
         def.source = source_name.to_owned();
@@ -248,8 +251,13 @@ fn check_layer(layer: &AgentDef) -> Result<(), AgentDefinitionError> {
 ///
 /// A derived layer may list a plugin a base layer already lists: the derived reference
 /// (say, a narrower range) replaces the base one in place and records the derived layer.
+///
+/// Each reference is parsed once and each plugin found by id in a map, so the work grows
+/// with the number of references (n log n), not with its square.
 fn accumulate_plugins(chain: &[&AgentDef]) -> Result<Vec<SpecPlugin>, AgentDefinitionError> {
     let mut plugins: Vec<SpecPlugin> = Vec::new();
+    // The position in `plugins` of each plugin id.
+    let mut at: BTreeMap<String, usize> = BTreeMap::new();
     let mut any_listed = false;
     for layer in chain {
         let Some(references) = &layer.plugins else { continue };
@@ -274,9 +282,12 @@ fn accumulate_plugins(chain: &[&AgentDef]) -> Result<Vec<SpecPlugin>, AgentDefin
                 });
             }
             let entry = SpecPlugin { reference: reference.to_owned(), layer: layer.id.clone() };
-            match plugins.iter_mut().find(|p| plugin_id(&p.reference) == id) {
-                Some(existing) => *existing = entry,
-                None => plugins.push(entry),
+            match at.get(&id) {
+                Some(&existing) => plugins[existing] = entry,
+                None => {
+                    at.insert(id, plugins.len());
+                    plugins.push(entry);
+                }
             }
         }
     }

@@ -137,3 +137,20 @@ pub(crate) fn json_parse_error(err: &serde_json::Error, source_name: &str) -> Ag
         message,
     }
 }
+
+/// Refuses a JSON text in which an object names a key twice, as a parse error at the
+/// repeat naming the key.
+pub(crate) fn refuse_duplicate_keys(
+    text: &str,
+    source_name: &str,
+) -> Result<(), AgentDefinitionError> {
+    match crate::json::duplicate_json_key(text) {
+        Some(dup) => Err(AgentDefinitionError::Parse {
+            source_name: source_name.to_owned(),
+            line: dup.line,
+            column: dup.column,
+            message: format!("duplicate key `{}`: an object may name each key once", dup.key),
+        }),
+        None => Ok(()),
+    }
+}

@@ -9,12 +9,18 @@
 //! - [`PluginRef`] and [`VersionRange`] implement plugin references and node-semver
 //!   ranges (`docs/version-ranges.md`).
 //!
-//! Invariants: no I/O (callers pass text and a source name), no async, no clio
-//! dependency. Every error names the layer, field or position at fault.
+//! - [`read_input`] reads an input file a person names, bounded (a regular file only, at
+//!   most [`MAX_INPUT_BYTES`], UTF-8 without a BOM), for every crate above that reads one;
+//!   [`duplicate_json_key`] finds a key a JSON object names twice.
+//!
+//! Invariants: no I/O but [`read_input`]'s (callers pass text and a source name), no
+//! async, no clio dependency. Every error names the layer, field or position at fault.
 
 mod agent;
 mod canonical;
 mod error;
+mod input;
+mod json;
 mod plugin_ref;
 mod requirements;
 mod selection;
@@ -24,6 +30,11 @@ mod version;
 pub use agent::{AgentDef, DEFAULT_FLOW, DEFAULT_LAYER, DEFAULT_PLUGINS};
 pub use canonical::{canonical_json, canonical_sha256};
 pub use error::AgentDefinitionError;
+pub use input::{
+    FileKind, InputError, MAX_INPUT_BYTES, input_text, read_input, read_input_bytes,
+    read_input_within,
+};
+pub use json::{DuplicateKey, duplicate_json_key};
 pub use plugin_ref::PluginRef;
 pub use requirements::{Prefers, Requires};
 pub use selection::FlowSelection;

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::canonical::canonical_sha256;
 use crate::error::AgentDefinitionError;
-use crate::error::json_parse_error;
+use crate::error::{json_parse_error, refuse_duplicate_keys};
 use crate::plugin_ref::PluginRef;
 use crate::requirements::{Prefers, Requires};
 use crate::selection::FlowSelection;
@@ -159,9 +159,10 @@ impl AgentSpec {
 
     /// Reads a spec written by [`AgentSpec::to_json`].
     ///
-    /// Refuses unknown fields, a missing checksum, a checksum that does not match the
+    /// Refuses a key named twice in an object, unknown fields, a missing checksum, a checksum that does not match the
     /// content, and plugin references that do not parse.
     pub fn from_json(text: &str) -> Result<AgentSpec, AgentDefinitionError> {
+        refuse_duplicate_keys(text, "<spec>")?;
         let doc: SpecDocument =
             serde_json::from_str(text).map_err(|err| json_parse_error(&err, "<spec>"))?;
         let expected = doc.checksum.ok_or(AgentDefinitionError::MissingChecksum)?;

@@ -1,12 +1,17 @@
 //! The workflow benchmark (`cargo bench -p clio-workflow --bench workflow`): validates and
 //! schedules to completion a 1,000-step DAG (10 layers × 100, each step waiting on 2 of the
 //! layer before) and a 100,000-step random DAG, with no-op work inside steps, and prints
-//! one JSON line per workload with times and the process's peak memory (VmHWM).
+//! one JSON line per workload with times and the process's peak memory (VmHWM). The
+//! `check_*` workloads are what `clio workflow check` and `show` do with a dense 2,000-step
+//! DAG's JSON text (every step waiting on every earlier one, or on the 50 before it): read
+//! it (duplicate keys refused), check it, lay it out and draw it (goal: 1 s each).
 #![allow(clippy::print_stdout)]
 
 use std::time::Instant;
 
-use clio_workflow::{Action, Event, RunConfig, Scheduler, Step, Workflow};
+use clio_workflow::{
+    Action, Event, RunConfig, Scheduler, Step, Workflow, render_dot, render_mermaid, render_text,
+};
 use serde_json::{Value, json};
 
 /// A small deterministic generator (64-bit LCG), so every run builds the same DAG.
@@ -127,7 +132,63 @@ fn measure(workload: &str, steps: Vec<Step>) {
     println!("{line}");
 }
 
+/// The JSON text of `n` steps, each waiting on the `window` steps before it (all of them
+/// when `window >= n`) and referencing the one before it and the first.
+fn dense_text(n: usize, window: usize) -> String {
+    let steps: Vec<Value> = (0..n)
+        .map(|i| {
+            let after: Vec<String> =
+                (i.saturating_sub(window)..i).map(|j| format!("s{j}")).collect();
+            let input = if i == 0 { "$task".to_owned() } else { format!("$s{} and $s0", i - 1) };
+            json!({"id": format!("s{i}"), "target": "noop", "input": input, "after": after})
+        })
+        .collect();
+    json!({ "steps": steps }).to_string()
+}
+
+fn measure_check(workload: &str, text: &str) {
+    let cpu_start = cpu_ms();
+    let started = Instant::now();
+    let workflow = match Workflow::from_json(text) {
+        Ok(workflow) => workflow,
+        Err(err) => panic!("{workload}: {err}"),
+    };
+    let layers = workflow.layers().len();
+    let finals = workflow.final_steps().len();
+    let check_ms = started.elapsed().as_secs_f64() * 1e3;
+    let started = Instant::now();
+    let drawn = render_text(&workflow).len()
+        + render_mermaid(&workflow).len()
+        + render_dot(&workflow).len();
+    let draw_ms = started.elapsed().as_secs_f64() * 1e3;
+    let steps = workflow.steps();
+    let edges: usize = steps.iter().map(|s| s.after.len()).sum();
+    let line = json!({
+        "bench": "workflow",
+        "workload": workload,
+        "includes": "Workflow::from_json of the text (duplicate keys refused, steps checked, cycles, references), layers and final steps as `clio workflow check` prints them; then the text, Mermaid and DOT drawings (`clio workflow show`); no file read",
+        "n": steps.len(),
+        "per_op_us": (check_ms * 1000.0 / steps.len().max(1) as f64 * 10.0).round() / 10.0,
+        "steps": steps.len(),
+        "edges": edges,
+        "bytes": text.len(),
+        "layers": layers,
+        "final": finals,
+        "drawn_bytes": drawn,
+        "check_ms": (check_ms * 1000.0).round() / 1000.0,
+        "draw_ms": (draw_ms * 1000.0).round() / 1000.0,
+        "total_ms": ((check_ms + draw_ms) * 1000.0).round() / 1000.0,
+        "goal_ms": 1000,
+        "cpu_ms": cpu_ms() - cpu_start,
+        "peak_rss_kb": peak_rss_kb(),
+    });
+    println!("{line}");
+}
+
 fn main() {
     measure("dag_1000_layers", layered(10, 100));
     measure("dag_100000_random", random_dag(100_000, 7));
+    // Last, so that their peak memory does not show in the lines above.
+    measure_check("check_2000_dense_window_50", &dense_text(2_000, 50));
+    measure_check("check_2000_dense_all_earlier", &dense_text(2_000, 2_000));
 }

@@ -19,6 +19,18 @@ pub enum WorkflowError {
         /// What the JSON reader found.
         message: String,
     },
+    /// An object of the JSON names a key twice.
+    #[error(
+        "duplicate key `{key}` at line {line}, column {column}: an object may name each key once"
+    )]
+    DuplicateKey {
+        /// The repeated key.
+        key: String,
+        /// The 1-based line of the repeat.
+        line: usize,
+        /// The 1-based column of the repeat's opening quote.
+        column: usize,
+    },
     /// The JSON is neither an object with `steps` nor a list of steps.
     #[error("a workflow is an object with `steps` or a list of steps, found {found}")]
     NotAWorkflow {
@@ -98,6 +110,20 @@ pub enum WorkflowError {
     EmptyTarget {
         /// The step.
         step: String,
+    },
+    /// A step's target or model holds a control character (a NUL, a newline, an escape).
+    #[error(
+        "step `{step}` field `{field}` holds control character U+{code:04X} at character {position}: a {field} is a name without control characters"
+    )]
+    ControlCharacter {
+        /// The step.
+        step: String,
+        /// The field: `target` or `model`.
+        field: &'static str,
+        /// The character's code point.
+        code: u32,
+        /// The 1-based position of the character in the field, in characters.
+        position: usize,
     },
     /// A step waits on a step that does not exist.
     #[error("step `{step}` waits on `{after}`, which is not a step of this workflow")]

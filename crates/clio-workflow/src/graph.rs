@@ -114,19 +114,71 @@ pub(crate) fn layers(deps: &[Vec<usize>]) -> Vec<usize> {
     layer
 }
 
-/// Returns whether `step` waits on `ancestor`, directly or transitively.
-pub(crate) fn waits_on(deps: &[Vec<usize>], step: usize, ancestor: usize) -> bool {
-    let mut seen = vec![false; deps.len()];
-    let mut stack: Vec<usize> = deps[step].clone();
-    while let Some(at) = stack.pop() {
-        if at == ancestor {
-            return true;
-        }
-        if !std::mem::replace(&mut seen[at], true) {
-            stack.extend(&deps[at]);
-        }
+/// Answers "does this step wait on that one, directly or transitively?" for one step after
+/// another, with one allocation for all of them.
+///
+/// For each step the search is incremental: the steps found to be waited on so far stay
+/// found, and a later question about the same step goes on from where the last one
+/// stopped. So all the questions about one step together scan each edge it can reach at
+/// most once, and a question about a direct dependency scans nothing.
+pub(crate) struct Ancestry<'a> {
+    deps: &'a [Vec<usize>],
+    // Invariant: `found[s] == step + 1` when `s` is known to be waited on by `step`, the
+    // step being asked about (0 is no step).
+    found: Vec<usize>,
+    // The found steps whose own dependencies are not scanned yet.
+    stack: Vec<usize>,
+    // The step the search is about, plus one (0 before the first question).
+    step: usize,
+    // Edges scanned so far, over every step: the measure of the work done.
+    scanned: u64,
+}
+
+impl<'a> Ancestry<'a> {
+    /// Starts answering questions about the graph `deps`.
+    pub(crate) fn new(deps: &'a [Vec<usize>]) -> Ancestry<'a> {
+        Ancestry { deps, found: vec![0; deps.len()], stack: Vec::new(), step: 0, scanned: 0 }
     }
-    false
+
+    /// Returns whether `step` waits on `ancestor`, directly or transitively.
+    pub(crate) fn waits_on(&mut self, step: usize, ancestor: usize) -> bool {
+        let mark = step + 1;
+        if self.step != mark {
+            // A new step: its direct dependencies are found, and to be scanned.
+            self.step = mark;
+            self.stack.clear();
+            for &dep in &self.deps[step] {
+                self.scanned += 1;
+                if self.found[dep] != mark {
+                    self.found[dep] = mark;
+                    self.stack.push(dep);
+                }
+            }
+        }
+        while self.found[ancestor] != mark {
+            let Some(at) = self.stack.pop() else { return false };
+            for &dep in &self.deps[at] {
+                self.scanned += 1;
+                if self.found[dep] != mark {
+                    self.found[dep] = mark;
+                    self.stack.push(dep);
+                }
+            }
+        }
+        true
+    }
+
+    /// Returns how many edges were scanned so far.
+    #[cfg(test)]
+    pub(crate) fn scanned(&self) -> u64 {
+        self.scanned
+    }
+}
+
+/// Returns whether `step` waits on `ancestor`, directly or transitively.
+#[cfg(test)]
+pub(crate) fn waits_on(deps: &[Vec<usize>], step: usize, ancestor: usize) -> bool {
+    Ancestry::new(deps).waits_on(step, ancestor)
 }
 
 #[cfg(test)]
@@ -147,5 +199,25 @@ mod tests {
         assert_eq!(layers(&deps), vec![2, 0, 1, 3]);
         assert!(waits_on(&deps, 3, 1));
         assert!(!waits_on(&deps, 1, 3));
+    }
+
+    /// A chain of 20,000 steps and questions from its last step about every other one:
+    /// a search per question would scan 2 * 10^8 edges; the incremental one scans each
+    /// edge once.
+    #[test]
+    fn questions_about_one_step_scan_each_edge_once() {
+        let n = 20_000;
+        let deps: Vec<Vec<usize>> =
+            (0..n).map(|i| if i == 0 { vec![] } else { vec![i - 1] }).collect();
+        let mut ancestry = Ancestry::new(&deps);
+        for ancestor in 0..n - 1 {
+            assert!(ancestry.waits_on(n - 1, ancestor));
+        }
+        assert!(!ancestry.waits_on(n - 1, n - 1));
+        assert!(ancestry.scanned() <= n as u64, "{} edges scanned", ancestry.scanned());
+        // Another step starts afresh, and the answers stay right.
+        assert!(ancestry.waits_on(5, 0));
+        assert!(!ancestry.waits_on(5, 6));
+        assert!(!ancestry.waits_on(0, 1));
     }
 }

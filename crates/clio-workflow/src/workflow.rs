@@ -49,6 +49,10 @@ impl Workflow {
             index.entry(step.id.clone()).or_insert(idx);
         }
         let mut deps = Vec::with_capacity(steps.len());
+        // `listed[d] == idx + 1` when step `idx` already lists step `d`: repeats are dropped
+        // in one pass over the edges (a search of the list per edge was cubic in a dense
+        // DAG).
+        let mut listed = vec![0usize; steps.len()];
         for (idx, step) in steps.iter().enumerate() {
             check_step_id(&step.id)?;
             if index.get(&step.id) != Some(&idx) {
@@ -61,7 +65,8 @@ impl Workflow {
                     step: step.id.clone(),
                     after: after.clone(),
                 })?;
-                if !step_deps.contains(&dep) {
+                if listed[dep] != idx + 1 {
+                    listed[dep] = idx + 1;
                     step_deps.push(dep);
                 }
             }
@@ -71,6 +76,7 @@ impl Workflow {
             let steps = cycle.into_iter().map(|idx| steps[idx].id.clone()).collect();
             return Err(WorkflowError::Cycle { steps });
         }
+        let mut ancestry = graph::Ancestry::new(&deps);
         for (idx, step) in steps.iter().enumerate() {
             let Some(input) = &step.input else { continue };
             for name in references(input) {
@@ -83,7 +89,7 @@ impl Workflow {
                         reference: name.to_owned(),
                     });
                 };
-                if !graph::waits_on(&deps, idx, target) {
+                if !ancestry.waits_on(idx, target) {
                     return Err(WorkflowError::UnreachableReference {
                         step: step.id.clone(),
                         reference: name.to_owned(),
@@ -95,7 +101,17 @@ impl Workflow {
     }
 
     /// Reads a workflow from JSON text: an object with `steps`, or a bare list of steps.
+    ///
+    /// An object that names a key twice is refused with the key and its position (JSON
+    /// readers differ on which value wins, so neither is taken).
     pub fn from_json(text: &str) -> Result<Workflow, WorkflowError> {
+        if let Some(dup) = clio_spec::duplicate_json_key(text) {
+            return Err(WorkflowError::DuplicateKey {
+                key: dup.key,
+                line: dup.line,
+                column: dup.column,
+            });
+        }
         let value: Value = serde_json::from_str(text).map_err(|err| WorkflowError::Parse {
             line: err.line(),
             column: err.column(),
@@ -184,6 +200,10 @@ pub(crate) fn check_fields(step: &Step) -> Result<(), WorkflowError> {
     if step.target.trim().is_empty() {
         return Err(WorkflowError::EmptyTarget { step: step.id.clone() });
     }
+    check_name(step, "target", &step.target)?;
+    if let Some(model) = &step.model {
+        check_name(step, "model", model)?;
+    }
     match &step.input {
         None | Some(Value::String(_) | Value::Object(_)) => Ok(()),
         Some(other) => Err(WorkflowError::WrongType {
@@ -192,6 +212,20 @@ pub(crate) fn check_fields(step: &Step) -> Result<(), WorkflowError> {
             expected: "text or a JSON object",
             found: kind_of(other),
         }),
+    }
+}
+
+/// Refuses a name (a target, a model) with a control character in it: a NUL, a newline,
+/// an escape and the like cannot be part of a name, and would hide in messages and logs.
+fn check_name(step: &Step, field: &'static str, value: &str) -> Result<(), WorkflowError> {
+    match value.chars().enumerate().find(|(_, c)| c.is_control()) {
+        Some((at, character)) => Err(WorkflowError::ControlCharacter {
+            step: step.id.clone(),
+            field,
+            code: u32::from(character),
+            position: at + 1,
+        }),
+        None => Ok(()),
     }
 }
 

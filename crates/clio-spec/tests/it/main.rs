@@ -3,11 +3,12 @@
 
 mod agents;
 mod corpus;
+mod inputs;
 mod ranges;
 
 #[test]
 fn no_forgotten_test_files() {
-    let listed: &[&str] = &["agents", "corpus", "ranges"];
+    let listed: &[&str] = &["agents", "corpus", "inputs", "ranges"];
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it");
     for entry in std::fs::read_dir(&dir).unwrap() {
         let name = entry.unwrap().file_name().into_string().unwrap();

@@ -156,6 +156,12 @@ impl Scheduler {
         if target.trim().is_empty() {
             return Err("the target is empty".to_owned());
         }
+        if let Some(control) = target.chars().find(|c| c.is_control()) {
+            return Err(format!(
+                "the target holds control character U+{:04X}: a target is a name without control characters",
+                u32::from(control)
+            ));
+        }
         if let Some(allowed) = &self.limits.allowed_targets
             && !allowed.contains(&target)
         {
@@ -186,13 +192,14 @@ impl Scheduler {
             (None, Round::Repair(failed)) => self.nodes[failed].step.after.clone(),
         };
         let mut deps: Vec<usize> = Vec::with_capacity(after.len());
+        let mut listed = std::collections::HashSet::with_capacity(after.len());
         for name in &after {
             let mut idx =
                 *self.index.get(name).ok_or_else(|| format!("waits on unknown step `{name}`"))?;
             while let Some(next) = self.nodes[idx].repaired_by {
                 idx = next;
             }
-            if !deps.contains(&idx) {
+            if listed.insert(idx) {
                 deps.push(idx);
             }
         }

@@ -1,6 +1,7 @@
 //! The one integration-test binary of this crate: every module under `tests/it` is listed
 //! here, and `no_forgotten_test_files` fails when one is not.
 
+mod bounds;
 mod corpus;
 mod dag_props;
 mod editors;
@@ -14,6 +15,7 @@ mod support;
 #[test]
 fn no_forgotten_test_files() {
     let listed: &[&str] = &[
+        "bounds",
         "corpus",
         "dag_props",
         "editors",
