@@ -76,11 +76,14 @@ const USAGE: &str = "\
 usage: cargo xtask <command>
 
 commands:
-  test        the README's test command: install what the tests need when it is missing
+  test [TIER...]
+              the README's test command: install what the tests need when it is missing
               (Debian's bubblewrap, chromium, python3-venv, postgresql, nodejs, npm with
               apt-get as root or sudo -n; the viewer test's npm packages), start a
               throwaway PostgreSQL cluster, run every tier (Rust, the viewer in Chromium,
-              the examples) and the README's quick start; one summary line at the end
+              the examples), the Python package's tests and the README's quick start;
+              one summary line at the end. TIER: rust, viewer, python, readme (all when
+              none is named)
   checks      fmt --check, clippy -D warnings, docs, package, api --check, tidy, release
               patch --dry-run: what CI checks beside the tests
   readme [--readme FILE]

@@ -94,9 +94,13 @@ const TIERS: &[Tier] = &[
 
 /// Runs the set-up and every tier; see the module's documentation.
 pub(crate) fn run(args: &[String]) -> Result<(), String> {
-    if let Some(extra) = args.first() {
-        return Err(format!("`cargo xtask test` takes no arguments (got `{extra}`)"));
+    const ALL: &[&str] = &["rust", "viewer", "python", "readme"];
+    for name in args {
+        if !ALL.contains(&name.as_str()) {
+            return Err(format!("no tier `{name}`: the tiers are {}", ALL.join(", ")));
+        }
     }
+    let wanted = |name: &str| args.is_empty() || args.iter().any(|a| a == name);
     let started = Instant::now();
     let root = project_root();
     let assumed = std::env::var("CLIO_XTASK_ASSUME_MISSING").unwrap_or_default();
@@ -108,24 +112,33 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         eprintln!("xtask test: set-up done (CLIO_XTASK_SETUP_ONLY is set: no tier was run)");
         return Ok(());
     }
-    let cluster = Cluster::start(&root)?;
     let mut passed = Vec::new();
-    for tier in TIERS {
-        let counts = cargo_tier(tier, &cluster.url)?;
-        if counts.passed == 0 {
-            return Err(format!(
-                "the {} tier ran no test: `cargo {}` found nothing to run",
-                tier.name,
-                tier.args.join(" ")
-            ));
+    if TIERS.iter().any(|t| wanted(t.name)) {
+        let cluster = Cluster::start(&root)?;
+        for tier in TIERS.iter().filter(|t| wanted(t.name)) {
+            let counts = cargo_tier(tier, &cluster.url)?;
+            if counts.passed == 0 {
+                return Err(format!(
+                    "the {} tier ran no test: `cargo {}` found nothing to run",
+                    tier.name,
+                    tier.args.join(" ")
+                ));
+            }
+            passed.push(format!("{} {}", tier.name, counts));
         }
-        passed.push(format!("{} {}", tier.name, counts));
     }
-    drop(cluster);
-    let readme = crate::readme::check(&root.join("README.md"))?;
-    passed.push(format!("readme {readme}"));
+    if wanted("python")
+        && let Some(counts) = python_tier(&root)?
+    {
+        passed.push(format!("python {counts}"));
+    }
+    if wanted("readme") {
+        let readme = crate::readme::check(&root.join("README.md"))?;
+        passed.push(format!("readme {readme}"));
+    }
     eprintln!(
-        "xtask test: all tiers passed in {:.0} s: {}",
+        "xtask test: all {} passed in {:.0} s: {}",
+        if args.is_empty() { "tiers" } else { "tiers asked for" },
         started.elapsed().as_secs_f64(),
         passed.join(", ")
     );
@@ -230,6 +243,83 @@ fn npm_packages(root: &Path) -> Result<(), String> {
     } else {
         Err(format!("`npm ci` failed in {} ({status})", dir.display()))
     }
+}
+
+/// The test tools of the Python tier, pinned (from PyPI).
+const PYTHON_TOOLS: &[&str] = &["pytest==9.2.0", "ruff==0.17.6"];
+
+/// The Python tier: the `clio_agent` package's tests (pytest) and its lint and format
+/// checks (ruff), in a venv kept in the target folder and made again only when the pins
+/// change. `None` when the repository has no Python package.
+fn python_tier(root: &Path) -> Result<Option<Counts>, String> {
+    let package = root.join("python");
+    if !package.join("pyproject.toml").is_file() {
+        return Ok(None);
+    }
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
+    let venv = target.join("python-venv");
+    let python = venv.join("bin/python");
+    let stamp = venv.join("clio-tools.txt");
+    let wanted = PYTHON_TOOLS.join("\n");
+    if std::fs::read_to_string(&stamp).ok().as_deref() != Some(wanted.as_str()) {
+        let _ = std::fs::remove_dir_all(&venv);
+        run_checked(Command::new("python3").args(["-m", "venv"]).arg(&venv), "python3 -m venv")?;
+        run_checked(
+            Command::new(&python).args(["-m", "pip", "install", "-q"]).args(PYTHON_TOOLS),
+            "pip install (the Python tier's tools)",
+        )?;
+        std::fs::write(&stamp, &wanted).map_err(|e| format!("cannot write {stamp:?}: {e}"))?;
+    } else {
+        eprintln!("xtask test: Python venv {} up to date", venv.display());
+    }
+    let ruff = venv.join("bin/ruff");
+    run_checked(Command::new(&ruff).args(["check", "."]).current_dir(&package), "ruff check")?;
+    run_checked(
+        Command::new(&ruff).args(["format", "--check", "."]).current_dir(&package),
+        "ruff format --check",
+    )?;
+    // The package is tested from the clone (no install, so the clone stays clean).
+    eprintln!("$ python -m pytest -q (in {})", package.display());
+    let output = Command::new(&python)
+        .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
+        .current_dir(&package)
+        .env("PYTHONPATH", &package)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| format!("cannot run pytest: {e}"))?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    print!("{stdout}");
+    if !output.status.success() {
+        return Err(format!(
+            "the python tier failed: pytest in {} ({})",
+            package.display(),
+            output.status
+        ));
+    }
+    let passed = stdout
+        .lines()
+        .rev()
+        .find_map(|line| {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            words
+                .windows(2)
+                .find(|w| w[1].trim_end_matches(',') == "passed")
+                .and_then(|w| w[0].parse().ok())
+        })
+        .unwrap_or(0);
+    if passed == 0 {
+        return Err(format!("the python tier ran no test in {}", package.display()));
+    }
+    Ok(Some(Counts { passed, ignored: 0 }))
+}
+
+/// Runs `command`, failing with `what` when it fails.
+fn run_checked(command: &mut Command, what: &str) -> Result<(), String> {
+    eprintln!("$ {what}");
+    let status = command.status().map_err(|e| format!("cannot run {what}: {e}"))?;
+    if status.success() { Ok(()) } else { Err(format!("{what} failed ({status})")) }
 }
 
 /// The PostgreSQL server the tests use: `$CLIO_TEST_POSTGRES`, else a throwaway cluster
