@@ -16,7 +16,7 @@
 
 use std::time::Instant;
 
-use clio_plugins::{Candidate, Index, check, resolve, resolve_with_stats};
+use clio_plugins::{Candidate, Index, check, digest_folder, resolve, resolve_with_stats};
 use clio_spec::PluginRef;
 use semver::Version;
 use serde_json::json;
@@ -116,6 +116,7 @@ fn main() {
     });
     println!("{line}");
     check_many_tools();
+    digest_with_git();
     for shape in ["late_wipeout", "chain_to_conflict", "pair_conflict"] {
         resolve_unsatisfiable(shape);
     }
@@ -164,6 +165,47 @@ fn check_many_tools() {
         "check_ms_min": round(times[0]),
         "goal_ms": 1000,
         "peak_rss_kb": peak_rss_kb(),
+    });
+    println!("{line}");
+}
+
+/// The content digest of a plugin folder with a `.git` of 2,000 files, 32 MiB in all (a
+/// repository's loose objects), which the digest covers since issue 41.
+fn digest_with_git() {
+    const FILES: usize = 2_000;
+    const FILE_BYTES: usize = 16 * 1024;
+    let dir = tempfile::tempdir().unwrap_or_else(|err| panic!("a temporary folder: {err}"));
+    let clio = dir.path().join("ai.iowarp.clio");
+    std::fs::create_dir_all(&clio).unwrap_or_else(|err| panic!("{err}"));
+    std::fs::write(clio.join("plugin.toml"), "id = \"git\"\nversion = \"1.0.0\"\n")
+        .unwrap_or_else(|err| panic!("{err}"));
+    let mut rng = Rng(7);
+    for i in 0..FILES {
+        let folder = dir.path().join(format!(".git/objects/{:02x}", i % 256));
+        std::fs::create_dir_all(&folder).unwrap_or_else(|err| panic!("{err}"));
+        let bytes: Vec<u8> = (0..FILE_BYTES).map(|_| rng.next(256) as u8).collect();
+        std::fs::write(folder.join(format!("{i:038x}")), bytes)
+            .unwrap_or_else(|err| panic!("{err}"));
+    }
+    let mut times = Vec::new();
+    for _ in 0..RUNS {
+        let started = Instant::now();
+        digest_folder(dir.path()).unwrap_or_else(|err| panic!("{err}"));
+        times.push(started.elapsed().as_secs_f64() * 1e3);
+    }
+    times.sort_by(f64::total_cmp);
+    let round = |ms: f64| (ms * 1000.0).round() / 1000.0;
+    let mib = (FILES * FILE_BYTES) as f64 / (1024.0 * 1024.0);
+    let line = json!({
+        "bench": "plugins",
+        "workload": "digest_with_git_32mib",
+        "includes": "clio_plugins::digest_folder of a plugin folder whose .git holds 2,000 files of 16 KiB (32 MiB), warm page cache: the walk, a stat and a SHA-256 of every file; the median of the runs",
+        "files": FILES + 1,
+        "mib": mib,
+        "runs": RUNS,
+        "digest_ms_median": round(times[RUNS / 2]),
+        "digest_ms_min": round(times[0]),
+        "ms_per_mib": round(times[RUNS / 2] / mib),
     });
     println!("{line}");
 }

@@ -109,6 +109,151 @@ pub(crate) fn list_files(sink: &mut Sink<'_>, base: &Path, dir: &Path) -> Vec<Pa
     out
 }
 
+/// An entry of a plugin folder that a plugin may not contain: the digest could not pin
+/// what it stands for (a link points elsewhere; a pipe, socket or device has no content of
+/// its own), so neither `plugin check` nor `plugin trust` accepts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refused {
+    Symlink,
+    Fifo,
+    Socket,
+    CharDevice,
+    BlockDevice,
+    Other,
+}
+
+impl Refused {
+    /// Names the kind of entry, for messages: "a symbolic link".
+    pub(crate) fn describe(self) -> &'static str {
+        match self {
+            Refused::Symlink => "a symbolic link",
+            Refused::Fifo => "a named pipe (FIFO)",
+            Refused::Socket => "a socket",
+            Refused::CharDevice => "a character device",
+            Refused::BlockDevice => "a block device",
+            Refused::Other => "neither a regular file nor a folder",
+        }
+    }
+
+    fn of(kind: &std::fs::FileType) -> Option<Refused> {
+        if kind.is_symlink() {
+            return Some(Refused::Symlink);
+        }
+        if kind.is_file() || kind.is_dir() {
+            return None;
+        }
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::FileTypeExt;
+            if kind.is_fifo() {
+                return Some(Refused::Fifo);
+            }
+            if kind.is_socket() {
+                return Some(Refused::Socket);
+            }
+            if kind.is_char_device() {
+                return Some(Refused::CharDevice);
+            }
+            if kind.is_block_device() {
+                return Some(Refused::BlockDevice);
+            }
+        }
+        Some(Refused::Other)
+    }
+}
+
+/// Every entry of a plugin folder, as [`walk_plugin`] finds it.
+#[derive(Debug, Default)]
+pub(crate) struct Walk {
+    /// The regular files, as (`/`-separated path relative to the folder, full path),
+    /// sorted by the bytes of the relative path.
+    pub(crate) files: Vec<(String, PathBuf)>,
+    /// The entries a plugin may not contain, in path order; nothing under a refused entry
+    /// is looked at (links are not followed).
+    pub(crate) refused: Vec<(PathBuf, Refused)>,
+    /// Folders that could not be listed, with the error.
+    pub(crate) unreadable: Vec<(PathBuf, std::io::Error)>,
+}
+
+/// Walks the whole plugin folder `root` — every file a tool, hook, MCP server or flow of
+/// the plugin can run or read, `.git` included — without following links: the one walk
+/// that the content digest, `plugin install`'s copy and `plugin check` share, so that
+/// what the check accepts is what trust covers.
+pub(crate) fn walk_plugin(root: &Path) -> Walk {
+    let mut walk = Walk::default();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(err) => {
+                walk.unreadable.push((dir, err));
+                continue;
+            }
+        };
+        for entry in entries {
+            let entry = match entry {
+                Ok(entry) => entry,
+                Err(err) => {
+                    walk.unreadable.push((dir.clone(), err));
+                    continue;
+                }
+            };
+            let path = entry.path();
+            let kind = match entry.file_type() {
+                Ok(kind) => kind,
+                Err(err) => {
+                    walk.unreadable.push((path, err));
+                    continue;
+                }
+            };
+            if let Some(refused) = Refused::of(&kind) {
+                walk.refused.push((path, refused));
+            } else if kind.is_dir() {
+                stack.push(path);
+            } else if let Ok(rel) = path.strip_prefix(root) {
+                walk.files.push((crate::decl::slash_path(rel), path));
+            }
+        }
+    }
+    walk.files.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+    walk.refused.sort_by(|a, b| a.0.cmp(&b.0));
+    walk
+}
+
+/// Reports every entry of the plugin folder `root` that a plugin may not contain (links,
+/// pipes, sockets, devices) as `unsupported_file`, on `file` (the folder's display path,
+/// such as `plugins/pdf/`; empty for the checked folder itself).
+pub(crate) fn report_refused(
+    problems: &mut Vec<crate::problem::Problem>,
+    prefix: &str,
+    root: &Path,
+) {
+    let walk = walk_plugin(root);
+    for (path, refused) in walk.refused {
+        let rel = path.strip_prefix(root).map(crate::decl::slash_path).unwrap_or_default();
+        problems.push(crate::problem::Problem {
+            code: ProblemCode::UnsupportedFile,
+            file: format!("{prefix}{rel}"),
+            line: None,
+            field: String::new(),
+            message: format!(
+                "{} is not allowed in a plugin folder: trust pins a plugin by the content of its regular files, and `plugin trust` refuses it",
+                refused.describe()
+            ),
+        });
+    }
+    for (path, err) in walk.unreadable {
+        let rel = path.strip_prefix(root).map(crate::decl::slash_path).unwrap_or_default();
+        problems.push(crate::problem::Problem {
+            code: ProblemCode::IoError,
+            file: format!("{prefix}{rel}"),
+            line: None,
+            field: String::new(),
+            message: format!("cannot read: {err}"),
+        });
+    }
+}
+
 /// Reads the `flows/*.json` workflow files of `clio_dir` into flow declarations.
 ///
 /// `prefix` is the folder's display path (`plugins/pdf/ai.iowarp.clio/`); problems name

@@ -13,7 +13,7 @@ use crate::decl::{
     Callers, McpServer, NativeTool, Permission, Prompt, PromptFile, ScriptBinding, Subagent, Tool,
     ToolImpl, ToolOptions,
 };
-use crate::files::{check_command, inside, list_files, read_flows};
+use crate::files::{check_command, inside, list_files, read_flows, report_refused};
 use crate::hooks::{HOOK_EVENTS, Hook, HookEventKind, HookHandler};
 use crate::plugin::Plugin;
 use crate::problem::{Problem, ProblemCode, Sink, read_or_report};
@@ -117,6 +117,8 @@ pub(crate) fn read_plugin(
         }
     }
     plugin.flows.extend(read_flows(problems, &dir_prefix, &clio_dir));
+    // What trust would refuse, the check refuses too: the same walk as the digest's.
+    report_refused(problems, prefix, folder);
     complete.then_some(plugin)
 }
 

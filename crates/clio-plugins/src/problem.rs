@@ -73,6 +73,7 @@ problem_codes! {
     VersionMismatch = "version_mismatch", Error, "A marketplace entry's `version` differs from the plugin's version.";
     AgentInvalid = "agent_invalid", Error, "A marketplace agent's definition does not freeze into a spec.";
     IoError = "io_error", Error, "A file or folder cannot be read.";
+    UnsupportedFile = "unsupported_file", Error, "A plugin folder holds a symbolic link, named pipe, socket or device, which trust cannot pin (`plugin trust` refuses it).";
 }
 
 impl fmt::Display for ProblemCode {

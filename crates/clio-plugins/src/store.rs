@@ -10,8 +10,10 @@
 //! The content digest ([`digest_folder`]) is `sha256:` and the hex SHA-256 of every
 //! regular file under the folder, in byte order of their `/`-separated relative paths,
 //! each contributing `path NUL x-or-dash NUL decimal-length NUL bytes` (`x` when the
-//! file is executable on Unix). Entries named `.git` are skipped; symbolic links are
-//! refused. Trust is keyed by id, version *and* digest, and [`Store::is_trusted`]
+//! file is executable on Unix). Every regular file counts, `.git` included: a tool may run
+//! or read anything in its plugin folder, and a changed `.git/payload` must not keep a
+//! trust given to other content. Symbolic links, named pipes, sockets and devices are
+//! refused (`plugin check` reports the same entries as `unsupported_file`). Trust is keyed by id, version *and* digest, and [`Store::is_trusted`]
 //! recomputes the digest of the installed copy, so a plugin that changed is no longer
 //! trusted.
 
@@ -91,6 +93,15 @@ pub enum StoreError {
     Symlink {
         /// The link.
         path: PathBuf,
+    },
+    /// A plugin folder holds a named pipe, socket or device, whose content no digest can
+    /// pin (and reading a pipe would block).
+    #[error("{}: {kind} is not allowed in a plugin folder, only regular files and folders", path.display())]
+    NotAFile {
+        /// The entry.
+        path: PathBuf,
+        /// What it is: "a named pipe (FIFO)", "a socket", "a character device", ...
+        kind: &'static str,
     },
     /// A store file does not have the expected format.
     #[error("{}: {message}", path.display())]
@@ -478,30 +489,20 @@ fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), StoreError> {
 }
 
 /// Returns the files of `folder` the digest covers, as (relative path, full path),
-/// sorted by relative path.
+/// sorted by relative path: every regular file, `.git` included; a link, pipe, socket or
+/// device anywhere in it refuses the folder (the first in path order is named).
 fn walk(folder: &Path) -> Result<Vec<(String, PathBuf)>, StoreError> {
-    let mut out = Vec::new();
-    let mut stack = vec![folder.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).map_err(io(&dir))? {
-            let entry = entry.map_err(io(&dir))?;
-            let path = entry.path();
-            if entry.file_name() == ".git" {
-                continue;
-            }
-            let kind = entry.file_type().map_err(io(&path))?;
-            if kind.is_symlink() {
-                return Err(StoreError::Symlink { path });
-            }
-            if kind.is_dir() {
-                stack.push(path);
-            } else if let Ok(rel) = path.strip_prefix(folder) {
-                out.push((crate::decl::slash_path(rel), path));
-            }
-        }
+    let walk = crate::files::walk_plugin(folder);
+    if let Some((path, err)) = walk.unreadable.into_iter().next() {
+        return Err(StoreError::Io { path, source: err });
     }
-    out.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-    Ok(out)
+    if let Some((path, refused)) = walk.refused.into_iter().next() {
+        return Err(match refused {
+            crate::files::Refused::Symlink => StoreError::Symlink { path },
+            other => StoreError::NotAFile { path, kind: other.describe() },
+        });
+    }
+    Ok(walk.files)
 }
 
 /// Returns the content digest of `folder`, as documented in this module.

@@ -97,11 +97,15 @@ fn the_digest_depends_on_content_names_and_mode() -> TestResult {
     assert_ne!(first, second);
     std::fs::rename(dir.path().join("a"), dir.path().join("b"))?;
     assert_ne!(digest_folder(dir.path())?, second);
+    let without_git = digest_folder(dir.path())?;
     std::fs::create_dir(dir.path().join(".git"))?;
-    std::fs::write(dir.path().join(".git/HEAD"), "ref")?;
+    std::fs::write(dir.path().join(".git/payload"), "echo one")?;
     let with_git = digest_folder(dir.path())?;
+    assert_ne!(with_git, without_git, ".git is content: a tool can run what is in it");
+    std::fs::write(dir.path().join(".git/payload"), "echo two")?;
+    assert_ne!(digest_folder(dir.path())?, with_git, "a changed .git/payload changes the digest");
     std::fs::remove_dir_all(dir.path().join(".git"))?;
-    assert_eq!(digest_folder(dir.path())?, with_git, ".git is not content");
+    assert_eq!(digest_folder(dir.path())?, without_git);
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
@@ -111,6 +115,63 @@ fn the_digest_depends_on_content_names_and_mode() -> TestResult {
         std::os::unix::fs::symlink(dir.path().join("b"), dir.path().join("link"))?;
         assert!(matches!(digest_folder(dir.path()), Err(StoreError::Symlink { .. })));
     }
+    Ok(())
+}
+
+/// A named pipe in a plugin folder is refused by its kind, by the digest and by
+/// `plugin check` alike, and nothing blocks on it (reading a FIFO waits for a writer).
+#[cfg(unix)]
+#[test]
+fn a_fifo_is_refused_by_trust_and_by_the_check() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let clio = dir.path().join("ai.iowarp.clio");
+    std::fs::create_dir_all(clio.join("data"))?;
+    std::fs::write(clio.join("plugin.toml"), "id = \"piped\"\nversion = \"1.0.0\"\n")?;
+    let status = std::process::Command::new("mkfifo").arg(clio.join("data/pipe")).status()?;
+    assert!(status.success());
+    let err = digest_folder(dir.path()).unwrap_err();
+    assert!(matches!(err, StoreError::NotAFile { .. }), "{err}");
+    assert!(err.to_string().contains("a named pipe (FIFO) is not allowed"), "{err}");
+    let report = clio_plugins::check(dir.path());
+    assert!(!report.ok);
+    let problem = report
+        .problems
+        .iter()
+        .find(|p| p.code == clio_plugins::ProblemCode::UnsupportedFile)
+        .unwrap_or_else(|| panic!("{}", report.render()));
+    assert_eq!(problem.file, "ai.iowarp.clio/data/pipe");
+    assert!(
+        problem.message.starts_with("a named pipe (FIFO) is not allowed"),
+        "{}",
+        problem.message
+    );
+    assert!(clio_plugins::load_plugin(dir.path()).is_err(), "what the check refuses does not load");
+    Ok(())
+}
+
+/// A symbolic link anywhere in the folder, `.git` included: the check reports it where
+/// trust refuses it, so the two agree on what a plugin may contain.
+#[cfg(unix)]
+#[test]
+fn the_check_refuses_the_links_trust_refuses() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let clio = dir.path().join("ai.iowarp.clio");
+    std::fs::create_dir_all(&clio)?;
+    std::fs::create_dir_all(dir.path().join(".git"))?;
+    std::fs::write(clio.join("plugin.toml"), "id = \"linked\"\nversion = \"1.0.0\"\n")?;
+    assert!(clio_plugins::check(dir.path()).ok);
+    digest_folder(dir.path())?;
+    std::os::unix::fs::symlink("/etc/passwd", dir.path().join(".git/payload"))?;
+    assert!(matches!(digest_folder(dir.path()), Err(StoreError::Symlink { .. })));
+    let report = clio_plugins::check(dir.path());
+    assert!(!report.ok, "{}", report.render());
+    assert!(
+        report
+            .render()
+            .contains("error[unsupported_file] .git/payload: a symbolic link is not allowed"),
+        "{}",
+        report.render()
+    );
     Ok(())
 }
 
