@@ -1,12 +1,16 @@
 //! What a handle's threads share: its table of the leases it holds, the thread that renews
 //! them, and the thread that hears other processes' commits. Claims and the fencing of
 //! writes are in each transaction (`PgStore::claim`, `Conn::fence` in `store.rs`).
+//!
+//! Both threads start only when needed (the renewer with the handle's first lease, the
+//! listener when someone watches for changes), so that a command that only reads or
+//! submits starts neither; the renewer sleeps on a condition variable that the handle's
+//! close rings, so that no close waits out a renewal period.
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{MutexGuard, PoisonError};
-use std::thread;
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use clio_journal::{CommitNotices, RunId};
@@ -76,6 +80,32 @@ pub(crate) struct Shared {
     pub(crate) leases: Leases,
     pub(crate) lease_ms: i64,
     pub(crate) stop: AtomicBool,
+    /// Rung at the handle's close, to wake the renewer from its pause at once.
+    pub(crate) bell: (Mutex<()>, Condvar),
+}
+
+impl Shared {
+    /// Pauses for `pause`, or until the handle closes; `false` once it has.
+    fn pause(&self, pause: Duration) -> bool {
+        let (lock, bell) = &self.bell;
+        let guard = lock.lock().unwrap_or_else(PoisonError::into_inner);
+        if self.stop.load(Ordering::SeqCst) {
+            return false;
+        }
+        let _ = bell
+            .wait_timeout_while(guard, pause, |()| !self.stop.load(Ordering::SeqCst))
+            .unwrap_or_else(PoisonError::into_inner);
+        !self.stop.load(Ordering::SeqCst)
+    }
+
+    /// Stops the handle's threads: the renewer wakes at once, the listener within its
+    /// 200 ms wait.
+    pub(crate) fn close(&self) {
+        let (lock, bell) = &self.bell;
+        let _guard = lock.lock().unwrap_or_else(PoisonError::into_inner);
+        self.stop.store(true, Ordering::SeqCst);
+        bell.notify_all();
+    }
 }
 
 /// Hears the commits of other processes and bumps the handle's notices for each.
@@ -94,7 +124,9 @@ pub(crate) fn listen(url: &str, shared: &Shared) {
                 },
                 Err(err) => {
                     tracing::warn!(%err, "cannot connect to listen for changes");
-                    thread::sleep(Duration::from_millis(500));
+                    if !shared.pause(Duration::from_millis(500)) {
+                        return;
+                    }
                 }
             }
             continue;
@@ -127,11 +159,18 @@ pub(crate) fn listen(url: &str, shared: &Shared) {
 
 /// Renews the handle's leases a few times per lease period; a lease found taken is marked
 /// lost (its run's writes stay fenced).
+///
+/// While the server cannot be reached it tries again every 200 ms, and renews as soon as
+/// it is back: a lease whose epoch is still the run's was claimed by no one meanwhile,
+/// even if its time ran out during the outage, so the run stays this handle's and its
+/// drive goes on; a lease another worker claimed is marked lost.
 pub(crate) fn renew(url: &str, shared: &Shared) {
     let period = Duration::from_millis((shared.lease_ms as u64 / 4).clamp(20, 2_000));
+    let again = period.min(Duration::from_millis(200));
     let mut client: Option<Client> = None;
-    while !shared.stop.load(Ordering::SeqCst) {
-        thread::sleep(period);
+    let mut pause = period;
+    while shared.pause(pause) {
+        pause = period;
         let due: Vec<(i64, i64)> = shared
             .leases
             .lock()
@@ -142,11 +181,12 @@ pub(crate) fn renew(url: &str, shared: &Shared) {
         if due.is_empty() {
             continue;
         }
-        if client.is_none() {
+        if client.as_ref().is_none_or(Client::is_closed) {
             match pool::connect(url, &shared.location) {
                 Ok(fresh) => client = Some(fresh),
                 Err(err) => {
                     tracing::warn!(%err, "cannot connect to renew leases");
+                    pause = again;
                     continue;
                 }
             }
@@ -184,6 +224,7 @@ pub(crate) fn renew(url: &str, shared: &Shared) {
             Err(err) => {
                 tracing::warn!(error = %describe(&err), "cannot renew leases");
                 client = None;
+                pause = again;
             }
         }
     }

@@ -46,12 +46,38 @@ pub struct PostgresConfig {
     pub connections: usize,
     /// How long a lease lasts before another worker may claim its run, unless renewed.
     pub lease: Duration,
+    /// How long an operation waits for a server it cannot reach (one restarting or
+    /// failing over), trying again with backoff, before it fails with an error
+    /// [`is_unavailable`] recognises. Zero tries once.
+    pub reconnect: Duration,
 }
 
+/// The reconnect window of [`PostgresConfig::new`]: long enough to ride out a restart or a
+/// failover of the server, short enough that a person waiting on a command is told.
+pub const DEFAULT_RECONNECT: Duration = Duration::from_secs(30);
+
 impl PostgresConfig {
-    /// A configuration for `url` with the defaults: 4 connections and a 10 s lease.
+    /// A configuration for `url` with the defaults: 4 connections, a 10 s lease, and a
+    /// server that cannot be reached waited for up to [`DEFAULT_RECONNECT`].
     pub fn new(url: impl Into<String>) -> Self {
-        Self { url: url.into(), connections: 4, lease: Duration::from_secs(10) }
+        Self {
+            url: url.into(),
+            connections: 4,
+            lease: Duration::from_secs(10),
+            reconnect: DEFAULT_RECONNECT,
+        }
+    }
+}
+
+/// Returns whether `error` says the journal's database could not be reached, or the
+/// connection to it was lost, after its reconnect window: trouble of the server (down,
+/// restarting, failing over, unreachable), not of the journal or of CLIO.
+pub fn is_unavailable(error: &JournalError) -> bool {
+    match error {
+        JournalError::Backend { detail, .. } => {
+            detail.starts_with(pool::UNREACHABLE) || detail.starts_with(pool::LOST)
+        }
+        _ => false,
     }
 }
 

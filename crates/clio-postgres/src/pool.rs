@@ -2,6 +2,11 @@
 //! jobs sent to it in turn. A caller never blocks on the database on its own thread unless
 //! it waits for an answer, and the synchronous client never runs inside a caller's async
 //! executor (which it would refuse).
+//!
+//! A connection is made when its thread first has work (a command that reads one list uses
+//! one), and made again when it was lost: a server that restarts or fails over is waited
+//! for, with backoff, for the handle's reconnect window ([`crate::PostgresConfig::reconnect`])
+//! before an operation gives up with an error [`crate::is_unavailable`] recognises.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -9,12 +14,19 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
+use std::time::{Duration, Instant};
 
 use clio_journal::{JournalError, Result};
+use postgres::error::SqlState;
 use postgres::{Client, NoTls, Statement};
 
+/// How an error that the database could not be reached starts its detail.
+pub(crate) const UNREACHABLE: &str = "cannot connect: the server cannot be reached";
+/// How an error that the connection was lost during an operation starts its detail.
+pub(crate) const LOST: &str = "lost the connection to the server";
+
 /// One unit of work for a connection.
-pub(crate) type Job = Box<dyn FnOnce(&mut Client) + Send>;
+pub(crate) type Job = Box<dyn FnOnce(&mut Link) + Send>;
 
 /// The connection threads; dropping the last handle stops them once their jobs are done.
 pub(crate) struct Pool {
@@ -22,22 +34,93 @@ pub(crate) struct Pool {
     threads: Mutex<Vec<thread::JoinHandle<()>>>,
 }
 
+/// Where a connection thread connects, and how long it waits for a server that is gone.
+#[derive(Clone)]
+pub(crate) struct Target {
+    pub(crate) url: Arc<str>,
+    pub(crate) location: PathBuf,
+    pub(crate) reconnect: Duration,
+}
+
+/// A connection thread's client, made when first needed and made again once lost.
+pub(crate) struct Link {
+    client: Option<Client>,
+    target: Target,
+}
+
+impl Link {
+    /// The reconnect window: how long an operation waits for the server.
+    pub(crate) fn window(&self) -> Duration {
+        self.target.reconnect
+    }
+
+    /// Returns the client, connecting first when there is none or it was closed; a server
+    /// that cannot be reached is tried again with `backoff` until its window is spent.
+    pub(crate) fn connect(&mut self, backoff: &mut Option<Backoff>) -> Result<&mut Client> {
+        let client = match self.client.take() {
+            Some(client) if !client.is_closed() => client,
+            _ => {
+                // Statements belong to the connection that prepared them.
+                PREPARED.with(|p| p.borrow_mut().clear());
+                connect_within(&self.target, backoff)?
+            }
+        };
+        Ok(self.client.insert(client))
+    }
+
+    /// Forgets the client, whose connection was found lost: the next use connects again.
+    pub(crate) fn reset(&mut self) {
+        self.client = None;
+        PREPARED.with(|p| p.borrow_mut().clear());
+    }
+}
+
+/// Pauses between tries to reach the server, doubling from 50 ms up to 1 s, until the
+/// window that started at the first failure is spent.
+pub(crate) struct Backoff {
+    until: Instant,
+    pause: Duration,
+}
+
+impl Backoff {
+    fn start(window: Duration) -> Backoff {
+        Backoff { until: Instant::now() + window, pause: Duration::from_millis(50) }
+    }
+
+    /// Waits before the next try; `false` (at once) when the window is spent.
+    fn wait(&mut self) -> bool {
+        let now = Instant::now();
+        if now >= self.until {
+            return false;
+        }
+        thread::sleep(self.pause.min(self.until - now));
+        self.pause = (self.pause * 2).min(Duration::from_secs(1));
+        true
+    }
+}
+
+/// Waits before trying again, the window starting now if this is the first failure;
+/// `false` when the window is spent.
+pub(crate) fn retry(backoff: &mut Option<Backoff>, window: Duration) -> bool {
+    backoff.get_or_insert_with(|| Backoff::start(window)).wait()
+}
+
 impl Pool {
-    /// Opens `n` connections to `url` (at least one), failing if the first cannot be made.
-    pub(crate) fn start(url: &str, n: usize, location: &Path) -> Result<Pool> {
+    /// Starts `n` connection threads (at least one) for `target`; the first uses `first`,
+    /// an open client, the others connect when they first have work.
+    pub(crate) fn start(target: &Target, n: usize, first: Client) -> Result<Pool> {
         let (sender, receiver) = mpsc::channel::<Job>();
         let receiver = Arc::new(Mutex::new(receiver));
         let mut threads = Vec::new();
+        let mut first = Some(first);
         for i in 0..n.max(1) {
-            let client = connect(url, location)?;
             let receiver = Arc::clone(&receiver);
-            let url = url.to_owned();
-            let place = location.to_path_buf();
+            let link = Link { client: first.take(), target: target.clone() };
             let handle = thread::Builder::new()
                 .name(format!("clio-postgres-{i}"))
-                .spawn(move || serve(client, &receiver, &url, &place))
+                .spawn(move || serve(link, &receiver))
                 .map_err(|err| {
-                    backend(location, format!("cannot start a connection thread: {err}"))
+                    backend(&target.location, format!("cannot start a connection thread: {err}"))
                 })?;
             threads.push(handle);
         }
@@ -54,11 +137,11 @@ impl Pool {
     pub(crate) fn run<T: Send + 'static>(
         &self,
         location: &Path,
-        f: impl FnOnce(&mut Client) -> Result<T> + Send + 'static,
+        f: impl FnOnce(&mut Link) -> Result<T> + Send + 'static,
     ) -> Result<T> {
         let (tx, rx) = mpsc::sync_channel(1);
-        let job: Job = Box::new(move |client| {
-            let _ = tx.send(f(client));
+        let job: Job = Box::new(move |link| {
+            let _ = tx.send(f(link));
         });
         if !self.send(job) {
             return Err(stopped(location));
@@ -78,9 +161,8 @@ impl Drop for Pool {
     }
 }
 
-/// Runs jobs until the pool is dropped; a connection found closed is made again before the
-/// next job (the job that found it closed has already failed with the error).
-fn serve(mut client: Client, receiver: &Mutex<Receiver<Job>>, url: &str, location: &Path) {
+/// Runs jobs until the pool is dropped.
+fn serve(mut link: Link, receiver: &Mutex<Receiver<Job>>) {
     loop {
         let job = {
             let receiver = receiver.lock().unwrap_or_else(PoisonError::into_inner);
@@ -89,17 +171,7 @@ fn serve(mut client: Client, receiver: &Mutex<Receiver<Job>>, url: &str, locatio
                 Err(_) => return,
             }
         };
-        if client.is_closed() {
-            match connect(url, location) {
-                Ok(fresh) => {
-                    // Statements belong to the connection that prepared them.
-                    PREPARED.with(|p| p.borrow_mut().clear());
-                    client = fresh;
-                }
-                Err(err) => tracing::warn!(%err, "cannot reconnect to the journal's database"),
-            }
-        }
-        job(&mut client);
+        job(&mut link);
     }
 }
 
@@ -118,10 +190,63 @@ pub(crate) fn remember(sql: &'static str, statement: Statement) {
     PREPARED.with(|p| p.borrow_mut().insert(sql, statement));
 }
 
-/// Opens one connection.
+/// Opens one connection, once.
 pub(crate) fn connect(url: &str, location: &Path) -> Result<Client> {
-    Client::connect(url, NoTls)
-        .map_err(|err| backend(location, format!("cannot connect: {}", describe(&err))))
+    Client::connect(url, NoTls).map_err(|err| connect_error(location, &err))
+}
+
+/// Opens one connection, trying again with backoff for `target`'s window while the server
+/// cannot be reached (it refuses connections, or says it is starting or shutting down).
+pub(crate) fn connect_within(target: &Target, backoff: &mut Option<Backoff>) -> Result<Client> {
+    loop {
+        match Client::connect(&target.url, NoTls) {
+            Ok(client) => return Ok(client),
+            Err(err) if is_lost(&err) => {
+                if !retry(backoff, target.reconnect) {
+                    return Err(backend(
+                        &target.location,
+                        format!(
+                            "{UNREACHABLE} (tried for {} s): {}",
+                            target.reconnect.as_secs_f64(),
+                            describe(&err)
+                        ),
+                    ));
+                }
+            }
+            Err(err) => return Err(connect_error(&target.location, &err)),
+        }
+    }
+}
+
+fn connect_error(location: &Path, err: &postgres::Error) -> JournalError {
+    let detail = describe(err);
+    if is_lost(err) {
+        backend(location, format!("{UNREACHABLE}: {detail}"))
+    } else {
+        backend(location, format!("cannot connect: {detail}"))
+    }
+}
+
+/// Whether `err` says the server is gone or going (the connection was closed or reset, the
+/// server refused it, or it is shutting down, starting up or in recovery), as opposed to
+/// an error of the statement itself: a statement that failed so may be tried again on a
+/// new connection, once the transaction it was in is known not to have committed.
+pub(crate) fn is_lost(err: &postgres::Error) -> bool {
+    match err.as_db_error() {
+        Some(db) => {
+            let code = db.code();
+            code.code().starts_with("08")
+                || *code == SqlState::ADMIN_SHUTDOWN
+                || *code == SqlState::CRASH_SHUTDOWN
+                || *code == SqlState::CANNOT_CONNECT_NOW
+                || *code == SqlState::TOO_MANY_CONNECTIONS
+        }
+        // Not the server's answer: the socket failed, or the connection was closed.
+        None => {
+            err.is_closed()
+                || std::error::Error::source(err).is_some_and(|s| s.is::<std::io::Error>())
+        }
+    }
 }
 
 /// Builds the error for a failure of the database at `location`.

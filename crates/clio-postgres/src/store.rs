@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
 use std::time::Duration;
@@ -21,7 +21,7 @@ use serde_json::value::RawValue;
 
 use crate::PostgresConfig;
 use crate::lease::{Held, HeldState, Leases, Shared, listen, renew};
-use crate::pool::{self, Pool, backend, describe};
+use crate::pool::{self, LOST, Link, Pool, Target, backend, describe};
 use crate::schema;
 
 /// The PostgreSQL journal behind a [`clio_journal::Journal`].
@@ -30,16 +30,31 @@ pub(crate) struct PgStore {
     /// The writes into each run that wait for a connection (see [`PgStore::pending_in_run`]).
     queued: Arc<Mutex<HashMap<u64, Vec<RunWrite>>>>,
     pool: Pool,
-    threads: Vec<thread::JoinHandle<()>>,
+    url: String,
+    /// The thread that renews the leases, started with the first lease this handle holds.
+    renewer: Mutex<Option<thread::JoinHandle<()>>>,
+    /// Whether the thread that hears other processes' commits was started (by the first
+    /// watcher of [`JournalBackend::commits`]); it is not joined: it sees the handle close
+    /// within 200 ms and ends by itself.
+    listening: std::sync::Once,
 }
 
 impl PgStore {
     /// Connects, migrates the schema and starts the handle's threads.
+    ///
+    /// A server that cannot be reached is tried again with backoff for the configured
+    /// reconnect window, so that a command started while the server restarts waits for it.
+    /// Only one connection is made here; the pool's others are made when they have work,
+    /// and neither the renewer nor the listener starts until it is needed.
     pub(crate) fn connect(config: &PostgresConfig, location: PathBuf) -> Result<PgStore> {
-        let mut first = pool::connect(&config.url, &location)?;
+        let target = Target {
+            url: Arc::from(config.url.as_str()),
+            location: location.clone(),
+            reconnect: config.reconnect,
+        };
+        let mut first = pool::connect_within(&target, &mut None)?;
         schema::migrate(&mut first, &location)?;
-        drop(first);
-        let pool = Pool::start(&config.url, config.connections, &location)?;
+        let pool = Pool::start(&target, config.connections, first)?;
         let lease_ms = i64::try_from(config.lease.as_millis()).unwrap_or(i64::MAX).max(1);
         let shared = Arc::new(Shared {
             location,
@@ -47,19 +62,31 @@ impl PgStore {
             leases: Leases::default(),
             lease_ms,
             stop: AtomicBool::new(false),
+            bell: Default::default(),
         });
-        let listener = {
-            let shared = Arc::clone(&shared);
-            let url = config.url.clone();
-            spawn("clio-postgres-listen", move || listen(&url, &shared))?
-        };
-        let renewer = {
-            let shared = Arc::clone(&shared);
-            let url = config.url.clone();
-            spawn("clio-postgres-leases", move || renew(&url, &shared))?
-        };
-        let queued = Arc::default();
-        Ok(PgStore { shared, queued, pool, threads: vec![listener, renewer] })
+        Ok(PgStore {
+            shared,
+            queued: Arc::default(),
+            pool,
+            url: config.url.clone(),
+            renewer: Mutex::new(None),
+            listening: std::sync::Once::new(),
+        })
+    }
+
+    /// Notes that this handle holds run `run`'s lease at `epoch`, starting the renewer
+    /// with the first lease.
+    fn hold(&self, run: RunId, epoch: i64) {
+        self.shared.leases.lock().insert(run.0, Held::live(epoch));
+        let mut renewer = self.renewer.lock().unwrap_or_else(PoisonError::into_inner);
+        if renewer.is_none() {
+            let shared = Arc::clone(&self.shared);
+            let url = self.url.clone();
+            match spawn("clio-postgres-leases", move || renew(&url, &shared)) {
+                Ok(handle) => *renewer = Some(handle),
+                Err(err) => tracing::warn!(%err, "cannot start the thread that renews leases"),
+            }
+        }
     }
 
     fn location(&self) -> &Path {
@@ -72,7 +99,7 @@ impl PgStore {
         f: impl FnOnce(&mut Conn<'_>) -> Result<T> + Send + 'static,
     ) -> Result<T> {
         let shared = Arc::clone(&self.shared);
-        self.pool.run(self.location(), move |client| in_tx(client, &shared, f))
+        self.pool.run(self.location(), move |link| in_tx(link, &shared, f))
     }
 
     /// Sends `f` to run in one transaction on a pooled connection; the answer comes back
@@ -83,7 +110,7 @@ impl PgStore {
     ) -> Pending<T> {
         let (reply, pending) = pending_reply(self.location());
         let shared = Arc::clone(&self.shared);
-        let sent = self.pool.send(Box::new(move |client| reply.send(in_tx(client, &shared, f))));
+        let sent = self.pool.send(Box::new(move |link| reply.send(in_tx(link, &shared, f))));
         if sent {
             pending
         } else {
@@ -113,13 +140,13 @@ impl PgStore {
         if first {
             let shared = Arc::clone(&self.shared);
             let queued = Arc::clone(&self.queued);
-            let job = Box::new(move |client: &mut Client| {
+            let job = Box::new(move |link: &mut Link| {
                 let writes = queued
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
                     .remove(&run.0)
                     .unwrap_or_default();
-                in_batch(client, &shared, writes);
+                in_batch(link, &shared, writes);
             });
             if !self.pool.send(job) {
                 let writes =
@@ -133,15 +160,30 @@ impl PgStore {
     }
 
     /// Runs the read `f` on a pooled connection, each statement on its own (a read of
-    /// several statements checks what it needs of the others).
+    /// several statements checks what it needs of the others). A read that lost its
+    /// connection is read again on a new one, for as long as the reconnect window lasts.
     fn read<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&mut Conn<'_>) -> Result<T> + Send + 'static,
+        f: impl Fn(&mut Conn<'_>) -> Result<T> + Send + 'static,
     ) -> Result<T> {
         let shared = Arc::clone(&self.shared);
-        self.pool.run(self.location(), move |client| {
+        self.pool.run(self.location(), move |link| {
             let location = shared.location.as_path();
-            f(&mut Conn { client, location, shared: &shared, wrote: false })
+            let mut backoff = None;
+            loop {
+                let client = link.connect(&mut backoff)?;
+                let mut conn =
+                    Conn { client, location, shared: &shared, wrote: false, lost: false };
+                match f(&mut conn) {
+                    Err(err) if conn.lost => {
+                        link.reset();
+                        if !pool::retry(&mut backoff, link.window()) {
+                            return Err(err);
+                        }
+                    }
+                    res => return res,
+                }
+            }
         })
     }
 }
@@ -198,7 +240,10 @@ impl PgStore {
             conn.changed();
             // What the run's last worker left running is cut short: its tasks are marked
             // interrupted and the run too, as a resume expects of work whose process is gone.
-            let live = HashSet::from([worker.clone()]);
+            // Nobody counts as live, this worker included: the run's lease had lapsed or was
+            // given up, so whatever was left active in it (by this worker too, when a drive
+            // here ended on a lost connection) is driven by no one.
+            let live = HashSet::new();
             let now = records::now_ms();
             let rows = conn.query(
                 "SELECT record FROM clio_tasks WHERE run = $1 AND active FOR UPDATE",
@@ -220,7 +265,7 @@ impl PgStore {
             Ok(Some((run, epoch)))
         })?;
         Ok(claimed.map(|(run, epoch)| {
-            self.shared.leases.lock().insert(run.0, Held::live(epoch));
+            self.hold(run, epoch);
             Lease { run, epoch: epoch as u64 }
         }))
     }
@@ -251,8 +296,9 @@ impl Drop for PgStore {
                 tracing::warn!(%err, "could not give up the leases of a closing journal handle");
             }
         }
-        self.shared.stop.store(true, Ordering::SeqCst);
-        for handle in self.threads.drain(..) {
+        self.shared.close();
+        let renewer = self.renewer.lock().unwrap_or_else(PoisonError::into_inner).take();
+        if let Some(handle) = renewer {
             let _ = handle.join();
         }
     }
@@ -274,6 +320,9 @@ pub(crate) struct Conn<'a> {
     /// announcement wakes every watcher, and a worker that looks for runs must not wake
     /// itself by looking).
     wrote: bool,
+    /// Whether a statement failed because the connection was lost: the transaction did not
+    /// commit, and may be tried again on a new connection.
+    lost: bool,
 }
 
 impl Conn<'_> {
@@ -281,19 +330,30 @@ impl Conn<'_> {
         if let Some(st) = pool::prepared(sql) {
             return Ok(st);
         }
-        let st = self.client.prepare(sql).map_err(|e| self.fail(sql, &e))?;
+        let st = match self.client.prepare(sql) {
+            Ok(st) => st,
+            Err(err) => return Err(self.fail(sql, &err)),
+        };
         pool::remember(sql, st.clone());
         Ok(st)
     }
 
-    fn fail(&self, sql: &str, err: &postgres::Error) -> JournalError {
+    /// The error of statement `sql`; a lost connection is noted, and said so.
+    fn fail(&mut self, sql: &str, err: &postgres::Error) -> JournalError {
         let what = sql.split_whitespace().take(4).collect::<Vec<_>>().join(" ");
+        if pool::is_lost(err) {
+            self.lost = true;
+            return backend(self.location, format!("{LOST} ({what}...): {}", describe(err)));
+        }
         backend(self.location, format!("{what}...: {}", describe(err)))
     }
 
     fn query(&mut self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>> {
         let st = self.statement(sql)?;
-        self.client.query(&st, params).map_err(|e| self.fail(sql, &e))
+        match self.client.query(&st, params) {
+            Ok(rows) => Ok(rows),
+            Err(err) => Err(self.fail(sql, &err)),
+        }
     }
 
     fn query_opt(
@@ -302,12 +362,18 @@ impl Conn<'_> {
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Option<Row>> {
         let st = self.statement(sql)?;
-        self.client.query_opt(&st, params).map_err(|e| self.fail(sql, &e))
+        match self.client.query_opt(&st, params) {
+            Ok(row) => Ok(row),
+            Err(err) => Err(self.fail(sql, &err)),
+        }
     }
 
     fn execute(&mut self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> Result<u64> {
         let st = self.statement(sql)?;
-        let n = self.client.execute(&st, params).map_err(|e| self.fail(sql, &e))?;
+        let n = match self.client.execute(&st, params) {
+            Ok(n) => n,
+            Err(err) => return Err(self.fail(sql, &err)),
+        };
         self.wrote |= n > 0;
         Ok(n)
     }
@@ -497,23 +563,45 @@ impl Conn<'_> {
     }
 }
 
-/// Runs `f` in a transaction on `client`; announces and commits it when `f` succeeds.
+/// Opens a transaction on `link`'s connection: a connection found lost (the server
+/// restarted since it was last used) is made again, with backoff for the reconnect window,
+/// since nothing of the transaction has run yet.
+fn begin<'l>(link: &'l mut Link, location: &Path) -> Result<&'l mut Client> {
+    let mut backoff = None;
+    loop {
+        let err = match link.connect(&mut backoff)?.batch_execute("BEGIN") {
+            Ok(()) => break,
+            Err(err) => err,
+        };
+        if !pool::is_lost(&err) {
+            return Err(backend(location, format!("BEGIN: {}", describe(&err))));
+        }
+        link.reset();
+        if !pool::retry(&mut backoff, link.window()) {
+            return Err(backend(location, format!("{LOST} (BEGIN): {}", describe(&err))));
+        }
+    }
+    link.connect(&mut backoff)
+}
+
+/// Runs `f` in a transaction on `link`; announces and commits it when `f` succeeds.
 fn in_tx<T>(
-    client: &mut Client,
+    link: &mut Link,
     shared: &Shared,
     f: impl FnOnce(&mut Conn<'_>) -> Result<T>,
 ) -> Result<T> {
     let location = shared.location.as_path();
-    if let Err(err) = client.batch_execute("BEGIN") {
-        return Err(backend(location, format!("BEGIN: {}", describe(&err))));
-    }
-    let mut conn = Conn { client: &mut *client, location, shared, wrote: false };
+    let client = begin(link, location)?;
+    let mut conn = Conn { client: &mut *client, location, shared, wrote: false, lost: false };
     let res = f(&mut conn);
-    let wrote = conn.wrote;
+    let (wrote, lost) = (conn.wrote, conn.lost);
     match res {
         Ok(value) => commit(client, shared, wrote).map(|()| value),
         Err(err) => {
             let _ = client.batch_execute("ROLLBACK");
+            if lost {
+                link.reset();
+            }
             Err(err)
         }
     }
@@ -532,6 +620,18 @@ fn commit(client: &mut Client, shared: &Shared, wrote: bool) -> Result<()> {
         }
         Err(err) => {
             let _ = client.batch_execute("ROLLBACK");
+            if pool::is_lost(&err) {
+                // Whether the server committed before the connection went is not known:
+                // the caller is told so, and a worker gives the run up to be claimed again,
+                // whose history then says what was stored.
+                return Err(backend(
+                    &shared.location,
+                    format!(
+                        "{LOST} (COMMIT; the write may or may not be stored): {}",
+                        describe(&err)
+                    ),
+                ));
+            }
             Err(backend(&shared.location, format!("COMMIT: {}", describe(&err))))
         }
     }
@@ -578,17 +678,23 @@ where
 
 /// Runs `writes` (into one run) in one transaction, each in a savepoint when there are
 /// several, then answers each with its own result or the commit's failure.
-fn in_batch(client: &mut Client, shared: &Shared, writes: Vec<RunWrite>) {
+fn in_batch(link: &mut Link, shared: &Shared, writes: Vec<RunWrite>) {
     let location = shared.location.as_path();
     let fail =
         |what: &str, err: &postgres::Error| backend(location, format!("{what}: {}", describe(err)));
-    if let Err(err) = client.batch_execute("BEGIN") {
-        let detail = fail("BEGIN", &err).to_string();
-        for write in writes {
-            write.refuse(backend(location, detail.clone()));
+    let client = match begin(link, location) {
+        Ok(client) => client,
+        Err(err) => {
+            let detail = match &err {
+                JournalError::Backend { detail, .. } => detail.clone(),
+                other => other.to_string(),
+            };
+            for write in writes {
+                write.refuse(backend(location, detail.clone()));
+            }
+            return;
         }
-        return;
-    }
+    };
     let alone = writes.len() == 1;
     let mut wrote = false;
     let mut settles: Vec<Settle> = Vec::with_capacity(writes.len());
@@ -604,7 +710,7 @@ fn in_batch(client: &mut Client, shared: &Shared, writes: Vec<RunWrite>) {
             broken = Some(detail);
             continue;
         }
-        let mut conn = Conn { client: &mut *client, location, shared, wrote: false };
+        let mut conn = Conn { client: &mut *client, location, shared, wrote: false, lost: false };
         let (ok, settle) = write.run(&mut conn);
         let changed = conn.wrote;
         settles.push(settle);
@@ -698,6 +804,14 @@ impl JournalBackend for PgStore {
     }
 
     fn commits(&self) -> &CommitNotices {
+        // Whoever looks at the notices watches for changes: the listener starts now.
+        self.listening.call_once(|| {
+            let shared = Arc::clone(&self.shared);
+            let url = self.url.clone();
+            if let Err(err) = spawn("clio-postgres-listen", move || listen(&url, &shared)) {
+                tracing::warn!(%err, "cannot start the thread that hears other processes' commits");
+            }
+        });
         &self.shared.commits
     }
 
@@ -728,7 +842,7 @@ impl JournalBackend for PgStore {
             )?;
             Ok((id, row.map(|r| r.get::<_, i64>(0)).unwrap_or(1)))
         })?;
-        self.shared.leases.lock().insert(run.0, Held::live(epoch));
+        self.hold(run, epoch);
         Ok(run)
     }
 

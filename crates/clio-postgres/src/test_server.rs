@@ -128,13 +128,156 @@ fn connect(url: &str) -> postgres::Client {
 
 /// Starts a cluster in a temporary folder with `.ci/postgres`.
 fn start_throwaway_cluster() -> String {
+    let dir: PathBuf = std::env::temp_dir().join(format!("clio-pg-test-{}", std::process::id()));
+    start_cluster(&dir)
+}
+
+/// A throwaway cluster of one test's own, which the test may stop and start again on the
+/// same port and data folder (a restart of the server, or an outage, under load): unlike
+/// [`url`]'s server, which other tests share. Stopped and removed when dropped, or by a
+/// watchdog once the test process is gone.
+pub struct Cluster {
+    dir: PathBuf,
+    bin: PathBuf,
+    port: u16,
+    url: String,
+}
+
+impl Cluster {
+    /// Creates and starts a cluster in a temporary folder with `.ci/postgres`.
+    ///
+    /// # Panics
+    /// When no PostgreSQL server is installed or it does not start.
+    pub fn start(name: &str) -> Cluster {
+        static N: AtomicU64 = AtomicU64::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "clio-pg-{name}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::SeqCst)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        let url = start_cluster(&dir);
+        let port = url
+            .rsplit_once(':')
+            .and_then(|(_, rest)| rest.split('/').next())
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("no port in the cluster's URL {url}"));
+        Cluster { dir, bin: server_bin(), port, url }
+    }
+
+    /// The URL of the cluster's maintenance database.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Creates a database of its own in the cluster and returns its URL.
+    ///
+    /// # Panics
+    /// When the server cannot be reached or refuses.
+    pub fn database(&self, name: &str) -> String {
+        connect(&self.url)
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .unwrap_or_else(|err| panic!("cannot create database {name}: {err}"));
+        with_database(&self.url, name)
+    }
+
+    /// Stops the server at once, as a crash would (`pg_ctl stop -m immediate`): every
+    /// connection is cut and nothing is shut down cleanly.
+    ///
+    /// # Panics
+    /// When `pg_ctl` fails.
+    pub fn stop_immediate(&self) {
+        self.pg_ctl(&["-m", "immediate", "-w", "stop"]);
+    }
+
+    /// Starts the server again on its port and data folder (it recovers from its log).
+    ///
+    /// # Panics
+    /// When `pg_ctl` fails.
+    pub fn start_again(&self) {
+        let options = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c max_connections=200",
+            self.port,
+            self.dir.display()
+        );
+        let log = self.dir.join("server.log");
+        self.pg_ctl(&["-l", &log.to_string_lossy(), "-w", "-o", &options, "start"]);
+    }
+
+    fn pg_ctl(&self, args: &[&str]) {
+        let data = self.dir.join("data");
+        let mut command = as_server_owner(&self.bin.join("pg_ctl"));
+        command.arg("-D").arg(&data).args(args).stdout(Stdio::null());
+        let out = command.output().unwrap_or_else(|err| panic!("cannot run pg_ctl: {err}"));
+        assert!(
+            out.status.success(),
+            "pg_ctl {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let data = self.dir.join("data");
+        let _ = as_server_owner(&self.bin.join("pg_ctl"))
+            .arg("-D")
+            .arg(&data)
+            .args(["-m", "immediate", "stop"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The folder of the newest PostgreSQL server's programs, as `.ci/postgres` picks it.
+fn server_bin() -> PathBuf {
+    let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .map(|dir| dir.flatten().map(|e| e.path().join("bin")).filter(|p| p.is_dir()).collect())
+        .unwrap_or_default();
+    found.sort_by_key(|p| {
+        p.parent()
+            .and_then(Path::file_name)
+            .and_then(|v| v.to_str())
+            .and_then(|v| v.split('.').next())
+            .and_then(|v| v.parse::<u32>().ok())
+            .unwrap_or(0)
+    });
+    if let Some(bin) = found.pop() {
+        return bin;
+    }
+    let out = Command::new("sh").args(["-c", "command -v initdb"]).output();
+    let path =
+        out.map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned()).unwrap_or_default();
+    std::fs::canonicalize(&path)
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf))
+        .unwrap_or_else(|| panic!("no PostgreSQL server found: apt-get install postgresql"))
+}
+
+/// A command running `program` as the cluster's owner: `postgres` when this is root (the
+/// server refuses to run as root), else this user.
+fn as_server_owner(program: &Path) -> Command {
+    let root = Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.trim_ascii() == b"0");
+    if root {
+        let mut command = Command::new("runuser");
+        command.args(["-u", "postgres", "--"]).arg(program);
+        command
+    } else {
+        Command::new(program)
+    }
+}
+
+/// Starts a cluster in `dir` with `.ci/postgres`, with a watchdog that stops it once this
+/// process is gone; returns its URL.
+fn start_cluster(dir: &Path) -> String {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let script = root.join(".ci/postgres");
-    let dir: PathBuf = std::env::temp_dir().join(format!("clio-pg-test-{}", std::process::id()));
     let out = Command::new("bash")
         .arg(&script)
         .arg("start")
-        .arg(&dir)
+        .arg(dir)
         .output()
         .unwrap_or_else(|err| panic!("cannot run {}: {err}", script.display()));
     assert!(
@@ -144,8 +287,6 @@ fn start_throwaway_cluster() -> String {
         script.display(),
         String::from_utf8_lossy(&out.stderr)
     );
-    // The watchdog stops the cluster once this process is gone; `setsid -f` leaves it
-    // running in a session of its own and returns.
     let watchdog = format!(
         "while kill -0 {pid} 2>/dev/null; do sleep 1; done; bash {script} stop {dir}; rm -rf {dir}",
         pid = std::process::id(),
