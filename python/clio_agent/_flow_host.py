@@ -11,6 +11,7 @@ addressed by its ``instance`` id in every message), as asyncio tasks.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.util
 import json
 import os
@@ -18,7 +19,8 @@ import platform
 import sys
 import threading
 import traceback
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 if __package__ in (None, ""):  # run as a file: import the package it sits in
     _here = os.path.dirname(os.path.abspath(__file__))
@@ -111,7 +113,11 @@ def python_error(exc: BaseException, *, flow: str, file: str, root: str, phase: 
         at = f" at {where_file}:{where_line}" if where_file else ""
         what = {"import": "loading", "options": "reading options of", "forward": "", "return": "returning from"}
         doing = what.get(phase, "")
-        head = f"flow {flow} raised {type(exc).__name__}" if not doing else f"{doing} flow {flow} raised {type(exc).__name__}"
+        head = (
+            f"flow {flow} raised {type(exc).__name__}"
+            if not doing
+            else f"{doing} flow {flow} raised {type(exc).__name__}"
+        )
         message = f"{head}{at}: {exc}" if str(exc) else f"{head}{at}"
         error = {
             "reason": "flow_exception",
@@ -423,7 +429,9 @@ class Host:
             if inst is None:
                 if _key(msg.get("instance")) in self._ended:
                     return kind  # a reply that crossed the instance's end
-                raise _Fatal(f"a {kind} message names flow instance {msg.get('instance')!r}, which this process never ran")
+                raise _Fatal(
+                    f"a {kind} message names flow instance {msg.get('instance')!r}, which this process never ran"
+                )
             inst.deliver(msg)
             return kind
         if kind == "start":
@@ -560,10 +568,8 @@ def main() -> int:
     os.close(null)
     os.dup2(2, 1)
     sys.stdin = open(os.devnull, encoding="utf-8")  # noqa: SIM115 - lives as long as the process
-    try:
+    with contextlib.suppress(AttributeError):
         sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
-    except AttributeError:
-        pass
     return asyncio.run(_amain(in_fd, out_fd))
 
 

@@ -14,7 +14,8 @@ import json
 import os
 import sys
 from collections import Counter
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -70,32 +71,74 @@ class Runtime:
         self.next_handle += 1
         handle = self.next_handle
         if fn is None:
-            return {"error": {"reason": "flow_target_unknown", "handle": None, "message": f"unknown call target {name!r}", "details": {"target": name}}}
+            return {
+                "error": {
+                    "reason": "flow_target_unknown",
+                    "handle": None,
+                    "message": f"unknown call target {name!r}",
+                    "details": {"target": name},
+                }
+            }
         self.tally[name] += 1
         try:
-            out = fn(call["input"]) if not isinstance(target, dict) else fn({"input": call["input"], "options": target.get("options")})
+            out = (
+                fn(call["input"])
+                if not isinstance(target, dict)
+                else fn({"input": call["input"], "options": target.get("options")})
+            )
         except TargetError as e:
             err = dict(e.error, handle=handle)
             return {"error": err}
         if isinstance(out, dict):
-            result = {"answer": "", "value": out, "outputs": {}, "response_text": "", "handle": handle, "target": name, "kind": "tool", "model": "", "index": None, "workflow_state": None}
+            result = {
+                "answer": "",
+                "value": out,
+                "outputs": {},
+                "response_text": "",
+                "handle": handle,
+                "target": name,
+                "kind": "tool",
+                "model": "",
+                "index": None,
+                "workflow_state": None,
+            }
             result.update({k: v for k, v in out.items() if k in result})
             return {"ok": result}
         text = str(out)
-        return {"ok": {"answer": text, "value": text, "outputs": {}, "response_text": text, "handle": handle, "target": name, "kind": "subagent", "model": "scripted/one", "index": None, "workflow_state": None}}
+        return {
+            "ok": {
+                "answer": text,
+                "value": text,
+                "outputs": {},
+                "response_text": text,
+                "handle": handle,
+                "target": name,
+                "kind": "subagent",
+                "model": "scripted/one",
+                "index": None,
+                "workflow_state": None,
+            }
+        }
 
     # The journal --------------------------------------------------------------------
 
     def _new(self, ident: str, what: str) -> dict | None:
         """Checks a command with no record: an error reply when recorded commands are
         still unreached (the history was made by other code)."""
-        unreached = [i for i in self._recorded if i not in self._reached and not i.startswith("key:patch:") and "@" not in i]
+        unreached = [
+            i for i in self._recorded if i not in self._reached and not i.startswith("key:patch:") and "@" not in i
+        ]
         if unreached:
             return {
                 "reason": "flow_replay_mismatch",
                 "handle": None,
                 "message": f"nondeterminism at {ident}: recorded nothing, now {what}; the history still holds, not reached: {', '.join(unreached)}",
-                "details": {"identity": ident, "journaled": "nothing", "requested": what, "unreached": [{"identity": u} for u in unreached]},
+                "details": {
+                    "identity": ident,
+                    "journaled": "nothing",
+                    "requested": what,
+                    "unreached": [{"identity": u} for u in unreached],
+                },
             }
         return None
 
@@ -249,7 +292,13 @@ class Runtime:
                 self.tally["step:" + msg.get("name", "")] += 1
                 self.reply(msg, outcome)
             elif kind == "ask":
-                what = {"command": "ask", "question": msg["question"], "schema": msg["schema"], "options": msg["options"], "reason": msg["reason"]}
+                what = {
+                    "command": "ask",
+                    "question": msg["question"],
+                    "schema": msg["schema"],
+                    "options": msg["options"],
+                    "reason": msg["reason"],
+                }
                 ident = identity(msg, what, msg.get("key", ""))
                 entry = self._lookup(ident)
                 if entry is None:
@@ -274,7 +323,11 @@ class Runtime:
                 what = {"command": "publish"} if kind == "publish" else {"command": "event", "event": msg["event"]}
                 ident = identity(msg, what)
                 if self._lookup(ident) is None:
-                    self.journal[ident] = {"kind": kind, "outcome": {"ok": None}, "value": msg.get("event", msg.get("view"))}
+                    self.journal[ident] = {
+                        "kind": kind,
+                        "outcome": {"ok": None},
+                        "value": msg.get("event", msg.get("view")),
+                    }
                     self._reached.add(ident)
                 self.reply(msg, {"ok": None})
             elif kind == "patched":
@@ -282,22 +335,41 @@ class Runtime:
                 if ident in self.journal:
                     self.reply(msg, {"ok": True})
                     continue
-                past = all(i in self._reached for i in self._recorded if not i.startswith("key:patch:") and "@" not in i)
+                past = all(
+                    i in self._reached for i in self._recorded if not i.startswith("key:patch:") and "@" not in i
+                )
                 if past:
                     self.journal[ident] = {"kind": "patch", "outcome": {"ok": True}}
                 self.reply(msg, {"ok": past})
             elif kind == "permission_receipts":
-                ident = identity(msg, {"command": "step", "name": f"permission_receipts:{str(msg['refresh']).lower()}"}, "" if msg["refresh"] else "permission_receipts")
+                ident = identity(
+                    msg,
+                    {"command": "step", "name": f"permission_receipts:{str(msg['refresh']).lower()}"},
+                    "" if msg["refresh"] else "permission_receipts",
+                )
                 entry = self._lookup(ident)
                 if entry is None:
-                    entry = self.journal[ident] = {"kind": "receipts", "outcome": {"ok": [{"tool": "shell", "decision": "allow"}]}}
+                    entry = self.journal[ident] = {
+                        "kind": "receipts",
+                        "outcome": {"ok": [{"tool": "shell", "decision": "allow"}]},
+                    }
                 self.reply(msg, entry["outcome"])
             elif kind == "tool_results":
                 self.reply(msg, {"ok": [{"handle": msg["handle"] + 1, "tool": "find_peaks", "value": [1, 2]}]})
             elif kind == "wait":
                 call = self._started.get(msg["handle"])
                 if call is None:
-                    self.reply(msg, {"error": {"reason": "call_failed", "handle": msg["handle"], "message": "no such task", "details": {}}})
+                    self.reply(
+                        msg,
+                        {
+                            "error": {
+                                "reason": "call_failed",
+                                "handle": msg["handle"],
+                                "message": "no such task",
+                                "details": {},
+                            }
+                        },
+                    )
                 else:
                     self.reply(msg, self._run_target(dict(call, wait=True)))
             elif kind == "cancel_task":
@@ -337,7 +409,9 @@ class Runtime:
         calls = msg["calls"]
         n = len(calls)
         sel = identity(msg, "select")
-        recorded = [self.journal[f"{sel}@delivered#{k}"]["index"] for k in range(n) if f"{sel}@delivered#{k}" in self.journal]
+        recorded = [
+            self.journal[f"{sel}@delivered#{k}"]["index"] for k in range(n) if f"{sel}@delivered#{k}" in self.journal
+        ]
         for k in range(len(recorded)):
             self._reached.add(f"{sel}@delivered#{k}")
         finishing = self.order(n) if self.order else list(range(n))

@@ -1,8 +1,6 @@
 """The seeds' flows, copied unchanged, run against the fake runtime."""
 
-import json
-
-from fakehost import Runtime, TargetError, run
+from fakehost import Runtime, run
 
 
 def writer(x):

@@ -279,9 +279,7 @@ def outcome_from_dict(data: Any) -> FlowOutcome:
     if reason == "flow_options_invalid":
         from clio_agent.sdk.flow import FlowOptionsInvalid
 
-        return FlowOptionsInvalid(
-            str(details.get("flow", "")), list(details.get("problems") or []), message=message
-        )
+        return FlowOptionsInvalid(str(details.get("flow", "")), list(details.get("problems") or []), message=message)
     cls = _CLASSES.get(reason)
     if cls is None:
         return FlowOutcome(message, handle=handle, details=details, reason=reason or None)

@@ -52,6 +52,7 @@ __all__ = [
     "FlowReplayMismatch",
     "FlowStall",
     "FlowTargetUnknown",
+    "Gather",
     "GatherFailed",
     "Step",
     "StepFailed",

@@ -97,9 +97,7 @@ def _convert(spec: dict, value: Any) -> Any:
     if kind == "one_of":
         return value if isinstance(value, str) and value in spec.get("values", []) else _NO
     if kind == "list":
-        if isinstance(value, (str, bytes, dict)) or not isinstance(
-            value, (list, tuple, collections.abc.Sequence)
-        ):
+        if isinstance(value, (str, bytes, dict)) or not isinstance(value, (list, tuple, collections.abc.Sequence)):
             return _NO
         items = [_convert(spec.get("items", ANY), v) for v in value]
         if any(i is _NO for i in items):

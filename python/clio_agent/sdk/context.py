@@ -235,7 +235,9 @@ class Ctx:
             out.append(handle)
         return out
 
-    def _build_call(self, site: dict, target: Any, input: Any, evidence: Any, key: str, model: str, label: str, wait: bool) -> Call:  # noqa: A002
+    def _build_call(
+        self, site: dict, target: Any, input: Any, evidence: Any, key: str, model: str, label: str, wait: bool
+    ) -> Call:  # noqa: A002
         for name, value in (("key", key), ("model", model), ("label", label)):
             if not isinstance(value, str):
                 raise TypeError(f"{name} must be text")
@@ -265,7 +267,9 @@ class Ctx:
         )
         return Call(self, body, site)
 
-    def call(self, target: Any, input: Any = None, *, evidence: Any = None, key: str = "", model: str = "", label: str = "") -> Call:  # noqa: A002
+    def call(
+        self, target: Any, input: Any = None, *, evidence: Any = None, key: str = "", model: str = "", label: str = ""
+    ) -> Call:  # noqa: A002
         """Returns a call of ``target`` on ``input`` (``None``: the flow's own task); it
         starts when awaited, or when passed to ``gather`` or ``as_completed``."""
         return self._build_call(self._site(1), target, input, evidence, key, model, label, True)
@@ -274,17 +278,29 @@ class Ctx:
         """This agent's own react loop run on ``task`` (a call of ``"self"``)."""
         return self._build_call(self._site(1), "self", task, None, "", "", "", True)
 
-    def start(self, target: Any, input: Any = None, *, evidence: Any = None, key: str = "", model: str = "", label: str = "") -> _Started:  # noqa: A002
+    def start(
+        self, target: Any, input: Any = None, *, evidence: Any = None, key: str = "", model: str = "", label: str = ""
+    ) -> _Started:  # noqa: A002
         """Starts ``target`` and returns (awaited) its task handle once accepted, without
         waiting for its result. Not for tools."""
         call = self._build_call(self._site(1), target, input, evidence, key, model, label, False)
         return _Started(call)
 
-    def gather(self, calls: Any, *, limit: int | None = None, return_when: str = "all", return_exceptions: bool = False) -> Gather:
+    def gather(
+        self, calls: Any, *, limit: int | None = None, return_when: str = "all", return_exceptions: bool = False
+    ) -> Gather:
         """Runs ``calls`` together, at most ``limit`` at a time; returns (awaited) their
         results in call order."""
         site = self._site(1)
-        return Gather(self, site, self._occurrence(site, '"select"'), _calls(calls, "gather"), limit, return_when, return_exceptions)
+        return Gather(
+            self,
+            site,
+            self._occurrence(site, '"select"'),
+            _calls(calls, "gather"),
+            limit,
+            return_when,
+            return_exceptions,
+        )
 
     def as_completed(self, calls: Any, *, limit: int | None = None) -> AsCompleted:
         """An async iterator of results (or errors), in finishing order, each with its
@@ -324,7 +340,15 @@ class Ctx:
         command = {"command": "ask", "question": question, "schema": kind, "options": opts, "reason": str(reason)}
         site = self._site(1)
         occurrence = self._occurrence(site, dumps(command))
-        body = {"site": site, "occurrence": occurrence, "question": question, "schema": kind, "options": opts, "reason": str(reason), "key": str(key)}
+        body = {
+            "site": site,
+            "occurrence": occurrence,
+            "question": question,
+            "schema": kind,
+            "options": opts,
+            "reason": str(reason),
+            "key": str(key),
+        }
 
         def convert(value: Any) -> Any:
             if kind == "bool":
@@ -342,7 +366,9 @@ class Ctx:
         text = dumps({"command": "event", "event": event})
         site = self._site(1)
         occurrence = self._occurrence(site, text)
-        return _Simple(self, "event", {"site": site, "occurrence": occurrence, "event": json.loads(text)["event"]}, lambda v: None)
+        return _Simple(
+            self, "event", {"site": site, "occurrence": occurrence, "event": json.loads(text)["event"]}, lambda v: None
+        )
 
     def publish(self, view: Any) -> _Simple:
         """Replaces the run's live view. (Its identity digests nothing of the view.)"""
@@ -357,7 +383,9 @@ class Ctx:
         site = self._site(1)
         name = f"permission_receipts:{'true' if refresh else 'false'}"
         occurrence = self._occurrence(site, dumps({"command": "step", "name": name}))
-        return _Simple(self, "permission_receipts", {"site": site, "occurrence": occurrence, "refresh": bool(refresh)}, _listed)
+        return _Simple(
+            self, "permission_receipts", {"site": site, "occurrence": occurrence, "refresh": bool(refresh)}, _listed
+        )
 
     def tool_results(self, handle: Any) -> _Simple:
         """The finished tool results of a child the flow called."""
@@ -503,7 +531,9 @@ def _check_limit(limit: Any) -> int | None:
 class Gather:
     """``ctx.gather``'s awaitable."""
 
-    def __init__(self, ctx: Ctx, site: dict, occurrence: int, calls: list, limit: Any, return_when: str, return_exceptions: bool):
+    def __init__(
+        self, ctx: Ctx, site: dict, occurrence: int, calls: list, limit: Any, return_when: str, return_exceptions: bool
+    ):
         if return_when not in ("all", "any"):
             raise ValueError(f'return_when is "all" or "any", not {return_when!r}')
         self._ctx = ctx
@@ -568,7 +598,9 @@ class AsCompleted:
                 raise StopAsyncIteration
             bodies = ",".join(c._mark() for c in self._calls)
             head = dumps({"site": self.site, "occurrence": self._occurrence, "limit": self._limit})
-            self._id, self._queue = self._ctx._channel.stream_raw("as_completed", head[:-1] + ',"calls":[' + bodies + "]}")
+            self._id, self._queue = self._ctx._channel.stream_raw(
+                "as_completed", head[:-1] + ',"calls":[' + bodies + "]}"
+            )
         reply = await self._queue.get()
         if reply.get("type") == "settled":
             index = reply.get("index")
