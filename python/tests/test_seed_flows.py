@@ -1,6 +1,6 @@
 """The seeds' flows, copied unchanged, run against the fake runtime."""
 
-from fakehost import Runtime, run
+from fakehost import Runtime, TargetError, run
 
 
 def writer(x):
@@ -25,3 +25,44 @@ def test_review_runs_as_the_seed_writes_it(plugin):
     assert gather["calls"][0]["input"] == "draft of a poem"
     assert rt.tally == {"writer": 2, "critic": 1, "fact-checker": 1}
     assert rt.status == 0
+
+
+def test_three_models_calls_the_council_on_several_models(plugin):
+    file = plugin.copy("three_models.py")
+    rt = Runtime({"council": lambda x: f"synthesis of {x['input']} on {x['options']['models']}"})
+    end = run(rt.run(plugin.root, file, "why?", flow="three-models", options={"models": ["a/1", "b/2", "c/3"]}))
+    assert end["ok"]["result"]["answer"] == "synthesis of why? on ['a/1', 'b/2', 'c/3']"
+    assert rt.log[0]["target"] == {"id": "council", "options": {"models": ["a/1", "b/2", "c/3"]}}
+
+
+def test_batch7_hands_a_workflow_to_the_workflow_flow(plugin):
+    file = plugin.copy("batch7.py")
+    rt = Runtime({"workflow": lambda x: f"ran {len(x['workflow']['steps'])} steps"})
+    end = run(rt.run(plugin.root, file, "batch 7", flow="batch7"))
+    assert end["ok"]["result"]["answer"] == "ran 3 steps"
+    sent = rt.log[0]["input"]
+    assert sent["editors"] == ["independent_reviewer"] and sent["approve_edits"] is True
+    assert sent["workflow"]["steps"][1] == {"id": "relate", "target": "data_analysis_expert", "after": ["survey"]}
+
+
+def test_review_resumed_runs_nothing_twice(plugin):
+    file = plugin.copy("review.py")
+    rt = Runtime({"writer": writer, "critic": lambda d: "c", "fact-checker": lambda d: "f"})
+    first = run(rt.run(plugin.root, file, "a poem", flow="review"))
+    ran = dict(rt.tally)
+    second = run(rt.run(plugin.root, file, "a poem", flow="review"))
+    assert second["ok"] == first["ok"] and dict(rt.tally) == ran
+
+
+def test_a_failing_reviewer_fails_the_gather(plugin):
+    file = plugin.copy("review.py")
+
+    def critic(d):
+        raise TargetError("call_stopped", "provider timeout")
+
+    rt = Runtime({"writer": writer, "critic": critic, "fact-checker": lambda d: "f"})
+    end = run(rt.run(plugin.root, file, "a poem", flow="review"))
+    err = end["error"]
+    assert err["reason"] == "gather_failed"
+    assert err["details"]["results"][0]["reason"] == "call_stopped"
+    assert err["python"]["file"] == "ai.iowarp.clio/flows/review.py" and err["python"]["line"] == 12
