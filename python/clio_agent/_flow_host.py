@@ -166,6 +166,8 @@ class Instance:
         self._dropped: set[int] = set()
         self.failure: FlowOutcome | None = None
         self.task: asyncio.Task | None = None
+        # Past the recorded history: steps run at once and report with their request.
+        self.frontier = msg.get("history") is False
 
     def name(self) -> str:
         return f"{self.flow_id} ({self.file})"
@@ -190,9 +192,9 @@ class Instance:
     def request(self, kind: str, body: dict) -> asyncio.Future:
         return self.request_raw(kind, dumps(body))
 
-    def request_with_id(self, kind: str, body: dict) -> tuple[int, asyncio.Future]:
+    def request_with_id_raw(self, kind: str, body: str) -> tuple[int, asyncio.Future]:
         rid, fut = self._new()
-        self.host.send_text(self._line(kind, rid, dumps(body)))
+        self.host.send_text(self._line(kind, rid, body))
         return rid, fut
 
     def reply_raw(self, kind: str, rid: int, body: str) -> asyncio.Future:
@@ -436,6 +438,11 @@ class Host:
             return kind
         if kind == "start":
             self.start(msg)
+            return kind
+        if kind == "frontier":
+            inst = self.instances.get(_key(msg.get("instance")))
+            if inst is not None:
+                inst.frontier = True
             return kind
         if kind == "cancel":
             inst = self.instances.get(_key(msg.get("instance")))

@@ -221,6 +221,7 @@ class Runtime:
                 "run_id": run_id,
                 "depth": depth,
                 "workspace": workspace,
+                "history": bool(self.journal),
             }
             self.send(msg)
             end = await asyncio.wait_for(self._loop(script), 30)
@@ -281,16 +282,12 @@ class Runtime:
                     self.reply(msg, {"error": refused})
                     continue
                 self._steps[msg["id"]] = ident
+                if msg.get("ran"):
+                    self._step_done(msg)
+                    continue
                 self.send({"type": "run", "instance": msg["instance"], "id": msg["id"]})
             elif kind == "step_done":
-                ident = self._steps.pop(msg["id"])
-                outcome = {"error": msg["error"]} if "error" in msg else {"ok": msg["ok"]}
-                if "error" in outcome:
-                    outcome["error"]["details"]["identity"] = ident
-                self.journal[ident] = {"kind": "step", "outcome": outcome}
-                self._reached.add(ident)
-                self.tally["step:" + msg.get("name", "")] += 1
-                self.reply(msg, outcome)
+                self._step_done(msg)
             elif kind == "ask":
                 what = {
                     "command": "ask",
@@ -383,6 +380,16 @@ class Runtime:
                 pass
             else:
                 raise AssertionError(f"unexpected message {msg}")
+
+    def _step_done(self, msg: dict) -> None:
+        ident = self._steps.pop(msg["id"])
+        outcome = {"error": msg["error"]} if "error" in msg else {"ok": msg["ok"]}
+        if "error" in outcome:
+            outcome["error"]["details"]["identity"] = ident
+        self.journal[ident] = {"kind": "step", "outcome": outcome}
+        self._reached.add(ident)
+        self.tally["steps"] += 1
+        self.reply(msg, outcome)
 
     def _gather(self, msg: dict) -> dict:
         calls = msg["calls"]

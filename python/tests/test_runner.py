@@ -213,15 +213,46 @@ def test_step_runs_once_and_replays_its_record(plugin, tmp_path):
     assert (workspace / "log.txt").read_text() == '{"n":1}\n'
     steps = [m for m in rt.log if m["type"] == "step"]
     assert [s["name"] for s in steps] == ["Workspace.append", "S.forward.<locals>.<lambda>", "slow_double", "boom"]
-    done = [m for m in rt.log if m["type"] == "step_done"]
-    assert done[3]["error"]["reason"] == "step_failed" and "KeyError" in done[3]["error"]["message"]
-    assert "Traceback" in done[3]["error"]["details"]["traceback"]
+    # A new run has no history: each step runs at once and reports with its request.
+    assert all(s.get("ran") for s in steps) and steps[2]["ok"] == 42
+    assert steps[3]["error"]["reason"] == "step_failed" and "KeyError" in steps[3]["error"]["message"]
+    assert "Traceback" in steps[3]["error"]["details"]["traceback"]
     # The resume answers every step from its record: the file gets no second line.
     rt.log.clear()
     second = run(rt.run(plugin.root, file, flow="s", workspace=str(workspace)))
     assert second["ok"] == first["ok"]
     assert (workspace / "log.txt").read_text() == '{"n":1}\n'
-    assert not [m for m in rt.log if m["type"] == "step_done"]
+    assert not [m for m in rt.log if m["type"] == "step_done" or m.get("ran")]
+    assert rt.tally["steps"] == 4
+
+
+def test_a_step_with_history_asks_first_until_the_frontier(plugin):
+    file = flow_file(
+        plugin,
+        "two.py",
+        """
+        class Two(Flow):
+            id = "two"
+
+            async def forward(self, task, ctx):
+                a = await ctx.step(len, "abc")
+                b = await ctx.step(len, "abcd")
+                return {"answer": f"{a}{b}"}
+        """,
+    )
+
+    def script(msg, rt):
+        if msg["type"] == "step_done":
+            # Past the history now: the runtime says so, and the next step runs at once.
+            rt.send({"type": "frontier", "instance": msg["instance"]})
+        return False
+
+    rt = Runtime()
+    rt.journal["key:patch:elsewhere"] = {"kind": "patch", "outcome": {"ok": True}}
+    end = run(rt.run(plugin.root, file, flow="two", script=script))
+    assert end["ok"]["value"] == {"answer": "34"}
+    kinds = [(m["type"], bool(m.get("ran"))) for m in rt.log]
+    assert kinds == [("step", False), ("step_done", False), ("step", True), ("end", False)]
 
 
 def test_workspace_refuses_without_a_root_and_outside_it(plugin, tmp_path):
