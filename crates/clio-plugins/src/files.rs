@@ -278,15 +278,12 @@ pub(crate) fn read_flows(
         let mut sink = Sink { file: format!("{prefix}flows/{name}"), problems };
         let id = name.trim_end_matches(".json").to_owned();
         crate::plugin::id_problem(&mut sink, "", &id);
-        let text = match std::fs::read_to_string(&path) {
+        let text = match clio_spec::read_input(&path) {
             Ok(text) => text,
             Err(err) => {
-                sink.push(
-                    ProblemCode::IoError,
-                    "",
-                    None,
-                    format!("cannot read the workflow file: {err}"),
-                );
+                let problem =
+                    crate::problem::input_problem(&err, sink.file.clone(), "workflow file");
+                sink.problems.push(problem);
                 continue;
             }
         };

@@ -116,28 +116,63 @@ pub struct Problem {
     pub message: String,
 }
 
-/// Reads the text file at `path`; when it cannot be read, records an `io_error` problem on
-/// `file` ("cannot read the `what`: ...") and returns `None`, so a check goes on with the
-/// other files.
+/// Reads the text file at `path` with [`clio_spec::read_input`]'s bounds (a regular file
+/// only, at most 64 MiB, UTF-8 without a byte order mark); when it cannot be read, records
+/// a problem on `file` and returns `None`, so a check goes on with the other files: an
+/// `io_error` ("cannot read the `what`: it is a named pipe (FIFO), not a regular file"),
+/// or a `parse_error` at its line for text that is not UTF-8.
 pub(crate) fn read_or_report(
     path: &std::path::Path,
     file: String,
     what: &str,
     problems: &mut Vec<Problem>,
 ) -> Option<String> {
-    match std::fs::read_to_string(path) {
+    match clio_spec::read_input(path) {
         Ok(text) => Some(text),
         Err(err) => {
-            problems.push(Problem {
-                code: ProblemCode::IoError,
-                file,
-                line: None,
-                field: String::new(),
-                message: format!("cannot read the {what}: {err}"),
-            });
+            problems.push(input_problem(&err, file, what));
             None
         }
     }
+}
+
+/// The problem for an input file `file` (the `what`: manifest, marketplace, workflow
+/// file, ...) that [`clio_spec::read_input`] refused.
+pub(crate) fn input_problem(err: &clio_spec::InputError, file: String, what: &str) -> Problem {
+    use clio_spec::InputError;
+    let (code, line, message) = match err {
+        InputError::Io { source, .. } => {
+            (ProblemCode::IoError, None, format!("cannot read the {what}: {source}"))
+        }
+        InputError::NotAFile { kind, .. } => (
+            ProblemCode::IoError,
+            None,
+            format!("cannot read the {what}: it is {kind}, not a regular file"),
+        ),
+        InputError::TooLarge { size, limit, .. } => (
+            ProblemCode::IoError,
+            None,
+            format!(
+                "cannot read the {what}: it is {size} bytes or more, over the limit of {limit} bytes ({} MiB)",
+                limit / (1024 * 1024)
+            ),
+        ),
+        InputError::InvalidUtf8 { offset, line, column, .. } => (
+            ProblemCode::ParseError,
+            u32::try_from(*line).ok(),
+            format!(
+                "invalid UTF-8 at byte offset {offset} (line {line}, column {column}): the {what} must be UTF-8 text"
+            ),
+        ),
+        InputError::ByteOrderMark { .. } => (
+            ProblemCode::ParseError,
+            Some(1),
+            format!(
+                "the {what} starts with a UTF-8 byte order mark (bytes EF BB BF at byte offset 0, line 1, column 1): save it as UTF-8 without a BOM"
+            ),
+        ),
+    };
+    Problem { code, file, line, field: String::new(), message }
 }
 
 impl Problem {

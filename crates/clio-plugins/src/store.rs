@@ -103,6 +103,10 @@ pub enum StoreError {
         /// What it is: "a named pipe (FIFO)", "a socket", "a character device", ...
         kind: &'static str,
     },
+    /// A store file cannot be read: not a regular file, too large, not UTF-8, or an I/O
+    /// error (the message names the file).
+    #[error(transparent)]
+    Read(#[from] clio_spec::InputError),
     /// A store file does not have the expected format.
     #[error("{}: {message}", path.display())]
     Record {
@@ -334,7 +338,7 @@ impl Store {
                         continue;
                     };
                     let Some(version_text) = name.strip_suffix(".install.json") else { continue };
-                    let text = std::fs::read_to_string(&entry).map_err(io(&entry))?;
+                    let text = clio_spec::read_input(&entry)?;
                     let record: InstallRecord = serde_json::from_str(&text).map_err(|err| {
                         StoreError::Record { path: entry.clone(), message: err.to_string() }
                     })?;
@@ -381,11 +385,16 @@ impl Store {
 
     fn read_trust(&self) -> Result<TrustFile, StoreError> {
         let path = self.home.join("trust.json");
-        match std::fs::read_to_string(&path) {
-            Ok(text) => serde_json::from_str(&text)
-                .map_err(|err| StoreError::Record { path, message: err.to_string() }),
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(TrustFile::default()),
-            Err(err) => Err(StoreError::Io { path, source: err }),
+        match clio_spec::read_input(&path) {
+            Ok(text) => {
+                if let Some(duplicate) = clio_spec::duplicate_json_key(&text) {
+                    return Err(StoreError::Record { path, message: duplicate.to_string() });
+                }
+                serde_json::from_str(&text)
+                    .map_err(|err| StoreError::Record { path, message: err.to_string() })
+            }
+            Err(err) if err.is_not_found() => Ok(TrustFile::default()),
+            Err(err) => Err(StoreError::Read(err)),
         }
     }
 
@@ -513,7 +522,15 @@ pub fn digest_folder(folder: &Path) -> Result<String, StoreError> {
     // on every launch.
     let mut buffer = vec![0u8; 64 * 1024];
     for (rel, path) in walk(folder)? {
-        let meta = std::fs::metadata(&path).map_err(io(&path))?;
+        // Not followed, and checked again: an entry swapped for a link, a pipe or a device
+        // since the walk is refused, not read (a pipe would block the open).
+        let meta = std::fs::symlink_metadata(&path).map_err(io(&path))?;
+        if meta.file_type().is_symlink() {
+            return Err(StoreError::Symlink { path });
+        }
+        if !meta.is_file() {
+            return Err(StoreError::NotAFile { path, kind: "an entry that is not a regular file" });
+        }
         let mode = if crate::files::is_executable(&meta) { "x" } else { "-" };
         hasher.update(rel.as_bytes());
         hasher.update([0]);

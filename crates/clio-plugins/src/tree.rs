@@ -56,9 +56,18 @@ pub(crate) struct SyntaxError {
 
 /// Parses TOML text into a tree whose nodes carry their lines.
 pub(crate) fn parse_toml(text: &str) -> Result<Node, SyntaxError> {
-    let table = DeTable::parse(text).map_err(|err| SyntaxError {
-        line: err.span().map(|span| line_of(text, span.start)),
-        message: err.message().trim_end().to_owned(),
+    let table = DeTable::parse(text).map_err(|err| {
+        let mut message = err.message().trim_end().to_owned();
+        // The parser says "duplicate key" without the key; its span holds it.
+        if message == "duplicate key"
+            && let Some(key) = err.span().and_then(|span| text.get(span))
+        {
+            message = format!(
+                "duplicate key `{}`: a table may name each key once",
+                key.trim().trim_matches('"')
+            );
+        }
+        SyntaxError { line: err.span().map(|span| line_of(text, span.start)), message }
     })?;
     let lines = Lines::new(text);
     let line = Some(lines.line_of(table.span().start));
@@ -128,12 +137,23 @@ pub(crate) fn line_of(text: &str, offset: usize) -> u32 {
     u32::try_from(newlines + 1).unwrap_or(u32::MAX)
 }
 
-/// Parses JSON text into a tree (without lines) and also returns it as JSON.
+/// Parses JSON text into a tree (without lines) and also returns it as JSON. An object
+/// that names a key twice is refused with the key and the repeat's line: serde_json would
+/// keep the last value and say nothing.
 pub(crate) fn parse_json(text: &str) -> Result<(Node, Json), SyntaxError> {
     let json: Json = serde_json::from_str(text).map_err(|err| SyntaxError {
         line: u32::try_from(err.line()).ok().filter(|&line| line > 0),
         message: err.to_string().split(" at line ").next().unwrap_or_default().to_owned(),
     })?;
+    if let Some(duplicate) = clio_spec::duplicate_json_key(text) {
+        return Err(SyntaxError {
+            line: u32::try_from(duplicate.line).ok(),
+            message: format!(
+                "duplicate key {:?} (column {}): an object may name each key once",
+                duplicate.key, duplicate.column
+            ),
+        });
+    }
     Ok((json_node(&json), json))
 }
 
@@ -192,6 +212,24 @@ mod tests {
                 assert_eq!(lines.line_of(offset), line_of(text, offset), "{text:?} at {offset}");
             }
         }
+    }
+
+    #[test]
+    fn a_duplicate_json_key_is_refused_by_name() {
+        let err = parse_json("{\n  \"name\": \"a\",\n  \"name\": \"b\"\n}")
+            .err()
+            .unwrap_or_else(|| panic!("parsed"));
+        assert_eq!(err.line, Some(3));
+        assert!(err.message.starts_with("duplicate key \"name\""), "{}", err.message);
+        let nested = parse_json(r#"{"plugins": [{"source": "a", "source": "b"}]}"#);
+        assert!(nested.is_err(), "a repeat in a nested object is refused too");
+        assert!(parse_json(r#"[{"a": 1}, {"a": 2}]"#).is_ok(), "one key per object");
+        // TOML manifests: the parser refuses a repeated key, by name and line.
+        let err = parse_toml("id = \"a\"\nversion = \"1.0.0\"\nid = \"b\"\n")
+            .err()
+            .unwrap_or_else(|| panic!("parsed"));
+        assert_eq!(err.line, Some(3));
+        assert!(err.message.contains("duplicate key `id`"), "{}", err.message);
     }
 
     #[test]

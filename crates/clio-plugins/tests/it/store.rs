@@ -146,6 +146,15 @@ fn a_fifo_is_refused_by_trust_and_by_the_check() -> TestResult {
         problem.message
     );
     assert!(clio_plugins::load_plugin(dir.path()).is_err(), "what the check refuses does not load");
+    // A pipe where a workflow file is read: named by its kind, and the check does not block.
+    std::fs::create_dir_all(clio.join("flows"))?;
+    let status = std::process::Command::new("mkfifo").arg(clio.join("flows/loop.json")).status()?;
+    assert!(status.success());
+    let rendered = clio_plugins::check(dir.path()).render();
+    assert!(
+        rendered.contains("error[io_error] ai.iowarp.clio/flows/loop.json: cannot read the workflow file: it is a named pipe (FIFO), not a regular file"),
+        "{rendered}"
+    );
     Ok(())
 }
 
