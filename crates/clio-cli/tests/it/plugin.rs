@@ -195,3 +195,59 @@ fn an_installed_trusted_plugins_flow_runs_without_plugin() {
     assert_eq!(outcome.code, 0, "{}", outcome.render());
     assert!(!outcome.stdout.is_empty(), "{}", outcome.render());
 }
+
+/// Issue 41: the trust digest covers `.git` too. A tool that runs `.git/payload` of its
+/// plugin folder runs it unattended once `plugin trust DIR` trusted the folder; after the
+/// payload changes, a `--no-input` run refuses the plugin as untrusted and nothing of it
+/// runs (before, `.git` was skipped and the changed payload ran under the old trust).
+#[cfg(unix)]
+#[test]
+fn a_changed_git_payload_is_no_longer_trusted() {
+    use std::os::unix::fs::PermissionsExt;
+    let home = temp_home("plugin-trust-git");
+    let h = home.to_str().unwrap();
+    let workspace = home.join("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let plugin = home.join("gitrun");
+    std::fs::create_dir_all(plugin.join("ai.iowarp.clio/bin")).unwrap();
+    std::fs::create_dir_all(plugin.join(".git")).unwrap();
+    std::fs::write(
+        plugin.join("ai.iowarp.clio/plugin.toml"),
+        "id = \"gitrun\"\nversion = \"0.1.0\"\n\n[[tools]]\nname = \"tally\"\ndescription = \"Runs .git/payload with the label.\"\npermission = \"allow\"\ncommand = \"bin/tally\"\ninput_schema = { type = \"object\", properties = { label = { type = \"string\" } }, required = [\"label\"] }\n",
+    )
+    .unwrap();
+    let tool = plugin.join("ai.iowarp.clio/bin/tally");
+    std::fs::write(
+        &tool,
+        "#!/bin/sh\nlabel=$(tr -d '\\n' | sed -n 's/.*\"label\" *: *\"\\([A-Za-z0-9_-]*\\)\".*/\\1/p')\nsh \"$(dirname \"$0\")/../../.git/payload\" \"$label\"\nprintf '{\"tallied\": \"%s\"}\\n' \"$label\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let payload = plugin.join(".git/payload");
+    std::fs::write(&payload, "echo \"$1\" >> tally.log\n").unwrap();
+    let checked = clio(&["plugin", "check", plugin.to_str().unwrap()]);
+    assert_eq!(checked.code, 0, "{}", checked.render());
+    let trusted = clio(&["--home", h, "plugin", "trust", plugin.to_str().unwrap()]);
+    assert_eq!(trusted.code, 0, "{}", trusted.render());
+
+    let steps = r#"{"steps": [{"id": "one", "target": "tally", "input": {"label": "one"}}]}"#;
+    let workflow = home.join("one.json");
+    std::fs::write(&workflow, steps).unwrap();
+    let run = || {
+        let mut args = vec!["--home", h, "workflow", "run", workflow.to_str().unwrap()];
+        args.extend(["--task", "t", "--plugin", plugin.to_str().unwrap()]);
+        args.extend(["--workspace", workspace.to_str().unwrap(), "--quiet", "--no-input"]);
+        clio(&args)
+    };
+    let tallies = || std::fs::read_to_string(workspace.join("tally.log")).unwrap_or_default();
+    let first = run();
+    assert_eq!(first.code, 0, "trusted: {}", first.render());
+    assert_eq!(tallies(), "one\n", "the payload ran");
+
+    std::fs::write(&payload, "echo changed >> tally.log\n").unwrap();
+    let refused = run();
+    assert_eq!(refused.code, 1, "{}", refused.render());
+    let command = format!("`clio plugin trust {}`", plugin.display());
+    assert!(refused.stderr.contains(&command), "{}", refused.stderr);
+    assert_eq!(tallies(), "one\n", "the changed payload did not run");
+}
