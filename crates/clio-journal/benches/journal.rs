@@ -114,6 +114,30 @@ fn single_appender(dir: &Path, n: u64, quick_repair: bool) -> BenchResult<f64> {
     Ok(per_sec(n, start.elapsed()))
 }
 
+/// A lone appender's `n` durable appends through the write-ahead log, with a checkpoint size
+/// of `checkpoint_bytes`: the flushes per append (the journal's own count: the log's
+/// `fdatasync`s, its growth, and every checkpoint's flushes of the redb file) and the log's
+/// bytes per append (where its last written byte lies, over `n`, measured before the
+/// close clears it; `None` when the log started over during the appends).
+fn log_per_step(dir: &Path, n: u64, checkpoint_bytes: u64) -> BenchResult<(f64, Option<f64>, f64)> {
+    let path = dir.join(format!("per-step-{checkpoint_bytes}.redb"));
+    let journal =
+        Journal::open(&path, JournalConfig { checkpoint_bytes, ..JournalConfig::default() })?;
+    let run = new_run(&journal, "per-step")?;
+    let before = journal.flushes().unwrap_or(0);
+    let start = Instant::now();
+    for i in 0..n {
+        journal.append(run, entry(i))?;
+    }
+    let took = start.elapsed();
+    let flushes = journal.flushes().unwrap_or(0) - before;
+    let log = std::fs::read(format!("{}-wal", path.display()))?;
+    let end = log.iter().rposition(|b| *b != 0).map_or(0, |at| at + 1) as f64;
+    let bytes = (checkpoint_bytes >= n * 16 * 1024).then(|| round3(end / n as f64));
+    drop(journal);
+    Ok((round3(flushes as f64 / n as f64), bytes, per_sec(n, took)))
+}
+
 fn concurrent_appenders(dir: &Path, appenders: u64, each: u64) -> BenchResult<(f64, f64)> {
     let journal = Arc::new(Journal::open(dir.join("concurrent.redb"), JournalConfig::default())?);
     let runs: Vec<RunId> =
@@ -272,6 +296,16 @@ fn main() -> BenchResult {
         "the single appender with quick repair off",
         json!({"entries_per_sec": single_nqr, "quick_repair": false,
                "baseline_bare_redb_per_sec": bare, "ratio": round3(single_nqr / bare), "goal_ratio": 0.8}),
+    );
+
+    let (flushes, bytes, rate) = log_per_step(dir, 500, 16 << 20)?;
+    let (flushes_small, _, _) = log_per_step(dir, 2000, 1 << 20)?;
+    emit(
+        "log_per_step",
+        "a lone appender's 500 durable appends (one small step entry each, with its identity): the journal's flushes per append (log fdatasyncs, its growth, checkpoints) and the log's bytes per append; then 2,000 appends with a 1 MiB checkpoint size, so that the log starts over many times (the checkpoints' flushes included)",
+        json!({"appends": 500, "flushes_per_append": flushes, "log_bytes_per_append": bytes,
+               "entries_per_sec": rate, "flushes_per_append_1mib_checkpoints": flushes_small,
+               "goal_flushes_per_append": 1.0}),
     );
 
     let (concurrent, took_ms) = concurrent_appenders(dir, 100, 100)?;

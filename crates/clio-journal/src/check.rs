@@ -12,8 +12,10 @@
 //!   indexes match the tasks and sessions, the id counters lie past every id, and a scan of a
 //!   table reads as many rows as the table records.
 //!
-//! The write-ahead log is not read (reading it safely is opening the journal); when it holds
-//! writes the file lacks, the report says so.
+//! The write-ahead log is read as an open reads it, without applying it: damage to it is a
+//! problem (every other command refuses the journal), and so is a copy of its last batch
+//! that does not read beside one that does; when it holds writes the file lacks, a note
+//! says so (their records were not checked against the tables).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -183,9 +185,7 @@ fn check_into(path: &Path, report: &mut CheckReport) -> Result<()> {
         ));
     }
     Checker { src: &source, report, runs: BTreeSet::new(), max_task: 0 }.run();
-    if let Some(note) = unapplied_log(&source) {
-        report.notes.push(note);
-    }
+    check_log(&source, report);
     guard::drop_quietly(source);
     Ok(())
 }
@@ -234,21 +234,55 @@ fn storage_check(path: &Path) -> Result<(StorageCheck, Option<redb::Database>)> 
     Ok((outcome, Some(db)))
 }
 
-/// Returns a note when the write-ahead log beside the file holds records the file does not
-/// (a crash left writes there, which the next writable open applies), or is damaged.
-fn unapplied_log(src: &Source) -> Option<String> {
+/// Reads the write-ahead log beside the file as an open would (without applying it): a
+/// log that an open refuses is a problem, and so is a copy of its last batch found damaged
+/// beside a whole one (read past, but damage all the same); records the file does not hold
+/// yet are a note.
+fn check_log(src: &Source, report: &mut CheckReport) {
+    const TABLE: &str = "write-ahead log";
     let log = wal::path_for(&src.path);
-    let expected = crate::journal::expected_log(&src.txn, &src.path).ok()??;
-    match wal::read(&log, &expected) {
-        Ok(records) => {
-            let (first, last) = (records.first()?.lsn, records.last()?.lsn);
-            Some(format!(
-                "the write-ahead log {} holds writes the file does not (records {first} to {last}): \
-                 they were not checked; open the journal once to apply them, then check again",
-                log.display()
-            ))
+    let expected = match crate::journal::expected_log(&src.txn, &src.path) {
+        Ok(Some(expected)) => expected,
+        Ok(None) => return,
+        Err(err) => {
+            report.problem(
+                TABLE,
+                None,
+                format!("what the file says of its log does not read: {err}"),
+            );
+            return;
         }
-        Err(err) => Some(format!("the write-ahead log is damaged: {err}")),
+    };
+    match wal::read_all(&log, &expected) {
+        Ok(read) => {
+            for mended in &read.mended {
+                report.problem(
+                    TABLE,
+                    Some(format!("record {}", mended.lsn)),
+                    format!(
+                        "{}: the copy of the log's last batch at offset {} does not read (damaged, \
+                         or torn by a power cut while it was written); its other copy at offset \
+                         {} is whole and is what an open reads",
+                        log.display(),
+                        mended.damaged_at,
+                        mended.read_at
+                    ),
+                );
+            }
+            if let (Some(first), Some(last)) = (read.records.first(), read.records.last()) {
+                report.notes.push(format!(
+                    "the write-ahead log {} holds writes the file does not (records {} to {}): \
+                     they were not checked; open the journal once to apply them, then check again",
+                    log.display(),
+                    first.lsn,
+                    last.lsn
+                ));
+            }
+        }
+        Err(JournalError::Corrupted { path, detail }) => {
+            report.problem(TABLE, None, format!("{}: {detail}", path.display()));
+        }
+        Err(err) => report.problem(TABLE, None, err.to_string()),
     }
 }
 

@@ -127,7 +127,10 @@ impl Journal {
             tasks_lost: Vec::new(),
             notes,
         };
-        if log_has_records(from) {
+        let log = LogWrites::read(&src, from);
+        if let Some(note) = log.note() {
+            report.notes.push(note);
+        } else if log_has_records(from) && log.expected.is_none() {
             report.notes.push(format!(
                 "the write-ahead log {} may hold writes the file does not: it was not read; \
                  if the journal still opens, opening it once applies them to the file",
@@ -144,7 +147,7 @@ impl Journal {
         }
         let written = guard::catching(from, "salvaging it", || {
             let dest = Builder::new().create(&tmp).at(&tmp)?;
-            let copied = copy(&src, &dest, &tmp, &mut report);
+            let copied = copy(&src, &dest, &tmp, &mut report, &log);
             // Closed before the file is flushed and renamed.
             drop(dest);
             copied
@@ -199,7 +202,7 @@ fn log_has_records(journal: &Path) -> bool {
     let mut magic = [0u8; 4];
     fs::File::open(wal::path_for(journal))
         .and_then(|mut f| f.read_exact(&mut magic))
-        .is_ok_and(|()| magic == *b"CLWG" || magic == *b"CLWR")
+        .is_ok_and(|()| matches!(&magic, b"CLWG" | b"CLWP" | b"CLWR"))
 }
 
 /// Returns `path` with `suffix` added to its file name.
@@ -254,7 +257,13 @@ struct RunCopy {
 }
 
 /// Copies what reads whole from `src` into `dest` (a fresh file at `tmp`), filling `report`.
-fn copy(src: &Source, dest: &Database, tmp: &Path, report: &mut SalvageReport) -> Result<()> {
+fn copy(
+    src: &Source,
+    dest: &Database,
+    tmp: &Path,
+    report: &mut SalvageReport,
+    log: &LogWrites,
+) -> Result<()> {
     let path = &src.path;
     let txn = dest.begin_write().at(tmp)?;
     store::initialise(&txn, tmp)?;
@@ -293,13 +302,26 @@ fn copy(src: &Source, dest: &Database, tmp: &Path, report: &mut SalvageReport) -
     runs.extend(tasks.listed.keys());
     runs.extend(tasks.records.values().filter_map(|t| t.as_ref().ok().map(|t| t.run)));
     runs.extend(entry_runs(&entries_table, path));
+    let in_file = runs.clone();
+    runs.extend(log.runs.keys());
+    runs.extend(log.created_runs());
 
     for run in runs {
         max_run = max_run.max(run);
+        if let Some(reason) = log.leaves(run, in_file.contains(&run)) {
+            report.left.push(LeftRun { run: RunId(run), reason });
+            continue;
+        }
         let read = guard::catching(path, format_args!("reading run {run}"), || {
             Ok(read_run(src, &runs_table, &heads_table, &entries_table, &tasks, run))
         });
-        match read.map_err(|err| err.to_string()).and_then(|r| r) {
+        let read = read.map_err(|err| err.to_string()).and_then(|r| r).and_then(|whole| match log
+            .leaves_unended(run, &whole.record)
+        {
+            Some(reason) => Err(reason),
+            None => Ok(whole),
+        });
+        match read {
             Ok(whole) => {
                 write_run(dest, tmp, run, &whole, &tasks)?;
                 report.copied.push(SalvagedRun {
@@ -319,13 +341,20 @@ fn copy(src: &Source, dest: &Database, tmp: &Path, report: &mut SalvageReport) -
         }
     }
 
-    copy_sessions(src, dest, tmp, report)?;
+    copy_sessions(src, dest, tmp, report, log)?;
 
-    // Past every id the source used or still names, whatever its own counters say.
-    let max_task =
-        tasks.records.keys().chain(tasks.listed.values().flatten()).copied().max().unwrap_or(0);
-    let mut next_run = max_run.saturating_add(1);
-    let mut next_task = max_task.saturating_add(1);
+    // Past every id the source used or still names (its log included), whatever its own
+    // counters say.
+    let max_task = tasks
+        .records
+        .keys()
+        .chain(tasks.listed.values().flatten())
+        .chain(&log.tasks)
+        .copied()
+        .max()
+        .unwrap_or(0);
+    let mut next_run = max_run.saturating_add(1).max(log.next_run);
+    let mut next_task = max_task.saturating_add(1).max(log.next_task);
     if let Ok(meta) = src.txn.open_table(META) {
         let counter = |name| meta.get(name).ok().flatten().map(|v| v.value());
         next_run = next_run.max(counter(KEY_NEXT_RUN).unwrap_or(0));
@@ -532,6 +561,7 @@ fn copy_sessions(
     dest: &Database,
     tmp: &Path,
     report: &mut SalvageReport,
+    log: &LogWrites,
 ) -> Result<()> {
     let path = &src.path;
     let copied = guard::catching(path, "reading clio_sessions", || {
@@ -546,6 +576,10 @@ fn copy_sessions(
                 }
             };
             let id = key.value().to_owned();
+            if log.sessions.contains(&id) {
+                report.sessions_left.push(LeftSession { reason: log.reason(None), session: id });
+                continue;
+            }
             let place = Place::Session(&id);
             let read = src.sealing.open(place, bytes.value()).and_then(|json| {
                 let rec: SessionRecord = record(Sealing::Bare, place, json)?;
@@ -585,4 +619,200 @@ fn copy_sessions(
     txn.commit().at(tmp)?;
     report.sessions_copied = whole.len() as u64;
     Ok(())
+}
+
+/// What the write-ahead log beside a salvaged journal holds that its file lacks: salvage
+/// reads the file alone, so every run and session the log writes to is left (its copy
+/// would lack those writes: a run resumed from it would run again what they record), and
+/// every id the log gives is kept from the new journal's counters.
+#[derive(Debug, Default)]
+struct LogWrites {
+    /// What the file says of its log; `None` when it names none.
+    expected: Option<wal::Expected>,
+    /// The log's path.
+    path: PathBuf,
+    /// The runs its readable records write to, each with the first and last lsn.
+    runs: BTreeMap<u64, (u64, u64)>,
+    /// The sessions its readable records write to.
+    sessions: BTreeSet<String>,
+    /// The tasks its readable records write.
+    tasks: BTreeSet<u64>,
+    /// The file's own `next_run`, and the largest counters the log's records set.
+    file_next_run: u64,
+    next_run: u64,
+    next_task: u64,
+    /// How many records it holds past the file, and the lsns of the first and last.
+    records: usize,
+    lsns: Option<(u64, u64)>,
+    /// Why the log does not read whole, when it does not.
+    damage: Option<String>,
+}
+
+impl LogWrites {
+    /// Reads the log of the journal `from` as its file `src` describes it, without writing.
+    fn read(src: &Source, from: &Path) -> LogWrites {
+        let path = wal::path_for(from);
+        let Ok(Some(expected)) = crate::journal::expected_log(&src.txn, from) else {
+            return LogWrites { path, ..LogWrites::default() };
+        };
+        let file_next_run = src
+            .txn
+            .open_table(META)
+            .ok()
+            .and_then(|meta| meta.get(KEY_NEXT_RUN).ok().flatten().map(|v| v.value()))
+            .unwrap_or(0);
+        let mut log = LogWrites {
+            expected: Some(expected),
+            path: path.clone(),
+            file_next_run,
+            ..LogWrites::default()
+        };
+        let records = match wal::read(&path, &expected) {
+            Ok(records) => records,
+            Err(err) => {
+                log.damage = Some(err.to_string());
+                wal::readable_records(&path, &expected).unwrap_or_default()
+            }
+        };
+        log.records = records.len();
+        log.lsns = records.first().zip(records.last()).map(|(a, b)| (a.lsn, b.lsn));
+        for record in &records {
+            log.note_writes(record);
+        }
+        log
+    }
+
+    /// Notes what one record writes.
+    fn note_writes(&mut self, record: &wal::Record) {
+        let lsn = record.lsn;
+        let mut reader = crate::redo::Reader::new(&record.payload, &self.path, lsn);
+        let touch = |runs: &mut BTreeMap<u64, (u64, u64)>, run: u64| {
+            let span = runs.entry(run).or_insert((lsn, lsn));
+            span.0 = span.0.min(lsn);
+            span.1 = span.1.max(lsn);
+        };
+        while let Ok(Some(write)) = reader.next_write() {
+            use crate::redo::Write;
+            match write {
+                Write::Meta { key, value } if key == KEY_NEXT_RUN => {
+                    self.next_run = self.next_run.max(value);
+                }
+                Write::Meta { key, value } if key == KEY_NEXT_TASK => {
+                    self.next_task = self.next_task.max(value);
+                }
+                Write::Meta { .. } => {}
+                Write::Run { run, .. }
+                | Write::RunHead { run, .. }
+                | Write::Entry { run, .. }
+                | Write::Identity { run, .. } => touch(&mut self.runs, run),
+                Write::RunTask { run, task } => {
+                    touch(&mut self.runs, run);
+                    self.tasks.insert(task);
+                }
+                Write::Task { task, record } => {
+                    self.tasks.insert(task);
+                    if let Some(run) = task_run(record) {
+                        touch(&mut self.runs, run);
+                    }
+                }
+                Write::LiveTask { task, .. } => {
+                    self.tasks.insert(task);
+                }
+                Write::Session { session, .. } | Write::LiveSession { session, .. } => {
+                    self.sessions.insert(session.to_owned());
+                }
+            }
+        }
+    }
+
+    /// The runs the log's records created, as its counters say, that none of its readable
+    /// records names (they were created in records that do not read).
+    fn created_runs(&self) -> impl Iterator<Item = u64> + '_ {
+        (self.file_next_run.max(1)..self.next_run).filter(|run| !self.runs.contains_key(run))
+    }
+
+    /// A note on the log for the report, when it holds anything the file lacks.
+    fn note(&self) -> Option<String> {
+        let path = self.path.display();
+        match (&self.damage, self.lsns) {
+            (Some(damage), _) => Some(format!(
+                "the write-ahead log {path} does not read whole ({damage}); {} of its records \
+                 still read on their own, and every run and session they write to, or that had \
+                 not ended, was left",
+                self.records
+            )),
+            (None, Some((first, last))) => Some(format!(
+                "the write-ahead log {path} holds writes the file does not (records {first} to \
+                 {last}); salvage reads the file alone, so the runs and sessions they write to \
+                 were left: if the journal still opens, open it once (any `clio runs` command) \
+                 to apply its log, then salvage again"
+            )),
+            (None, None) => None,
+        }
+    }
+
+    /// Why something the log writes to (run `run`'s records, when given) is left.
+    fn reason(&self, run: Option<u64>) -> String {
+        let path = self.path.display();
+        let records = match run.and_then(|run| self.runs.get(&run)) {
+            Some((first, last)) if first == last => format!("record {first}"),
+            Some((first, last)) => format!("records {first} to {last}"),
+            None => "records".to_owned(),
+        };
+        match &self.damage {
+            Some(damage) => format!(
+                "its latest writes ({records}) are in the write-ahead log {path}, which is \
+                 damaged ({damage}): they cannot all be read"
+            ),
+            None => format!(
+                "its latest writes ({records}) are only in the write-ahead log {path}, which \
+                 salvage does not apply: open the journal once to apply the log, then salvage \
+                 again"
+            ),
+        }
+    }
+
+    /// Why run `run` is left because of the log (`in_file`: whether the file has it), if it is.
+    fn leaves(&self, run: u64, in_file: bool) -> Option<String> {
+        let only = if in_file { "" } else { "; the run lived only in the log" };
+        if self.runs.contains_key(&run) {
+            return Some(format!("{}{only}", self.reason(Some(run))));
+        }
+        if !in_file && run >= self.file_next_run && run < self.next_run {
+            let damage = self.damage.as_deref().unwrap_or("damaged");
+            return Some(format!(
+                "it was created in the write-ahead log {}, in a record that does not read \
+                 ({damage}); the run lived only in the log",
+                self.path.display()
+            ));
+        }
+        None
+    }
+
+    /// Why run `run`, read whole from the file with the record `record` (its JSON), is
+    /// left all the same: the log is damaged and the run had not ended, so writes to it may
+    /// lie in the records that do not read.
+    fn leaves_unended(&self, run: u64, record: &[u8]) -> Option<String> {
+        let damage = self.damage.as_ref()?;
+        let status = serde_json::from_slice::<serde_json::Value>(record)
+            .ok()
+            .and_then(|v| v.get("status").and_then(|s| s.as_str()).map(str::to_owned));
+        if matches!(status.as_deref(), Some("succeeded" | "failed" | "cancelled")) {
+            return None;
+        }
+        Some(format!(
+            "run {run} had not ended ({}) and the write-ahead log {} is damaged ({damage}): \
+             writes to it in records that do not read would be missing from a copy",
+            status.as_deref().unwrap_or("status unknown"),
+            self.path.display()
+        ))
+    }
+}
+
+/// Returns the run a task record (its JSON, sealed or not) belongs to.
+fn task_run(record: &[u8]) -> Option<u64> {
+    let json = serde_json::from_slice::<serde_json::Value>(record)
+        .ok()
+        .or_else(|| serde_json::from_slice(record.get(..record.len().checked_sub(4)?)?).ok())?;
+    json.get("run")?.as_u64()
 }

@@ -47,6 +47,14 @@ const GEN_MAGIC: [u8; 4] = *b"CLWG";
 pub(crate) const GEN_HEADER: usize = 4 + 8 + 8 + 8 + 4;
 /// Marks the start of every chained record.
 const REC_MAGIC: [u8; 4] = *b"CLW2";
+/// Marks the header of a paged log generation (format 3): every batch starts on a page of
+/// its own and is written twice.
+const PAGED_GEN_MAGIC: [u8; 4] = *b"CLWP";
+/// Marks the start of every record of a paged log (laid out as `CLW2`).
+const FRAME_MAGIC: [u8; 4] = *b"CLW3";
+/// The page every batch of a paged log starts on: a write torn by a crash reaches only the
+/// pages of the batch being written, never one written and flushed before it.
+pub(crate) const PAGE: u64 = 4096;
 /// Magic, payload length (u32), lsn (u64), crc32 (u32), chain (u32).
 const REC_HEADER: usize = 4 + 4 + 8 + 4 + 4;
 
@@ -55,6 +63,27 @@ const REC_HEADER: usize = 4 + 4 + 8 + 4 + 4;
 pub(crate) struct Record {
     pub(crate) lsn: u64,
     pub(crate) payload: Vec<u8>,
+}
+
+/// A record of a log's last batch read from one of its two copies because the other is
+/// damaged, or was torn by a power cut while the batch was written (the two cannot be told
+/// apart: see `docs/journal-format.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Mended {
+    /// The record's lsn.
+    pub(crate) lsn: u64,
+    /// Where the copy that does not read starts.
+    pub(crate) damaged_at: u64,
+    /// Where the copy that was read starts.
+    pub(crate) read_at: u64,
+}
+
+/// What reading a log found: the records past what the file holds, in order, and the
+/// copies of its last batch found damaged beside a whole one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct LogRead {
+    pub(crate) records: Vec<Record>,
+    pub(crate) mended: Vec<Mended>,
 }
 
 /// How much the log file grows at a time, written as zeros ahead of the records.
@@ -201,6 +230,11 @@ fn damaged(path: &Path, detail: String) -> JournalError {
 /// anything, and returns the records it holds past `expected.held`, in order. Refuses
 /// damage (see the module's documentation).
 pub(crate) fn read(path: &Path, expected: &Expected) -> Result<Vec<Record>> {
+    read_all(path, expected).map(|read| read.records)
+}
+
+/// As [`read`], with the copies of the last batch found damaged beside a whole one.
+pub(crate) fn read_all(path: &Path, expected: &Expected) -> Result<LogRead> {
     let io_err = |source| JournalError::Io { path: path.to_path_buf(), source };
     let file = match File::open(path) {
         Ok(file) => Some(file),
@@ -219,26 +253,39 @@ pub(crate) fn read(path: &Path, expected: &Expected) -> Result<Vec<Record>> {
                 ),
             ));
         }
-        return Ok(Vec::new());
+        return Ok(LogRead::default());
     };
-    read_from(&file, path, expected)
+    read_all_from(&file, path, expected)
 }
 
 /// Reads the log held in `file` (named `path` in errors), as [`read`] does.
+#[cfg(test)]
 pub(crate) fn read_from(
     file: &dyn LogFile,
     path: &Path,
     expected: &Expected,
 ) -> Result<Vec<Record>> {
+    read_all_from(file, path, expected).map(|read| read.records)
+}
+
+/// As [`read_from`], with the copies of the last batch found damaged beside a whole one.
+pub(crate) fn read_all_from(
+    file: &dyn LogFile,
+    path: &Path,
+    expected: &Expected,
+) -> Result<LogRead> {
     let io_err = |source| JournalError::Io { path: path.to_path_buf(), source };
     let len = file.len().map_err(io_err)?;
     let read_at = |at: u64, buf: &mut [u8]| file.read_at(buf, at);
     let Some(generation) = expected.generation else {
         // A log of format 1: its records as they read, past what the file holds.
         let records = read_legacy(len, read_at, expected.journal_id).map_err(io_err)?;
-        return Ok(records.into_iter().filter(|r| r.lsn > expected.held).collect());
+        let records = records.into_iter().filter(|r| r.lsn > expected.held).collect();
+        return Ok(LogRead { records, mended: Vec::new() });
     };
-    read_generation(path, len, read_at, expected, generation)
+    let mut mended = Vec::new();
+    let records = read_generation(path, len, read_at, expected, generation, &mut mended)?;
+    Ok(LogRead { records, mended })
 }
 
 /// Returns whether the log at `path` starts with the header of the generation `expected`
@@ -260,17 +307,21 @@ pub(crate) fn holds_generation(file: &dyn LogFile, expected: &Expected) -> io::R
     if !file.read_at(&mut header, 0)? {
         return Ok(false);
     }
-    Ok(parse_gen_header(&header)
-        .is_some_and(|(id, log_gen, ..)| id == expected.journal_id && log_gen == generation))
+    Ok([GEN_MAGIC, PAGED_GEN_MAGIC].iter().any(|magic| {
+        parse_header(&header, *magic)
+            .is_some_and(|h| h.id == expected.journal_id && h.generation == generation)
+    }))
 }
 
-/// Reads a log of generation `generation` (see [`read`]).
+/// Reads a log of generation `generation` (see [`read`]): of the chained format (`CLWG`)
+/// that generations were first written in, or paged (`CLWP`, see [`read_paged`]).
 fn read_generation(
     path: &Path,
     len: u64,
     read_at: impl Fn(u64, &mut [u8]) -> io::Result<bool>,
     expected: &Expected,
     generation: u64,
+    mended: &mut Vec<Mended>,
 ) -> Result<Vec<Record>> {
     let io_err = |source| JournalError::Io { path: path.to_path_buf(), source };
     let id = expected.journal_id;
@@ -281,40 +332,10 @@ fn read_generation(
         let n = usize::try_from(len).unwrap_or(GEN_HEADER).min(GEN_HEADER);
         whole_header = read_at(0, &mut header[..n]).map_err(io_err)? && n == GEN_HEADER;
     }
-    let parsed = whole_header.then(|| parse_gen_header(&header)).flatten();
-    let (log_id, log_gen, first_lsn, chain) = match parsed {
-        Some(h) => h,
-        None => {
-            // No header: a log never written in this generation (zeros, a cleared log, an
-            // empty file), or a first write the crash cut short. Records of this
-            // generation after it would mean damage.
-            if let Some((at, lsn)) =
-                later_record(len, &read_at, id, generation, 0, expected.held).map_err(io_err)?
-            {
-                return Err(damaged(
-                    path,
-                    format!(
-                        "the log's header is unreadable, but a valid record {lsn} of generation \
-                         {generation} follows at offset {at}"
-                    ),
-                ));
-            }
-            let written = header.iter().any(|b| *b != 0);
-            if expected.live && written && !len.is_multiple_of(GROW_CHUNK) {
-                return Err(short(path, 0, len));
-            }
-            if expected.live && len == 0 {
-                return Err(damaged(
-                    path,
-                    format!(
-                        "the log is empty, but the journal expects its generation {generation} \
-                         to hold any records written after record {}",
-                        expected.held
-                    ),
-                ));
-            }
-            return Ok(Vec::new());
-        }
+    let parsed = whole_header.then(|| parse_header(&header, GEN_MAGIC)).flatten();
+    let Some(Header { id: log_id, generation: log_gen, first_lsn, crc: chain }) = parsed else {
+        // Not a chained log's header: a paged log's, or none.
+        return read_paged(path, len, &read_at, expected, generation, &header, mended);
     };
     if log_id != id {
         return Err(damaged(
@@ -368,7 +389,8 @@ fn read_generation(
             }
             break;
         }
-        let Some(RecordHeader { size, lsn, crc, link }) = RecordHeader::parse(&head) else {
+        let Some(RecordHeader { size, lsn, crc, link }) = RecordHeader::parse(&head, REC_MAGIC)
+        else {
             break;
         };
         let start = at + REC_HEADER as u64;
@@ -405,6 +427,369 @@ fn read_generation(
         ));
     }
     Ok(records)
+}
+
+/// Reads a paged log (format 3: every batch on its own pages, written twice) of generation
+/// `generation` (see [`read`]), noting in `mended` each copy found damaged beside a whole
+/// one in the log's last batch.
+fn read_paged(
+    path: &Path,
+    len: u64,
+    read_at: &impl Fn(u64, &mut [u8]) -> io::Result<bool>,
+    expected: &Expected,
+    generation: u64,
+    head: &[u8; GEN_HEADER],
+    mended: &mut Vec<Mended>,
+) -> Result<Vec<Record>> {
+    let io_err = |source| JournalError::Io { path: path.to_path_buf(), source };
+    let id = expected.journal_id;
+    let header = match parse_header(head, PAGED_GEN_MAGIC) {
+        Some(h) => Some(h),
+        // The first copy of the header is unreadable: its second copy, found where the
+        // first batch's second copy starts, if the log is due to hold records.
+        None if expected.live => {
+            second_header(len, read_at, id, generation, expected.held).map_err(io_err)?
+        }
+        None => None,
+    };
+    let Some(Header { id: log_id, generation: log_gen, first_lsn, crc: start }) = header else {
+        return no_header(path, len, read_at, expected, generation, head);
+    };
+    if log_id != id {
+        return Err(damaged(
+            path,
+            format!("the log belongs to another journal (id {log_id:016x}, expected {id:016x})"),
+        ));
+    }
+    if log_gen + 1 == generation || (log_gen < generation && !expected.live) {
+        return Ok(Vec::new());
+    }
+    if log_gen != generation {
+        return Err(damaged(
+            path,
+            format!(
+                "the log is of generation {log_gen}, but the journal expects generation \
+                 {generation}: was one of the two files replaced without the other?"
+            ),
+        ));
+    }
+    if expected.live && !len.is_multiple_of(GROW_CHUNK) {
+        return Err(short(path, 0, len));
+    }
+    if first_lsn > expected.held + 1 {
+        return Err(damaged(
+            path,
+            format!(
+                "the log starts at record {first_lsn}, but the journal holds records up to {} \
+                 only: records {}..{first_lsn} are missing",
+                expected.held,
+                expected.held + 1
+            ),
+        ));
+    }
+    let header = Header { id, generation, first_lsn, crc: start };
+    let mut records = Vec::new();
+    let mut at = 0u64;
+    let mut chain = start;
+    let mut next = first_lsn;
+    let keep = |records: &mut Vec<Record>, unit: Unit| {
+        if unit.lsn > expected.held {
+            records.push(Record { lsn: unit.lsn, payload: unit.payload });
+        }
+    };
+    loop {
+        let first = at == 0;
+        // The writer keeps at least one page of zeros past its last batch: a log that ends
+        // sooner was cut.
+        if at.saturating_add(PAGE) > len {
+            if expected.live {
+                return Err(short(path, at, len));
+            }
+            break;
+        }
+        let want = Want { id, generation, header: first.then_some(&header), lsn: next, chain };
+        let unit = read_unit(len, read_at, at, &want).map_err(io_err)?;
+        if let Some(unit) = unit {
+            let span = unit.len.next_multiple_of(PAGE);
+            let copy = at + span;
+            if copy.saturating_add(span) > len {
+                return Err(short(path, copy, len));
+            }
+            let second = read_unit(len, read_at, copy, &want).map_err(io_err)?;
+            let (lsn, link) = (unit.lsn, unit.link);
+            keep(&mut records, unit);
+            if second.is_none() {
+                // The second copy is damaged or was torn: its batch must be the last.
+                if let Some((found, later)) =
+                    later_paged(len, read_at, id, generation, copy + span, lsn).map_err(io_err)?
+                {
+                    return Err(damaged(
+                        path,
+                        format!(
+                            "the second copy of record {lsn} at offset {copy} is damaged, and \
+                             record {later} follows at offset {found}: the log is not whole"
+                        ),
+                    ));
+                }
+                mended.push(Mended { lsn, damaged_at: copy, read_at: at });
+                break;
+            }
+            chain = link;
+            next += 1;
+            at = copy + span;
+            continue;
+        }
+        // The first copy is damaged or torn: the second, if whole, starts one span later.
+        let last = next.saturating_sub(1).max(expected.held);
+        if let Some((copy, unit)) = second_copy(len, read_at, at, &want).map_err(io_err)? {
+            let (lsn, span) = (unit.lsn, unit.len.next_multiple_of(PAGE));
+            if let Some((found, later)) =
+                later_paged(len, read_at, id, generation, copy + span, lsn).map_err(io_err)?
+            {
+                return Err(damaged(
+                    path,
+                    format!(
+                        "the record at offset {at} (record {next}) is damaged (its second copy \
+                         at offset {copy} is whole), and record {later} follows at offset \
+                         {found}: the log is not whole"
+                    ),
+                ));
+            }
+            keep(&mut records, unit);
+            mended.push(Mended { lsn, damaged_at: at, read_at: copy });
+            break;
+        }
+        // Neither copy is whole: a torn tail, unless a later record follows.
+        if let Some((found, later)) =
+            later_paged(len, read_at, id, generation, at + PAGE, last).map_err(io_err)?
+        {
+            return Err(damaged(
+                path,
+                format!(
+                    "the record at offset {at} (record {next}) is damaged, in both its copies, \
+                     but a valid record {later} follows at offset {found}: the log is not whole"
+                ),
+            ));
+        }
+        break;
+    }
+    Ok(records)
+}
+
+/// What a log with no readable header may hold: nothing of its generation (zeros, a cleared
+/// log, an empty file, or a first write a crash cut short), or else it is damaged.
+fn no_header(
+    path: &Path,
+    len: u64,
+    read_at: &impl Fn(u64, &mut [u8]) -> io::Result<bool>,
+    expected: &Expected,
+    generation: u64,
+    header: &[u8; GEN_HEADER],
+) -> Result<Vec<Record>> {
+    let io_err = |source| JournalError::Io { path: path.to_path_buf(), source };
+    let id = expected.journal_id;
+    let later =
+        match later_record(len, read_at, id, generation, 0, expected.held).map_err(io_err)? {
+            Some(found) => Some(found),
+            None => later_paged(len, read_at, id, generation, 0, expected.held).map_err(io_err)?,
+        };
+    if let Some((at, lsn)) = later {
+        return Err(damaged(
+            path,
+            format!(
+                "the log's header is unreadable, but a valid record {lsn} of generation \
+                 {generation} follows at offset {at}"
+            ),
+        ));
+    }
+    let written = header.iter().any(|b| *b != 0);
+    if expected.live && written && !len.is_multiple_of(GROW_CHUNK) {
+        return Err(short(path, 0, len));
+    }
+    if expected.live && len == 0 {
+        return Err(damaged(
+            path,
+            format!(
+                "the log is empty, but the journal expects its generation {generation} to hold \
+                 any records written after record {}",
+                expected.held
+            ),
+        ));
+    }
+    Ok(Vec::new())
+}
+
+/// What the next batch of a paged log must be: its lsn, the chain it continues and, for a
+/// generation's first batch, the header it starts with.
+struct Want<'a> {
+    id: u64,
+    generation: u64,
+    header: Option<&'a Header>,
+    lsn: u64,
+    chain: u32,
+}
+
+/// One copy of a paged log's batch, read whole.
+struct Unit {
+    lsn: u64,
+    link: u32,
+    payload: Vec<u8>,
+    /// Its bytes: the header (for a generation's first batch) and the record.
+    len: u64,
+}
+
+/// Reads the copy of a batch at `at` if it is whole and is the batch `want` describes.
+fn read_unit(
+    len: u64,
+    read_at: &impl Fn(u64, &mut [u8]) -> io::Result<bool>,
+    at: u64,
+    want: &Want<'_>,
+) -> io::Result<Option<Unit>> {
+    let mut start = at;
+    if let Some(header) = want.header {
+        let mut head = [0u8; GEN_HEADER];
+        if !read_at(at, &mut head)? || parse_header(&head, PAGED_GEN_MAGIC) != Some(*header) {
+            return Ok(None);
+        }
+        start += GEN_HEADER as u64;
+    }
+    let mut head = [0u8; REC_HEADER];
+    if !read_at(start, &mut head)? {
+        return Ok(None);
+    }
+    let Some(RecordHeader { size, lsn, crc, link }) = RecordHeader::parse(&head, FRAME_MAGIC)
+    else {
+        return Ok(None);
+    };
+    let body = start + REC_HEADER as u64;
+    if lsn != want.lsn || size > len.saturating_sub(body) {
+        return Ok(None);
+    }
+    let mut payload = vec![0u8; size as usize];
+    let whole = read_at(body, &mut payload)?
+        && record_crc(want.id, want.generation, lsn, &payload) == crc
+        && chained(want.chain, crc) == link;
+    Ok(whole.then(|| Unit { lsn, link, payload, len: body + size - at }))
+}
+
+/// Finds the second copy of the batch whose first copy at `at` does not read: a whole copy
+/// of the batch `want` describes, starting exactly one span (its length in whole pages)
+/// after `at`.
+fn second_copy(
+    len: u64,
+    read_at: &impl Fn(u64, &mut [u8]) -> io::Result<bool>,
+    at: u64,
+    want: &Want<'_>,
+) -> io::Result<Option<(u64, Unit)>> {
+    let magic = if want.header.is_some() { PAGED_GEN_MAGIC } else { FRAME_MAGIC };
+    find_page(len, read_at, at + PAGE, |p, found| {
+        if found != magic {
+            return Ok(None);
+        }
+        Ok(read_unit(len, read_at, p, want)?
+            .filter(|unit| unit.len.next_multiple_of(PAGE) == p - at)
+            .map(|unit| (p, unit)))
+    })
+}
+
+/// Finds the second copy of a generation's header (with its first batch) when the first
+/// does not read: the header of `generation` of journal `id`, whose first record lies past
+/// `held` (an older leftover of the generation holds records the file has), at the page
+/// where its batch's second copy starts.
+fn second_header(
+    len: u64,
+    read_at: &impl Fn(u64, &mut [u8]) -> io::Result<bool>,
+    id: u64,
+    generation: u64,
+    held: u64,
+) -> io::Result<Option<Header>> {
+    find_page(len, read_at, PAGE, |p, magic| {
+        if magic != PAGED_GEN_MAGIC {
+            return Ok(None);
+        }
+        let mut head = [0u8; GEN_HEADER];
+        if !read_at(p, &mut head)? {
+            return Ok(None);
+        }
+        let Some(header) = parse_header(&head, PAGED_GEN_MAGIC)
+            .filter(|h| h.id == id && h.generation == generation && h.first_lsn > held)
+        else {
+            return Ok(None);
+        };
+        let want = Want {
+            id,
+            generation,
+            header: Some(&header),
+            lsn: header.first_lsn,
+            chain: header.crc,
+        };
+        Ok(read_unit(len, read_at, p, &want)?
+            .filter(|unit| unit.len.next_multiple_of(PAGE) == p)
+            .map(|_| header))
+    })
+}
+
+/// Returns the offset and lsn of the first copy of a batch of `generation` at a page at or
+/// after `from`, whole on its own (its own checksum), whose lsn is above `after`: a record
+/// that a torn tail could not precede.
+fn later_paged(
+    len: u64,
+    read_at: &impl Fn(u64, &mut [u8]) -> io::Result<bool>,
+    id: u64,
+    generation: u64,
+    from: u64,
+    after: u64,
+) -> io::Result<Option<(u64, u64)>> {
+    find_page(len, read_at, from, |p, magic| {
+        let start = match magic {
+            FRAME_MAGIC => p,
+            PAGED_GEN_MAGIC => {
+                let mut head = [0u8; GEN_HEADER];
+                let ours = read_at(p, &mut head)?
+                    && parse_header(&head, PAGED_GEN_MAGIC)
+                        .is_some_and(|h| h.id == id && h.generation == generation);
+                if !ours {
+                    return Ok(None);
+                }
+                p + GEN_HEADER as u64
+            }
+            _ => return Ok(None),
+        };
+        Ok(valid_record_at(len, read_at, FRAME_MAGIC, id, generation, start)?
+            .filter(|lsn| *lsn > after)
+            .map(|lsn| (p, lsn)))
+    })
+}
+
+/// Calls `f` with the offset and first four bytes of each page at or after `from` (a page
+/// boundary) that does not start with zeros, until it returns something.
+fn find_page<T>(
+    len: u64,
+    read_at: &impl Fn(u64, &mut [u8]) -> io::Result<bool>,
+    from: u64,
+    mut f: impl FnMut(u64, [u8; 4]) -> io::Result<Option<T>>,
+) -> io::Result<Option<T>> {
+    const CHUNK: u64 = 1 << 16;
+    let mut buf = vec![0u8; CHUNK as usize];
+    let mut base = from.next_multiple_of(PAGE);
+    while base < len {
+        let n = (len - base).min(CHUNK) as usize;
+        if !read_at(base, &mut buf[..n])? {
+            break;
+        }
+        let mut i = 0;
+        while i + 4 <= n {
+            let magic = [buf[i], buf[i + 1], buf[i + 2], buf[i + 3]];
+            if magic != [0; 4]
+                && let Some(found) = f(base + i as u64, magic)?
+            {
+                return Ok(Some(found));
+            }
+            i += PAGE as usize;
+        }
+        base += CHUNK;
+    }
+    Ok(None)
 }
 
 fn short(path: &Path, at: u64, len: u64) -> JournalError {
@@ -447,7 +832,8 @@ fn later_record(
         for i in 0..n.min(CHUNK) {
             if buf[i..].starts_with(&REC_MAGIC) {
                 let at = base + i as u64;
-                if let Some(lsn) = valid_record_at(len, read_at, journal_id, generation, at)?
+                if let Some(lsn) =
+                    valid_record_at(len, read_at, REC_MAGIC, journal_id, generation, at)?
                     && lsn > after
                 {
                     return Ok(Some((at, lsn)));
@@ -459,19 +845,87 @@ fn later_record(
     Ok(None)
 }
 
-/// Returns the lsn of the record at `at` if it is a whole record of `generation` on its own.
+/// Returns the lsn of the record at `at`, starting with `magic`, if it is a whole record of
+/// `generation` on its own.
 fn valid_record_at(
     len: u64,
     read_at: &impl Fn(u64, &mut [u8]) -> io::Result<bool>,
+    magic: [u8; 4],
     journal_id: u64,
     generation: u64,
     at: u64,
 ) -> io::Result<Option<u64>> {
+    Ok(record_at(len, read_at, magic, journal_id, generation, at)?.map(|r| r.lsn))
+}
+
+/// Returns every record of the log at `path` past `expected.held` that is whole on its own
+/// (its own checksum), in lsn order, wherever it lies: what can still be read of a log that
+/// [`read`] refuses as damaged (for a salvage to name the runs it wrote). A record of the
+/// chained format found at any offset, of the paged one at a page boundary.
+pub(crate) fn readable_records(path: &Path, expected: &Expected) -> io::Result<Vec<Record>> {
+    let file = match File::open(path) {
+        Ok(file) => file,
+        Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(err) => return Err(err),
+    };
+    let len = LogFile::len(&file)?;
+    let read_at = |at: u64, buf: &mut [u8]| LogFile::read_at(&file, buf, at);
+    let (id, held) = (expected.journal_id, expected.held);
+    let Some(generation) = expected.generation else {
+        let records = read_legacy(len, read_at, id)?;
+        return Ok(records.into_iter().filter(|r| r.lsn > held).collect());
+    };
+    let mut found = std::collections::BTreeMap::new();
+    find_page(len, &read_at, 0, |p, magic| {
+        let start = match magic {
+            FRAME_MAGIC => p,
+            PAGED_GEN_MAGIC => p + GEN_HEADER as u64,
+            _ => return Ok(None::<()>),
+        };
+        if let Some(r) = record_at(len, &read_at, FRAME_MAGIC, id, generation, start)?
+            && r.lsn > held
+        {
+            found.entry(r.lsn).or_insert(r.payload);
+        }
+        Ok(None)
+    })?;
+    const CHUNK: usize = 1 << 16;
+    let mut buf = vec![0u8; CHUNK + REC_HEADER];
+    let mut base = 0u64;
+    while base < len {
+        let n = ((len - base) as usize).min(buf.len());
+        if !read_at(base, &mut buf[..n])? {
+            break;
+        }
+        for i in 0..n.min(CHUNK) {
+            if buf[i..].starts_with(&REC_MAGIC)
+                && let Some(r) =
+                    record_at(len, &read_at, REC_MAGIC, id, generation, base + i as u64)?
+                && r.lsn > held
+            {
+                found.entry(r.lsn).or_insert(r.payload);
+            }
+        }
+        base += CHUNK as u64;
+    }
+    Ok(found.into_iter().map(|(lsn, payload)| Record { lsn, payload }).collect())
+}
+
+/// Returns the record at `at`, starting with `magic`, if it is a whole record of
+/// `generation` on its own.
+fn record_at(
+    len: u64,
+    read_at: &impl Fn(u64, &mut [u8]) -> io::Result<bool>,
+    magic: [u8; 4],
+    journal_id: u64,
+    generation: u64,
+    at: u64,
+) -> io::Result<Option<Record>> {
     let mut head = [0u8; REC_HEADER];
     if !read_at(at, &mut head)? {
         return Ok(None);
     }
-    let Some(RecordHeader { size, lsn, crc, .. }) = RecordHeader::parse(&head) else {
+    let Some(RecordHeader { size, lsn, crc, .. }) = RecordHeader::parse(&head, magic) else {
         return Ok(None);
     };
     let start = at + REC_HEADER as u64;
@@ -479,8 +933,9 @@ fn valid_record_at(
         return Ok(None);
     }
     let mut payload = vec![0u8; size as usize];
-    Ok((read_at(start, &mut payload)? && record_crc(journal_id, generation, lsn, &payload) == crc)
-        .then_some(lsn))
+    let whole =
+        read_at(start, &mut payload)? && record_crc(journal_id, generation, lsn, &payload) == crc;
+    Ok(whole.then_some(Record { lsn, payload }))
 }
 
 /// The header of a chained record.
@@ -492,9 +947,9 @@ struct RecordHeader {
 }
 
 impl RecordHeader {
-    /// Parses `head`; `None` when it does not start with a record's magic.
-    fn parse(head: &[u8; REC_HEADER]) -> Option<RecordHeader> {
-        if head[..4] != REC_MAGIC {
+    /// Parses `head`; `None` when it does not start with `magic`.
+    fn parse(head: &[u8; REC_HEADER], magic: [u8; 4]) -> Option<RecordHeader> {
+        if head[..4] != magic {
             return None;
         }
         let u32_at =
@@ -508,15 +963,28 @@ impl RecordHeader {
     }
 }
 
-/// Parses a generation header: journal id, generation, first lsn and its crc (the chain's
-/// start); `None` when it is not one.
-fn parse_gen_header(h: &[u8; GEN_HEADER]) -> Option<(u64, u64, u64, u32)> {
-    if h[..4] != GEN_MAGIC {
+/// A generation's header: its journal id, generation, first lsn and crc (the chain's start).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Header {
+    id: u64,
+    generation: u64,
+    first_lsn: u64,
+    crc: u32,
+}
+
+/// Parses a generation header starting with `magic`; `None` when it is not one.
+fn parse_header(h: &[u8; GEN_HEADER], magic: [u8; 4]) -> Option<Header> {
+    if h[..4] != magic {
         return None;
     }
     let word = |at: usize| u64::from_le_bytes(h[at..at + 8].try_into().unwrap_or_default());
     let crc = u32::from_le_bytes([h[28], h[29], h[30], h[31]]);
-    (crc32(&h[..28]) == crc).then(|| (word(4), word(12), word(20), crc))
+    (crc32(&h[..28]) == crc).then(|| Header {
+        id: word(4),
+        generation: word(12),
+        first_lsn: word(20),
+        crc,
+    })
 }
 
 fn crc32(bytes: &[u8]) -> u32 {
@@ -543,9 +1011,15 @@ fn chained(previous: u32, crc: u32) -> u32 {
 
 /// Appends the header of generation `generation` of journal `journal_id`, whose first record
 /// is `first_lsn`, to `out`; returns its crc (the chain's start).
-fn encode_gen_header(out: &mut Vec<u8>, journal_id: u64, generation: u64, first_lsn: u64) -> u32 {
+fn encode_gen_header(
+    out: &mut Vec<u8>,
+    magic: [u8; 4],
+    journal_id: u64,
+    generation: u64,
+    first_lsn: u64,
+) -> u32 {
     let start = out.len();
-    out.extend_from_slice(&GEN_MAGIC);
+    out.extend_from_slice(&magic);
     out.extend_from_slice(&journal_id.to_le_bytes());
     out.extend_from_slice(&generation.to_le_bytes());
     out.extend_from_slice(&first_lsn.to_le_bytes());
@@ -557,6 +1031,7 @@ fn encode_gen_header(out: &mut Vec<u8>, journal_id: u64, generation: u64, first_
 /// Appends a chained record to `out` and returns its chain value.
 fn encode_chained(
     out: &mut Vec<u8>,
+    magic: [u8; 4],
     journal_id: u64,
     generation: u64,
     lsn: u64,
@@ -565,7 +1040,7 @@ fn encode_chained(
 ) -> u32 {
     let crc = record_crc(journal_id, generation, lsn, payload);
     let link = chained(previous, crc);
-    out.extend_from_slice(&REC_MAGIC);
+    out.extend_from_slice(&magic);
     out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
     out.extend_from_slice(&lsn.to_le_bytes());
     out.extend_from_slice(&crc.to_le_bytes());
@@ -648,30 +1123,49 @@ impl Wal {
 
     /// Writes `payload` as the next record (after the generation's header, for its first)
     /// and flushes it to disk; returns its lsn.
+    ///
+    /// The record starts on a page of its own and is written twice, the second copy on the
+    /// pages after the first, in one write and one flush: a write torn by a crash reaches
+    /// only this batch's pages, so damage to any earlier batch is told from a torn tail, and
+    /// damage to one copy of the last batch is read past from the other.
     pub(crate) fn append(&mut self, payload: &[u8]) -> Result<u64> {
         let lsn = self.next_lsn;
         self.buf.clear();
-        if self.offset == 0 {
-            self.chain = encode_gen_header(&mut self.buf, self.journal_id, self.generation, lsn);
+        let first = self.offset == 0;
+        if first {
+            self.chain = encode_gen_header(
+                &mut self.buf,
+                PAGED_GEN_MAGIC,
+                self.journal_id,
+                self.generation,
+                lsn,
+            );
         }
         let chain = encode_chained(
             &mut self.buf,
+            FRAME_MAGIC,
             self.journal_id,
             self.generation,
             lsn,
             self.chain,
             payload,
         );
-        let end = self.offset + self.buf.len() as u64;
-        if end > self.allocated {
-            let len = end.next_multiple_of(GROW_BY);
+        let unit = self.buf.len();
+        let span = (unit as u64).next_multiple_of(PAGE);
+        self.buf.resize(span as usize, 0);
+        self.buf.extend_from_within(..unit);
+        let end = self.offset + 2 * span;
+        // A page of zeros always follows the last batch, so that a log cut at a chunk's
+        // boundary right after a batch is told from a whole one.
+        if end + PAGE > self.allocated {
+            let len = (end + PAGE).next_multiple_of(GROW_BY);
             self.grow_to(len)
                 .map_err(|source| JournalError::Io { path: self.path.clone(), source })?;
         }
         let io_err = |source| JournalError::Io { path: self.path.clone(), source };
         self.file.write_at(&self.buf, self.offset).map_err(io_err)?;
         self.file.sync_data().map_err(io_err)?;
-        self.offset += self.buf.len() as u64;
+        self.offset = end;
         self.chain = chain;
         self.next_lsn += 1;
         Ok(lsn)
@@ -707,6 +1201,8 @@ impl Wal {
     /// says the log is not live, so a crash that loses this write loses nothing.
     pub(crate) fn clear(&mut self) -> io::Result<()> {
         self.offset = 0;
+        // The header's second copy (with the first batch's) is left: a log the file says is
+        // not live is read from its first copy only.
         if self.allocated >= GEN_HEADER as u64 {
             self.file.write_at(&[0u8; GEN_HEADER], 0)?;
         }
@@ -722,7 +1218,7 @@ impl Wal {
 }
 
 /// The largest payload a record holds; the writer checkpoints a larger batch instead.
-pub(crate) const MAX_PAYLOAD: usize = u32::MAX as usize - REC_HEADER - GEN_HEADER;
+pub(crate) const MAX_PAYLOAD: usize = u32::MAX as usize - REC_HEADER - GEN_HEADER - PAGE as usize;
 
 /// Appends the encoding of one record of format 1 to `out` (tests build old logs with it).
 #[cfg(test)]
@@ -894,11 +1390,11 @@ mod tests {
     /// A log of generation `GEN` holding `payloads` from lsn `first`.
     fn generation_log(first: u64, payloads: &[Vec<u8>]) -> (Vec<u8>, Vec<usize>) {
         let mut bytes = Vec::new();
-        let mut chain = encode_gen_header(&mut bytes, ID, GEN, first);
+        let mut chain = encode_gen_header(&mut bytes, GEN_MAGIC, ID, GEN, first);
         let mut starts = Vec::new();
         for (i, p) in payloads.iter().enumerate() {
             starts.push(bytes.len());
-            chain = encode_chained(&mut bytes, ID, GEN, first + i as u64, chain, p);
+            chain = encode_chained(&mut bytes, REC_MAGIC, ID, GEN, first + i as u64, chain, p);
         }
         (bytes, starts)
     }
@@ -916,7 +1412,15 @@ mod tests {
 
     fn read_mem(bytes: &[u8], expected: &Expected) -> Result<Vec<Record>> {
         let generation = expected.generation.unwrap_or(0);
-        read_generation(Path::new("log"), bytes.len() as u64, memory(bytes), expected, generation)
+        let mut mended = Vec::new();
+        read_generation(
+            Path::new("log"),
+            bytes.len() as u64,
+            memory(bytes),
+            expected,
+            generation,
+            &mut mended,
+        )
     }
 
     fn payloads() -> Vec<Vec<u8>> {

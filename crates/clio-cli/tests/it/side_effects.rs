@@ -151,16 +151,26 @@ fn the_json_outcome_lists_the_calls_cut_short() {
     );
 }
 
-/// Where the chained records of a write-ahead log lie: (offset, length) of each.
+/// Where the records of a paged write-ahead log lie: (offset, length) of each batch's first
+/// copy (each batch starts on a 4 KiB page of its own and is written twice; the first holds
+/// the generation's 32-byte header before its record).
 fn log_records(log: &[u8]) -> Vec<(usize, usize)> {
     let mut out = Vec::new();
-    let mut at = 32;
-    while log.get(at..at + 4) == Some(b"CLW2".as_slice()) {
-        let len = u32::from_le_bytes([log[at + 4], log[at + 5], log[at + 6], log[at + 7]]);
-        out.push((at, 24 + len as usize));
-        at += 24 + len as usize;
+    let mut at = 0;
+    loop {
+        let record = if at == 0 { 32 } else { at };
+        if log.get(record..record + 4) != Some(b"CLW3".as_slice()) {
+            return out;
+        }
+        let len = u32::from_le_bytes([
+            log[record + 4],
+            log[record + 5],
+            log[record + 6],
+            log[record + 7],
+        ]);
+        out.push((record, 24 + len as usize));
+        at += 2 * (record - at + 24 + len as usize).next_multiple_of(4096);
     }
-    out
 }
 
 #[test]

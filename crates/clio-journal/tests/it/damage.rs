@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use clio_journal::{EntryKind, Journal, JournalConfig, JournalError, NewEntry, RunFilter, RunId};
 use serde_json::json;
 
-use crate::support::{TestResult, new_run};
+use crate::support::{TestResult, log_batches, new_run};
 
 fn wal_of(path: &Path) -> PathBuf {
     let mut name = path.as_os_str().to_os_string();
@@ -44,16 +44,9 @@ fn bytes_of(path: &Path) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
     (fs::read(path).ok(), fs::read(wal_of(path)).ok())
 }
 
-/// Where the records of the log's generation lie: (offset, length) of each.
+/// Where the records of the log's generation lie: (offset, length) of each one's first copy.
 fn records(log: &[u8]) -> Vec<(usize, usize)> {
-    let mut out = Vec::new();
-    let mut at = 32;
-    while log.get(at..at + 4) == Some(b"CLW2".as_slice()) {
-        let len = u32::from_le_bytes([log[at + 4], log[at + 5], log[at + 6], log[at + 7]]);
-        out.push((at, 24 + len as usize));
-        at += 24 + len as usize;
-    }
-    out
+    log_batches(log).iter().map(|b| (b.record, b.len)).collect()
 }
 
 /// Opens `path`, which must be refused as damaged naming `file`, with both files unchanged.
@@ -148,16 +141,30 @@ fn a_zero_byte_journal_beside_its_log_is_refused_not_made_new() -> TestResult {
 fn only_a_torn_tail_is_dropped() -> TestResult {
     let dir = tempfile::tempdir()?;
     let path = crashed_journal(dir.path(), 6)?;
-    let mut log = fs::read(wal_of(&path))?;
-    let recs = records(&log);
-    // The last record's write cut short: its second half never reached the disk.
-    let (at, len) = *recs.last().ok_or("no record")?;
-    for b in &mut log[at + len / 2..at + len] {
+    let whole = fs::read(wal_of(&path))?;
+    let file = fs::read(&path)?;
+    let last = *log_batches(&whole).last().ok_or("no record")?;
+    // The last batch's write cut short: the second half of its first copy and its second
+    // copy never reached the disk.
+    let mut log = whole.clone();
+    for b in &mut log[last.record + last.len / 2..last.end()] {
         *b = 0;
     }
     fs::write(wal_of(&path), &log)?;
     let journal = Journal::open(&path, JournalConfig::default())?;
     assert_eq!(journal.entry_count(RunId(1))?, 5, "the torn last append is dropped, no more");
+    drop(journal);
+    // Either copy of the last batch damaged alone: the other is read, every append kept.
+    for (from, to) in [(last.at, last.second), (last.second, last.end())] {
+        let mut log = whole.clone();
+        for b in &mut log[from..to] {
+            *b = 0;
+        }
+        fs::write(wal_of(&path), &log)?;
+        fs::write(&path, &file)?;
+        let journal = Journal::open_read_only(&path, JournalConfig::default())?;
+        assert_eq!(journal.entry_count(RunId(1))?, 6, "zeroed {from}..{to}");
+    }
     Ok(())
 }
 

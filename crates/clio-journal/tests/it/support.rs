@@ -116,3 +116,59 @@ pub(crate) fn flip_every(path: &Path, needle: &str) -> std::io::Result<usize> {
     fs::write(path, &bytes)?;
     Ok(found)
 }
+
+/// One batch of a paged write-ahead log (`docs/journal-format.md`), as its first copy says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LogBatch {
+    /// Where its first copy starts (0 for the generation's first, which holds the header).
+    pub(crate) at: usize,
+    /// Where its record starts in the first copy (past the header, for the first batch).
+    pub(crate) record: usize,
+    /// The record's length: its 24-byte header and its payload.
+    pub(crate) len: usize,
+    /// Where its second copy starts: the first's length rounded up to whole 4 KiB pages.
+    pub(crate) second: usize,
+    /// Its lsn.
+    pub(crate) lsn: u64,
+}
+
+impl LogBatch {
+    /// Where the next batch starts.
+    pub(crate) fn end(&self) -> usize {
+        self.second + (self.second - self.at)
+    }
+}
+
+/// The batches of the paged log `log` holds, in order, read from their first copies (their
+/// headers alone: no checksum is verified).
+pub(crate) fn log_batches(log: &[u8]) -> Vec<LogBatch> {
+    let mut out = Vec::new();
+    if log.get(..4) != Some(b"CLWP".as_slice()) {
+        return out;
+    }
+    let mut at = 0;
+    loop {
+        let record = if at == 0 { 32 } else { at };
+        if log.get(record..record + 4) != Some(b"CLW3".as_slice()) {
+            return out;
+        }
+        let size = u32::from_le_bytes([
+            log[record + 4],
+            log[record + 5],
+            log[record + 6],
+            log[record + 7],
+        ]);
+        let mut number = [0u8; 8];
+        number.copy_from_slice(&log[record + 8..record + 16]);
+        let len = 24 + size as usize;
+        let span = (record - at + len).next_multiple_of(4096);
+        let batch =
+            LogBatch { at, record, len, second: at + span, lsn: u64::from_le_bytes(number) };
+        // A leftover of an earlier generation past the last batch: not this one's.
+        if out.last().is_some_and(|last: &LogBatch| last.lsn + 1 != batch.lsn) {
+            return out;
+        }
+        out.push(batch);
+        at = batch.end();
+    }
+}

@@ -395,18 +395,7 @@ fn journal_with_entries(path: &Path, n: u64) -> Result<(Journal, RunId), Journal
 /// from their headers alone): a 32-byte generation header, then records of a 24-byte header
 /// and their payload.
 fn records_end(log: &[u8]) -> (usize, u64) {
-    if log.get(..4) != Some(b"CLWG".as_slice()) {
-        return (0, 0);
-    }
-    let (mut at, mut lsn) = (32, 0);
-    while log.get(at..at + 4) == Some(b"CLW2".as_slice()) {
-        let len = u32::from_le_bytes([log[at + 4], log[at + 5], log[at + 6], log[at + 7]]);
-        let mut number = [0u8; 8];
-        number.copy_from_slice(&log[at + 8..at + 16]);
-        lsn = u64::from_le_bytes(number);
-        at += 24 + len as usize;
-    }
-    (at, lsn)
+    crate::support::log_batches(log).last().map_or((0, 0), |b| (b.end(), b.lsn))
 }
 
 #[test]
@@ -416,13 +405,13 @@ fn a_torn_record_at_the_end_of_the_log_is_ignored() -> TestResult {
     let (journal, run) = journal_with_entries(&path, 5)?;
     let copy = crash_copy(&path, &dir.path().join("crash"))?;
     drop(journal);
-    // A record whose write was cut short, right after the last whole one: its header and
-    // half its payload.
+    // A batch whose write was cut short, right after the last whole one: its record's
+    // header and half its payload, and no second copy.
     let mut wal = fs::read(wal_of(&copy))?;
     let (whole, last) = records_end(&wal);
     // The next record's header (64-byte payload, the next lsn, some checksum and chain),
     // then 10 bytes.
-    let mut torn = b"CLW2\x40\x00\x00\x00".to_vec();
+    let mut torn = b"CLW3\x40\x00\x00\x00".to_vec();
     torn.extend_from_slice(&(last + 1).to_le_bytes());
     torn.extend_from_slice(b"\x01\x02\x03\x04\x05\x06\x07\x08half a pay");
     let end = (whole + torn.len()).min(wal.len());
