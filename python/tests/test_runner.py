@@ -2,10 +2,17 @@
 
 import itertools
 import json
+import sys
 import textwrap
 
 import pytest
 from fakehost import Runtime, TargetError, run
+
+
+def COLUMN(col):
+    """The column a site reports: Python 3.10 keeps no columns and reports 0."""
+    return col if sys.version_info >= (3, 11) else 0
+
 
 HEAD = "from clio_agent.sdk import Flow\nfrom clio_agent.flows.outcomes import FlowOutcome, CallFailed, GatherFailed, StepFailed\n"
 
@@ -303,7 +310,8 @@ def test_a_line_added_above_a_call_changes_its_site_and_stops_the_resume(plugin)
     end = run(rt.run(plugin.root, file, flow="site"))
     assert end["ok"]["value"] == "ww"
     call = rt.log[0]
-    assert call["site"] == {"file": "ai.iowarp.clio/flows/site.py", "line": 8, "column": 19}
+    col = COLUMN(19)
+    assert call["site"] == {"file": "ai.iowarp.clio/flows/site.py", "line": 8, "column": col}
     assert call["occurrence"] == 0 and call["key"] == ""
     assert rt.log[1]["key"] == "second"
     ran = dict(rt.tally)
@@ -319,8 +327,8 @@ def test_a_line_added_above_a_call_changes_its_site_and_stops_the_resume(plugin)
     assert rt.log[0]["site"]["line"] == 9
     err = end["error"]
     assert err["reason"] == "flow_replay_mismatch", err
-    assert "ai.iowarp.clio/flows/site.py:9:19:" in err["message"]
-    assert "ai.iowarp.clio/flows/site.py:8:19:" in err["message"]
+    assert f"ai.iowarp.clio/flows/site.py:9:{col}:" in err["message"]
+    assert f"ai.iowarp.clio/flows/site.py:8:{col}:" in err["message"]
     assert dict(rt.tally) == ran
 
 

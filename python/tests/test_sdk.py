@@ -151,3 +151,8 @@ def test_workflow_checks_its_steps():
     for steps, words in bad:
         with pytest.raises(WorkflowError, match=words):
             Workflow(steps=steps)
+
+
+def test_limits_and_reference_on_the_class():
+    assert Campaign.limits() == {"max_depth": 3, "max_concurrency": 0, "max_model_calls": 0, "budget_tokens": 0}
+    assert Campaign.reference() == {"id": "campaign", "options": {}}

@@ -59,6 +59,18 @@ def _is_option_value(value: Any) -> bool:
     return not callable(value)
 
 
+class _either:  # noqa: N801 - used as a decorator
+    """A method that works on a selection and on the class itself (``Review.limits()``)."""
+
+    def __init__(self, fn: Any):
+        self.fn = fn
+        self.__doc__ = fn.__doc__
+
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
+        target = obj if obj is not None else owner
+        return lambda *args, **kwargs: self.fn(target, *args, **kwargs)
+
+
 class Flow:
     """A flow: subclass it to declare one, or call ``Flow(id, **options)`` to select one."""
 
@@ -147,15 +159,18 @@ class Flow:
 
     # A selection -----------------------------------------------------------------------
 
+    @_either
     def reference(self) -> dict:
-        """Returns the selection as ``{"id", "options"}``."""
-        return {"id": self.id, "options": _plain(self._options)}
+        """Returns the selection as ``{"id", "options"}`` (on the class: no options)."""
+        return {"id": self.id, "options": _plain(getattr(self, "_options", {}))}
 
+    @_either
     def limits(self) -> dict:
-        """Returns the four limits after options."""
+        """Returns the four limits after options (on the class: as declared)."""
+        options = getattr(self, "_options", {})
         out = {}
         for name in LIMIT_NAMES:
-            value = self._options.get(name, getattr(self, name, 0))
+            value = options.get(name, getattr(self, name, 0))
             out[name] = int(value or 0)
         return out
 
