@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib.util
+import inspect
 import json
 import os
 import platform
@@ -290,7 +291,9 @@ class Instance:
             root=self.root,
         )
         try:
-            value = await flow.forward(self.task_value, ctx)
+            value = flow.forward(self.task_value, ctx)
+            if inspect.isawaitable(value):
+                value = await value
         except asyncio.CancelledError:
             if self.failure is not None:
                 self.end({"error": self.failure.to_dict()})
