@@ -165,6 +165,7 @@ class Instance:
         self._pending: dict[int, asyncio.Future] = {}
         self._streams: dict[int, asyncio.Queue] = {}
         self._dropped: set[int] = set()
+        self._asking: set[int] = set()
         self.failure: FlowOutcome | None = None
         self.task: asyncio.Task | None = None
         # Past the recorded history: steps run at once and report with their request.
@@ -194,7 +195,9 @@ class Instance:
         return self.request_raw(kind, dumps(body))
 
     def request_with_id_raw(self, kind: str, body: str) -> tuple[int, asyncio.Future]:
+        """Sends a step that asks first: the only request a ``run`` may answer."""
         rid, fut = self._new()
+        self._asking.add(rid)
         self.host.send_text(self._line(kind, rid, body))
         return rid, fut
 
@@ -237,6 +240,10 @@ class Instance:
                 del self._streams[rid]
             queue.put_nowait(msg)
             return
+        if kind == "run" and rid not in self._asking:
+            self.fail_protocol(f"a run message answers request {rid!r}, which is no step asking whether to run")
+            return
+        self._asking.discard(rid)
         fut = self._pending.pop(rid, None) if isinstance(rid, int) and kind in ("result", "run") else None
         if fut is None:
             if isinstance(rid, int) and rid in self._dropped:

@@ -687,3 +687,17 @@ def test_a_start_message_of_another_protocol_is_refused(plugin):
     start = {"type": "start", "instance": 3, "protocol": 99, "root": plugin.root, "file": file, "task": "t"}
     end = run(Runtime().run(plugin.root, file, start=start))
     assert end["error"]["reason"] == "flow_protocol_error" and "protocol 99" in end["error"]["message"]
+
+
+def test_a_run_reply_to_a_call_fails_that_flow(plugin):
+    file = plugin.copy("review.py")
+
+    def script(msg, rt):
+        if msg["type"] == "call":
+            rt.send({"type": "run", "instance": msg["instance"], "id": msg["id"]})
+            return True
+        return False
+
+    end = run(Runtime().run(plugin.root, file, flow="review", script=script))
+    assert end["error"]["reason"] == "flow_protocol_error"
+    assert "no step asking whether to run" in end["error"]["message"]
