@@ -701,3 +701,39 @@ def test_a_run_reply_to_a_call_fails_that_flow(plugin):
     end = run(Runtime().run(plugin.root, file, flow="review", script=script))
     assert end["error"]["reason"] == "flow_protocol_error"
     assert "no step asking whether to run" in end["error"]["message"]
+
+
+def test_ctx_inside_a_step_function_is_refused(plugin):
+    file = flow_file(
+        plugin,
+        "nest.py",
+        """
+        import asyncio
+
+        class Nest(Flow):
+            id = "nest"
+
+            async def forward(self, task, ctx):
+                async def inner():
+                    return (await ctx.call("writer", "x")).answer
+
+                async def other():
+                    await asyncio.sleep(0)
+                    return (await ctx.call("writer", "y")).answer
+
+                # A branch running beside the step may still call.
+                side = asyncio.ensure_future(other())
+                try:
+                    await ctx.step(inner)
+                except StepFailed as e:
+                    return {"answer": e.details["type"] + ": " + e.message, "side": await side}
+        """,
+    )
+    rt = Runtime({"writer": lambda x: "w"})
+    end = run(rt.run(plugin.root, file, flow="nest"))
+    value = end["ok"]["value"]
+    assert value["answer"].startswith(
+        "RuntimeError: step Nest.forward.<locals>.inner raised RuntimeError: ctx.call inside"
+    )
+    assert value["side"] == "w"
+    assert rt.tally["writer"] == 1

@@ -13,6 +13,7 @@ recorded runs twice.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 import json
 import os
@@ -31,6 +32,19 @@ from clio_agent.sdk.flow import CallResult, Flow, settled_from_dict
 __all__ = ["AsCompleted", "Call", "Ctx", "Gather", "TaskHandle", "Workspace"]
 
 _SEP = (",", ":")
+
+#: The step whose function the current task is running, if any: a ctx command made there
+#: would not be made again on replay (the function does not run then), so it is refused.
+_IN_STEP: contextvars.ContextVar[str] = contextvars.ContextVar("clio_in_step", default="")
+
+
+def _not_in_step(what: str) -> None:
+    step = _IN_STEP.get()
+    if step:
+        raise RuntimeError(
+            f"ctx.{what} inside the function of ctx.step({step}): a step's function runs once and is "
+            "not run again on replay, so ctx commands belong in forward"
+        )
 
 
 def _default(value: Any) -> Any:
@@ -191,6 +205,8 @@ class Ctx:
 
     def _site(self, depth: int) -> dict:
         """The site of the code ``depth`` frames above the ctx method that asks."""
+        if _IN_STEP.get():
+            _not_in_step(sys._getframe(1).f_code.co_name)
         frame = sys._getframe(depth + 1)
         return {"file": self._file(frame.f_code.co_filename), "line": frame.f_lineno, "column": _column(frame)}
 
@@ -389,12 +405,14 @@ class Ctx:
 
     def tool_results(self, handle: Any) -> _Simple:
         """The finished tool results of a child the flow called."""
+        _not_in_step("tool_results")
         return _Simple(self, "tool_results", {"handle": self._evidence(handle)[0]}, _listed)
 
     def patched(self, patch: str) -> _Simple:
         """Whether this run takes the code path added by patch ``patch``: ``True`` for a run
         that reaches this point past its recorded history, ``False`` for one recorded by
         the code from before the patch. Recorded, so it stays the same for the run."""
+        _not_in_step("patched")
         if not isinstance(patch, str) or not patch:
             raise TypeError("ctx.patched: the patch id must be non-empty text")
         return _Simple(self, "patched", {"patch": patch}, bool)
@@ -680,6 +698,7 @@ class _Step:
     async def _body(self) -> tuple[str, BaseException | None]:
         """Runs the function; returns ``{"ok": value}`` or ``{"error": …}`` as JSON text,
         with the exception it raised."""
+        token = _IN_STEP.set(self._name)
         try:
             value = self._fn(*self._args, **self._kwargs)
             if inspect.isawaitable(value):
@@ -705,3 +724,5 @@ class _Step:
                 },
             }
             return dumps({"error": error}), e
+        finally:
+            _IN_STEP.reset(token)
