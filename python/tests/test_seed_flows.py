@@ -66,3 +66,39 @@ def test_a_failing_reviewer_fails_the_gather(plugin):
     assert err["reason"] == "gather_failed"
     assert err["details"]["results"][0]["reason"] == "call_stopped"
     assert err["python"]["file"] == "ai.iowarp.clio/flows/review.py" and err["python"]["line"] == 12
+
+
+def test_deep_research_plans_researches_verifies_and_reports(plugin):
+    import json
+
+    file = plugin.copy("deep_research.py")
+    rounds = iter(
+        [
+            {"verified": ["a1", "b1"], "gaps": ["c"]},
+            {"verified": ["c1"], "gaps": ["d"]},
+            {"verified": ["d1"], "gaps": ["e"]},
+        ]
+    )
+    rt = Runtime(
+        {
+            "planner": lambda x: json.dumps({"directions": ["a", "b"]}),
+            "researcher": lambda x: x["direction"] + "1",
+            "critic": lambda x: json.dumps(next(rounds)),
+            "writer": lambda x: "report: " + ", ".join(x["verified"]),
+        }
+    )
+    end = run(rt.run(plugin.root, file, "why is the sky blue", flow="deep-research", options={"max_gap_rounds": 2}))
+    assert end["ok"]["result"]["answer"] == "report: a1, b1, c1, d1"
+    # Two gap rounds at most: a, b, then c, then d.
+    assert rt.tally == {"planner": 1, "researcher": 4, "critic": 3, "writer": 1}
+    ran = dict(rt.tally)
+    again = run(rt.run(plugin.root, file, "why is the sky blue", flow="deep-research", options={"max_gap_rounds": 2}))
+    assert again["ok"] == end["ok"] and dict(rt.tally) == ran
+
+
+def test_deep_research_stalls_without_directions(plugin):
+    file = plugin.copy("deep_research.py")
+    rt = Runtime({"planner": lambda x: '{"directions": []}'})
+    end = run(rt.run(plugin.root, file, "t", flow="deep-research"))
+    assert end["error"]["reason"] == "flow_stall"
+    assert end["error"]["details"]["stall"] == "planner_no_directions"
