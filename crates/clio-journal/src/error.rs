@@ -190,6 +190,17 @@ impl JournalError {
                 Self::AlreadyOpen { path }
             }
             redb::Error::Corrupted(detail) => Self::Corrupted { path, detail },
+            // The file ends where redb expects its header or a page: it was cut short, which
+            // is damage to the file, not a failing machine.
+            redb::Error::Io(source) if source.kind() == std::io::ErrorKind::UnexpectedEof => {
+                Self::Corrupted {
+                    path,
+                    detail: format!(
+                        "the file ends before the storage engine's header or a page it names \
+                         ({source}): it was cut short"
+                    ),
+                }
+            }
             redb::Error::Io(source) => Self::Io { path, source },
             redb::Error::UpgradeRequired(found) => Self::Corrupted {
                 path,

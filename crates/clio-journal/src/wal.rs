@@ -1515,4 +1515,217 @@ mod tests {
             }
         }
     }
+
+    /// A log file in memory, shared with the test that reads it back.
+    #[derive(Debug, Clone, Default)]
+    struct MemLog(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl MemLog {
+        fn bytes(&self) -> Vec<u8> {
+            self.0.lock().unwrap().clone()
+        }
+    }
+
+    impl LogFile for MemLog {
+        fn len(&self) -> io::Result<u64> {
+            Ok(self.0.lock().unwrap().len() as u64)
+        }
+
+        fn read_at(&self, buf: &mut [u8], at: u64) -> io::Result<bool> {
+            Ok(memory(&self.0.lock().unwrap())(at, buf)?)
+        }
+
+        fn write_at(&mut self, data: &[u8], at: u64) -> io::Result<()> {
+            let mut bytes = self.0.lock().unwrap();
+            let end = at as usize + data.len();
+            if bytes.len() < end {
+                bytes.resize(end, 0);
+            }
+            bytes[at as usize..end].copy_from_slice(data);
+            Ok(())
+        }
+
+        fn sync_data(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+
+        fn sync_all(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// A paged log of generation `GEN` written by the writer, holding `payloads` from lsn
+    /// `first`: its bytes, where each batch starts, and the flushes the writer made.
+    fn paged_log(first: u64, payloads: &[Vec<u8>]) -> (Vec<u8>, Vec<u64>, u64) {
+        let file = MemLog::default();
+        let flushes = Flushes::default();
+        let mut wal =
+            Wal::with_file(Box::new(file.clone()), PathBuf::from("log"), ID, GEN, first, &flushes)
+                .unwrap();
+        wal.preallocate().unwrap();
+        let mut starts = Vec::new();
+        for p in payloads {
+            starts.push(wal.offset);
+            wal.append(p).unwrap();
+        }
+        (file.bytes(), starts, flushes.count())
+    }
+
+    fn read_log(bytes: &[u8], expected: &Expected) -> Result<LogRead> {
+        read_all_from(
+            &MemLog(std::sync::Arc::new(bytes.to_vec().into())),
+            Path::new("log"),
+            expected,
+        )
+    }
+
+    fn sized_payloads(sizes: &[usize]) -> Vec<Vec<u8>> {
+        sizes.iter().enumerate().map(|(i, n)| vec![i as u8 + 1; *n]).collect()
+    }
+
+    #[test]
+    fn a_paged_log_puts_each_batch_on_its_own_pages_twice_with_one_flush() {
+        let all = sized_payloads(&[10, 5000, 0, 300]);
+        let (bytes, starts, flushes) = paged_log(1, &all);
+        // One flush to grow the file, then one per batch.
+        assert_eq!(flushes, 1 + all.len() as u64);
+        assert_eq!(&bytes[..4], b"CLWP");
+        assert!(starts.iter().all(|at| at % PAGE == 0), "{starts:?}");
+        // The first batch (header and record) in one page, then its copy.
+        assert_eq!(starts[1], 2 * PAGE);
+        assert_eq!(bytes[..PAGE as usize / 2], bytes[PAGE as usize..PAGE as usize * 3 / 2]);
+        // A 5,000-byte record takes two pages a copy.
+        assert_eq!(starts[2], starts[1] + 4 * PAGE);
+        let read = read_log(&bytes, &expect(0, true)).unwrap();
+        assert_eq!(
+            read.records.iter().map(|r| &r.payload).collect::<Vec<_>>(),
+            all.iter().collect::<Vec<_>>()
+        );
+        assert!(read.mended.is_empty());
+        // Past what the file holds.
+        let read = read_log(&bytes, &expect(2, true)).unwrap();
+        assert_eq!(read.records.iter().map(|r| r.lsn).collect::<Vec<_>>(), [3, 4]);
+    }
+
+    #[test]
+    fn a_zeroed_page_of_an_earlier_batch_is_refused_with_its_offset() {
+        let all = sized_payloads(&[100, 100, 100, 100, 100]);
+        let (bytes, starts, _) = paged_log(1, &all);
+        for (i, at) in starts.iter().enumerate().take(all.len() - 1) {
+            for page in [*at, *at + PAGE] {
+                let mut damaged = bytes.clone();
+                damaged[page as usize..(page + PAGE) as usize].fill(0);
+                let err = read_log(&damaged, &expect(0, true)).unwrap_err().to_string();
+                assert!(err.contains(&format!("offset {page}")), "batch {i}, page {page}: {err}");
+                assert!(err.contains("not whole"), "{err}");
+            }
+        }
+    }
+
+    #[test]
+    fn one_damaged_copy_of_the_last_batch_is_read_past_and_both_are_a_torn_tail() {
+        let all = sized_payloads(&[100, 100, 6000]);
+        let (bytes, starts, _) = paged_log(1, &all);
+        let last = starts[2];
+        let second = last + 2 * PAGE;
+        for (from, to, mended_at) in [(last, last + 1, last), (second + 40, second + 41, second)] {
+            let mut damaged = bytes.clone();
+            damaged[from as usize..to as usize].iter_mut().for_each(|b| *b ^= 0x10);
+            let read = read_log(&damaged, &expect(0, true)).unwrap();
+            assert_eq!(read.records.len(), 3);
+            assert_eq!(read.records[2].payload, all[2]);
+            assert_eq!(read.mended.len(), 1);
+            assert_eq!(read.mended[0].damaged_at, mended_at);
+        }
+        // Both copies gone: a torn tail, the last record dropped.
+        let mut torn = bytes.clone();
+        torn[(last + 100) as usize..(second + 4 * PAGE) as usize].fill(0);
+        let read = read_log(&torn, &expect(0, true)).unwrap();
+        assert_eq!(read.records.len(), 2);
+        // The first batch alone, its first copy (with the header) zeroed: read from the second.
+        let (one, _, _) = paged_log(1, &all[..1]);
+        let mut damaged = one.clone();
+        damaged[..PAGE as usize].fill(0);
+        let read = read_log(&damaged, &expect(0, true)).unwrap();
+        assert_eq!(read.records.len(), 1);
+        assert_eq!(read.mended[0].read_at, PAGE);
+    }
+
+    #[test]
+    fn a_paged_log_cut_at_a_chunk_boundary_after_a_batch_is_refused() {
+        // Batches of 8 KiB fill the first 64 KiB chunk exactly: cut there, the last batch
+        // ends at the end of the file, where the writer always leaves a page of zeros.
+        let all = sized_payloads(&[100; 10]);
+        let (bytes, _, _) = paged_log(1, &all);
+        let err = read_log(&bytes[..GROW_CHUNK as usize], &expect(0, true)).unwrap_err();
+        assert!(err.to_string().contains("cut short"), "{err}");
+    }
+
+    /// A random damage to a paged log: where, and what.
+    #[derive(Debug, Clone)]
+    enum Damage {
+        Flip { at: prop::sample::Index, bit: u8 },
+        ZeroPage { page: prop::sample::Index },
+        Truncate { at: prop::sample::Index },
+    }
+
+    fn damage() -> impl Strategy<Value = Damage> {
+        prop_oneof![
+            (any::<prop::sample::Index>(), 0u8..8).prop_map(|(at, bit)| Damage::Flip { at, bit }),
+            any::<prop::sample::Index>().prop_map(|page| Damage::ZeroPage { page }),
+            any::<prop::sample::Index>().prop_map(|at| Damage::Truncate { at }),
+        ]
+    }
+
+    proptest! {
+        /// Damage (a flipped bit, a zeroed 4 KiB page, a cut) anywhere before the log's
+        /// last batch: the log reads exactly (the damage hit only padding) or is refused,
+        /// never as a shorter history. The same damage inside the last batch reaches one of
+        /// its copies only (or cuts the file): read exactly from the other, or refused.
+        #[test]
+        fn damage_before_the_last_batch_reads_exactly_or_is_refused(
+            sizes in proptest::collection::vec(0usize..9000, 2..8),
+            damage in damage(),
+            in_last in any::<bool>(),
+        ) {
+            let all = sized_payloads(&sizes);
+            let (bytes, starts, _) = paged_log(1, &all);
+            let last = *starts.last().unwrap();
+            let end = read_log(&bytes, &expect(0, true)).unwrap();
+            prop_assert_eq!(end.records.len(), all.len());
+            let span_end = last + 2 * ((if starts.len() == 1 { GEN_HEADER as u64 } else { 0 })
+                + REC_HEADER as u64 + sizes[sizes.len() - 1] as u64).next_multiple_of(PAGE);
+            let (from, to) = if in_last { (last, span_end) } else { (0, last) };
+            let mut damaged = bytes.clone();
+            match &damage {
+                Damage::Flip { at, bit } => {
+                    damaged[(from + at.index((to - from) as usize) as u64) as usize] ^= 1 << bit;
+                }
+                Damage::ZeroPage { page } => {
+                    let p = from + page.index(((to - from) / PAGE) as usize) as u64 * PAGE;
+                    damaged[p as usize..(p + PAGE) as usize].fill(0);
+                }
+                Damage::Truncate { at } => {
+                    damaged.truncate((from + at.index((to - from) as usize) as u64) as usize);
+                }
+            }
+            match read_log(&damaged, &expect(0, true)) {
+                Ok(read) => {
+                    // One bit or one page reaches one copy of one batch only: even in the
+                    // last batch, the other copy is read.
+                    prop_assert!(
+                        read.records.len() == all.len(),
+                        "{} of {} records after {damage:?}", read.records.len(), all.len()
+                    );
+                    for (r, p) in read.records.iter().zip(&all) {
+                        prop_assert_eq!(&r.payload, p);
+                    }
+                }
+                Err(err) => {
+                    let text = err.to_string();
+                    prop_assert!(matches!(err, JournalError::Corrupted { .. }), "{}", text);
+                }
+            }
+        }
+    }
 }

@@ -6,6 +6,7 @@ mod config;
 mod conventions;
 mod exit_codes;
 mod journal;
+mod journal_log;
 mod journal_trouble;
 mod json;
 mod launch;
@@ -34,6 +35,7 @@ fn no_forgotten_test_files() {
         "conventions",
         "exit_codes",
         "journal",
+        "journal_log",
         "json",
         "journal_trouble",
         "launch",
