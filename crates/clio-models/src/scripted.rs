@@ -81,11 +81,43 @@ struct ScriptedCall {
     arguments: Option<Value>,
 }
 
+/// Turns a refused script file into the provider's error: a position where there is one
+/// (invalid UTF-8, a BOM), else what the file is or what the system said.
+fn read_error(path: &Path, error: clio_spec::InputError) -> ModelError {
+    use clio_spec::InputError;
+    let file = path.to_path_buf();
+    match error {
+        InputError::Io { source, .. } => ModelError::Read { file, message: source.to_string() },
+        InputError::InvalidUtf8 { offset, line, column, .. } => ModelError::Parse {
+            file,
+            line,
+            column,
+            message: format!("invalid UTF-8 at byte offset {offset}: a script file is UTF-8 text"),
+        },
+        InputError::ByteOrderMark { .. } => ModelError::Parse {
+            file,
+            line: 1,
+            column: 1,
+            message: "the file starts with a UTF-8 byte order mark (bytes EF BB BF at byte offset 0): save it as UTF-8 without a BOM".into(),
+        },
+        InputError::NotAFile { kind, .. } => ModelError::Read {
+            file,
+            message: format!("it is {kind}, not a regular file; clio reads input only from regular files"),
+        },
+        InputError::TooLarge { size, limit, .. } => ModelError::Read {
+            file,
+            message: format!("it is {size} bytes or more, over the limit of {limit} bytes for an input file"),
+        },
+    }
+}
+
 impl ScriptedProvider {
     /// Reads the script file at `path`: JSON when its name ends in `.json`, else TOML.
+    ///
+    /// The file is read as every input file is ([`clio_spec::read_input`]): a regular file
+    /// only, bounded, UTF-8 without a BOM.
     pub fn from_file(path: &Path) -> Result<ScriptedProvider, ModelError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ModelError::Read { file: path.to_path_buf(), message: e.to_string() })?;
+        let text = clio_spec::read_input(path).map_err(|e| read_error(path, e))?;
         let json = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("json"));
         if json { Self::from_json(&text, path) } else { Self::from_toml(&text, path) }
     }
@@ -101,8 +133,17 @@ impl ScriptedProvider {
         Ok(Self::build(file, defs))
     }
 
-    /// Parses a JSON script `text`; `file` names it in errors.
+    /// Parses a JSON script `text`; `file` names it in errors. An object that names a key
+    /// twice is refused with the key and its position.
     pub fn from_json(text: &str, file: &Path) -> Result<ScriptedProvider, ModelError> {
+        if let Some(dup) = clio_spec::duplicate_json_key(text) {
+            return Err(ModelError::Parse {
+                file: file.to_path_buf(),
+                line: dup.line,
+                column: dup.column,
+                message: format!("duplicate key `{}`: an object may name each key once", dup.key),
+            });
+        }
         let parsed: ScriptFile<ScriptDef> =
             serde_json::from_str(text).map_err(|e| ModelError::Parse {
                 file: file.to_path_buf(),
@@ -255,5 +296,29 @@ mod tests {
         assert!(!matches_pattern(&prompt, &p("summarise")));
         assert!(matches_pattern(&prompt, &p("")));
         assert!(matches_pattern("", &p("*")));
+    }
+
+    /// A script file is read as every input file is: a folder or a device is refused by
+    /// its kind, a BOM is placed; a JSON key named twice is refused by name and place.
+    #[test]
+    fn a_script_file_is_bounded_and_strict() {
+        let dir = std::env::temp_dir();
+        let error = ScriptedProvider::from_file(&dir).unwrap_err();
+        assert!(error.to_string().contains("it is a directory, not a regular file"), "{error}");
+        if Path::new("/dev/zero").exists() {
+            let error = ScriptedProvider::from_file(Path::new("/dev/zero")).unwrap_err();
+            assert!(error.to_string().contains("it is a character device"), "{error}");
+        }
+        let file = dir.join(format!("clio-script-bom-{}.toml", std::process::id()));
+        std::fs::write(&file, b"\xEF\xBB\xBF[[script]]\n").unwrap();
+        let error = ScriptedProvider::from_file(&file).unwrap_err();
+        assert!(error.to_string().contains(":1:1: the file starts with a UTF-8 byte order mark"));
+        let _ = std::fs::remove_file(&file);
+        let text = r#"{"script": [{"agent": "a", "prompt": "x", "agent": "b"}]}"#;
+        let error = ScriptedProvider::from_json(text, Path::new("s.json")).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "s.json:1:43: duplicate key `agent`: an object may name each key once"
+        );
     }
 }
