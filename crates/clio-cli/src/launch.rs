@@ -268,7 +268,9 @@ pub(crate) fn prepare_runtime(
     launch: &Launch,
 ) -> Result<(PreparedRuntime, Vec<Untrusted>), CliError> {
     let settings = HomeConfig::load(home)?;
-    let sandbox = settings.sandbox();
+    let mut sandbox = settings.sandbox();
+    // No sandboxed program sees the home: its journal, its control socket's key, its token.
+    sandbox.hidden.push(home.root().to_path_buf());
     let workspace =
         clio_flow::Workspace::new(launch.workspace.clone()).with_sandbox(sandbox.clone());
     let mut registry = register_basic_tools(Registry::new(), workspace.clone());

@@ -585,6 +585,18 @@ impl Runtime {
         // A run this process just created is already running under this owner: its record
         // (which holds the whole input) need not be written again.
         let unchanged = rec.status == RunStatus::Running && rec.owner == self.inner.config.owner;
+        if !replay_only
+            && !unchanged
+            && !rec.owner.is_empty()
+            && rec.owner != self.inner.config.owner
+        {
+            // What the process that drove it last left running (its calls' processes, found
+            // by the tag the journal's record of them gives) ends before the run goes on.
+            let prefix = clio_tools::run_prefix(&rec.owner, run.0);
+            let kill =
+                move || Ok::<_, clio_journal::JournalError>(clio_tools::kill_leftovers(&prefix));
+            blocking(kill).await?;
+        }
         if !replay_only && !unchanged {
             let update = RunUpdate {
                 status: Some(RunStatus::Running),

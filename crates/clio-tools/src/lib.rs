@@ -30,6 +30,7 @@ pub use crate::sandbox::{
     Access, Confined, ETC, ETC_NETWORK, SANDBOX_PATH, Sandbox, SandboxError, SandboxMode,
     find_program, program_prefixes,
 };
+pub use crate::sandbox::{CALL_VAR, as_call, call_tag, kill_leftovers, run_prefix};
 
 /// The crate README's example, run as a doctest so that it cannot go stale.
 #[cfg(doctest)]

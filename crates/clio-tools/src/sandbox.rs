@@ -40,7 +40,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::io::AsyncReadExt;
 
+mod hidden;
 mod kept;
+mod lifetime;
+
+pub use self::lifetime::{CALL_VAR, as_call, call_tag, kill_leftovers, run_prefix};
 
 /// The system folders every sandboxed program may read and run programs from.
 const SYSTEM_DIRS: &[&str] = &["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"];
@@ -138,6 +142,12 @@ pub struct Sandbox {
     /// process believes it instead of checking again, which starts a process of its own.
     /// `None` (the default): every process checks once.
     pub kept_check: Option<PathBuf>,
+    /// Folders no sandboxed program may see, whatever it is granted: the CLI hides
+    /// `$CLIO_HOME` (its journal, its control socket's key, its HTTP API's token). A grant
+    /// that holds one is refused under Landlock and has it covered by an empty folder
+    /// under bubblewrap; a file directly in one is never granted; a folder inside one may
+    /// be (a plugin installed there). See `hidden.rs`.
+    pub hidden: Vec<PathBuf>,
 }
 
 impl Default for Sandbox {
@@ -151,6 +161,7 @@ impl Default for Sandbox {
             bwrap: PathBuf::from("bwrap"),
             temp: PathBuf::from("/tmp"),
             kept_check: None,
+            hidden: Vec::new(),
         }
     }
 }
@@ -307,6 +318,8 @@ impl Drop for TempDir {
 /// the `Confined` until the program has ended: it owns the program's private temporary
 /// folder.
 pub struct Confined {
+    /// What kills its processes when it is dropped; first, so that it is dropped first.
+    lifetime: lifetime::Lifetime,
     command: tokio::process::Command,
     program: PathBuf,
     how: How,
@@ -363,38 +376,40 @@ impl Confined {
         self.temp_seen.as_deref()
     }
 
-    /// Starts the program. Under Landlock it is started from a thread of its own, which
-    /// takes the restrictions first and ends once the program has started, so the
-    /// restrictions reach the program and nothing else of this process.
+    /// Starts the program, as the leader of a process group of its own, which ends with the
+    /// `Confined` ([`lifetime`](self::lifetime)). Under Landlock and with mode `off` it is
+    /// started from a thread of its own, which takes the restrictions first (Landlock's
+    /// reach only the program, nothing else of this process) and lives until the
+    /// `Confined` is dropped: the program dies with it.
     ///
     /// Needs a tokio runtime, as `tokio::process::Command::spawn` does.
     pub fn spawn(&mut self) -> Result<tokio::process::Child, SandboxError> {
         let program = self.program.clone();
-        let spawn_error = |source| SandboxError::Spawn { program: program.clone(), source };
+        let spawn_error = move |source| SandboxError::Spawn { program: program.clone(), source };
+        let bwrap = matches!(self.how, How::Bwrap);
         let rules = match &mut self.how {
-            How::Landlock(rules) => rules.take(),
+            How::Landlock(rules) => {
+                Some(rules.take().ok_or_else(|| SandboxError::LandlockUnavailable {
+                    reason: "its program was started already".into(),
+                })?)
+            }
             How::Bwrap | How::Off => None,
         };
-        let Some(rules) = rules else {
-            return self.command.spawn().map_err(spawn_error);
-        };
-        let runtime = tokio::runtime::Handle::try_current().map_err(|e| {
-            spawn_error(std::io::Error::other(format!("no tokio runtime to start it in: {e}")))
-        })?;
-        let command = &mut self.command;
-        let started = std::thread::scope(|scope| {
-            let starter = scope.spawn(move || {
-                rules.restrict_this_thread()?;
-                let _runtime = runtime.enter();
-                command.spawn().map_err(spawn_error)
-            });
-            starter.join()
-        });
-        started.unwrap_or_else(|_| {
-            Err(SandboxError::LandlockUnavailable {
-                reason: "the thread that starts the program under Landlock stopped".into(),
-            })
-        })
+        self.lifetime.prepare(&mut self.command, !bwrap);
+        if bwrap {
+            let child = self.command.spawn().map_err(spawn_error)?;
+            self.lifetime.started(child.id(), None);
+            return Ok(child);
+        }
+        let restrict = rules.map(|rules| move || rules.restrict_this_thread());
+        lifetime::spawn_kept(&mut self.command, restrict, spawn_error, &mut self.lifetime)
+    }
+
+    /// Kills every process of the program now, as dropping the `Confined` does: its process
+    /// group, and (outside bubblewrap, whose namespace ends with it) every process that
+    /// carries its marker, `setsid` daemons included ([`lifetime`](self::lifetime)).
+    pub fn end(&mut self) {
+        self.lifetime.end();
     }
 
     /// Returns the signal that ended the program, if one did. bubblewrap cannot pass a
@@ -469,11 +484,12 @@ impl Sandbox {
     }
 
     fn unconfined(program: &Path, access: &Access) -> Confined {
-        let mut command = tokio::process::Command::new(program);
+        let mut command = lifetime::command(program);
         if let Some(workspace) = &access.workspace {
             command.current_dir(workspace);
         }
         Confined {
+            lifetime: lifetime::Lifetime::default(),
             command,
             program: program.to_path_buf(),
             how: How::Off,
@@ -530,6 +546,11 @@ impl Sandbox {
         for path in &grants.write {
             add(path, vec!["--bind".into(), path.into(), path.into()]);
         }
+        // A hidden folder a grant holds is covered after it (folders inside it that are
+        // granted come later still, being deeper).
+        for (_, hidden) in grants.held(&[]) {
+            add(hidden, vec!["--tmpfs".into(), hidden.into()]);
+        }
         mounts.sort_by_key(|(depth, order, _)| (*depth, *order));
         args.extend(mounts.into_iter().flat_map(|(_, _, parts)| parts));
         let temp = PathBuf::from("/tmp");
@@ -539,6 +560,7 @@ impl Sandbox {
         let mut command = tokio::process::Command::new(&self.bwrap);
         command.args(args).env("TMPDIR", &temp);
         Confined {
+            lifetime: lifetime::Lifetime::default(),
             command,
             program: program.to_path_buf(),
             how: How::Bwrap,
@@ -554,6 +576,16 @@ impl Sandbox {
         grants: &Grants,
         network: bool,
     ) -> Result<Confined, Trouble> {
+        let system: Vec<PathBuf> = SYSTEM_DIRS.iter().map(PathBuf::from).collect();
+        if let Some((grant, hidden)) = grants.held(&system).first() {
+            return Err(Trouble::Landlock(format!(
+                "{} would be granted, and it holds {}, which no sandboxed program may see \
+                 (Landlock cannot take back a folder inside one it grants); choose a \
+                 workspace and `read` folders that do not hold it",
+                grant.display(),
+                hidden.display()
+            )));
+        }
         let temp = private_temp(&self.temp).map_err(Trouble::Other)?;
         let mut read = grants.read.clone();
         read.extend(SYSTEM_DIRS.iter().map(PathBuf::from));
@@ -562,10 +594,11 @@ impl Sandbox {
         write.extend(DEVICES_RW.iter().map(PathBuf::from));
         write.push(temp.0.clone());
         let rules = LandlockRules::new(&read, &write, network).map_err(Trouble::Landlock)?;
-        let mut command = tokio::process::Command::new(program);
+        let mut command = lifetime::command(program);
         command.current_dir(grants.workspace.as_deref().unwrap_or(&temp.0)).env("TMPDIR", &temp.0);
         let seen = temp.0.clone();
         Ok(Confined {
+            lifetime: lifetime::Lifetime::default(),
             command,
             program: program.to_path_buf(),
             how: How::Landlock(Some(rules)),
@@ -589,6 +622,8 @@ struct Grants {
     read: Vec<PathBuf>,
     /// Read-write: the workspace and the runner's.
     write: Vec<PathBuf>,
+    /// The sandbox's hidden folders, resolved.
+    hidden: Vec<PathBuf>,
 }
 
 impl Grants {
@@ -603,7 +638,23 @@ impl Grants {
         read.extend(sandbox.read.iter().chain(&access.read).map(|p| absolute(p)));
         let mut write: Vec<PathBuf> = workspace.iter().cloned().collect();
         write.extend(access.write.iter().map(|p| absolute(p)));
-        Grants { workspace, read, write }
+        let hidden = hidden::folders(&sandbox.hidden);
+        read.retain(|p| !hidden::is_own_file(p, &hidden));
+        write.retain(|p| !hidden::is_own_file(p, &hidden));
+        Grants { workspace, read, write, hidden }
+    }
+
+    /// Returns the hidden folders a grant holds, each once, with the first such grant.
+    fn held<'g>(&'g self, more: &'g [PathBuf]) -> Vec<(&'g Path, &'g PathBuf)> {
+        let mut held: Vec<(&Path, &PathBuf)> = Vec::new();
+        for grant in self.read.iter().chain(&self.write).chain(more) {
+            if let Some(h) = hidden::held_by(grant, &self.hidden)
+                && !held.iter().any(|(_, seen)| *seen == h)
+            {
+                held.push((grant, h));
+            }
+        }
+        held
     }
 }
 

@@ -5,6 +5,7 @@ mod agent;
 mod config;
 mod conventions;
 mod exit_codes;
+mod guard;
 mod journal;
 mod journal_log;
 mod journal_trouble;
@@ -34,6 +35,7 @@ fn no_forgotten_test_files() {
         "config",
         "conventions",
         "exit_codes",
+        "guard",
         "journal",
         "journal_log",
         "json",

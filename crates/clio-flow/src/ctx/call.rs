@@ -596,7 +596,10 @@ impl Call {
             let identity = self.identity();
             let value = Box::pin(async {
                 tokio::select! {
-                    value = gate::run(&self.ctx, &identity, &tool, passed, None) => value,
+                    value = clio_tools::as_call(
+                        clio_tools::call_tag(&run.rt.config.owner, run.run.0, &identity),
+                        gate::run(&self.ctx, &identity, &tool, passed, None),
+                    ) => value,
                     () = token.cancelled() => Err(FlowError::CallCancelled { handle: None }),
                 }
             })
@@ -706,6 +709,9 @@ impl Call {
                 })
             }
             _ => {
+                if matches!(resolved, Resolved::Tool(_)) {
+                    leftovers_killed(&self.ctx, &rec).await?;
+                }
                 if let Resolved::Tool(tool) = &resolved
                     && !gate::believed_read_only(&self.ctx, tool)
                     && !(tool.is_contextual() && calls_were_read_only(&self.ctx, rec.id).await?)
@@ -871,7 +877,13 @@ impl Call {
                     self.ctx.with_scope(s)
                 });
                 let identity = self.identity();
-                let ran = gate::run(&self.ctx, &identity, &tool, passed, child);
+                // Every process the tool starts carries the call's tag, the journal's record
+                // of it (its task's owner, run and number): a resume finds what it left.
+                let run = &self.ctx.run;
+                let tag =
+                    clio_tools::call_tag(&run.rt.config.owner, run.run.0, &task.0.to_string());
+                let ran =
+                    clio_tools::as_call(tag, gate::run(&self.ctx, &identity, &tool, passed, child));
                 let (value, context) = Box::pin(ran).await?;
                 let outputs = context_outputs(context);
                 Ok((CallResult { value, outputs, ..base(CallKind::Tool) }, (0, 0)))
@@ -1214,6 +1226,25 @@ fn internal_check(
 }
 
 /// Returns a tool call's outputs: the `PostToolUse` hooks' `additional_context`, if any.
+/// Kills what a tool call left running when the process that ran it stopped (`rec` is
+/// its task, still running in the journal, under another owner): every process that carries
+/// the call's tag ([`clio_tools::call_tag`]), `setsid` daemons included, before the call is
+/// reported cut short or run again. A call this process runs is left alone.
+async fn leftovers_killed(ctx: &Ctx, rec: &TaskRecord) -> Result<(), FlowError> {
+    let run = &ctx.run;
+    if rec.owner.is_empty() || rec.owner == run.rt.config.owner || run.replay_only {
+        return Ok(());
+    }
+    let mut tag = clio_tools::call_tag(&rec.owner, run.run.0, &rec.id.0.to_string());
+    tag.push('#');
+    let kill = move || Ok::<_, clio_journal::JournalError>(clio_tools::kill_leftovers(&tag));
+    let killed = blocking(kill).await?;
+    if killed > 0 {
+        tracing::debug!(task = rec.id.0, killed, "killed what the call left running");
+    }
+    Ok(())
+}
+
 fn context_outputs(context: String) -> Map<String, Value> {
     let mut outputs = Map::new();
     if !context.is_empty() {

@@ -331,6 +331,9 @@ pub(crate) async fn run(config: &RunCodeConfig, script: &Script<'_>, ctx: &Ctx) 
         // Killing a process that already exited is not an error worth reporting.
         let _ = child.kill().await;
     }
+    // The call ends with the script: what it started (forked or `setsid` children) ends
+    // now, and holds its pipes no longer.
+    confined.end();
     // The script is gone: calls still in flight belong to no one, and end cancelled.
     stop.notify_one();
     ctx.scope.cancel.cancel();

@@ -1,0 +1,297 @@
+//! No process of a sandboxed program outlives its call (or its [`Confined`](super::Confined),
+//! for a program that is not a call's: a hook, an MCP server).
+//!
+//! What holds the processes a program starts, on every path:
+//! - **Its own process group.** Every program starts as the leader of a new group (under
+//!   bubblewrap, bubblewrap does); when its `Confined` is dropped (the call succeeded,
+//!   failed, ran out of time or was cancelled) the whole group is sent `SIGKILL`.
+//! - **Death with `clio`.** Under bubblewrap, `--die-with-parent` and the pid namespace:
+//!   when `clio` dies, bubblewrap's child dies, and with it every process of the namespace
+//!   (`setsid` daemons included). Under Landlock and with mode `off`, the program is started
+//!   through `setpriv --pdeathsig KILL` (util-linux), so it gets `SIGKILL` when the thread
+//!   that started it ends; that thread is a keeper of its own that lives as long as the
+//!   `Confined` (a thread that ended right after the start would kill the program at
+//!   once), and it ends with `clio` whatever kills `clio`.
+//! - **A marker it cannot lose by forking.** Every program gets `CLIO_CALL` in its
+//!   environment: the tag of the call it runs for ([`as_call`]: `<owner>/<run>/<task>`,
+//!   what the journal records of the call) and `#<pid>.<n>` naming the program. Its
+//!   children inherit it, `setsid` or not. When its `Confined` is dropped, after the group
+//!   kill, every process of this user whose environment carries that exact marker is sent
+//!   `SIGKILL` too (not under bubblewrap, whose namespace went with it), until none is
+//!   left; and a resumed run first kills every process left with its dead owner's prefix
+//!   ([`kill_leftovers`]), before it decides what to do with a call cut short.
+//!
+//! Not covered, under Landlock or mode `off` only: a descendant that both leaves the
+//! process group (`setsid`, `setpgid`) and replaces its environment (an `exec` with an
+//! environment of its own) is not found, either at the call's end or on resume; nor is one
+//! that outlives `clio` when `setpriv` is missing (the group kill and the marker still
+//! apply while `clio` lives, and the marker on resume). bubblewrap covers both. Cgroups
+//! are not used: `clio` runs as a user without a delegated cgroup in most places.
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use super::SandboxError;
+
+/// The environment variable that marks every process of a sandboxed program.
+pub const CALL_VAR: &str = "CLIO_CALL";
+
+/// Numbers the programs this process starts.
+static SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// How many passes a kill makes over the process table: a process forked between a pass's
+/// read and its kill is found by the next.
+const PASSES: usize = 16;
+
+/// How long a kill waits for the processes it killed to be gone.
+const GONE_WITHIN: Duration = Duration::from_secs(2);
+
+tokio::task_local! {
+    /// The tag of the call whose future is being polled.
+    static CALL: String;
+}
+
+/// Runs `work` as the call tagged `tag` ([`call_tag`]): every program confined and started
+/// while it runs carries the tag, so that a resume can find what the call left.
+pub async fn as_call<F: Future>(tag: String, work: F) -> F::Output {
+    CALL.scope(tag, work).await
+}
+
+/// Returns the tag of call `call` (a task's number, or a call's identity) of run `run`,
+/// driven by the process the journal names `owner`.
+pub fn call_tag(owner: &str, run: u64, call: &str) -> String {
+    format!("{}{call}", run_prefix(owner, run))
+}
+
+/// Returns the prefix of the tags of every call of run `run` driven by `owner`.
+pub fn run_prefix(owner: &str, run: u64) -> String {
+    format!("{owner}/{run}/")
+}
+
+/// Kills every process of this user whose marker starts with `prefix` (a [`run_prefix`]
+/// or a [`call_tag`] followed by `#`), and waits until they are gone (at most 2 s).
+/// Returns how many were killed. Called on resume, before a run goes on, for its dead
+/// owner's calls.
+pub fn kill_leftovers(prefix: &str) -> usize {
+    kill_marked(|marker| marker.starts_with(prefix.as_bytes()))
+}
+
+/// What keeps one program's processes within its `Confined`.
+#[derive(Debug, Default)]
+pub(super) struct Lifetime {
+    /// The value of [`CALL_VAR`] it was started with.
+    marker: String,
+    /// Its process group (its first process's id), once started.
+    group: Option<u32>,
+    /// Whether its processes can outlive the group kill: not under bubblewrap.
+    scan: bool,
+    /// Dropped to end the thread that started it (`setpriv --pdeathsig` then kills it).
+    keeper: Option<std::sync::mpsc::Sender<()>>,
+}
+
+impl Lifetime {
+    /// Marks `command` to start a new process group with a fresh marker; `scan` says
+    /// whether its processes are looked for by marker when it ends.
+    pub(super) fn prepare(&mut self, command: &mut tokio::process::Command, scan: bool) {
+        let tag = CALL.try_with(Clone::clone).unwrap_or_else(|_| "-".to_owned());
+        self.marker =
+            format!("{tag}#{}.{}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed));
+        self.scan = scan;
+        command.env(CALL_VAR, &self.marker).process_group(0);
+    }
+
+    /// Notes that the program started as process `pid`, its thread kept alive by `keeper`.
+    pub(super) fn started(
+        &mut self,
+        pid: Option<u32>,
+        keeper: Option<std::sync::mpsc::Sender<()>>,
+    ) {
+        self.group = pid;
+        self.keeper = keeper;
+    }
+
+    /// Kills every process of the program: its group, then (outside bubblewrap) every
+    /// process that carries its marker. Done at most once.
+    pub(super) fn end(&mut self) {
+        if let Some(group) = self.group.take().and_then(|g| i32::try_from(g).ok())
+            && let Some(pid) = rustix::process::Pid::from_raw(group)
+        {
+            // A group that is gone already is not an error.
+            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+            if self.scan {
+                let marker = self.marker.as_bytes();
+                kill_marked(|found| found == marker);
+            }
+        }
+        self.keeper = None;
+    }
+}
+
+impl Drop for Lifetime {
+    fn drop(&mut self) {
+        self.end();
+    }
+}
+
+/// Starts `command` from a thread of its own, which first runs `restrict` (Landlock's
+/// rules) and then lives until `lifetime` ends: the program's `--pdeathsig` is bound to it.
+pub(super) fn spawn_kept<R>(
+    command: &mut tokio::process::Command,
+    restrict: Option<R>,
+    spawn_error: impl Fn(std::io::Error) -> SandboxError + Send + 'static,
+    lifetime: &mut Lifetime,
+) -> Result<tokio::process::Child, SandboxError>
+where
+    R: FnOnce() -> Result<(), SandboxError> + Send + 'static,
+{
+    let runtime = tokio::runtime::Handle::try_current().map_err(|e| {
+        spawn_error(std::io::Error::other(format!("no tokio runtime to start it in: {e}")))
+    })?;
+    let stopped = || std::io::Error::other("the thread that starts it stopped");
+    let mut taken = std::mem::replace(command, tokio::process::Command::new(""));
+    let (started_tx, started_rx) = std::sync::mpsc::sync_channel(1);
+    let (keeper, kept) = std::sync::mpsc::channel::<()>();
+    let keep = move || {
+        let child = restrict.map_or(Ok(()), |restrict| restrict()).and_then(|()| {
+            let _runtime = runtime.enter();
+            taken.spawn().map_err(&spawn_error)
+        });
+        let started = child.is_ok();
+        // The caller waits for this; it went away only if it panicked.
+        let _ = started_tx.send((child, taken));
+        if started {
+            // Ends when `lifetime` drops the sender.
+            let _ = kept.recv();
+        }
+    };
+    let thread = std::thread::Builder::new()
+        .name("clio-sandbox-keeper".into())
+        .stack_size(512 * 1024)
+        .spawn(keep);
+    if let Err(error) = thread {
+        return Err(SandboxError::Spawn { program: PathBuf::from("(thread)"), source: error });
+    }
+    let (child, back) = started_rx.recv().map_err(|_| SandboxError::Spawn {
+        program: PathBuf::from("(thread)"),
+        source: stopped(),
+    })?;
+    *command = back;
+    let child = child?;
+    lifetime.started(child.id(), Some(keeper));
+    Ok(child)
+}
+
+/// Returns the command that starts `program` so that it dies with the thread that starts
+/// it: through `setpriv --pdeathsig KILL` when both can be found (a program that cannot be
+/// is started as itself, so that its start fails as it would have).
+pub(super) fn command(program: &Path) -> tokio::process::Command {
+    let found = super::find_program(program).filter(|found| is_program(found));
+    match (setpriv(), found) {
+        (Some(setpriv), Some(_)) => {
+            let mut command = tokio::process::Command::new(setpriv);
+            command.args(["--pdeathsig", "KILL", "--"]).arg(program);
+            command
+        }
+        _ => tokio::process::Command::new(program),
+    }
+}
+
+/// Returns `setpriv` when it can start a program with `--pdeathsig`: found once per
+/// process among the system folders.
+pub(super) fn setpriv() -> Option<&'static Path> {
+    static FOUND: OnceLock<Option<PathBuf>> = OnceLock::new();
+    FOUND
+        .get_or_init(|| {
+            ["/usr/bin/setpriv", "/bin/setpriv", "/usr/sbin/setpriv"]
+                .iter()
+                .map(PathBuf::from)
+                .find(|p| is_program(p))
+        })
+        .as_deref()
+}
+
+/// Says whether `path` is a file that may be run.
+pub(super) fn is_program(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// Kills, pass after pass, every process whose marker `matches`, until a pass finds none;
+/// then waits until they are gone. Returns how many were killed.
+fn kill_marked(matches: impl Fn(&[u8]) -> bool) -> usize {
+    let me = std::process::id();
+    let mut killed: Vec<u32> = Vec::new();
+    for _ in 0..PASSES {
+        let found: Vec<u32> = marked(&matches).into_iter().filter(|pid| *pid != me).collect();
+        let fresh: Vec<u32> = found.iter().copied().filter(|p| !killed.contains(p)).collect();
+        for pid in &found {
+            if let Some(pid) = i32::try_from(*pid).ok().and_then(rustix::process::Pid::from_raw) {
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+            }
+        }
+        killed.extend(fresh);
+        if found.is_empty() {
+            break;
+        }
+    }
+    wait_gone(&killed);
+    killed.len()
+}
+
+/// Returns the processes whose environment holds a [`CALL_VAR`] that `matches`. A process
+/// that cannot be read (another user's, or one that just ended) is skipped.
+fn marked(matches: &impl Fn(&[u8]) -> bool) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    let key = format!("{CALL_VAR}=");
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()))
+        .filter(|pid| {
+            let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else { return false };
+            environ
+                .split(|b| *b == 0)
+                .filter_map(|var| var.strip_prefix(key.as_bytes()))
+                .any(matches)
+        })
+        .collect()
+}
+
+/// Waits until every process of `pids` has ended (gone, or a zombie: it runs no more).
+fn wait_gone(pids: &[u32]) {
+    let deadline = Instant::now() + GONE_WITHIN;
+    while pids.iter().any(|pid| running(*pid)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Says whether process `pid` still runs: it exists and is not a zombie.
+fn running(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
+    // The state follows the command's closing parenthesis.
+    let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next());
+    !matches!(state, Some('Z' | 'X') | None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tags_nest_under_their_run() {
+        let tag = call_tag("clio-7", 3, "12");
+        assert_eq!(tag, "clio-7/3/12");
+        assert!(tag.starts_with(&run_prefix("clio-7", 3)));
+        assert!(!tag.starts_with(&run_prefix("clio-7", 31)));
+        assert!(!call_tag("clio-7", 31, "1").starts_with(&run_prefix("clio-7", 3)));
+    }
+
+    #[test]
+    fn a_process_that_is_not_there_does_not_run() {
+        assert!(!running(u32::MAX));
+        assert!(running(std::process::id()));
+        assert_eq!(kill_leftovers("no-such-owner-ever/1/"), 0);
+    }
+}
