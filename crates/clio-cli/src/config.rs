@@ -127,11 +127,9 @@ impl HomeConfig {
     /// line and field where there is one.
     pub(crate) fn load(home: &Home) -> Result<HomeConfig, CliError> {
         let path = home.root().join("config.toml");
-        if !path.exists() {
+        let Some(text) = crate::input::read_if_present(&path)? else {
             return Ok(HomeConfig { path, ..HomeConfig::default() });
-        }
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| CliError::user(anyhow!("cannot read {}: {e}", path.display())))?;
+        };
         let hint = "see docs/models.md, \"config.toml\"";
         let file: ConfigFile = toml::from_str(&text).map_err(|e| {
             let start = e.span().map_or(0, |span| span.start);
@@ -333,8 +331,7 @@ impl ModelsChoice {
 }
 
 fn read_models_file(path: &Path) -> Result<ModelsConfig, CliError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| CliError::user(anyhow!("cannot read {}: {e}", path.display())))?;
+    let text = crate::input::read_file(path)?;
     ModelsConfig::from_toml(&text, path)
         .map_err(|e| CliError::user(named(path, e)).hint("see docs/models.md"))
 }

@@ -74,20 +74,35 @@ impl Home {
 
     /// Returns this home using the shared journal `flag` names, else the one its
     /// config.toml names, else its file.
+    ///
+    /// The URL is checked before anything connects: one that is not a PostgreSQL URL, does
+    /// not parse or names no host is refused at once, as a usage error for `--journal` and
+    /// as the person's error naming config.toml and its `journal` field (exit 1).
     fn sharing(mut self, flag: Option<&str>) -> Result<Home, CliError> {
-        let url = match flag {
-            Some(url) => Some(url.to_owned()),
-            None => journal_setting(&self.root)?,
-        };
-        if let Some(url) = &url
-            && !clio_postgres::is_postgres_url(url)
-        {
-            return Err(CliError::usage(anyhow!(
-                "journal {url:?} is not a PostgreSQL URL: a shared journal is postgres://USER@HOST:PORT/DB"
-            ))
-            .hint("leave --journal out to use the journal file of the home folder"));
+        if let Some(url) = flag {
+            if let Err(problem) = check_journal_url(url) {
+                return Err(CliError::usage(anyhow!(
+                    "journal {:?} {problem}: a shared journal is postgres://USER@HOST:PORT/DB",
+                    clio_postgres::redacted(url)
+                ))
+                .hint("leave --journal out to use the journal file of the home folder"));
+            }
+            self.shared = Some(url.to_owned());
+            return Ok(self);
         }
-        self.shared = url;
+        let Some((url, path)) = journal_setting(&self.root)? else { return Ok(self) };
+        if let Err(problem) = check_journal_url(&url) {
+            return Err(CliError::user(anyhow!(
+                "{}: journal = {:?} {problem}: a shared journal is postgres://USER@HOST:PORT/DB",
+                path.display(),
+                clio_postgres::redacted(&url)
+            ))
+            .hint(format!(
+                "fix `journal` in {}, or remove it to use the journal file of the home folder",
+                path.display()
+            )));
+        }
+        self.shared = Some(url);
         Ok(self)
     }
 
@@ -240,24 +255,39 @@ fn task_as_seen(mut task: clio_journal::TaskRecord) -> clio_journal::TaskRecord 
 }
 
 /// Returns the shared journal `root`'s config.toml names (`journal = "postgres://…"`), if
-/// it names one; the file's other settings are read, and checked, by `HomeConfig::load`.
-fn journal_setting(root: &Path) -> Result<Option<String>, CliError> {
+/// it names one, with the file; the file's other settings are read, and checked, by
+/// `HomeConfig::load`.
+fn journal_setting(root: &Path) -> Result<Option<(String, PathBuf)>, CliError> {
     let path = root.join("config.toml");
-    let text = match std::fs::read_to_string(&path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(CliError::user(anyhow!("cannot read {}: {e}", path.display()))),
-    };
+    let Some(text) = crate::input::read_if_present(&path)? else { return Ok(None) };
     // A file that is not TOML names no journal; the command that reads the file's other
     // settings reports what is wrong with it, with its line and field.
     let Ok(table) = toml::from_str::<toml::Table>(&text) else { return Ok(None) };
     match table.get("journal") {
         None => Ok(None),
-        Some(toml::Value::String(url)) => Ok(Some(url.clone())),
+        Some(toml::Value::String(url)) => Ok(Some((url.clone(), path))),
         Some(other) => Err(CliError::user(anyhow!(
             "{}: journal: expected a string (postgres://USER@HOST:PORT/DB), found {}",
             path.display(),
             other.type_str()
         ))),
+        ))
+        .hint(format!(
+            "write `journal = \"postgres://USER@HOST:PORT/DB\"` in {}, or remove it to use the journal file of the home folder",
+            path.display()
     }
+}
+
+/// Says what makes `url` unusable as a shared journal's URL, if anything: it is not a
+/// PostgreSQL URL, it does not parse as the driver reads it, or it names no host.
+fn check_journal_url(url: &str) -> Result<(), String> {
+    if !clio_postgres::is_postgres_url(url) {
+        return Err("is not a PostgreSQL URL".to_owned());
+    }
+    let config: postgres::Config =
+        url.parse().map_err(|error| format!("does not parse as a PostgreSQL URL ({error})"))?;
+    if config.get_hosts().is_empty() && config.get_hostaddrs().is_empty() {
+        return Err("names no host".to_owned());
+    }
+    Ok(())
 }

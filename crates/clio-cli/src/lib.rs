@@ -15,6 +15,7 @@ mod config;
 mod drivers;
 mod error;
 mod home;
+mod input;
 mod launch;
 mod log;
 mod paint;

@@ -1,6 +1,7 @@
 //! The one integration-test binary of this crate: every module under `tests/it` is listed
 //! here, and `no_forgotten_test_files` fails when one is not.
 
+mod bounds;
 mod corpus;
 mod declarations;
 mod hook_rules;
@@ -11,7 +12,7 @@ mod store;
 #[test]
 fn no_forgotten_test_files() {
     let listed: &[&str] =
-        &["corpus", "declarations", "hook_rules", "permissions", "resolution", "store"];
+        &["bounds", "corpus", "declarations", "hook_rules", "permissions", "resolution", "store"];
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it");
     for entry in std::fs::read_dir(&dir).unwrap() {
         let name = entry.unwrap().file_name().into_string().unwrap();
