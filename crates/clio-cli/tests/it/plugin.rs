@@ -251,3 +251,39 @@ fn a_changed_git_payload_is_no_longer_trusted() {
     assert!(refused.stderr.contains(&command), "{}", refused.stderr);
     assert_eq!(tallies(), "one\n", "the changed payload did not run");
 }
+
+/// Issue 41: `plugin check` and `plugin trust` agree on what a plugin may contain. A folder
+/// with a symbolic link (here in `.git`, which the digest now covers) fails both, the check
+/// naming the link; without it, both pass.
+#[cfg(unix)]
+#[test]
+fn check_and_trust_agree_on_a_symbolic_link() {
+    let home = temp_home("plugin-check-trust-link");
+    let h = home.to_str().unwrap();
+    let plugin = home.join("linked");
+    std::fs::create_dir_all(plugin.join("ai.iowarp.clio")).unwrap();
+    std::fs::create_dir_all(plugin.join(".git")).unwrap();
+    std::fs::write(
+        plugin.join("ai.iowarp.clio/plugin.toml"),
+        "id = \"linked\"\nversion = \"0.1.0\"\n",
+    )
+    .unwrap();
+    std::os::unix::fs::symlink("/etc/hostname", plugin.join(".git/payload")).unwrap();
+    let dir = plugin.to_str().unwrap();
+    let checked = clio(&["plugin", "check", dir]);
+    assert_eq!(checked.code, 1, "{}", checked.render());
+    assert!(
+        checked.stdout.contains("error[unsupported_file] .git/payload: a symbolic link"),
+        "{}",
+        checked.render()
+    );
+    let trusted = clio(&["--home", h, "plugin", "trust", dir]);
+    assert_eq!(trusted.code, 1, "{}", trusted.render());
+    assert!(!home.join("trust.json").exists(), "nothing was trusted");
+
+    std::fs::remove_file(plugin.join(".git/payload")).unwrap();
+    let checked = clio(&["plugin", "check", dir]);
+    assert_eq!(checked.code, 0, "{}", checked.render());
+    let trusted = clio(&["--home", h, "plugin", "trust", dir]);
+    assert_eq!(trusted.code, 0, "{}", trusted.render());
+}
