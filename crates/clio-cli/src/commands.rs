@@ -15,7 +15,6 @@ mod workflow;
 use std::io::{IsTerminal, Write};
 use std::path::Path;
 
-use anyhow::Context;
 use clap::CommandFactory;
 
 use crate::args::{
@@ -121,11 +120,9 @@ fn man(out: &mut dyn Write) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Reads a text file, naming it in the error.
+/// Reads an input file as text, bounded (`crate::input`), naming it in the error.
 fn read_text(path: &Path) -> Result<String, CliError> {
-    std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read {}", path.display()))
-        .map_err(CliError::user)
+    crate::input::read_file(path)
 }
 
 /// Writes `value` as pretty JSON followed by a newline.

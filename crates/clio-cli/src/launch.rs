@@ -132,15 +132,13 @@ impl Launch {
                 });
         }
         let path = Launch::legacy_path(home, record.id);
-        let text = match std::fs::read_to_string(&path) {
-            Ok(text) => text,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(error) => {
-                return Err(CliError::user(
-                    anyhow!(error).context(format!("cannot read {}", path.display())),
-                ));
-            }
-        };
+        let Some(text) = crate::input::read_if_present(&path)? else { return Ok(None) };
+        if let Some(dup) = clio_spec::duplicate_json_key(&text) {
+            return Err(CliError::user(anyhow!(
+                "{} is not a launch record: {dup}",
+                path.display()
+            )));
+        }
         serde_json::from_str(&text)
             .map(Some)
             .with_context(|| format!("{} is not a launch record", path.display()))
@@ -167,9 +165,7 @@ pub(crate) fn owner() -> String {
 /// else TOML. Errors name the file (a parse error already starts with it).
 pub(crate) fn agent_spec(path: &Path) -> Result<AgentSpec, CliError> {
     let source = path.display().to_string();
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read {source}"))
-        .map_err(CliError::user)?;
+    let text = crate::input::read_file(path)?;
     let is_json = path.extension().is_some_and(|ext| ext.eq_ignore_ascii_case("json"));
     let def = if is_json {
         AgentDef::from_json(&text, &source)

@@ -64,7 +64,8 @@ pub(super) fn check(args: &WorkflowCheckArgs, out: &mut dyn Write) -> Result<(),
 /// `{"ok": true, "steps", "layers", "final"}`, or `{"ok": false, "problems"}`.
 pub(super) fn check_text(text: &str) -> serde_json::Value {
     let parsed = match serde_json::from_str::<serde_json::Value>(text) {
-        Ok(value) => Workflow::from_value(value).map_err(|e| e.to_string()),
+        // Read again as a workflow's JSON text, which refuses a key named twice.
+        Ok(_) => Workflow::from_json(text).map_err(|e| e.to_string()),
         Err(json_error) => match toml::from_str::<serde_json::Value>(text) {
             Ok(value) => Workflow::from_value(value).map_err(|e| e.to_string()),
             Err(toml_error) => Err(format!(

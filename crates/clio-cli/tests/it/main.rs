@@ -6,6 +6,7 @@ mod config;
 mod conventions;
 mod exit_codes;
 mod guard;
+mod inputs;
 mod journal;
 mod journal_log;
 mod journal_trouble;
@@ -36,6 +37,7 @@ fn no_forgotten_test_files() {
         "conventions",
         "exit_codes",
         "guard",
+        "inputs",
         "journal",
         "journal_log",
         "json",

@@ -6,6 +6,7 @@ mod check;
 mod crash;
 mod damage;
 mod files;
+mod log_damage;
 mod record_damage;
 mod support;
 mod upgrade;
@@ -19,6 +20,7 @@ fn no_forgotten_test_files() {
         "crash",
         "damage",
         "files",
+        "log_damage",
         "record_damage",
         "support",
         "upgrade",
