@@ -93,10 +93,11 @@ impl PgStore {
         &self.shared.location
     }
 
-    /// Runs `f` in one transaction on a pooled connection and waits for it.
+    /// Runs `f` in one transaction on a pooled connection and waits for it (`f` runs again
+    /// if the connection was lost before the commit: see [`in_tx`]).
     fn blocking<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&mut Conn<'_>) -> Result<T> + Send + 'static,
+        f: impl FnMut(&mut Conn<'_>) -> Result<T> + Send + 'static,
     ) -> Result<T> {
         let shared = Arc::clone(&self.shared);
         self.pool.run(self.location(), move |link| in_tx(link, &shared, f))
@@ -106,7 +107,7 @@ impl PgStore {
     /// through the returned [`Pending`].
     fn pending<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&mut Conn<'_>) -> Result<T> + Send + 'static,
+        f: impl FnMut(&mut Conn<'_>) -> Result<T> + Send + 'static,
     ) -> Pending<T> {
         let (reply, pending) = pending_reply(self.location());
         let shared = Arc::clone(&self.shared);
@@ -127,10 +128,10 @@ impl PgStore {
     fn pending_in_run<T: Send + 'static>(
         &self,
         run: RunId,
-        f: impl FnOnce(&mut Conn<'_>) -> Result<T> + Send + 'static,
+        f: impl FnMut(&mut Conn<'_>) -> Result<T> + Send + 'static,
     ) -> Pending<T> {
         let (reply, pending) = pending_reply(self.location());
-        let write: RunWrite = Box::new(Queued { f, reply });
+        let write: RunWrite = Box::new(Queued { f, reply, outcome: None });
         let first = {
             let mut queued = self.queued.lock().unwrap_or_else(PoisonError::into_inner);
             let waiting = queued.entry(run.0).or_default();
@@ -203,7 +204,7 @@ impl PgStore {
         let worker = worker.to_owned();
         let lease_ms = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX).max(1);
         let claimed = self.blocking(move |conn| {
-            let mut skip = mine;
+            let mut skip = mine.clone();
             // The candidate's lease is read from the statement's snapshot, which may be
             // older than the lock on the run's row: a worker whose claim of the same run
             // committed in between would go unseen. The lease is therefore taken over
@@ -532,7 +533,7 @@ impl Conn<'_> {
         before: Vec<NewEntry>,
         task: NewTask,
         after: Vec<NewEntry>,
-        ended: Option<EndedTaskUpdate>,
+        ended: Option<&mut Ended>,
     ) -> Result<(TaskRecord, Vec<u64>)> {
         if task.run != run {
             return Err(JournalError::RunNotFound { run: task.run });
@@ -546,11 +547,16 @@ impl Conn<'_> {
         if let Some(parent) = task.parent {
             self.check_task(parent)?;
         }
-        let id = self.next_task_id()?;
         let now = records::now_ms();
-        let rec = match ended {
-            Some(update) => records::ended_task(id, task, update(id), now),
-            None => records::new_task(id, task, now),
+        let (id, rec) = match ended {
+            Some(ended) => {
+                let (id, update) = ended.for_task(self)?;
+                (id, records::ended_task(id, task, update, now))
+            }
+            None => {
+                let id = self.next_task_id()?;
+                (id, records::new_task(id, task, now))
+            }
         };
         for entry in all.iter_mut().skip(n_before) {
             entry.task = Some(id);
@@ -563,14 +569,43 @@ impl Conn<'_> {
     }
 }
 
-/// Opens a transaction on `link`'s connection: a connection found lost (the server
-/// restarted since it was last used) is made again, with backoff for the reconnect window,
-/// since nothing of the transaction has run yet.
-fn begin<'l>(link: &'l mut Link, location: &Path) -> Result<&'l mut Client> {
+/// The update of a task recorded ended ([`JournalBackend::record_ended_task`]), made once
+/// from the task's id: a write tried again after a lost connection keeps the id (a
+/// sequence's numbers are not rolled back) and the update made for it.
+struct Ended {
+    update: Option<EndedTaskUpdate>,
+    made: Option<(TaskId, TaskUpdate)>,
+}
+
+impl Ended {
+    fn for_task(&mut self, conn: &mut Conn<'_>) -> Result<(TaskId, TaskUpdate)> {
+        if let Some((id, update)) = &self.made {
+            return Ok((*id, update.clone()));
+        }
+        let id = conn.next_task_id()?;
+        let update = self.update.take().map(|f| f(id)).unwrap_or_default();
+        self.made = Some((id, update.clone()));
+        Ok((id, update))
+    }
+}
+
+/// Opens a transaction on `link`'s connection and returns it with the transaction's id
+/// (which says, should the answer to its commit be lost, whether it committed): a
+/// connection found lost (the server restarted since it was last used) is made again,
+/// with backoff for the reconnect window, since nothing of the transaction has run yet.
+fn begin<'l>(link: &'l mut Link, location: &Path) -> Result<(&'l mut Client, i64)> {
     let mut backoff = None;
-    loop {
-        let err = match link.connect(&mut backoff)?.batch_execute("BEGIN") {
-            Ok(()) => break,
+    let xid = loop {
+        let err = match link.connect(&mut backoff)?.simple_query("BEGIN; SELECT txid_current()") {
+            Ok(messages) => {
+                let xid = messages.iter().find_map(|m| match m {
+                    postgres::SimpleQueryMessage::Row(row) => {
+                        row.get(0).and_then(|t| t.parse::<i64>().ok())
+                    }
+                    _ => None,
+                });
+                break xid.unwrap_or(0);
+            }
             Err(err) => err,
         };
         if !pool::is_lost(&err) {
@@ -580,29 +615,119 @@ fn begin<'l>(link: &'l mut Link, location: &Path) -> Result<&'l mut Client> {
         if !pool::retry(&mut backoff, link.window()) {
             return Err(backend(location, format!("{LOST} (BEGIN): {}", describe(&err))));
         }
+    };
+    Ok((link.connect(&mut backoff)?, xid))
+}
+
+/// How a transaction whose commit lost its answer ended, as the server says once it can
+/// be asked again.
+enum Settled {
+    Committed,
+    /// It did not commit: it may be run again.
+    NotCommitted,
+    /// The server cannot say (it stayed away for the whole window).
+    Unknown,
+}
+
+/// Asks the server, on a new connection, whether transaction `xid` committed, waiting for
+/// the server (and for a dying connection's transaction to end) for the reconnect window.
+fn settled(link: &mut Link, xid: i64, backoff: &mut Option<pool::Backoff>) -> Settled {
+    if xid == 0 {
+        return Settled::Unknown;
     }
-    link.connect(&mut backoff)
+    loop {
+        let status = match link.connect(backoff) {
+            Ok(client) => client.query_opt("SELECT txid_status($1)", &[&xid]),
+            Err(_) => return Settled::Unknown,
+        };
+        match status {
+            Ok(Some(row)) => match row.get::<_, Option<String>>(0).as_deref() {
+                Some("committed") => return Settled::Committed,
+                Some("aborted") => return Settled::NotCommitted,
+                // Still in progress: the backend of the lost connection is ending it.
+                Some(_) => {}
+                None => return Settled::Unknown,
+            },
+            Ok(None) => return Settled::Unknown,
+            Err(err) if pool::is_lost(&err) => link.reset(),
+            Err(_) => return Settled::Unknown,
+        }
+        if !pool::retry(backoff, link.window()) {
+            return Settled::Unknown;
+        }
+    }
 }
 
 /// Runs `f` in a transaction on `link`; announces and commits it when `f` succeeds.
+///
+/// A transaction whose connection was lost before its commit did not commit (the server
+/// rolls back what a lost connection left open): it is run again, `f` and all, on a new
+/// connection, for as long as the reconnect window lasts. A commit whose answer was lost
+/// is looked up by the transaction's id once the server answers again: run again if it
+/// did not commit, answered if it did; only a server that cannot say leaves the caller
+/// told that the write may or may not be stored.
 fn in_tx<T>(
     link: &mut Link,
     shared: &Shared,
-    f: impl FnOnce(&mut Conn<'_>) -> Result<T>,
+    mut f: impl FnMut(&mut Conn<'_>) -> Result<T>,
 ) -> Result<T> {
     let location = shared.location.as_path();
-    let client = begin(link, location)?;
-    let mut conn = Conn { client: &mut *client, location, shared, wrote: false, lost: false };
-    let res = f(&mut conn);
-    let (wrote, lost) = (conn.wrote, conn.lost);
-    match res {
-        Ok(value) => commit(client, shared, wrote).map(|()| value),
-        Err(err) => {
-            let _ = client.batch_execute("ROLLBACK");
-            if lost {
+    let mut backoff = None;
+    loop {
+        let (client, xid) = begin(link, location)?;
+        let mut conn = Conn { client: &mut *client, location, shared, wrote: false, lost: false };
+        let res = f(&mut conn);
+        let (wrote, lost) = (conn.wrote, conn.lost);
+        match res {
+            Ok(value) => match commit(client, shared, wrote) {
+                Ok(()) => return Ok(value),
+                Err(Commit::Failed(err)) => return Err(err),
+                Err(Commit::Lost(err)) => {
+                    link.reset();
+                    // A transaction that changed nothing has nothing to lose.
+                    if !wrote {
+                        return Ok(value);
+                    }
+                    match settled(link, xid, &mut backoff) {
+                        Settled::Committed => {
+                            shared.commits.bump();
+                            return Ok(value);
+                        }
+                        Settled::NotCommitted => {
+                            if !pool::retry(&mut backoff, link.window()) {
+                                return Err(err);
+                            }
+                        }
+                        Settled::Unknown => return Err(err),
+                    }
+                }
+            },
+            Err(err) => {
+                let _ = client.batch_execute("ROLLBACK");
+                if !lost {
+                    return Err(err);
+                }
                 link.reset();
+                if !pool::retry(&mut backoff, link.window()) {
+                    return Err(err);
+                }
             }
-            Err(err)
+        }
+    }
+}
+
+/// Why a commit failed.
+enum Commit {
+    /// The server refused it: nothing was stored.
+    Failed(JournalError),
+    /// The connection was lost before the answer came: it may or may not have committed.
+    Lost(JournalError),
+}
+
+impl Commit {
+    fn error(self) -> JournalError {
+        match self {
+            Commit::Failed(err) | Commit::Lost(err) => err,
         }
     }
 }
@@ -610,7 +735,7 @@ fn in_tx<T>(
 /// Commits the transaction open on `client`, announcing it when it `wrote` something (a
 /// transaction that changed nothing must not wake the handles that watch); a failed commit
 /// is rolled back.
-fn commit(client: &mut Client, shared: &Shared, wrote: bool) -> Result<()> {
+fn commit(client: &mut Client, shared: &Shared, wrote: bool) -> std::result::Result<(), Commit> {
     match client.batch_execute(if wrote { "NOTIFY clio_changes; COMMIT" } else { "COMMIT" }) {
         Ok(()) => {
             if wrote {
@@ -621,18 +746,15 @@ fn commit(client: &mut Client, shared: &Shared, wrote: bool) -> Result<()> {
         Err(err) => {
             let _ = client.batch_execute("ROLLBACK");
             if pool::is_lost(&err) {
-                // Whether the server committed before the connection went is not known:
-                // the caller is told so, and a worker gives the run up to be claimed again,
-                // whose history then says what was stored.
-                return Err(backend(
+                return Err(Commit::Lost(backend(
                     &shared.location,
                     format!(
                         "{LOST} (COMMIT; the write may or may not be stored): {}",
                         describe(&err)
                     ),
-                ));
+                )));
             }
-            Err(backend(&shared.location, format!("COMMIT: {}", describe(&err))))
+            Err(Commit::Failed(backend(&shared.location, format!("COMMIT: {}", describe(&err)))))
         }
     }
 }
@@ -640,35 +762,46 @@ fn commit(client: &mut Client, shared: &Shared, wrote: bool) -> Result<()> {
 /// A write into a run, waiting in its run's queue for the batch that runs it.
 type RunWrite = Box<dyn QueuedWrite>;
 
-/// Answers a write's caller with the outcome of the commit that holds it.
-type Settle = Box<dyn FnOnce(Result<()>) + Send>;
-
-/// A write of a batch: it runs inside the batch's transaction (saying whether it
-/// succeeded, and returning what answers its caller once the commit's outcome is known), or
-/// is refused without running when the batch cannot start.
+/// A write of a batch: it runs inside the batch's transaction, saying whether it
+/// succeeded (and runs again, should the batch be tried again on a new connection), then
+/// answers its caller once the commit's outcome is known; or it is refused without
+/// running when the batch cannot start.
 trait QueuedWrite: Send {
-    fn run(self: Box<Self>, conn: &mut Conn<'_>) -> (bool, Settle);
+    fn run(&mut self, conn: &mut Conn<'_>) -> bool;
+    /// Answers the caller: with the write's own error, or its value once committed.
+    fn settle(self: Box<Self>, commit: Result<()>);
     fn refuse(self: Box<Self>, error: JournalError);
 }
 
 struct Queued<F, T> {
     f: F,
     reply: PendingReply<T>,
+    /// What the last run of `f` returned.
+    outcome: Option<Result<T>>,
 }
 
 impl<F, T> QueuedWrite for Queued<F, T>
 where
-    F: FnOnce(&mut Conn<'_>) -> Result<T> + Send,
+    F: FnMut(&mut Conn<'_>) -> Result<T> + Send,
     T: Send + 'static,
 {
-    fn run(self: Box<Self>, conn: &mut Conn<'_>) -> (bool, Settle) {
-        let Queued { f, reply } = *self;
-        match f(conn) {
-            Ok(value) => {
-                (true, Box::new(move |commit: Result<()>| reply.send(commit.map(|()| value))))
-            }
-            Err(err) => (false, Box::new(move |_| reply.send(Err(err)))),
-        }
+    fn run(&mut self, conn: &mut Conn<'_>) -> bool {
+        let res = (self.f)(conn);
+        let ok = res.is_ok();
+        self.outcome = Some(res);
+        ok
+    }
+
+    fn settle(self: Box<Self>, commit: Result<()>) {
+        let answer = match self.outcome {
+            Some(Ok(value)) => commit.map(|()| value),
+            Some(Err(err)) => Err(err),
+            None => commit.and(Err(JournalError::Backend {
+                location: PathBuf::from("postgres"),
+                detail: "a write of a batch was answered without running".to_owned(),
+            })),
+        };
+        self.reply.send(answer);
     }
 
     fn refuse(self: Box<Self>, error: JournalError) {
@@ -677,74 +810,120 @@ where
 }
 
 /// Runs `writes` (into one run) in one transaction, each in a savepoint when there are
-/// several, then answers each with its own result or the commit's failure.
-fn in_batch(link: &mut Link, shared: &Shared, writes: Vec<RunWrite>) {
+/// several, then answers each with its own result or the commit's failure. A batch whose
+/// connection was lost before its commit is run again, every write of it, on a new
+/// connection, for as long as the reconnect window lasts (as [`in_tx`]).
+fn in_batch(link: &mut Link, shared: &Shared, mut writes: Vec<RunWrite>) {
     let location = shared.location.as_path();
     let fail =
         |what: &str, err: &postgres::Error| backend(location, format!("{what}: {}", describe(err)));
-    let client = match begin(link, location) {
-        Ok(client) => client,
-        Err(err) => {
-            let detail = match &err {
-                JournalError::Backend { detail, .. } => detail.clone(),
-                other => other.to_string(),
-            };
-            for write in writes {
-                write.refuse(backend(location, detail.clone()));
-            }
-            return;
-        }
-    };
     let alone = writes.len() == 1;
-    let mut wrote = false;
-    let mut settles: Vec<Settle> = Vec::with_capacity(writes.len());
-    let mut broken: Option<String> = None;
-    for write in writes {
-        if let Some(detail) = &broken {
-            write.refuse(backend(location, detail.clone()));
-            continue;
-        }
-        if !alone && let Err(err) = client.batch_execute("SAVEPOINT w") {
-            let detail = fail("SAVEPOINT", &err).to_string();
-            write.refuse(backend(location, detail.clone()));
-            broken = Some(detail);
-            continue;
-        }
-        let mut conn = Conn { client: &mut *client, location, shared, wrote: false, lost: false };
-        let (ok, settle) = write.run(&mut conn);
-        let changed = conn.wrote;
-        settles.push(settle);
-        if alone {
-            wrote = ok && changed;
-            if !ok {
-                // The write's own error answers it; the transaction goes.
-                let _ = client.batch_execute("ROLLBACK");
-                for settle in settles {
-                    settle(Ok(()));
+    let mut backoff = None;
+    loop {
+        let (client, xid) = match begin(link, location) {
+            Ok(begun) => begun,
+            Err(err) => {
+                let detail = detail_of(err);
+                for write in writes {
+                    write.refuse(backend(location, detail.clone()));
                 }
                 return;
             }
-            continue;
+        };
+        let mut wrote = false;
+        let mut broken: Option<String> = None;
+        let mut lost = false;
+        for write in &mut writes {
+            if !alone && let Err(err) = client.batch_execute("SAVEPOINT w") {
+                lost = pool::is_lost(&err);
+                broken = Some(fail("SAVEPOINT", &err).to_string());
+                break;
+            }
+            let mut conn =
+                Conn { client: &mut *client, location, shared, wrote: false, lost: false };
+            let ok = write.run(&mut conn);
+            let changed = conn.wrote;
+            if conn.lost {
+                lost = true;
+                broken = Some(format!("{LOST} during a batch of writes"));
+                break;
+            }
+            if alone {
+                wrote = ok && changed;
+                if !ok {
+                    // The write's own error answers it; the transaction goes.
+                    let _ = client.batch_execute("ROLLBACK");
+                    for write in writes {
+                        write.settle(Ok(()));
+                    }
+                    return;
+                }
+                continue;
+            }
+            let end = if ok {
+                "RELEASE SAVEPOINT w"
+            } else {
+                "ROLLBACK TO SAVEPOINT w; RELEASE SAVEPOINT w"
+            };
+            match client.batch_execute(end) {
+                Ok(()) => wrote |= ok && changed,
+                Err(err) => {
+                    lost = pool::is_lost(&err);
+                    broken = Some(fail("ending a savepoint", &err).to_string());
+                    break;
+                }
+            }
         }
-        let end =
-            if ok { "RELEASE SAVEPOINT w" } else { "ROLLBACK TO SAVEPOINT w; RELEASE SAVEPOINT w" };
-        match client.batch_execute(end) {
-            Ok(()) => wrote |= ok && changed,
-            Err(err) => broken = Some(fail("ending a savepoint", &err).to_string()),
-        }
-    }
-    let outcome = match broken {
-        Some(detail) => {
+        if lost {
             let _ = client.batch_execute("ROLLBACK");
-            Err(detail)
+            link.reset();
+            if pool::retry(&mut backoff, link.window()) {
+                continue;
+            }
+            let detail = broken.unwrap_or_else(|| LOST.to_owned());
+            for write in writes {
+                write.settle(Err(backend(location, detail.clone())));
+            }
+            return;
         }
-        None => commit(client, shared, wrote).map_err(|err| match err {
-            JournalError::Backend { detail, .. } => detail,
-            other => other.to_string(),
-        }),
-    };
-    for settle in settles {
-        settle(outcome.clone().map_err(|detail| backend(location, detail)));
+        let outcome = match broken {
+            Some(detail) => {
+                let _ = client.batch_execute("ROLLBACK");
+                Err(detail)
+            }
+            None => match commit(client, shared, wrote) {
+                Ok(()) => Ok(()),
+                Err(Commit::Lost(err)) if wrote => {
+                    link.reset();
+                    match settled(link, xid, &mut backoff) {
+                        Settled::Committed => {
+                            shared.commits.bump();
+                            Ok(())
+                        }
+                        Settled::NotCommitted if pool::retry(&mut backoff, link.window()) => {
+                            continue;
+                        }
+                        Settled::NotCommitted => Err(detail_of(err)),
+                        Settled::Unknown => Err(detail_of(err)),
+                    }
+                }
+                // A batch that changed nothing has nothing to lose.
+                Err(Commit::Lost(_)) => Ok(()),
+                Err(failed) => Err(detail_of(failed.error())),
+            },
+        };
+        for write in writes {
+            write.settle(outcome.clone().map_err(|detail| backend(location, detail)));
+        }
+        return;
+    }
+}
+
+/// The detail of a backend error, or the whole text of another.
+fn detail_of(err: JournalError) -> String {
+    match err {
+        JournalError::Backend { detail, .. } => detail,
+        other => other.to_string(),
     }
 }
 
@@ -819,7 +998,7 @@ impl JournalBackend for PgStore {
         let (run, epoch) = self.blocking(move |conn| {
             let row = conn.query_opt("SELECT nextval('clio_run_ids')", &[])?;
             let id = RunId(row.map(|r| r.get::<_, i64>(0)).unwrap_or_default() as u64);
-            let rec = records::new_run(id, new, records::now_ms());
+            let rec = records::new_run(id, new.clone(), records::now_ms());
             let text = to_json(conn.location, "a run", &rec)?;
             conn.execute(
                 "INSERT INTO clio_runs (id, status, owner, flow, started_at_ms, record) \
@@ -857,7 +1036,7 @@ impl JournalBackend for PgStore {
             let row = row.ok_or(JournalError::RunNotFound { run })?;
             conn.fence(run)?;
             let mut rec: RunRecord = from_json(conn.location, "a run", &row.get::<_, String>(0))?;
-            records::update_run(&mut rec, update, records::now_ms());
+            records::update_run(&mut rec, update.clone(), records::now_ms());
             conn.store_run(&rec)?;
             if releases && let Some(epoch) = conn.shared.leases.fence(run) {
                 conn.execute(
@@ -878,7 +1057,7 @@ impl JournalBackend for PgStore {
     }
 
     fn append(&self, run: RunId, entries: Vec<NewEntry>) -> Pending<Vec<u64>> {
-        self.pending_in_run(run, move |conn| conn.append(run, entries))
+        self.pending_in_run(run, move |conn| conn.append(run, entries.clone()))
     }
 
     fn create_task(&self, new: NewTask) -> Result<TaskId> {
@@ -889,7 +1068,7 @@ impl JournalBackend for PgStore {
                 conn.check_task(parent)?;
             }
             let id = conn.next_task_id()?;
-            let rec = records::new_task(id, new, records::now_ms());
+            let rec = records::new_task(id, new.clone(), records::now_ms());
             conn.store_task(&rec, true)?;
             Ok(id)
         })
@@ -903,7 +1082,8 @@ impl JournalBackend for PgStore {
         after: Vec<NewEntry>,
     ) -> Pending<(TaskId, Vec<u64>)> {
         self.pending_in_run(run, move |conn| {
-            let (rec, seqs) = conn.task_with_entries(run, before, task, after, None)?;
+            let (rec, seqs) =
+                conn.task_with_entries(run, before.clone(), task.clone(), after.clone(), None)?;
             Ok((rec.id, seqs))
         })
     }
@@ -916,8 +1096,15 @@ impl JournalBackend for PgStore {
         after: Vec<NewEntry>,
         update: EndedTaskUpdate,
     ) -> Pending<(TaskRecord, Vec<u64>)> {
+        let mut ended = Ended { update: Some(update), made: None };
         self.pending_in_run(run, move |conn| {
-            conn.task_with_entries(run, before, task, after, Some(update))
+            conn.task_with_entries(
+                run,
+                before.clone(),
+                task.clone(),
+                after.clone(),
+                Some(&mut ended),
+            )
         })
     }
 
@@ -938,7 +1125,7 @@ impl JournalBackend for PgStore {
             let row = row.ok_or(JournalError::TaskNotFound { task })?;
             conn.fence(run)?;
             let mut rec: TaskRecord = from_json(conn.location, "a task", &row.get::<_, String>(1))?;
-            records::update_task(&mut rec, update, records::now_ms())?;
+            records::update_task(&mut rec, update.clone(), records::now_ms())?;
             conn.store_task(&rec, false)?;
             Ok(rec)
         })
@@ -946,7 +1133,7 @@ impl JournalBackend for PgStore {
 
     fn create_session(&self, new: NewSession) -> Result<SessionRecord> {
         self.blocking(move |conn| {
-            let rec = records::new_session(new, records::now_ms());
+            let rec = records::new_session(new.clone(), records::now_ms());
             let text = to_json(conn.location, "a session", &rec)?;
             let n = conn.execute(
                 "INSERT INTO clio_sessions (id, live, record) VALUES ($1, $2, $3) \
@@ -964,7 +1151,7 @@ impl JournalBackend for PgStore {
         let id = id.clone();
         self.blocking(move |conn| {
             let mut rec = conn.existing_session(&id)?;
-            records::update_session(&mut rec, update, records::now_ms());
+            records::update_session(&mut rec, update.clone(), records::now_ms());
             conn.store_session(&rec)?;
             Ok(rec)
         })

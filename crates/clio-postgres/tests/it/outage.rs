@@ -4,6 +4,7 @@
 //! A handle waits for the server for its reconnect window, keeps the leases no one claimed
 //! meanwhile, and gives up with an error `clio_postgres::is_unavailable` recognises.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::Duration;
 
@@ -143,4 +144,51 @@ fn an_error_of_the_statement_itself_is_not_unavailability() {
     assert!(!clio_postgres::is_unavailable(&JournalError::RunNotFound {
         run: clio_journal::RunId(1)
     }));
+}
+
+#[test]
+fn writes_whose_connections_are_cut_mid_transaction_are_run_again_and_stored_once() {
+    // The connections of one database are cut over and over (as a failover cuts them)
+    // while a handle appends: a write cut before its commit is run again on a new
+    // connection, and one whose commit lost its answer is looked up by its transaction's
+    // id, so every append goes through, once.
+    let url = clio_postgres::test_server::fresh_database();
+    let journal = open(&url, Duration::from_secs(60), Duration::from_secs(30));
+    let run = journal.create_run(new_run("me")).expect("create");
+    let stop = AtomicBool::new(false);
+    let cuts = thread::scope(|scope| {
+        let cutter = scope.spawn(|| {
+            let mut admin =
+                postgres::Client::connect(&url, postgres::NoTls).expect("an admin connection");
+            let mut cuts = 0i64;
+            while !stop.load(Ordering::SeqCst) {
+                let row = admin
+                    .query_one(
+                        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+                         WHERE datname = current_database() AND pid <> pg_backend_pid() \
+                         AND backend_type = 'client backend'",
+                        &[],
+                    )
+                    .expect("terminate");
+                cuts += row.get::<_, i64>(0);
+                thread::sleep(Duration::from_millis(40));
+            }
+            cuts
+        });
+        for i in 0..150 {
+            let entry =
+                NewEntry::new(EntryKind::Event, json!({ "i": i })).with_identity(format!("e{i}"));
+            if let Err(err) = journal.append(run, entry) {
+                stop.store(true, Ordering::SeqCst);
+                panic!("append {i} failed: {err}");
+            }
+        }
+        stop.store(true, Ordering::SeqCst);
+        cutter.join().expect("the cutter")
+    });
+    assert!(cuts > 10, "the test cut only {cuts} connections");
+    let stored = journal.entries(run).expect("entries");
+    let identities: Vec<String> = stored.iter().filter_map(|e| e.identity.clone()).collect();
+    let expected: Vec<String> = (0..150).map(|i| format!("e{i}")).collect();
+    assert_eq!(identities, expected, "each append is stored once, in order");
 }
