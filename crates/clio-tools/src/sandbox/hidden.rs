@@ -46,6 +46,7 @@ pub(super) fn is_own_file(grant: &Path, hidden: &[PathBuf]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sandbox::{Access, Sandbox, SandboxError, SandboxMode};
 
     #[test]
     fn a_grant_holds_what_is_below_it_and_a_home_keeps_its_files() {
@@ -64,6 +65,59 @@ mod tests {
         assert!(!is_own_file(&home.join("plugins/p"), &hidden));
         assert!(!is_own_file(&home, &hidden));
         assert!(!is_own_file(&root, &hidden));
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    /// What `sh -c script` prints, run under `sandbox` with `access`; `Err` when it cannot
+    /// be confined.
+    fn run(sandbox: &Sandbox, access: &Access, script: &str) -> Result<String, SandboxError> {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let mut confined = sandbox.confine(Path::new("/bin/sh"), access).await?;
+            confined.command().args(["-c", script]).stdout(std::process::Stdio::piped());
+            let child = confined.spawn()?;
+            let out = child.wait_with_output().await.unwrap();
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        })
+    }
+
+    #[test]
+    fn no_sandbox_shows_a_file_of_a_hidden_folder() {
+        let root = std::env::temp_dir().join(format!("clio-hidden-run-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let home = root.join("home");
+        std::fs::create_dir_all(home.join("workspace")).unwrap();
+        std::fs::write(home.join("clio.key"), "secret").unwrap();
+        std::fs::write(home.join("workspace/mine"), "mine").unwrap();
+        let script = format!(
+            "cat {0}/clio.key 2>/dev/null || echo no-key; cat {0}/workspace/mine 2>/dev/null; echo",
+            home.display()
+        );
+        for mode in [SandboxMode::Bwrap, SandboxMode::Landlock] {
+            let sandbox = Sandbox { mode, hidden: vec![home.clone()], ..Sandbox::default() };
+            // A workspace inside the home: that folder only.
+            let inside = Access { workspace: Some(home.join("workspace")), ..Access::default() };
+            let seen = run(&sandbox, &inside, &script).unwrap();
+            assert_eq!(seen.trim(), "no-key\nmine", "{mode:?}");
+            // A file directly in the home is never granted.
+            let file = Access { read: vec![home.join("clio.key")], ..inside.clone() };
+            let seen = run(&sandbox, &file, &script).unwrap();
+            assert_eq!(seen.trim(), "no-key\nmine", "{mode:?}");
+            // A workspace that holds the home: covered under bubblewrap, refused under
+            // Landlock, which cannot take a folder back.
+            let above = Access { workspace: Some(root.clone()), ..Access::default() };
+            match (mode, run(&sandbox, &above, &script)) {
+                (SandboxMode::Bwrap, Ok(seen)) => assert_eq!(seen.trim(), "no-key", "{seen}"),
+                (SandboxMode::Landlock, Err(SandboxError::LandlockUnavailable { reason })) => {
+                    assert!(reason.contains(&format!("{} would be granted", root.display())));
+                    assert!(reason.contains(&format!("holds {}", home.display())), "{reason}");
+                }
+                (mode, other) => panic!("{mode:?}: {other:?}"),
+            }
+            // Without the home hidden, the same grant shows the key: the test can fail.
+            let open = Sandbox { hidden: Vec::new(), ..sandbox.clone() };
+            assert_eq!(run(&open, &above, &script).unwrap().trim(), "secretmine");
+        }
         let _ = std::fs::remove_dir_all(&root);
     }
 }

@@ -278,6 +278,182 @@ fn running(pid: u32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sandbox::{Access, Sandbox, SandboxMode};
+
+    /// A folder of its own with a workspace and the program `leave`, which leaves a forked
+    /// child and a `setsid` daemon behind, each writing `late` in the workspace after a
+    /// second, and then sleeps `$1` seconds (its first argument, 0 when absent).
+    struct Place {
+        root: PathBuf,
+        workspace: PathBuf,
+        program: PathBuf,
+    }
+
+    impl Place {
+        fn new(name: &str) -> Place {
+            use std::os::unix::fs::PermissionsExt;
+            let root =
+                std::env::temp_dir().join(format!("clio-lifetime-{name}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&root);
+            let (workspace, bin) = (root.join("workspace"), root.join("bin"));
+            std::fs::create_dir_all(&workspace).unwrap();
+            std::fs::create_dir_all(&bin).unwrap();
+            let program = bin.join("leave");
+            let script = "#!/bin/sh\n\
+                cat > /dev/null\n\
+                ( sleep 1; echo child >> late ) < /dev/null > /dev/null 2>&1 &\n\
+                setsid sh -c 'sleep 1; echo daemon >> late' < /dev/null > /dev/null 2>&1 &\n\
+                sleep \"${1:-0}\"\n\
+                echo '{\"left\": true}'\n";
+            std::fs::write(&program, script).unwrap();
+            std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+            Place { root, workspace, program }
+        }
+
+        fn access(&self) -> Access {
+            Access {
+                workspace: Some(self.workspace.clone()),
+                read: vec![self.root.join("bin")],
+                ..Access::default()
+            }
+        }
+
+        /// The processes that work in the workspace and still run.
+        fn running(&self) -> Vec<u32> {
+            let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+            entries
+                .flatten()
+                .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()))
+                .filter(|pid| {
+                    std::fs::read_link(format!("/proc/{pid}/cwd"))
+                        .is_ok_and(|cwd| cwd == self.workspace)
+                })
+                .filter(|pid| running(*pid))
+                .collect()
+        }
+
+        /// Asserts that nothing of the program runs, and that nothing it left writes later.
+        fn assert_nothing_left(&self, what: &str) {
+            assert_eq!(self.running(), Vec::<u32>::new(), "{what}: still running");
+            std::thread::sleep(Duration::from_millis(1500));
+            assert!(!self.workspace.join("late").exists(), "{what}: an effect after the end");
+        }
+    }
+
+    impl Drop for Place {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.root);
+        }
+    }
+
+    /// The modes this machine has: off, and Landlock and bubblewrap when they work here.
+    fn modes() -> Vec<SandboxMode> {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let mut modes = vec![SandboxMode::Off];
+        for mode in [SandboxMode::Landlock, SandboxMode::Bwrap] {
+            let sandbox = Sandbox { mode, ..Sandbox::default() };
+            let works = rt.block_on(sandbox.confine(Path::new("/bin/true"), &Access::default()));
+            match works {
+                Ok(_) => modes.push(mode),
+                Err(error) => eprintln!("{mode:?} is not available here: {error}"),
+            }
+        }
+        modes
+    }
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap()
+    }
+
+    #[test]
+    fn what_a_tool_left_ends_with_its_call_however_the_call_ends() {
+        let rt = runtime();
+        for mode in modes() {
+            let sandbox = Sandbox { mode, ..Sandbox::default() };
+            let place = Place::new(&format!("{mode:?}"));
+            let (args, access) = (serde_json::json!({}), place.access());
+            let call = crate::exec::run_executable(
+                "leave",
+                &place.program,
+                &sandbox,
+                &access,
+                &args,
+                Duration::from_secs(30),
+            );
+            let done = rt.block_on(call);
+            assert!(done.is_ok(), "{mode:?}: {done:?}");
+            place.assert_nothing_left(&format!("{mode:?}, succeeded"));
+        }
+    }
+
+    #[test]
+    fn what_a_tool_left_ends_when_its_call_times_out_or_is_cancelled() {
+        let rt = runtime();
+        for mode in modes() {
+            let sandbox = Sandbox { mode, ..Sandbox::default() };
+            let place = Place::new(&format!("{mode:?}-slow"));
+            let (program, access) = (place.program.clone(), place.access());
+            let confined_call = |timeout| async move {
+                let mut confined = sandbox.confine(&program, &access).await?;
+                confined
+                    .command()
+                    .arg("30")
+                    .stdin(std::process::Stdio::null())
+                    .stdout(std::process::Stdio::null())
+                    .kill_on_drop(true);
+                let mut child = confined.spawn()?;
+                // Cancelled (dropped) or timed out, as a call's future is.
+                let _ = tokio::time::timeout(timeout, child.wait()).await;
+                Ok::<_, SandboxError>(())
+            };
+            let ended = rt.block_on(confined_call(Duration::from_millis(300)));
+            assert!(ended.is_ok(), "{mode:?}: {ended:?}");
+            place.assert_nothing_left(&format!("{mode:?}, timed out"));
+        }
+    }
+
+    #[test]
+    fn a_resume_finds_what_a_dead_owners_call_left_by_its_tag() {
+        let rt = runtime();
+        for mode in modes() {
+            let sandbox = Sandbox { mode, ..Sandbox::default() };
+            let place = Place::new(&format!("{mode:?}-crash"));
+            let owner = format!("lifetime-test-{}-{mode:?}", std::process::id());
+            let tag = call_tag(&owner, 7, "3");
+            // The call starts its program, and its process "dies": nothing of the call
+            // ends it (the `Confined` and the child are forgotten, as a SIGKILL would).
+            let started = rt.block_on(as_call(tag, async {
+                let mut confined = sandbox.confine(&place.program, &place.access()).await?;
+                confined
+                    .command()
+                    .arg("30")
+                    .stdin(std::process::Stdio::null())
+                    .stdout(std::process::Stdio::null());
+                let child = confined.spawn()?;
+                std::mem::forget(child);
+                Ok::<_, SandboxError>(confined)
+            }));
+            let confined = started.unwrap();
+            // The keeper thread is forgotten too: the program stays.
+            std::mem::forget(confined);
+            wait_until(|| place.running().len() >= 3);
+            assert_eq!(kill_leftovers(&run_prefix(&owner, 8)), 0, "another run's tag");
+            if mode != SandboxMode::Bwrap {
+                assert!(!place.running().is_empty(), "{mode:?}");
+            }
+            let killed = kill_leftovers(&run_prefix(&owner, 7));
+            assert!(killed >= 3, "{mode:?}: killed {killed}");
+            place.assert_nothing_left(&format!("{mode:?}, resumed"));
+        }
+    }
+
+    /// Waits (at most ten seconds) until `ready` holds.
+    fn wait_until(ready: impl Fn() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !ready() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
 
     #[test]
     fn tags_nest_under_their_run() {
