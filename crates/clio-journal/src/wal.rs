@@ -6,8 +6,8 @@
 //! redb durably and starts a new *generation* of the log, overwriting it from its first
 //! byte. Opening a journal applies again the records a crash kept out of redb.
 //!
-//! A log knows its own end. It starts with a header `CLWG, journal id, generation, first
-//! lsn, crc32` naming the journal and generation it belongs to; then records `CLW2, payload
+//! A log knows its own end. It starts with a header `CLWP, journal id, generation, first
+//! lsn, crc32` naming the journal and generation it belongs to; then records `CLW3, payload
 //! length, lsn, crc, chain, payload`, where `crc` covers the journal id, the generation, the
 //! lsn and the payload (so a record can be recognised on its own), and `chain` covers the
 //! previous record's chain (the header's crc for the first), so a record is whole only if
@@ -16,14 +16,26 @@
 //! live (`wal_live`: it may hold acknowledged records the file lacks), all committed
 //! durably at each checkpoint and at open.
 //!
-//! Reading (see [`read`]) follows the chain from the header and stops at the first record
-//! that does not continue it. That record is a *torn tail* — the one write a crash cut
-//! short, dropped — only if no valid record of the same generation with a later lsn
-//! follows it and it does not run past the end of the file (the file is grown with zeros
-//! before any record is written into it). Anything else is damage: a bad record followed by
-//! a valid one, a record cut by the end of the file, a missing, emptied or foreign log
-//! while the redb file says a live one is due, a log of another generation. Damage is
-//! refused, naming the file, the offset and what was expected, and nothing is modified.
+//! The log is *paged*: each batch (its record, after the header for a generation's first)
+//! starts on a [`PAGE`] boundary and is written twice, the second copy on the pages after
+//! the first, in one write and one flush. A write torn by a crash reaches only the pages of
+//! the batch being written, so damage to any earlier batch is never taken for a torn tail;
+//! one damaged copy of the last batch is read past from the other ([`Mended`]).
+//!
+//! Reading (see [`read`]) follows the chain from the header and stops at the first batch
+//! that does not continue it in both copies. A batch whole in one copy is the last one
+//! (read from that copy) and a batch whole in neither is a *torn tail* (dropped) — only if
+//! no valid record of the same generation with a later lsn follows it at any page, and it
+//! does not run past the end of the file (the file is grown with zeros before any record is
+//! written into it, and keeps a page of zeros after the last batch). Anything else is
+//! damage: a bad copy followed by a valid record, a record cut by the end of the file, a
+//! missing, emptied or foreign log while the redb file says a live one is due, a log of
+//! another generation. Damage is refused, naming the file, the offset and what was
+//! expected, and nothing is modified.
+//!
+//! Logs of the chained layout that came first (`CLWG` header, `CLW2` records one after the
+//! other, written once) are still read, as they were: a torn tail there is wherever the
+//! chain stops with no later record.
 //!
 //! Logs written before generations (format 1 records, `CLWR`, no header) are read by
 //! [`read_legacy`] once, when a journal that has no `wal_gen` yet opens.
