@@ -270,11 +270,11 @@ fn journal_setting(root: &Path) -> Result<Option<(String, PathBuf)>, CliError> {
             "{}: journal: expected a string (postgres://USER@HOST:PORT/DB), found {}",
             path.display(),
             other.type_str()
-        ))),
         ))
         .hint(format!(
             "write `journal = \"postgres://USER@HOST:PORT/DB\"` in {}, or remove it to use the journal file of the home folder",
             path.display()
+        ))),
     }
 }
 
