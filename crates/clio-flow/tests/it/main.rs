@@ -28,6 +28,7 @@ mod scale;
 mod support;
 mod team;
 mod team_agents;
+mod tool_lifetime;
 mod workflow;
 
 #[test]
@@ -60,6 +61,7 @@ fn no_forgotten_test_files() {
         "support",
         "team",
         "team_agents",
+        "tool_lifetime",
         "workflow",
     ];
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it");
