@@ -86,15 +86,23 @@ pub(super) fn install(
     Ok(())
 }
 
-/// Returns a hint naming what `market` offers, as `id version` pairs.
+/// The most `id@version` pairs a hint names; a larger marketplace is summed up after them.
+const OFFERED_SHOWN: usize = 24;
+
+/// Returns a hint naming what `market` offers, as `id@version` pairs (the first
+/// [`OFFERED_SHOWN`], then how many more: a hint is one readable line, not a listing).
 fn offered(market: &Marketplace) -> String {
     let listed: Vec<String> =
         market.plugins.iter().map(|l| format!("{}@{}", l.plugin.id, l.plugin.version)).collect();
     if listed.is_empty() {
-        format!("marketplace {} lists no plugins", market.name)
-    } else {
-        format!("marketplace {} offers: {}", market.name, listed.join(", "))
+        return format!("marketplace {} lists no plugins", market.name);
     }
+    let shown = listed.len().min(OFFERED_SHOWN);
+    let more = match listed.len() - shown {
+        0 => String::new(),
+        n => format!(" and {n} more"),
+    };
+    format!("marketplace {} offers: {}{more}", market.name, listed[..shown].join(", "))
 }
 
 fn installed_json(plugin: &Installed) -> serde_json::Value {

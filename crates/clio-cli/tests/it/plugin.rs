@@ -287,3 +287,61 @@ fn check_and_trust_agree_on_a_symbolic_link() {
     let trusted = clio(&["--home", h, "plugin", "trust", dir]);
     assert_eq!(trusted.code, 0, "{}", trusted.render());
 }
+
+/// Issue 41: an unsatisfiable marketplace of 20 plugins x 5 versions (every plugin is
+/// fine alone; the agent's `x` needs `c@^1` and its `y` needs `c@^2`) is checked and
+/// refused at once with the conflict explained (plain backtracking tried all 5^20
+/// combinations of the unrelated plugins and gave up); the hint stays one readable line.
+#[test]
+fn an_unsatisfiable_marketplace_is_explained() {
+    let home = temp_home("plugin-unsatisfiable");
+    let market = home.join("mk");
+    let mut listed = Vec::new();
+    let mut add = |id: &str, version: &str, requires: &str| {
+        let source = format!("plugins/{id}-{version}");
+        let dir = market.join(&source).join("ai.iowarp.clio");
+        std::fs::create_dir_all(&dir).unwrap();
+        let manifest = format!("id = \"{id}\"\nversion = \"{version}\"\nrequires = [{requires}]\n");
+        std::fs::write(dir.join("plugin.toml"), manifest).unwrap();
+        listed.push(serde_json::json!({"name": id, "version": version, "source": source}));
+    };
+    let versions = ["1.0.0", "1.1.0", "1.2.0", "1.3.0", "1.4.0"];
+    let mut refs = vec!["\"core\"".to_owned()];
+    for i in 0..20 {
+        versions.iter().for_each(|v| add(&format!("p{i}"), v, ""));
+        refs.push(format!("\"p{i}\""));
+    }
+    versions.iter().for_each(|v| add("x", v, "\"c@^1\""));
+    versions.iter().for_each(|v| add("y", v, "\"c@^2\""));
+    add("c", "1.0.0", "");
+    add("c", "2.0.0", "");
+    refs.extend(["\"x\"".to_owned(), "\"y\"".to_owned()]);
+    std::fs::create_dir_all(market.join(".claude-plugin")).unwrap();
+    std::fs::create_dir_all(market.join("agents")).unwrap();
+    let agent = format!("id = \"a\"\nversion = \"1.0.0\"\nplugins = [{}]\n", refs.join(", "));
+    std::fs::write(market.join("agents/a.toml"), agent).unwrap();
+    let listing = serde_json::json!({
+        "name": "mk", "owner": "t", "plugins": listed,
+        "agents": [{"name": "a", "source": "agents/a.toml"}],
+    });
+    std::fs::write(market.join(".claude-plugin/marketplace.json"), listing.to_string()).unwrap();
+    let conflict = "agent a needs x; x 1.4.0 needs c@^1; agent a needs y; y 1.4.0 needs c@^2; no version of c satisfies all of them; available: 1.0.0, 2.0.0";
+
+    let checked = clio(&["plugin", "check", market.to_str().unwrap()]);
+    assert_eq!(checked.code, 1, "{}", checked.render());
+    assert!(checked.stdout.contains(conflict), "{}", checked.render());
+    let h = home.to_str().unwrap();
+    let agent = market.join("agents/a.toml");
+    let installed = clio(&[
+        "--home",
+        h,
+        "plugin",
+        "install",
+        market.to_str().unwrap(),
+        "--agent",
+        agent.to_str().unwrap(),
+    ]);
+    assert_eq!(installed.code, 1, "{}", installed.render());
+    assert!(installed.stderr.contains(conflict), "{}", installed.render());
+    assert!(installed.stderr.contains(" and 88 more"), "{}", installed.render());
+}
