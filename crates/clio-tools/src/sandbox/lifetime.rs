@@ -353,9 +353,9 @@ mod tests {
         for mode in [SandboxMode::Landlock, SandboxMode::Bwrap] {
             let sandbox = Sandbox { mode, ..Sandbox::default() };
             let works = rt.block_on(sandbox.confine(Path::new("/bin/true"), &Access::default()));
-            match works {
-                Ok(_) => modes.push(mode),
-                Err(error) => eprintln!("{mode:?} is not available here: {error}"),
+            // A mechanism this machine does not have is left out (`.ci/run` has both).
+            if works.is_ok() {
+                modes.push(mode);
             }
         }
         modes
