@@ -65,6 +65,8 @@ fn the_socket_answers_no_plugin(mode: &str) {
         // that its attempts reach the owner and are refused there.
         std::fs::write(case.workspace.join("wait-for-socket"), "").unwrap();
     }
+    // The HTTP API's token, as `clio serve` keeps it: no more readable than the key.
+    std::fs::write(case.home.join("serve.token"), format!("{}\n", "ab".repeat(32))).unwrap();
     let owner = start(&case, "probe.json");
     let log = case.workspace.join("probe.log");
     wait_for("the probe's log", || log.exists());
