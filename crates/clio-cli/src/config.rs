@@ -15,6 +15,7 @@
 //!
 //! [tools]                            # permissions, callers, confirmation (docs/plugins.md)
 //! permissions = { "write_*" = "ask" }
+//! env = { "search/web" = ["OPENAI_API_KEY"] }   # clio's variables a tool may have
 //!
 //! [limits]                           # CLIO's own bounds, under every flow's limits
 //! max_depth = 16
@@ -25,6 +26,10 @@
 //! mode = "auto"                      # confined: auto | bwrap | landlock | off
 //! network = false                    # tools that declare `network = true` may use it
 //! read = ["/opt/python"]             # more folders code may read (absolute paths)
+//! memory = "512MiB"                  # limits of every sandboxed program (docs/run_code.md):
+//! processes = 32                     # a number, or "unlimited"
+//! cpu_seconds = 600
+//! file_size = "4GiB"
 //! ```
 //!
 //! Models come from the first of: `--models FILE` (kept in the run's launch record, so a
@@ -36,7 +41,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::anyhow;
 use clio_flow::{
-    ModelError, ModelInfo, Models, ModelsConfig, ProviderConfig, RuntimeConfig, Sandbox,
+    EnvRule, ModelError, ModelInfo, Models, ModelsConfig, ProviderConfig, RuntimeConfig, Sandbox,
     SandboxMode,
 };
 use clio_plugins::PermissionSettings;
@@ -59,6 +64,10 @@ pub(crate) struct HomeConfig {
     pub(crate) tools: PermissionSettings,
     limits: Limits,
     sandbox: SandboxTable,
+    /// `[tools] env`: the variables of `clio`'s environment each sandboxed program gets.
+    tool_env: Vec<EnvRule>,
+    /// `[sandbox]`'s memory, process, CPU-time and file-size limits.
+    sandbox_limits: clio_flow::SandboxLimits,
 }
 
 #[derive(Deserialize)]
@@ -90,6 +99,18 @@ struct SandboxTable {
     mode: Option<ModeName>,
     network: Option<bool>,
     read: Option<Vec<PathBuf>>,
+    memory: Option<LimitValue>,
+    processes: Option<LimitValue>,
+    cpu_seconds: Option<LimitValue>,
+    file_size: Option<LimitValue>,
+}
+
+/// A `[sandbox]` limit as written: a number, a size such as `"512MiB"`, or `"unlimited"`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+enum LimitValue {
+    Number(u64),
+    Text(String),
 }
 
 /// A `[sandbox] mode` as written; serde names the allowed values when it is none of them.
@@ -146,6 +167,9 @@ impl HomeConfig {
             .map_err(|e| CliError::user(e).hint("see docs/plugins.md, Permissions"))?;
         check_limits(&path, &file.limits)?;
         check_sandbox(&path, &file.sandbox)?;
+        let sandbox_limits = sandbox_limits(&path, &file.sandbox)?;
+        let tool_env = clio_flow::tool_env_from_toml(&text, &path)
+            .map_err(|e| CliError::user(e).hint("see docs/plugins.md, \"Environment\""))?;
         let models = if file.model.is_empty() {
             if let Some(provider) = file.provider.first() {
                 return Err(CliError::user(anyhow!(
@@ -174,7 +198,15 @@ impl HomeConfig {
             }
             Some((config, file.default_model))
         };
-        Ok(HomeConfig { path, models, tools, limits: file.limits, sandbox: file.sandbox })
+        Ok(HomeConfig {
+            path,
+            models,
+            tools,
+            limits: file.limits,
+            sandbox: file.sandbox,
+            tool_env,
+            sandbox_limits,
+        })
     }
 
     /// Returns the sandbox policy this file gives; private temporary folders go under the
@@ -188,6 +220,8 @@ impl HomeConfig {
             read: table.read.clone().unwrap_or_default(),
             temp: std::env::temp_dir(),
             kept_check: kept_sandbox_check(),
+            env: self.tool_env.clone(),
+            limits: self.sandbox_limits,
             ..default
         }
     }
@@ -250,6 +284,45 @@ fn check_sandbox(path: &Path, sandbox: &SandboxTable) -> Result<(), CliError> {
         .hint("see docs/run_code.md, \"The sandbox\"")),
         None => Ok(()),
     }
+}
+
+/// Reads `[sandbox]`'s limits: each a number (bytes for `memory` and `file_size`, which
+/// also take a size such as `"512MiB"`), or `"unlimited"`; an absent one keeps its default
+/// (`clio_flow::SandboxLimits::default`).
+fn sandbox_limits(path: &Path, table: &SandboxTable) -> Result<clio_flow::SandboxLimits, CliError> {
+    let default = clio_flow::SandboxLimits::default();
+    let read = |field: &str, value: &Option<LimitValue>, fallback: Option<u64>, sized: bool| {
+        let Some(value) = value else { return Ok(fallback) };
+        let parsed = match value {
+            LimitValue::Number(0) => None,
+            LimitValue::Number(n) => Some(Some(*n)),
+            LimitValue::Text(t) if t.trim() == "unlimited" => Some(None),
+            LimitValue::Text(t) if sized => clio_flow::parse_bytes(t).filter(|n| *n > 0).map(Some),
+            LimitValue::Text(_) => None,
+        };
+        parsed.ok_or_else(|| {
+            let shown = match value {
+                LimitValue::Number(n) => n.to_string(),
+                LimitValue::Text(t) => format!("{t:?}"),
+            };
+            let allowed = if sized {
+                "a number of bytes above 0, a size such as \"512MiB\" or \"4GiB\", or \"unlimited\""
+            } else {
+                "a number above 0, or \"unlimited\""
+            };
+            CliError::user(anyhow!(
+                "{}: sandbox.{field} = {shown}: expected {allowed}",
+                path.display()
+            ))
+            .hint("see docs/run_code.md, \"Limits\"")
+        })
+    };
+    Ok(clio_flow::SandboxLimits {
+        memory: read("memory", &table.memory, default.memory, true)?,
+        processes: read("processes", &table.processes, default.processes, false)?,
+        cpu_seconds: read("cpu_seconds", &table.cpu_seconds, default.cpu_seconds, false)?,
+        file_size: read("file_size", &table.file_size, default.file_size, true)?,
+    })
 }
 
 /// Where the models of a run or of `clio models list` come from.

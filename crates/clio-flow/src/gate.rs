@@ -859,6 +859,8 @@ async fn invoke(ctx: &Ctx, hook: &RuntimeHook, event: Value) -> HookOutcome {
                 read: vec![plugin_folder_of(program)],
                 write: Vec::new(),
                 network: false,
+                // A hook gets the sandbox's short list of variables only.
+                env: Vec::new(),
             };
             let run = run_command(program, &config.sandbox, &access, &event);
             match tokio::time::timeout(*timeout, run).await {

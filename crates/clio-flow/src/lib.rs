@@ -94,7 +94,7 @@ pub use crate::team::{
     SubagentOutcome, SubagentRunner, TEAM_TOOLS, TaskSpec, Team, TeamConfig, TeamError, TeamTool,
     TurnHold, WaitOptions, complete_input, rules as team_rules,
 };
-pub use crate::tool_settings::{ToolSettingsError, tool_settings_from_toml};
+pub use crate::tool_settings::{ToolSettingsError, tool_env_from_toml, tool_settings_from_toml};
 pub use crate::workflow_flow::{WorkflowFlow, WorkflowRun, workflow_state};
 pub use crate::workspace::Workspace;
 pub use clio_models::{
@@ -110,6 +110,7 @@ pub use clio_tools::{
     SANDBOX_PATH, Sandbox, SandboxError, SandboxMode, TOOL_OUTPUT_LIMIT, TOOL_TIMEOUT,
     find_program, program_prefixes,
 };
+pub use clio_tools::{EnvRule, SandboxLimits, is_locale, parse_bytes, show_bytes};
 
 /// The crate README's example, run as a doctest so that it cannot go stale.
 #[cfg(doctest)]

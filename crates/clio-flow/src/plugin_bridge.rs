@@ -139,6 +139,8 @@ fn register(
             read,
             write: Vec::new(),
             network: server.network,
+            // Of `clio`'s environment, only what config.toml's `[tools] env` allows it.
+            env: workspace.sandbox().env_for(&plugin.id, &format!("mcp:{}", server.name)),
         };
         mcp.declare(&plugin.id, folder.as_deref(), server, workspace.sandbox(), &access)?;
     }
@@ -374,6 +376,8 @@ fn executable_tool(
         read: vec![plugin_root(folder)],
         write: Vec::new(),
         network,
+        // Of `clio`'s environment, only what config.toml's `[tools] env` allows it.
+        env: sandbox.env_for(plugin, name),
     };
     Tool::new(name.to_owned(), move |args: Value| {
         let (label, program, sandbox, access) =
@@ -398,8 +402,14 @@ fn register_plugin_bindings(
         read: vec![plugin_root(folder)],
         write: Vec::new(),
         network: false,
+        env: Vec::new(),
     };
     for decl in &plugin.bindings {
+        // Of `clio`'s environment, only what config.toml's `[tools] env` allows it.
+        let access = Access {
+            env: sandbox.env_for(&plugin.id, &format!("binding:{}", decl.name)),
+            ..access.clone()
+        };
         let program = folder.join("bindings").join(&decl.name);
         let mut binding = crate::binding::Binding::new(decl.name.clone());
         binding.plugin = plugin.id.clone();

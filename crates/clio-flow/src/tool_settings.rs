@@ -6,15 +6,20 @@
 //! permissions = { "write_*" = "ask", "files/delete" = "deny" }
 //! callers = { "shell_bash" = "code" }
 //! confirmation = "ask"
+//! env = { "search/web" = ["OPENAI_API_KEY"], "search/mcp:brave" = ["BRAVE_API_KEY"] }
 //! ```
 //!
 //! `permissions` and `callers` map a tool pattern (a name, `plugin/tool`, `*` for any run
 //! of characters) to a value; `confirmation` is the policy for tools no one else decided.
 //! Callers entries are tried in the patterns' sorted order, the first match wins.
+//! `env` maps a pattern to the variables of `clio`'s environment that the matching
+//! sandboxed programs get ([`tool_env_from_toml`]; an MCP server is `plugin/mcp:server`, a
+//! script binding `plugin/binding:name`); no other variable of it reaches them.
 
 use std::path::{Path, PathBuf};
 
 use clio_plugins::{Callers, CallersRule, Permission, PermissionRule, PermissionSettings};
+use clio_tools::{EnvRule, is_env_name};
 use serde_json::Value;
 
 /// Why tool settings cannot be read.
@@ -93,9 +98,87 @@ pub fn tool_settings_from_toml(
     Ok(settings)
 }
 
+/// Reads `[tools] env` of `text` (the file `path`, for messages): for each tool pattern,
+/// the names of the variables of `clio`'s environment its program gets. A text without it
+/// gives none: no sandboxed program gets any variable of `clio`'s beyond the sandbox's
+/// short list (`docs/plugins.md`, "Environment").
+pub fn tool_env_from_toml(text: &str, path: &Path) -> Result<Vec<EnvRule>, ToolSettingsError> {
+    let parsed: Value = toml::from_str(text)
+        .map_err(|e| ToolSettingsError::Parse { path: path.to_owned(), message: e.to_string() })?;
+    let Some(table) = parsed.get("tools").and_then(|tools| tools.get("env")) else {
+        return Ok(Vec::new());
+    };
+    let bad = |field: String, value: &Value, allowed: &str| ToolSettingsError::Value {
+        path: path.to_owned(),
+        field,
+        value: value.as_str().map_or_else(|| value.to_string(), str::to_owned),
+        allowed: vec![allowed.to_owned()],
+    };
+    let Some(table) = table.as_object() else {
+        return Err(bad("env".into(), table, "a table of pattern = [variable names]"));
+    };
+    let mut rules = Vec::new();
+    for (pattern, value) in table {
+        let field = || format!("env.{pattern:?}");
+        let Some(list) = value.as_array() else {
+            return Err(bad(field(), value, "a list of variable names"));
+        };
+        let mut names = Vec::new();
+        for name in list {
+            match name.as_str() {
+                Some(n) if is_env_name(n) => names.push(n.to_owned()),
+                _ => {
+                    return Err(bad(
+                        field(),
+                        name,
+                        "variable names (letters, digits and _, not starting with a digit)",
+                    ));
+                }
+            }
+        }
+        rules.push(EnvRule { tool: pattern.clone(), names });
+    }
+    Ok(rules)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_the_variables_each_tool_may_have() {
+        let text = r#"
+[tools]
+permissions = { "x" = "allow" }
+env = { "search/web" = ["OPENAI_API_KEY", "HTTP_PROXY"], "*/mcp:brave" = [] }
+"#;
+        let rules = tool_env_from_toml(text, Path::new("config.toml")).unwrap();
+        assert_eq!(
+            rules,
+            vec![
+                EnvRule { tool: "*/mcp:brave".into(), names: vec![] },
+                EnvRule {
+                    tool: "search/web".into(),
+                    names: vec!["OPENAI_API_KEY".into(), "HTTP_PROXY".into()]
+                },
+            ]
+        );
+        assert!(tool_env_from_toml("[tools]\n", Path::new("c.toml")).unwrap().is_empty());
+        let err = tool_env_from_toml("[tools]\nenv = { \"a\" = [\"A=B\"] }\n", Path::new("c.toml"))
+            .unwrap_err();
+        assert!(
+            err.to_string().starts_with(
+                "c.toml: tools.env.\"a\" = \"A=B\": allowed values are variable names"
+            ),
+            "{err}"
+        );
+        let err = tool_env_from_toml("[tools]\nenv = { \"a\" = \"KEY\" }\n", Path::new("c.toml"))
+            .unwrap_err();
+        assert!(err.to_string().contains("a list of variable names"), "{err}");
+        let err =
+            tool_env_from_toml("[tools]\nenv = [\"KEY\"]\n", Path::new("c.toml")).unwrap_err();
+        assert!(err.to_string().contains("tools.env"), "{err}");
+    }
 
     #[test]
     fn reads_permissions_callers_and_confirmation() {

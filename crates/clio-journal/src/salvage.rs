@@ -115,7 +115,29 @@ impl Journal {
         }
         source::preflight(from)?;
         let mut notes = Vec::new();
-        let (src, scratch) = open_source(from, &mut notes)?;
+        let (mut src, mut scratch) = open_source(from, &mut notes)?;
+        let mut log = LogWrites::read(&src, from);
+        // A whole log's records are applied to a private copy, as an open would apply
+        // them to the file: then every run reads as the journal does.
+        if log.damage.is_none() && !log.pending.is_empty() {
+            match with_log_applied(from, &log.pending) {
+                Ok((applied, copy)) => {
+                    let (first, last) = log.lsns.unwrap_or_default();
+                    notes.push(format!(
+                        "the write-ahead log {} holds writes the file does not (records {first} \
+                         to {last}): they were applied to a private copy, which was read",
+                        log.path.display()
+                    ));
+                    guard::drop_quietly(std::mem::replace(&mut src, applied));
+                    scratch = Some(copy);
+                    log = LogWrites { path: log.path, ..LogWrites::default() };
+                }
+                Err(err) => notes.push(format!(
+                    "the write-ahead log {} could not be applied to a private copy ({err})",
+                    log.path.display()
+                )),
+            }
+        }
         let mut report = SalvageReport {
             from: from.to_path_buf(),
             to: to.to_path_buf(),
@@ -127,7 +149,6 @@ impl Journal {
             tasks_lost: Vec::new(),
             notes,
         };
-        let log = LogWrites::read(&src, from);
         if let Some(note) = log.note() {
             report.notes.push(note);
         } else if log_has_records(from) && log.expected.is_none() {
@@ -643,6 +664,8 @@ struct LogWrites {
     next_task: u64,
     /// How many records it holds past the file, and the lsns of the first and last.
     records: usize,
+    /// Those records, when the log reads whole (to apply them to a copy).
+    pending: Vec<wal::Record>,
     lsns: Option<(u64, u64)>,
     /// Why the log does not read whole, when it does not.
     damage: Option<String>,
@@ -678,6 +701,9 @@ impl LogWrites {
         log.lsns = records.first().zip(records.last()).map(|(a, b)| (a.lsn, b.lsn));
         for record in &records {
             log.note_writes(record);
+        }
+        if log.damage.is_none() {
+            log.pending = records;
         }
         log
     }
@@ -815,4 +841,31 @@ fn task_run(record: &[u8]) -> Option<u64> {
         .ok()
         .or_else(|| serde_json::from_slice(record.get(..record.len().checked_sub(4)?)?).ok())?;
     json.get("run")?.as_u64()
+}
+
+/// Copies the journal `from` to a private file, applies `records` (its write-ahead log's
+/// records past what it holds, read whole) to the copy as an open applies them to the file,
+/// and opens the copy for reading.
+fn with_log_applied(from: &Path, records: &[wal::Record]) -> Result<(Source, Scratch)> {
+    let scratch = Scratch::copy_of(from)
+        .map_err(|err| JournalError::Io { path: std::env::temp_dir(), source: err })?;
+    let db = source::open_copy(from, &scratch)?
+        .map_err(|why| JournalError::damaged(from, format!("a copy does not open: {why}")))?;
+    let log = wal::path_for(from);
+    guard::catching(from, "applying its write-ahead log to a copy", || {
+        let txn = guard::Held::new(db.begin_write().at(from)?);
+        let mut tx = store::Tx::open(&txn, from, store::now_ms())?;
+        for record in records {
+            tx.apply_redo(&record.payload, &log, record.lsn)?;
+        }
+        drop(tx);
+        txn.into_inner().commit().at(from)
+    })?;
+    match source::from_copy(from, db)? {
+        Opening::Open(src) => Ok((src, scratch)),
+        Opening::NeedsRecovery => {
+            Err(JournalError::damaged(from, "its copy still needs crash recovery"))
+        }
+        Opening::Unreadable(why) => Err(JournalError::damaged(from, why)),
+    }
 }

@@ -78,6 +78,18 @@ pub enum ExecError {
         /// The start of what it printed on stderr, trimmed.
         stderr: String,
     },
+    /// It was stopped by one of the sandbox's limits ([`SandboxLimits`](crate::SandboxLimits)).
+    #[error("{label}: stopped by {limit} (exited with {status}): {stderr}")]
+    Limit {
+        /// What the caller calls the program.
+        label: String,
+        /// The limit, as `the sandbox's memory limit (512 MiB, [sandbox] memory)`.
+        limit: String,
+        /// `code N`, `signal N` or `an unknown status`.
+        status: String,
+        /// The start of what it printed on stderr, trimmed.
+        stderr: String,
+    },
     /// It printed more than [`TOOL_OUTPUT_LIMIT`] bytes.
     #[error("{label}: printed more than {TOOL_OUTPUT_LIMIT} bytes")]
     TooMuchOutput {
@@ -164,11 +176,15 @@ pub async fn run_executable(
     if !status.success() {
         // bubblewrap's own failure on a kept pass of its check: the next process checks.
         confined.ended_with(&stderr);
+        let limit = confined.limit_hit(status, &stderr);
         let status = match (confined.signal(status), status.code()) {
             (Some(signal), _) => format!("signal {signal}"),
             (None, Some(code)) => format!("code {code}"),
             (None, None) => "an unknown status".to_owned(),
         };
+        if let Some(limit) = limit {
+            return Err(ExecError::Limit { label: label_owned(), limit, status, stderr });
+        }
         return Err(ExecError::Exited { label: label_owned(), status, stderr });
     }
     if out.len() > TOOL_OUTPUT_LIMIT {

@@ -16,7 +16,9 @@
 //! clio-flow's, whose gate is the only caller that runs a plugin's tool with these
 //! primitives (`tests/it/adversarial.rs` in clio-flow checks the sources of both crates).
 //! It does not read the environment (but `PATH`, to find the program a sandbox must let
-//! run, as starting it would) or the home folder, and it never depends on clio-flow.
+//! run, as starting it would, and the variables it passes on to a sandboxed program: the
+//! locale and those the deployment allows it, `sandbox/env.rs`) or the home folder, and it
+//! never depends on clio-flow.
 //! Its only tasks belong to an MCP server's process: one drains its stderr, one reaps it
 //! after it is stopped.
 
@@ -31,6 +33,10 @@ pub use crate::sandbox::{
     find_program, program_prefixes,
 };
 pub use crate::sandbox::{CALL_VAR, as_call, call_tag, kill_leftovers, run_prefix};
+pub use crate::sandbox::{
+    DEFAULT_CPU_SECONDS, DEFAULT_FILE_SIZE, DEFAULT_MEMORY, DEFAULT_PROCESSES, EnvRule,
+    SandboxLimits, is_env_name, is_locale, parse_bytes, show_bytes,
+};
 
 /// The crate README's example, run as a doctest so that it cannot go stale.
 #[cfg(doctest)]

@@ -40,11 +40,19 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::io::AsyncReadExt;
 
+mod env;
 mod hidden;
 mod kept;
 mod lifetime;
+mod limits;
+mod seccomp;
 
+pub use self::env::{EnvRule, is_env_name, is_locale};
 pub use self::lifetime::{CALL_VAR, as_call, call_tag, kill_leftovers, run_prefix};
+pub use self::limits::{
+    DEFAULT_CPU_SECONDS, DEFAULT_FILE_SIZE, DEFAULT_MEMORY, DEFAULT_PROCESSES, SandboxLimits,
+    parse_bytes, show_bytes,
+};
 
 /// The system folders every sandboxed program may read and run programs from.
 const SYSTEM_DIRS: &[&str] = &["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"];
@@ -142,6 +150,11 @@ pub struct Sandbox {
     /// process believes it instead of checking again, which starts a process of its own.
     /// `None` (the default): every process checks once.
     pub kept_check: Option<PathBuf>,
+    /// The variables of `clio`'s environment each program may have (`[tools] env`);
+    /// nothing else of it but the locale reaches a sandboxed program (see [`EnvRule`]).
+    pub env: Vec<EnvRule>,
+    /// The memory, process, CPU-time and file-size limits of every program ([`SandboxLimits`]).
+    pub limits: SandboxLimits,
     /// Folders no sandboxed program may see, whatever it is granted: the CLI hides
     /// `$CLIO_HOME` (its journal, its control socket's key, its HTTP API's token). A grant
     /// that holds one is refused under Landlock and has it covered by an empty folder
@@ -161,6 +174,8 @@ impl Default for Sandbox {
             bwrap: PathBuf::from("bwrap"),
             temp: PathBuf::from("/tmp"),
             kept_check: None,
+            env: Vec::new(),
+            limits: SandboxLimits::default(),
             hidden: Vec::new(),
         }
     }
@@ -179,6 +194,10 @@ pub struct Access {
     /// Whether it declares that it needs the network; it gets it only when the
     /// deployment allows it too.
     pub network: bool,
+    /// The variables of `clio`'s environment it gets besides the sandbox's short list
+    /// (their values are read when it starts): what the deployment allows it
+    /// ([`Sandbox::env_for`]).
+    pub env: Vec<String>,
 }
 
 /// Why code could not be confined, or its program not started.
@@ -328,6 +347,8 @@ pub struct Confined {
     temp_seen: Option<PathBuf>,
     /// The file a kept pass of bubblewrap's check was believed from, if one was.
     believed: Option<PathBuf>,
+    /// The limits the program runs under, and its cgroup (removed when dropped).
+    bounds: Option<limits::Bounds>,
 }
 
 impl std::fmt::Debug for Confined {
@@ -397,12 +418,34 @@ impl Confined {
         };
         self.lifetime.prepare(&mut self.command, !bwrap);
         if bwrap {
-            let child = self.command.spawn().map_err(spawn_error)?;
+            // In the program's cgroup (v1) while it starts, so that it is born there.
+            let entered = self.bounds.as_ref().and_then(limits::Bounds::enter_for_start);
+            let child = self.command.spawn().map_err(spawn_error);
+            drop(entered);
+            let child = child?;
             self.lifetime.started(child.id(), None);
+            if let Some(bounds) = &self.bounds {
+                bounds.started(child.id());
+            }
             return Ok(child);
         }
-        let restrict = rules.map(|rules| move || rules.restrict_this_thread());
-        lifetime::spawn_kept(&mut self.command, restrict, spawn_error, &mut self.lifetime)
+        let entry = self.bounds.as_ref().map(limits::Bounds::thread_entry);
+        let restrict = move || {
+            if let Some(entry) = entry {
+                entry().map_err(|reason| SandboxError::LandlockUnavailable { reason })?;
+            }
+            rules.map_or(Ok(()), LandlockRules::restrict_this_thread)
+        };
+        let child = lifetime::spawn_kept(
+            &mut self.command,
+            Some(restrict),
+            spawn_error,
+            &mut self.lifetime,
+        )?;
+        if let Some(bounds) = &self.bounds {
+            bounds.started(child.id());
+        }
+        Ok(child)
     }
 
     /// Kills every process of the program now, as dropping the `Confined` does: its process
@@ -451,8 +494,28 @@ impl Sandbox {
     }
 
     /// Prepares `program` to run under this policy with `access`: finds the mechanism
-    /// the mode asks for (probing bubblewrap once per process), and builds the command.
+    /// the mode asks for (probing bubblewrap once per process), and builds the command,
+    /// with the sandbox's environment (`PATH`, `HOME`, `TMPDIR`, the locale and the
+    /// variables `access` is allowed; nothing else of this process's), its [`SandboxLimits`]
+    /// and, under Landlock without network, the filter that closes UDP.
     pub async fn confine(&self, program: &Path, access: &Access) -> Result<Confined, SandboxError> {
+        let mut confined = self.confine_by_mode(program, access).await?;
+        confined.bound(self, access);
+        Ok(confined)
+    }
+
+    /// Returns the variables of `clio`'s environment that the deployment allows program
+    /// `name` of plugin `plugin` (a tool's name; `mcp:<server>` for an MCP server,
+    /// `binding:<name>` for a script binding), from [`Sandbox::env`].
+    pub fn env_for(&self, plugin: &str, name: &str) -> Vec<String> {
+        env::allowed(&self.env, plugin, name)
+    }
+
+    async fn confine_by_mode(
+        &self,
+        program: &Path,
+        access: &Access,
+    ) -> Result<Confined, SandboxError> {
         let network = access.network && self.network;
         let grants = || Grants::new(self, access, network);
         let landlock = |grants: &Grants| self.landlock_command(program, grants, network);
@@ -496,6 +559,7 @@ impl Sandbox {
             _temp: None,
             temp_seen: None,
             believed: None,
+            bounds: None,
         }
     }
 
@@ -567,6 +631,7 @@ impl Sandbox {
             _temp: None,
             temp_seen: Some(temp),
             believed: self.kept_check.clone().filter(|_| believed),
+            bounds: None,
         }
     }
 
@@ -605,6 +670,7 @@ impl Sandbox {
             _temp: Some(temp),
             temp_seen: Some(seen),
             believed: None,
+            bounds: None,
         })
     }
 }

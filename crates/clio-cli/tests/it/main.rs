@@ -20,6 +20,7 @@ mod readme;
 mod replay;
 mod run;
 mod runs;
+mod sandbox_env;
 mod serve;
 mod serve_http;
 mod side_effects;
@@ -51,6 +52,7 @@ fn no_forgotten_test_files() {
         "replay",
         "run",
         "runs",
+        "sandbox_env",
         "serve",
         "serve_http",
         "side_effects",

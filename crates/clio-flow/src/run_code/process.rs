@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use clio_tools::{Access, Confined, SANDBOX_PATH, SandboxError, SandboxMode};
+use clio_tools::{Access, Confined, SandboxError, SandboxMode};
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use serde_json::{Value, json};
@@ -249,8 +249,6 @@ pub(crate) async fn run(config: &RunCodeConfig, script: &Script<'_>, ctx: &Ctx) 
         Ok(confined) => confined,
         Err(err) => return Outcome::failed(err),
     };
-    let mode = confined.mode();
-    let temp = confined.temp_dir().map(Path::to_path_buf);
     let command = confined.command();
     command
         .arg("-u")
@@ -258,18 +256,11 @@ pub(crate) async fn run(config: &RunCodeConfig, script: &Script<'_>, ctx: &Ctx) 
         .arg(dir.0.join("clio_main.py"))
         .arg(dir.0.join("script.py"))
         .arg(&report);
-    if let (SandboxMode::Bwrap | SandboxMode::Landlock, Some(temp)) = (mode, &temp) {
-        // A script needs no secret of this process's environment (model keys among them):
-        // it gets a fresh one, whose `PATH` holds only what the sandbox shows.
-        command
-            .env_clear()
-            .env("PATH", SANDBOX_PATH)
-            .env("HOME", temp)
-            .env("TMPDIR", temp)
-            .env("LANG", "C.UTF-8")
-            .env("PYTHONUTF8", "1");
-    }
+    // A script needs no secret of this process's environment (model keys among them): the
+    // sandbox gave it its short list (`PATH` holding only what the sandbox shows, `HOME` and
+    // `TMPDIR` its temporary folder, the locale); Python's settings come on top.
     command
+        .env("PYTHONUTF8", "1")
         .env("PYTHONPATH", &dir.0)
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .env("PYTHONIOENCODING", "utf-8")
@@ -374,6 +365,7 @@ async fn confine(
         read: clio_tools::program_prefixes(&interpreter),
         write: vec![scratch.to_path_buf()],
         network: false,
+        env: Vec::new(),
     };
     sandbox.confine(&interpreter, &access).await.map_err(|source| RunCodeError::Sandbox { source })
 }

@@ -24,6 +24,7 @@ mod react;
 mod replay;
 mod run_code;
 mod sandbox;
+mod sandbox_bounds;
 mod scale;
 mod support;
 mod team;
@@ -57,6 +58,7 @@ fn no_forgotten_test_files() {
         "replay",
         "run_code",
         "sandbox",
+        "sandbox_bounds",
         "scale",
         "support",
         "team",

@@ -210,16 +210,17 @@ fn check_reports_log_damage_and_salvage_lists_the_runs_that_lived_only_in_the_lo
     fs::copy(wal_of(&live), wal_of(&path))?;
     drop(journal);
 
-    // Whole, the copy checks as whole (the log's writes are a note) and salvage leaves
-    // runs 2 and 3, saying they lived only in the log.
+    // Whole, the copy checks as whole (the log's writes are a note) and salvage applies the
+    // log to a private copy: every run is copied, the file left as it was.
+    let before = bytes_of(&path);
     let report = Journal::check(&path)?;
     assert!(report.is_whole(), "{:#?}", report.problems);
     let out = dir.path().join("whole-salvage.redb");
     let salvaged = Journal::salvage(&path, &out)?;
-    assert_eq!(salvaged.copied.iter().map(|r| r.run).collect::<Vec<_>>(), [RunId(1)]);
-    let left: Vec<_> = salvaged.left.iter().map(|r| r.run).collect();
-    assert_eq!(left, [RunId(2), RunId(3)], "{:?}", salvaged.left);
-    assert!(salvaged.left.iter().all(|r| r.reason.contains("lived only in the log")));
+    let copied: Vec<_> = salvaged.copied.iter().map(|r| r.run).collect();
+    assert_eq!(copied, [RunId(1), RunId(2), RunId(3)], "{:?}", salvaged.left);
+    assert!(salvaged.notes.iter().any(|n| n.contains("applied to a private copy")));
+    assert_eq!(bytes_of(&path), before, "check and salvage read only");
 
     // A zeroed page in an earlier batch: check reports it (not whole), naming the log and
     // the offset; salvage leaves every run the log wrote to, and its new journal gives no
