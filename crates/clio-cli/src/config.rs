@@ -155,7 +155,7 @@ impl HomeConfig {
         let file: ConfigFile = toml::from_str(&text).map_err(|e| {
             let start = e.span().map_or(0, |span| span.start);
             let (line, column) = line_column(&text, start);
-            let message = e.message().trim_end();
+            let message = clio_spec::toml_error_message(&text, &e);
             let at = path.display();
             let error = match key_before(&text, start) {
                 Some(key) => anyhow!("{at}:{line}:{column}: {key}: {message}"),

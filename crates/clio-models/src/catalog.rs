@@ -372,7 +372,12 @@ fn name_problem(part: &str) -> Option<&'static str> {
 /// Returns the parse error of TOML `text` read from `file`, with its line and column.
 pub(crate) fn toml_error(file: &Path, text: &str, err: &toml::de::Error) -> ModelError {
     let (line, column) = err.span().map_or((0, 0), |span| line_column(text, span.start));
-    ModelError::Parse { file: file.to_path_buf(), line, column, message: err.message().to_owned() }
+    ModelError::Parse {
+        file: file.to_path_buf(),
+        line,
+        column,
+        message: clio_spec::toml_error_message(text, err),
+    }
 }
 
 /// Returns the 1-based line and column of byte `offset` in `text`.

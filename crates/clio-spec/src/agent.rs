@@ -88,7 +88,7 @@ impl AgentDef {
                 source_name: source_name.to_owned(),
                 line,
                 column,
-                message: err.message().trim_end().to_owned(),
+                message: crate::json::toml_error_message(text, &err),
             }
         })?;
         def.source = source_name.to_owned();

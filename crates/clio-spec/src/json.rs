@@ -4,6 +4,8 @@
 //! that every JSON input CLIO reads (workflows, agent definitions and specs, script files,
 //! launch records) refuses one by name.
 //!
+//! [`toml_error_message`] names the key in the toml crate's "duplicate key" error.
+//!
 //! The check walks the text once without building values; a text that is not JSON has no
 //! duplicate as far as this check goes, and the caller's own parse reports its syntax error
 //! with its position.
@@ -50,6 +52,24 @@ pub fn duplicate_json_key(text: &str) -> Option<DuplicateKey> {
     let line = before.matches('\n').count() + 1;
     let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
     Some(DuplicateKey { key, line, column })
+}
+
+/// Returns the message of a TOML parse error of `text`, the repeated key named when the
+/// error is a key named twice: the toml crate refuses one (with its span) but says only
+/// "duplicate key".
+pub fn toml_error_message(text: &str, error: &toml::de::Error) -> String {
+    let message = error.message().trim_end();
+    if message != "duplicate key" {
+        return message.to_owned();
+    }
+    let written = error.span().and_then(|span| text.get(span)).unwrap_or("").trim();
+    let key = ['"', '\'']
+        .iter()
+        .find_map(|q| written.strip_prefix(*q).and_then(|rest| rest.strip_suffix(*q)));
+    match key.unwrap_or(written) {
+        "" => message.to_owned(),
+        key => format!("duplicate key `{key}`: a table may name each key once"),
+    }
 }
 
 /// Returns the byte offset just after the character at 1-based `line` and `column`
@@ -161,6 +181,23 @@ mod tests {
         assert_eq!((dup.key.as_str(), dup.line, dup.column), ("x\"y", 3, 3));
         let dup = duplicate_json_key("[{\"é\":1,\"é\":2}]").unwrap();
         assert_eq!((dup.key.as_str(), dup.line, dup.column), ("é", 1, 9));
+    }
+
+    #[test]
+    fn a_toml_key_named_twice_is_named() {
+        for (text, key) in [
+            ("[limits]\nmax_depth = 3\nmax_depth = 4\n", "max_depth"),
+            ("a = 1\n\"a\" = 2\n", "a"),
+            ("p = { q = 1, q = 2 }", "q"),
+        ] {
+            let error = toml::from_str::<toml::Table>(text).unwrap_err();
+            assert_eq!(
+                toml_error_message(text, &error),
+                format!("duplicate key `{key}`: a table may name each key once")
+            );
+        }
+        let error = toml::from_str::<toml::Table>("a = ").unwrap_err();
+        assert!(!toml_error_message("a = ", &error).contains("duplicate"));
     }
 
     #[test]

@@ -34,7 +34,7 @@ pub use input::{
     FileKind, InputError, MAX_INPUT_BYTES, input_text, read_input, read_input_bytes,
     read_input_within,
 };
-pub use json::{DuplicateKey, duplicate_json_key};
+pub use json::{DuplicateKey, duplicate_json_key, toml_error_message};
 pub use plugin_ref::PluginRef;
 pub use requirements::{Prefers, Requires};
 pub use selection::FlowSelection;

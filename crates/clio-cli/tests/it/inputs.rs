@@ -164,7 +164,34 @@ fn a_key_named_twice_is_refused_by_name() {
     std::fs::write(&toml, "id = \"a\"\nid = \"b\"\n").unwrap();
     let outcome = run(&["agent", "spec", toml.to_str().unwrap()]);
     assert_eq!(outcome.code, 1, "{}", outcome.render());
-    assert!(outcome.stderr.contains("a.toml:2:1: duplicate key"), "{}", outcome.render());
+    assert!(outcome.stderr.contains("a.toml:2:1: duplicate key `id`"), "{}", outcome.render());
+    // config.toml and a models file too, by name.
+    let home = folder("dup-home");
+    std::fs::write(home.join("config.toml"), "[limits]\nmax_depth = 3\nmax_depth = 4\n").unwrap();
+    let outcome = run(&["--home", home.to_str().unwrap(), "models", "list"]);
+    assert_eq!(outcome.code, 1, "{}", outcome.render());
+    assert!(
+        outcome.stderr.contains("config.toml:3:1: duplicate key `max_depth`"),
+        "{}",
+        outcome.render()
+    );
+    std::fs::remove_file(home.join("config.toml")).unwrap();
+    let models = dir.join("models.toml");
+    std::fs::write(&models, "[[provider]]\nname = \"x\"\nname = \"y\"\n").unwrap();
+    let outcome = run(&[
+        "--home",
+        home.to_str().unwrap(),
+        "models",
+        "list",
+        "--models",
+        models.to_str().unwrap(),
+    ]);
+    assert_eq!(outcome.code, 1, "{}", outcome.render());
+    assert!(
+        outcome.stderr.contains("models.toml:3:1: duplicate key `name`"),
+        "{}",
+        outcome.render()
+    );
 }
 
 #[test]
