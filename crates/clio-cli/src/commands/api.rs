@@ -215,9 +215,15 @@ fn questions_of(home: &Home, id: u64) -> Answer {
 /// `POST runs/{id}/answer` with `{"question": ID, "answer": TEXT}`: answers as `runs
 /// answer --json` does, and the run goes on in this process.
 pub(crate) fn answer(home: &Home, id: u64, body: &[u8]) -> Answer {
+    let body_bytes = body;
     let record = existing(home, id)?;
     let body: Value = serde_json::from_slice(body)
         .map_err(|e| ApiFailure::bad_input(format!("the body of answer is not JSON: {e}")))?;
+    // A key named twice is refused, not read with the last value.
+    if let Some(dup) = std::str::from_utf8(body_bytes).ok().and_then(clio_spec::duplicate_json_key)
+    {
+        return Err(ApiFailure::bad_input(format!("the body of answer: {dup}")));
+    }
     let question = body.get("question").and_then(Value::as_u64).ok_or_else(|| {
         ApiFailure::bad_input("the body of answer needs `question`, a question's id".into())
     })?;

@@ -194,6 +194,11 @@ pub(super) fn run(
             CliError::usage(anyhow!("--option {option}: write it as KEY=VALUE"))
                 .hint("`clio run TARGET --help` shows an example")
         })?;
+        // A JSON value that names a key twice is refused, not read with the last value.
+        if let Some(dup) = clio_spec::duplicate_json_key(value) {
+            return Err(CliError::usage(anyhow!("--option {option}: {dup}"))
+                .hint("`clio run TARGET --help` shows an example"));
+        }
         let value = serde_json::from_str(value).unwrap_or_else(|_| Value::String(value.into()));
         selection.options.insert(key.to_owned(), value);
     }
