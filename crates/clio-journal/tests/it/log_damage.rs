@@ -255,3 +255,26 @@ fn check_reports_log_damage_and_salvage_lists_the_runs_that_lived_only_in_the_lo
     assert_eq!(fresh.create_run(new_run("after", "proc-t"))?, RunId(4));
     Ok(())
 }
+
+/// The second copy costs bytes, not flushes: each durable append through the paged log is
+/// one flush, plus one flush of the log's length each time it grows by 1 MiB (every 128
+/// small batches of 8 KiB until it reaches its checkpoint size).
+#[test]
+fn a_durable_append_is_one_flush_through_the_paged_log() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let journal = Journal::open(dir.path().join("journal.redb"), JournalConfig::default())?;
+    let run = journal.create_run(new_run("flushes", "proc-f"))?;
+    journal.append(run, NewEntry::new(EntryKind::Step, json!(0)))?;
+    let before = journal.flushes().ok_or("a file journal counts its flushes")?;
+    let n = 300;
+    for i in 1..=n {
+        journal.append(run, NewEntry::new(EntryKind::Step, json!(i)))?;
+    }
+    let flushes = journal.flushes().ok_or("counted")? - before;
+    assert!((n..=n + 3).contains(&flushes), "{flushes} flushes for {n} appends");
+    let log = fs::read(wal_of(&dir.path().join("journal.redb")))?;
+    let batches = log_batches(&log);
+    assert!(batches.len() as u64 > n, "every append is a batch of the log: {}", batches.len());
+    assert!(batches.iter().all(|b| b.at % 4096 == 0 && b.second - b.at == 4096), "{batches:?}");
+    Ok(())
+}
