@@ -49,6 +49,11 @@ const PASSES: usize = 16;
 /// How long a kill waits for the processes it killed to be gone.
 const GONE_WITHIN: Duration = Duration::from_secs(2);
 
+/// How long a program may have run for its end to look only at the pids handed out after
+/// its own: the kernel's counter cannot come round twice (`pid_max` is 32,768 at least)
+/// within it short of thousands of processes a second.
+const WINDOW_WITHIN: Duration = Duration::from_secs(5);
+
 tokio::task_local! {
     /// The tag of the call whose future is being polled.
     static CALL: String;
@@ -76,7 +81,7 @@ pub fn run_prefix(owner: &str, run: u64) -> String {
 /// Returns how many were killed. Called on resume, before a run goes on, for its dead
 /// owner's calls.
 pub fn kill_leftovers(prefix: &str) -> usize {
-    kill_marked(|marker| marker.starts_with(prefix.as_bytes()))
+    kill_marked(|marker| marker.starts_with(prefix.as_bytes()), None)
 }
 
 /// What keeps one program's processes within its `Confined`.
@@ -90,6 +95,8 @@ pub(super) struct Lifetime {
     scan: bool,
     /// Dropped to end the thread that started it (`setpriv --pdeathsig` then kills it).
     keeper: Option<std::sync::mpsc::Sender<()>>,
+    /// When it started.
+    since: Option<Instant>,
 }
 
 impl Lifetime {
@@ -111,6 +118,7 @@ impl Lifetime {
     ) {
         self.group = pid;
         self.keeper = keeper;
+        self.since = Some(Instant::now());
     }
 
     /// Kills every process of the program: its group, then (outside bubblewrap) every
@@ -123,7 +131,12 @@ impl Lifetime {
             let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
             if self.scan {
                 let marker = self.marker.as_bytes();
-                kill_marked(|found| found == marker);
+                // Its processes were all started after it: after its pid, in the order the
+                // kernel hands pids out, when the call was short enough that the counter
+                // cannot have come round to it again; else every process is looked at.
+                let short = self.since.is_some_and(|t| t.elapsed() < WINDOW_WITHIN);
+                let after = u32::try_from(group).ok().filter(|_| short);
+                kill_marked(|found| found == marker, after);
             }
         }
         self.keeper = None;
@@ -221,11 +234,17 @@ pub(super) fn is_program(path: &Path) -> bool {
 
 /// Kills, pass after pass, every process whose marker `matches`, until a pass finds none;
 /// then waits until they are gone. Returns how many were killed.
-fn kill_marked(matches: impl Fn(&[u8]) -> bool) -> usize {
+/// With `after`, only the processes started after process `after` are looked at (see
+/// [`started_after`]).
+fn kill_marked(matches: impl Fn(&[u8]) -> bool, after: Option<u32>) -> usize {
     let me = std::process::id();
     let mut killed: Vec<u32> = Vec::new();
     for _ in 0..PASSES {
-        let found: Vec<u32> = marked(&matches).into_iter().filter(|pid| *pid != me).collect();
+        let window = after.and_then(|leader| last_pid().map(|last| (leader, last)));
+        let candidate =
+            |pid: u32| window.is_none_or(|(leader, last)| started_after(pid, leader, last));
+        let found: Vec<u32> =
+            marked(&matches, candidate).into_iter().filter(|pid| *pid != me).collect();
         let fresh: Vec<u32> = found.iter().copied().filter(|p| !killed.contains(p)).collect();
         for pid in &found {
             if let Some(pid) = i32::try_from(*pid).ok().and_then(rustix::process::Pid::from_raw) {
@@ -243,12 +262,15 @@ fn kill_marked(matches: impl Fn(&[u8]) -> bool) -> usize {
 
 /// Returns the processes whose environment holds a [`CALL_VAR`] that `matches`. A process
 /// that cannot be read (another user's, or one that just ended) is skipped.
-fn marked(matches: &impl Fn(&[u8]) -> bool) -> Vec<u32> {
+/// Reading another process's environment is the slow part (a few microseconds each, and
+/// more on a busy machine), so only the `candidate` pids are read.
+fn marked(matches: &impl Fn(&[u8]) -> bool, candidate: impl Fn(u32) -> bool) -> Vec<u32> {
     let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
     let key = format!("{CALL_VAR}=");
     entries
         .flatten()
         .filter_map(|entry| entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()))
+        .filter(|pid| candidate(*pid))
         .filter(|pid| {
             let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else { return false };
             environ
@@ -257,6 +279,19 @@ fn marked(matches: &impl Fn(&[u8]) -> bool) -> Vec<u32> {
                 .any(matches)
         })
         .collect()
+}
+
+/// Says whether `pid` can have been handed out after `leader`, the kernel's last pid being
+/// `last`: the kernel hands pids out in increasing order and comes round to the lowest
+/// free ones past its maximum, so those from `leader` on, and once it has come round
+/// (`last` below `leader`) those up to `last` too.
+fn started_after(pid: u32, leader: u32, last: u32) -> bool {
+    pid >= leader || (last < leader && pid <= last)
+}
+
+/// Returns the last pid the kernel handed out in this process's pid namespace.
+fn last_pid() -> Option<u32> {
+    std::fs::read_to_string("/proc/sys/kernel/ns_last_pid").ok()?.trim().parse().ok()
 }
 
 /// Waits until every process of `pids` has ended (gone, or a zombie: it runs no more).
@@ -462,6 +497,18 @@ mod tests {
         assert!(tag.starts_with(&run_prefix("clio-7", 3)));
         assert!(!tag.starts_with(&run_prefix("clio-7", 31)));
         assert!(!call_tag("clio-7", 31, "1").starts_with(&run_prefix("clio-7", 3)));
+    }
+
+    #[test]
+    fn the_pids_handed_out_after_a_program_are_its_candidates() {
+        // No coming round: from the leader on.
+        assert!(started_after(500, 500, 900) && started_after(901, 500, 900));
+        assert!(!started_after(499, 500, 900) && !started_after(1, 500, 900));
+        // Come round once: from the leader on, and up to the last.
+        assert!(started_after(32000, 30000, 100) && started_after(100, 30000, 100));
+        assert!(started_after(1, 30000, 100));
+        assert!(!started_after(101, 30000, 100) && !started_after(29999, 30000, 100));
+        assert!(last_pid().is_some_and(|last| last > 0));
     }
 
     #[test]
