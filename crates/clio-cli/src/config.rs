@@ -169,7 +169,7 @@ impl HomeConfig {
         check_sandbox(&path, &file.sandbox)?;
         let sandbox_limits = sandbox_limits(&path, &file.sandbox)?;
         let tool_env = clio_flow::tool_env_from_toml(&text, &path)
-            .map_err(|e| CliError::user(e).hint("see docs/plugins.md, \"Environment\""))?;
+            .map_err(|e| CliError::user(e).hint("see docs/run_code.md, \"Environment\""))?;
         let models = if file.model.is_empty() {
             if let Some(provider) = file.provider.first() {
                 return Err(CliError::user(anyhow!(

@@ -101,7 +101,7 @@ pub fn tool_settings_from_toml(
 /// Reads `[tools] env` of `text` (the file `path`, for messages): for each tool pattern,
 /// the names of the variables of `clio`'s environment its program gets. A text without it
 /// gives none: no sandboxed program gets any variable of `clio`'s beyond the sandbox's
-/// short list (`docs/plugins.md`, "Environment").
+/// short list (`docs/run_code.md`, "Environment").
 pub fn tool_env_from_toml(text: &str, path: &Path) -> Result<Vec<EnvRule>, ToolSettingsError> {
     let parsed: Value = toml::from_str(text)
         .map_err(|e| ToolSettingsError::Parse { path: path.to_owned(), message: e.to_string() })?;

@@ -19,7 +19,8 @@
 //!   from signalling the person's other processes, clio included.
 //! - Landlock: the kernel's access control, applied to a thread that does nothing but
 //!   start the program, which inherits it; what is not granted is refused (`EACCES`). It
-//!   denies TCP (Landlock ABI 4, Linux 6.7) but not UDP, and the program sees the real
+//!   denies TCP (Landlock ABI 4, Linux 6.7) but not UDP (a seccomp filter of ours closes
+//!   that, `seccomp.rs`), and the program sees the real
 //!   process table (signals out of the sandbox are refused from ABI 6), so it comes
 //!   second.
 //!
@@ -27,8 +28,11 @@
 //! to turn the sandbox off (`[sandbox] mode = "off"`, which the runtime records as a
 //! `sandbox_off` event in every run; see `docs/run_code.md`).
 //!
-//! The environment is passed through: a tool may need its own keys. `run_code` gives its
-//! scripts a minimal environment of its own.
+//! Every program starts from the sandbox's short environment, not this process's: `PATH`,
+//! `HOME` and `TMPDIR` of its own, the locale, and only the variables the deployment allows
+//! it by name ([`EnvRule`], `env.rs`); it runs under memory, process, CPU-time and
+//! file-size limits ([`SandboxLimits`], `limits.rs`); and under Landlock without network a
+//! seccomp filter refuses what Landlock does not rule, UDP first (`seccomp.rs`).
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
