@@ -29,9 +29,9 @@ pub(crate) fn load_or_create(home: &Home) -> Result<String, CliError> {
                     path.display()
                 )));
             }
-            let text = std::fs::read_to_string(&path)
-                .with_context(|| format!("cannot read {}", path.display()))
-                .map_err(CliError::user)?;
+            // Read as an input file (`crate::input`): a FIFO or device put in its place is
+            // refused, not waited on.
+            let text = crate::input::read_file(&path)?;
             let token = text.trim().to_owned();
             if token.len() < 32 || !token.chars().all(|c| c.is_ascii_hexdigit()) {
                 return Err(CliError::user(anyhow!("{} holds no token", path.display()))
