@@ -76,6 +76,9 @@ struct ConfigFile {
     // Read by `Home::locate` (`home::journal_setting`), before anything else of the file.
     #[serde(default, rename = "journal")]
     _journal: Option<serde::de::IgnoredAny>,
+    // Read by `shared::config` when a shared journal is opened.
+    #[serde(default, rename = "postgres")]
+    _postgres: Option<serde::de::IgnoredAny>,
     #[serde(default)]
     default_model: String,
     #[serde(default)]

@@ -227,6 +227,10 @@ pub(crate) enum JournalTrouble {
     NoSuchRun,
     /// The command asked for something the journal cannot do as given.
     Usage,
+    /// The journal's PostgreSQL server could not be reached, or the connection to it was
+    /// lost, for longer than the reconnect window: down, restarting or failing over, which
+    /// a person can see to (exit 1, not an internal fault).
+    Unavailable,
     /// A fault inside CLIO or the machine (a failing device, a broken invariant).
     Internal,
 }
@@ -248,6 +252,9 @@ impl JournalTrouble {
                 JournalTrouble::Usage
             }
             JournalError::RunNotFound { .. } => JournalTrouble::NoSuchRun,
+            JournalError::Backend { .. } if clio_postgres::is_unavailable(error) => {
+                JournalTrouble::Unavailable
+            }
             JournalError::Io { source, .. } => match source.kind() {
                 io::ErrorKind::PermissionDenied | io::ErrorKind::ReadOnlyFilesystem => {
                     JournalTrouble::Access
@@ -326,6 +333,15 @@ pub(crate) fn journal_advice(error: &JournalError) -> (ErrorKind, Vec<String>) {
                 path.display()
             )]
         }
+        (JournalTrouble::Unavailable, _) => {
+            let server = match error {
+                JournalError::Backend { location, .. } => location.display().to_string(),
+                _ => "the journal's database".to_owned(),
+            };
+            vec![format!(
+                "the PostgreSQL server of {server} cannot be reached: it may be restarting or failing over; once it is up, run the command again (commands wait for it up to `reconnect_secs` of `[postgres]` in config.toml, or $CLIO_POSTGRES_RECONNECT_SECS; 30 s by default)"
+            )]
+        }
         (JournalTrouble::Full, Some(path)) => vec![format!(
             "the disk or quota holding {} is full: free some space and run the command again; what the journal acknowledged is kept",
             folder_of(path).display()
@@ -395,6 +411,13 @@ mod tests {
             (JournalError::WriterStopped { path: path() }, JournalTrouble::Internal),
             (
                 JournalError::TaskNotFound { task: clio_journal::TaskId(1) },
+                JournalTrouble::Internal,
+            ),
+            (
+                JournalError::Backend {
+                    location: PathBuf::from("postgres://clio@db/clio"),
+                    detail: "SELECT...: syntax error (42601)".into(),
+                },
                 JournalTrouble::Internal,
             ),
         ];
@@ -479,5 +502,23 @@ mod tests {
             (journal.to_str(), wal.to_str()),
             (Some("/h/journal.redb"), Some("/h/journal.redb-wal"))
         );
+    }
+
+    #[test]
+    fn a_database_that_cannot_be_reached_exits_1_naming_it_and_that_it_may_be_restarting() {
+        let down = JournalError::Backend {
+            location: PathBuf::from("postgres://clio:***@db:5432/clio"),
+            detail: "cannot connect: the server cannot be reached (tried for 30 s): error connecting to server: Connection refused (os error 111)".into(),
+        };
+        assert_eq!(JournalTrouble::of(&down), JournalTrouble::Unavailable);
+        let cli = journal_error(down);
+        assert_eq!(cli.exit_code(), 1);
+        assert!(cli.hints[0].contains("postgres://clio:***@db:5432/clio"), "{:?}", cli.hints);
+        assert!(cli.hints[0].contains("may be restarting"), "{:?}", cli.hints);
+        let lost = JournalError::Backend {
+            location: PathBuf::from("postgres://db/clio"),
+            detail: "lost the connection to the server (COMMIT; the write may or may not be stored): connection closed".into(),
+        };
+        assert_eq!(CliError::from(FlowError::Journal(std::sync::Arc::new(lost))).exit_code(), 1);
     }
 }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use anyhow::anyhow;
 use clio_journal::{Journal, JournalConfig, JournalError};
 
-use crate::error::{CliError, journal_error};
+use crate::error::{CliError, ErrorKind, journal_error};
 
 /// The CLIO home folder of this invocation.
 #[derive(Debug, Clone)]
@@ -114,7 +114,8 @@ impl Home {
     /// Opens the shared journal this home uses, if it uses one.
     fn open_shared(&self) -> Result<Option<Journal>, CliError> {
         let Some(url) = &self.shared else { return Ok(None) };
-        clio_postgres::open_url(url).map(Some).map_err(|error| {
+        let config = crate::shared::config(&self.root, url)?;
+        clio_postgres::open(&config).map(Some).map_err(|error| {
             journal_error(error).hint("check that the server runs and the URL names its database")
         })
     }
@@ -171,7 +172,7 @@ impl Home {
             return Ok(Some(held.journal.clone()));
         }
         // Shared: what is recorded running is live in some worker.
-        if let Some(journal) = self.open_shared()? {
+        if let Some(journal) = self.open_shared().map_err(|e| self.refused_setting(e))? {
             return Ok(Some(journal));
         }
         let Some(path) = self.recorded_journal()? else { return Ok(None) };
@@ -187,7 +188,7 @@ impl Home {
     /// `owner` (this one) left running as interrupted (the file is locked by this process,
     /// so whoever left it running is gone).
     pub(crate) fn writable_journal(&self, owner: &str) -> Result<Journal, CliError> {
-        if let Some(journal) = self.open_shared()? {
+        if let Some(journal) = self.open_shared().map_err(|e| self.refused_setting(e))? {
             return Ok(journal);
         }
         if let Err(error) = std::fs::create_dir_all(&self.root) {
@@ -227,13 +228,43 @@ impl Home {
         if let Some(held) = &self.held {
             return Ok(Some(held.journal.clone()));
         }
-        if let Some(journal) = self.open_shared()? {
+        if let Some(journal) = self.open_shared().map_err(|e| self.refused_setting(e))? {
             return Ok(Some(journal));
         }
         let Some(path) = self.recorded_journal()? else { return Ok(None) };
         let journal =
             Journal::open_read_only(&path, JournalConfig::default()).map_err(journal_error)?;
         Ok(Some(journal))
+    }
+}
+
+impl Home {
+    /// Returns `error` as the setting's mistake when the shared journal's server refused
+    /// what the URL asks for (a database or user it does not know, a password it does not
+    /// take): exit 1, naming where the URL was set (config.toml's `journal`, or
+    /// `--journal`), not an internal fault. Any other error is returned as it is.
+    fn refused_setting(&self, error: CliError) -> CliError {
+        let refused = error.error.chain().any(|cause| {
+            matches!(
+                cause.downcast_ref::<JournalError>(),
+                Some(JournalError::Backend { detail, .. }) if detail.starts_with("cannot connect")
+            )
+        });
+        if !refused || error.kind != ErrorKind::Internal {
+            return error;
+        }
+        let from_config = match (journal_setting(&self.root), &self.shared) {
+            (Ok(Some((url, path))), Some(used)) if url == *used => Some(path),
+            _ => None,
+        };
+        let hint = match from_config {
+            Some(path) => format!(
+                "the server refused what `journal` in {} names: check its user, password and database",
+                path.display()
+            ),
+            None => "the server refused what the --journal URL names: check its user, password and database".to_owned(),
+        };
+        CliError { kind: ErrorKind::User, ..error }.hint(hint)
     }
 }
 

@@ -22,6 +22,7 @@ mod paint;
 mod pin;
 mod progress;
 mod serve;
+mod shared;
 mod tasks;
 
 use std::ffi::OsString;

@@ -7,17 +7,27 @@
 //! A worker stops driving a run whose lease it no longer holds (another worker claimed it
 //! after a stall) or that was cancelled elsewhere; it never marks others' work interrupted:
 //! the worker that claims a run next does that for the run alone.
+//!
+//! A worker rides out its database: while the server restarts or fails over, the journal
+//! waits for it (for its reconnect window, `crate::shared`), and a drive goes on where its
+//! lease still holds (no other worker claimed the run meanwhile). A drive that ends without
+//! stopping its run (a write refused, or a connection lost for longer than the window)
+//! gives its claim up at once, so that the run goes back to being claimable, by this
+//! worker too, rather than staying `running` with nobody driving it; the next claim marks
+//! what it left active interrupted, and a side effect cut short is reported, never redone.
+//! Trouble with the database is a warning in the worker's log, never its end.
 
+use std::collections::HashMap;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow};
-use clio_journal::{Journal, RunStatus};
+use clio_journal::{Journal, RunId, RunStatus};
 
 use super::run::{Driving, driving, serve_drive, tokio_runtime};
 use crate::args::WorkerArgs;
 use crate::drivers::Drivers;
-use crate::error::{CliError, journal_error};
+use crate::error::CliError;
 use crate::home::Home;
 use crate::launch::open_journal;
 use crate::pin::OnAgentChange;
@@ -64,6 +74,9 @@ pub(super) fn work(home: &Home, args: &WorkerArgs, err: &mut dyn Write) -> Resul
     let mut changes = journal.changes();
     let mut idle_since = Instant::now();
     let mut claimed = 0u64;
+    // The runs this worker claimed, and for those it could not drive, since when: their
+    // claims are given up once their drives end (see `give_up_ended`).
+    let mut mine: HashMap<RunId, Option<Instant>> = HashMap::new();
     loop {
         while drivers.n_live() < args.concurrency as usize {
             let got = match journal.claim_run(&name, lease) {
@@ -77,6 +90,7 @@ pub(super) fn work(home: &Home, args: &WorkerArgs, err: &mut dyn Write) -> Resul
                 }
             };
             claimed += 1;
+            mine.insert(got.run, None);
             let mut note = Vec::new();
             match serve_drive(
                 &served,
@@ -93,12 +107,14 @@ pub(super) fn work(home: &Home, args: &WorkerArgs, err: &mut dyn Write) -> Resul
                     // Left to lapse rather than released: another worker tries it once the
                     // lease is up, not in a loop that claims it again at once.
                     journal.stop_renewing(got.run);
+                    mine.insert(got.run, Some(Instant::now()));
                     writeln!(err, "warning: claimed run {} but cannot drive it:", got.run.0)?;
                     error.render(err)?;
                 }
             }
         }
         supervise(&journal, &drivers, err)?;
+        give_up_ended(&journal, &drivers, &mut mine, lease, err)?;
         if drivers.n_live() > 0 {
             idle_since = Instant::now();
         } else if let Some(idle) = args.exit_when_idle
@@ -142,11 +158,64 @@ pub(super) fn work(home: &Home, args: &WorkerArgs, err: &mut dyn Write) -> Resul
     Ok(())
 }
 
+/// Gives up the claims of this worker's runs whose drives have ended while the run still
+/// holds its lease here: a drive that stopped on an error (a write refused, the database
+/// gone for longer than the reconnect window) left its run `running`, which no one would
+/// drive while this worker renews the lease. Given up, the run is claimable again at once;
+/// a run this worker could not drive at all lapses first (a lease period), so that a run
+/// that cannot be driven here is not claimed again in a loop.
+fn give_up_ended(
+    journal: &Journal,
+    drivers: &Drivers,
+    mine: &mut HashMap<RunId, Option<Instant>>,
+    lease: Duration,
+    err: &mut dyn Write,
+) -> Result<(), CliError> {
+    let ended: Vec<(RunId, Option<Instant>)> = mine
+        .iter()
+        .filter(|(run, _)| !drivers.is_live(**run))
+        .map(|(run, since)| (*run, *since))
+        .collect();
+    for (run, since) in ended {
+        if since.is_some_and(|t| t.elapsed() < lease) {
+            continue;
+        }
+        mine.remove(&run);
+        // A drive that ended its run (or left it waiting) gave its lease up with the
+        // run's last write: nothing is held any more.
+        if since.is_none() && journal.lease(run).is_none() {
+            let _ = journal.release_run(run);
+            continue;
+        }
+        match journal.release_run(run) {
+            Ok(true) => writeln!(
+                err,
+                "run {}: its drive here stopped before the run ended; gave its claim up, so that a worker (this one too) claims it again",
+                run.0
+            )?,
+            Ok(false) => {}
+            Err(error) => writeln!(
+                err,
+                "warning: run {}: cannot give its claim up now ({error}); it lapses after its lease",
+                run.0
+            )?,
+        }
+    }
+    Ok(())
+}
+
 /// Stops driving the runs this worker no longer owns: its lease was lost (another worker
-/// claimed the run after this one stalled) or the run was cancelled from elsewhere.
+/// claimed the run after this one stalled) or the run was cancelled from elsewhere. A run
+/// whose status cannot be read now (the database is away) is looked at next time.
 fn supervise(journal: &Journal, drivers: &Drivers, err: &mut dyn Write) -> Result<(), CliError> {
     for run in drivers.live_runs() {
-        let status = journal.run(run).map_err(journal_error)?.map(|r| r.status);
+        let status = match journal.run(run) {
+            Ok(record) => record.map(|r| r.status),
+            Err(error) => {
+                writeln!(err, "warning: cannot read run {} now: {error}; trying again", run.0)?;
+                continue;
+            }
+        };
         // A drive that stops (it ended, waits on a person, or suspended itself) gives its
         // lease up once that is committed, a moment before the drivers forget it, and
         // leaves the run not running: a run still running without this worker's lease is

@@ -4,6 +4,7 @@
 mod agent;
 mod config;
 mod conventions;
+mod db_outage;
 mod exit_codes;
 mod guard;
 mod inputs;
@@ -36,6 +37,7 @@ fn no_forgotten_test_files() {
         "agent",
         "config",
         "conventions",
+        "db_outage",
         "exit_codes",
         "guard",
         "inputs",
