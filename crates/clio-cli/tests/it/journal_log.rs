@@ -191,3 +191,45 @@ fn a_journal_cut_inside_its_header_exits_1_naming_it_and_what_to_do() {
         assert_eq!(std::fs::read(&path).unwrap(), &whole[..cut], "the file was left as it was");
     }
 }
+
+/// The damage, swept: each 4 KiB page of the log's written part zeroed in turn, on
+/// the files a SIGKILL left, then `runs resume 1`: refused (exit 1, files and effects as
+/// they were) or resumed to the end with every effect done once. Never a succeeded call
+/// run again.
+#[test]
+fn every_page_of_the_log_zeroed_in_turn_is_refused_or_resumed_with_each_effect_once() {
+    let (case, log) = killed("log-damage-sweep");
+    let journal = case.home.join("journal.redb");
+    let wal = case.home.join("journal.redb-wal");
+    let tally = case.workspace.join("tally.log");
+    let file = std::fs::read(&journal).unwrap();
+    let tallied = std::fs::read(&tally).unwrap();
+    let written = log.iter().rposition(|b| *b != 0).unwrap() + 1;
+    let (mut refused, mut resumed) = (0, 0);
+    for page in 0..written.div_ceil(4096) {
+        let mut bytes = log.clone();
+        bytes[page * 4096..(page + 1) * 4096].fill(0);
+        std::fs::write(&journal, &file).unwrap();
+        std::fs::write(&wal, &bytes).unwrap();
+        std::fs::write(&tally, &tallied).unwrap();
+        let out = case.resume();
+        match out.code {
+            0 => {
+                assert_eq!(case.tallies(), ALL_TALLIES, "page {page}: {}", out.render());
+                resumed += 1;
+            }
+            1 => {
+                assert_eq!(case.tallies(), ["first", "agent-1"], "page {page}: {}", out.render());
+                assert!(out.stderr.contains("journal.redb-wal"), "page {page}: {}", out.render());
+                assert!(std::fs::read(&journal).unwrap() == file, "page {page}: file changed");
+                assert!(std::fs::read(&wal).unwrap() == bytes, "page {page}: log changed");
+                refused += 1;
+            }
+            code => panic!("page {page}: exit {code}: {}", out.render()),
+        }
+    }
+    // Every page before the last batch is refused; the last batch's pages are read past.
+    let last = *batches(&log).last().unwrap();
+    assert_eq!(refused, last.at / 4096, "refused {refused}, resumed {resumed}");
+    assert_eq!(resumed, written.div_ceil(4096) - last.at / 4096);
+}
