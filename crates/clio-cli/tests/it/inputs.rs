@@ -269,3 +269,26 @@ fn an_unusable_journal_url_in_config_exits_1_naming_file_and_field() {
     assert_eq!(outcome.code, 2, "{}", outcome.render());
     assert!(outcome.stderr.contains("journal \"postgres://\" names no host"));
 }
+
+/// A shared journal whose server is up but refuses what config.toml asks for (a database
+/// that does not exist, a user it does not know) is the setting's mistake: exit 1, naming
+/// the file and field, not 255.
+#[test]
+fn a_journal_url_the_server_refuses_exits_1_naming_the_setting() {
+    let url = clio_postgres::test_server::fresh_database();
+    let (base, _) = url.rsplit_once('/').unwrap();
+    let home = folder("journal-refused");
+    for wrong in
+        [format!("{base}/no_such_database_41"), url.replacen("://clio@", "://nosuchuser41@", 1)]
+    {
+        std::fs::write(home.join("config.toml"), format!("journal = {wrong:?}\n")).unwrap();
+        let outcome = run(&["--home", home.to_str().unwrap(), "runs", "list"]);
+        assert_eq!(outcome.code, 1, "{wrong}: {}", outcome.render());
+        let config = home.join("config.toml");
+        assert!(
+            outcome.stderr.contains(&format!("`journal` in {}", config.display())),
+            "{wrong}: {}",
+            outcome.render()
+        );
+    }
+}
