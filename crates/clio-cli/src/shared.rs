@@ -39,7 +39,9 @@ fn reconnect(root: &Path) -> Result<Option<Duration>, CliError> {
     let path = root.join("config.toml");
     // A file that cannot be read or is not TOML sets nothing here: the reader of the
     // file's other settings reports what is wrong with it.
-    let Ok(text) = std::fs::read_to_string(&path) else { return Ok(None) };
+    // Read bounded (`crate::input`): a FIFO or device at its place is passed over here, not
+    // waited on.
+    let Ok(Some(text)) = crate::input::read_if_present(&path) else { return Ok(None) };
     let Ok(table) = toml::from_str::<toml::Table>(&text) else { return Ok(None) };
     let Some(postgres) = table.get("postgres") else { return Ok(None) };
     let Some(postgres) = postgres.as_table() else {
