@@ -5,7 +5,7 @@
 //! It "crashes" at a chosen point: after N writes (every later operation then fails, as a
 //! dying disk would) or at the Nth sync (later syncs silently do nothing, as on a power cut).
 //! The image left on disk is the last synced state plus a random subset of the writes issued
-//! since. A proptest runs random append programs against it and checks the reopened image
+//! since (of the log's writes, a random subset of their 4 KiB pages: a torn write). A proptest runs random append programs against it and checks the reopened image
 //! against an in-memory model: the entries are an exact prefix of the appends, cut at a batch
 //! boundary, and include every append acknowledged before the crash.
 
@@ -79,16 +79,35 @@ impl Machine {
             image.resize(self.disks[i].current.len(), 0);
         }
         for idx in 0..self.disks[i].pending.len() {
-            if self.next_bit() {
+            // A log's write is torn at page boundaries: each 4 KiB page of it is kept or
+            // lost on its own, as a disk that writes pages in any order leaves it.
+            let pieces: Vec<(usize, usize)> = {
                 let (offset, data) = &self.disks[i].pending[idx];
-                let start = *offset as usize;
-                let end = start + data.len();
-                if self.disks[i].extends && end > image.len() {
-                    image.resize(end, 0);
+                let (start, end) = (*offset as usize, *offset as usize + data.len());
+                if self.disks[i].extends {
+                    let mut pieces = Vec::new();
+                    let mut at = start;
+                    while at < end {
+                        let next = ((at / 4096) + 1) * 4096;
+                        pieces.push((at, next.min(end)));
+                        at = next.min(end);
+                    }
+                    pieces
+                } else {
+                    vec![(start, end)]
                 }
-                let end = end.min(image.len());
-                if start < end {
-                    image[start..end].copy_from_slice(&data[..end - start]);
+            };
+            for (from, to) in pieces {
+                if self.next_bit() {
+                    let (offset, data) = &self.disks[i].pending[idx];
+                    let base = *offset as usize;
+                    if self.disks[i].extends && to > image.len() {
+                        image.resize(to, 0);
+                    }
+                    let to = to.min(image.len());
+                    if from < to {
+                        image[from..to].copy_from_slice(&data[from - base..to - base]);
+                    }
                 }
             }
         }
