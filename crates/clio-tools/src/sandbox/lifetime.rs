@@ -313,6 +313,7 @@ fn running(pid: u32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::exec::run_executable as tool;
     use crate::sandbox::{Access, Sandbox, SandboxMode};
 
     /// A folder of its own with a workspace and the program `leave`, which leaves a forked
@@ -407,14 +408,10 @@ mod tests {
             let sandbox = Sandbox { mode, ..Sandbox::default() };
             let place = Place::new(&format!("{mode:?}"));
             let (args, access) = (serde_json::json!({}), place.access());
-            let call = crate::exec::run_executable(
-                "leave",
-                &place.program,
-                &sandbox,
-                &access,
-                &args,
-                Duration::from_secs(30),
-            );
+            // The one way a tool's program runs (clio-flow's adversarial test holds the
+            // sources to it): through `exec.rs`.
+            let call =
+                tool("leave", &place.program, &sandbox, &access, &args, Duration::from_secs(30));
             let done = rt.block_on(call);
             assert!(done.is_ok(), "{mode:?}: {done:?}");
             place.assert_nothing_left(&format!("{mode:?}, succeeded"));
