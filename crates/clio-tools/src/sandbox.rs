@@ -420,7 +420,8 @@ impl Confined {
             }
             How::Bwrap | How::Off => None,
         };
-        self.lifetime.prepare(&mut self.command, !bwrap);
+        // Under bubblewrap too: its namespace ends with it, but not before the call returns.
+        self.lifetime.prepare(&mut self.command, true);
         if bwrap {
             // In the program's cgroup (v1) while it starts, so that it is born there.
             let entered = self.bounds.as_ref().and_then(limits::Bounds::enter_for_start);
@@ -453,8 +454,7 @@ impl Confined {
     }
 
     /// Kills every process of the program now, as dropping the `Confined` does: its process
-    /// group, and (outside bubblewrap, whose namespace ends with it) every process that
-    /// carries its marker, `setsid` daemons included ([`lifetime`](self::lifetime)).
+    /// group, and every process that carries its marker, `setsid` daemons included ([`lifetime`](self::lifetime)).
     pub fn end(&mut self) {
         self.lifetime.end();
     }

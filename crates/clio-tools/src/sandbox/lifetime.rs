@@ -17,8 +17,9 @@
 //!   what the journal records of the call) and `#<pid>.<n>` naming the program. Its
 //!   children inherit it, `setsid` or not. When its `Confined` is dropped, after the group
 //!   kill, every process of this user whose environment carries that exact marker is sent
-//!   `SIGKILL` too (not under bubblewrap, whose namespace went with it), until none is
-//!   left; and a resumed run first kills every process left with its dead owner's prefix
+//!   `SIGKILL` too, until none is left, and waited for (under bubblewrap too: its pid
+//!   namespace ends with it, but the kernel kills the namespace's processes after bubblewrap
+//!   has exited, so a call could return while they still run); and a resumed run first kills every process left with its dead owner's prefix
 //!   ([`kill_leftovers`]), before it decides what to do with a call cut short.
 //!
 //! Not covered, under Landlock or mode `off` only: a descendant that both leaves the
@@ -91,7 +92,7 @@ pub(super) struct Lifetime {
     marker: String,
     /// Its process group (its first process's id), once started.
     group: Option<u32>,
-    /// Whether its processes can outlive the group kill: not under bubblewrap.
+    /// Whether its processes are looked for by marker when it ends.
     scan: bool,
     /// Dropped to end the thread that started it (`setpriv --pdeathsig` then kills it).
     keeper: Option<std::sync::mpsc::Sender<()>>,
@@ -121,8 +122,8 @@ impl Lifetime {
         self.since = Some(Instant::now());
     }
 
-    /// Kills every process of the program: its group, then (outside bubblewrap) every
-    /// process that carries its marker. Done at most once.
+    /// Kills every process of the program: its group, then every process that carries its
+    /// marker, and waits until they are gone. Done at most once.
     pub(super) fn end(&mut self) {
         if let Some(group) = self.group.take().and_then(|g| i32::try_from(g).ok())
             && let Some(pid) = rustix::process::Pid::from_raw(group)
