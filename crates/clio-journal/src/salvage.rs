@@ -693,7 +693,13 @@ impl LogWrites {
         let records = match wal::read(&path, &expected) {
             Ok(records) => records,
             Err(err) => {
-                log.damage = Some(err.to_string());
+                // The damage alone: what to do is the report's to say.
+                let detail = match &err {
+                    JournalError::Corrupted { detail, .. } => detail.clone(),
+                    other => other.to_string(),
+                };
+                let detail = detail.split("; nothing was changed").next().unwrap_or_default();
+                log.damage = Some(detail.to_owned());
                 wal::readable_records(&path, &expected).unwrap_or_default()
             }
         };
