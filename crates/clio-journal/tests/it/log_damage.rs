@@ -4,7 +4,8 @@
 //! it was copied from, or is refused with both files unchanged; never a shorter history,
 //! which would make a resume run a succeeded call again. And what `check` and `salvage`
 //! say of a damaged log: the damage as a problem, every run the log wrote to left and
-//! listed, those that lived only in the log included.
+//! listed, those that lived only in the log included. And a journal file cut inside its
+//! header: damage, not an i/o error.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -276,5 +277,32 @@ fn a_durable_append_is_one_flush_through_the_paged_log() -> TestResult {
     let batches = log_batches(&log);
     assert!(batches.len() as u64 > n, "every append is a batch of the log: {}", batches.len());
     assert!(batches.iter().all(|b| b.at % 4096 == 0 && b.second - b.at == 4096), "{batches:?}");
+    Ok(())
+}
+
+/// A journal file cut inside the storage engine's header is damage (`Corrupted`, naming
+/// the file), from every open and from `check`, not an i/o error of the machine; the file
+/// is left as it was.
+#[test]
+fn a_journal_cut_inside_its_header_is_damage_not_an_io_error() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("journal.redb");
+    let journal = Journal::open(&path, JournalConfig::default())?;
+    journal.create_run(new_run("cut", "proc-c"))?;
+    journal.close()?;
+    let whole = fs::read(&path)?;
+    for cut in [9, 12, 100, 320, 511] {
+        fs::write(&path, &whole[..cut])?;
+        for open in [Journal::open, Journal::open_read_only] {
+            match open(&path, JournalConfig::default()) {
+                Err(JournalError::Corrupted { path: named, .. }) => assert_eq!(named, path),
+                Err(other) => return Err(format!("cut at {cut}: {other:?}").into()),
+                Ok(_) => return Err(format!("cut at {cut}: opened").into()),
+            }
+        }
+        let report = Journal::check(&path)?;
+        assert!(!report.is_whole(), "cut at {cut}");
+        assert_eq!(fs::read(&path)?, &whole[..cut], "cut at {cut}: the file changed");
+    }
     Ok(())
 }
