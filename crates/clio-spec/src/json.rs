@@ -72,17 +72,15 @@ pub fn toml_error_message(text: &str, error: &toml::de::Error) -> String {
     }
 }
 
-/// Returns the byte offset just after the character at 1-based `line` and `column`
-/// (serde_json's position of the last character read).
+/// Returns the byte offset of serde_json's error position: `line` is 1-based and `column`
+/// counts the bytes of that line read so far (serde_json counts bytes, not characters).
 fn offset_of(text: &str, line: usize, column: usize) -> usize {
     let line_start = if line <= 1 {
         0
     } else {
         text.match_indices('\n').nth(line - 2).map_or(text.len(), |(at, _)| at + 1)
     };
-    let rest = &text[line_start..];
-    let within = rest.char_indices().nth(column).map_or(rest.len(), |(at, _)| at);
-    line_start + within
+    (line_start + column).min(text.len())
 }
 
 /// Returns the offset of the `"` that opens the string whose closing quote is the last
@@ -179,6 +177,8 @@ mod tests {
         assert_eq!((dup.key.as_str(), dup.line, dup.column), ("c", 1, 24));
         let dup = duplicate_json_key("{\n  \"x\\\"y\": 1,\n  \"x\\\"y\": 2\n}").unwrap();
         assert_eq!((dup.key.as_str(), dup.line, dup.column), ("x\"y", 3, 3));
+        let dup = duplicate_json_key("{\"ééé\":\"ü\",\"ééé\":\"a\\\"b\"}").unwrap();
+        assert_eq!((dup.key.as_str(), dup.line, dup.column), ("ééé", 1, 12));
         let dup = duplicate_json_key("[{\"é\":1,\"é\":2}]").unwrap();
         assert_eq!((dup.key.as_str(), dup.line, dup.column), ("é", 1, 9));
     }

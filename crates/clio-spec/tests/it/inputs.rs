@@ -125,7 +125,12 @@ fn object(keys: &[String], pretty: bool) -> String {
     let map: Vec<String> = keys
         .iter()
         .enumerate()
-        .map(|(i, k)| format!("{}: {i}", serde_json::to_string(k).unwrap()))
+        .map(|(i, k)| {
+            // Values alternate between numbers and text with quotes and wide characters, so
+            // that a position counted in bytes cannot pass for one counted in characters.
+            let value = if i % 2 == 0 { i.to_string() } else { format!("\"é\\\"{i}\"") };
+            format!("{}: {value}", serde_json::to_string(k).unwrap())
+        })
         .collect();
     if pretty {
         format!("{{\n  {}\n}}", map.join(",\n  "))
