@@ -181,7 +181,11 @@ pub(super) fn run(
     let spec = if path.is_file() {
         Some(agent_spec(path)?)
     } else if args.target.ends_with(".toml") || args.target.ends_with(".json") {
-        return Err(CliError::user(anyhow!("cannot read {}: no such file", args.target)));
+        // A folder, pipe or device by that name is named as such, a missing file as missing.
+        let refused = if path.exists() { crate::input::read_file(path).err() } else { None };
+        return Err(refused.unwrap_or_else(|| {
+            CliError::user(anyhow!("cannot read {}: no such file", args.target))
+        }));
     } else {
         None
     };
