@@ -648,7 +648,7 @@ impl Sandbox {
         let system: Vec<PathBuf> = SYSTEM_DIRS.iter().map(PathBuf::from).collect();
         if let Some((grant, hidden)) = grants.held(&system).first() {
             return Err(Trouble::Landlock(format!(
-                "{} would be granted, and it holds {}, which no sandboxed program may see \
+                "{} would be granted, and it is or holds {}, which no sandboxed program may see \
                  (Landlock cannot take back a folder inside one it grants); choose a \
                  workspace and `read` folders that do not hold it",
                 grant.display(),

@@ -185,3 +185,29 @@ fn under_landlock_no_process_of_a_tool_outlives_a_killed_clio() {
 fn with_the_sandbox_off_no_process_of_a_tool_outlives_a_killed_clio() {
     nothing_outlives_a_killed_clio("off");
 }
+
+#[test]
+fn under_landlock_a_workspace_that_holds_the_home_is_refused_not_granted() {
+    // Landlock cannot take back a folder inside one it grants: the tool does not run.
+    let case = case("holds", "probe-only.json", "landlock");
+    let ran = crate::support::clio(&[
+        "--home",
+        case.h(),
+        "workflow",
+        "run",
+        "crates/clio-cli/tests/data/guard/probe-only.json",
+        "--task",
+        "guard",
+        "--plugin",
+        PLUGIN,
+        "--workspace",
+        case.h(),
+        "--quiet",
+    ]);
+    assert_eq!(ran.code, 1, "{}", ran.render());
+    let home = case.home.display().to_string();
+    assert!(ran.stderr.contains("call refused (sandbox_unavailable)"), "{}", ran.render());
+    assert!(ran.stderr.contains(&format!("{home} would be granted")), "{}", ran.render());
+    assert!(ran.stderr.contains("which no sandboxed program may see"), "{}", ran.render());
+    assert!(!case.home.join("probe.log").exists(), "the probe ran");
+}
