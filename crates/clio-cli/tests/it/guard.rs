@@ -160,14 +160,14 @@ fn nothing_outlives_a_killed_clio(mode: &str) {
     // Nothing of the call runs once the resume has reported it cut short...
     let left = working_in(&case.workspace);
     assert!(left.is_empty(), "{mode}: still running after the resume: {left:?}");
-    // ...and nothing it would have done appears later.
-    std::thread::sleep(Duration::from_secs(5));
+    // ...and nothing it would have done appears later (its child and daemon write four
+    // seconds after the tool started; a resume slower than that would see them before
+    // its report, which is no fault).
     let late = case.workspace.join("late.log");
-    assert!(
-        !late.exists(),
-        "{mode}: an effect after the report: {:?}",
-        std::fs::read_to_string(&late)
-    );
+    let at_report = std::fs::read_to_string(&late).ok();
+    std::thread::sleep(Duration::from_secs(5));
+    let later = std::fs::read_to_string(&late).ok();
+    assert_eq!(later, at_report, "{mode}: an effect after the report");
     assert_eq!(status(&case, 1), "failed", "{mode}: {}", resumed.render());
 }
 
