@@ -533,44 +533,63 @@ impl Cgroup {
 impl Drop for Cgroup {
     /// Kills every process left in the cgroup (a program's children outlive it otherwise)
     /// and removes its folders. A thread of this process still in it (the thread that
-    /// started the program) is moved back out first, never killed.
+    /// started the program) is moved back out first, never killed. A folder that still
+    /// holds a dying process is removed by a thread of its own once it is empty, so that
+    /// the caller (often an async task) does not wait for the kernel's teardown.
     fn drop(&mut self) {
-        let own = std::process::id().to_string();
-        let dirs = self
-            .v1
-            .iter()
-            .map(|(dir, base)| (dir, Some(base)))
-            .chain(self.v2.iter().map(|d| (d, None)));
+        let mut left: Vec<(PathBuf, Option<PathBuf>)> = Vec::new();
+        let dirs =
+            self.v1.iter().map(|(d, b)| (d, Some(b))).chain(self.v2.iter().map(|d| (d, None)));
         for (dir, base) in dirs {
-            for attempt in 0..100 {
-                if let Some(base) = base {
-                    let tasks = std::fs::read_to_string(dir.join("tasks")).unwrap_or_default();
-                    for tid in tasks.lines().map(str::trim) {
-                        if !tid.is_empty() && Path::new("/proc/self/task").join(tid).exists() {
-                            let _ = std::fs::write(base.join("tasks"), tid);
-                        }
-                    }
+            if !empty_and_remove(dir, base.map(PathBuf::as_path)) {
+                left.push((dir.clone(), base.cloned()));
+            }
+        }
+        if left.is_empty() {
+            return;
+        }
+        let removal = move || {
+            for attempt in 0..200u32 {
+                left.retain(|(dir, base)| !empty_and_remove(dir, base.as_deref()));
+                if left.is_empty() {
+                    return;
                 }
-                let listed = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
-                let pids = listed
-                    .lines()
-                    .map(str::trim)
-                    .filter(|pid| *pid != own)
-                    .filter_map(|pid| pid.parse::<i32>().ok())
-                    .filter_map(rustix::process::Pid::from_raw);
-                for pid in pids {
-                    // A process gone meanwhile is not an error.
-                    let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
-                }
-                if std::fs::remove_dir(dir).is_ok() || !dir.exists() {
-                    break;
-                }
-                // Killed processes leave the cgroup once reaped; give them a moment.
-                let pause = if attempt < 10 { 1 } else { 10 };
+                let pause = if attempt < 20 { 1 } else { 10 };
                 std::thread::sleep(std::time::Duration::from_millis(pause));
+            }
+        };
+        // Without a thread the folder stays until `sweep` finds it after this process.
+        let _ = std::thread::Builder::new().name("clio-cgroup-removal".into()).spawn(removal);
+    }
+}
+
+/// Moves this process's threads out of the cgroup folder `dir` (v1, back to `base`), kills
+/// every other process in it and tries to remove it; says whether it is gone.
+fn empty_and_remove(dir: &Path, base: Option<&Path>) -> bool {
+    if std::fs::remove_dir(dir).is_ok() || !dir.exists() {
+        return true;
+    }
+    if let Some(base) = base {
+        let tasks = std::fs::read_to_string(dir.join("tasks")).unwrap_or_default();
+        for tid in tasks.lines().map(str::trim) {
+            if !tid.is_empty() && Path::new("/proc/self/task").join(tid).exists() {
+                let _ = std::fs::write(base.join("tasks"), tid);
             }
         }
     }
+    let own = std::process::id().to_string();
+    let listed = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+    let pids = listed
+        .lines()
+        .map(str::trim)
+        .filter(|pid| *pid != own)
+        .filter_map(|pid| pid.parse::<i32>().ok())
+        .filter_map(rustix::process::Pid::from_raw);
+    for pid in pids {
+        // A process gone meanwhile is not an error.
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+    }
+    std::fs::remove_dir(dir).is_ok() || !dir.exists()
 }
 
 /// Makes folder `name` under `base` and writes `settings` into it; removes it again when
