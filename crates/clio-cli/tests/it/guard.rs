@@ -2,7 +2,8 @@
 //! - the control socket is the person's: a sandboxed tool that connects to
 //!   `$CLIO_HOME/clio.sock` and tries `runs answer`, `runs cancel` and `runs export` gets
 //!   nothing, cannot read the socket's key nor any file of `$CLIO_HOME`, and the run's
-//!   question stays open;
+//!   question stays open; a `run_code` script that tries to cancel its own run neither;
+//!   and under Landlock a workspace that holds `$CLIO_HOME` is refused, not granted;
 //! - no process of a tool outlives its call: `clio` is SIGKILLed while a side-effecting
 //!   tool runs that left a forked child and a `setsid` daemon behind; after `runs resume`,
 //!   which reports the call cut short, none of its processes runs and none of their
@@ -210,4 +211,42 @@ fn under_landlock_a_workspace_that_holds_the_home_is_refused_not_granted() {
     assert!(ran.stderr.contains(&format!("{home} would be granted")), "{}", ran.render());
     assert!(ran.stderr.contains("which no sandboxed program may see"), "{}", ran.render());
     assert!(!case.home.join("probe.log").exists(), "the probe ran");
+}
+
+/// A `run_code` script tries the home's files and the socket (a cancel of its own run).
+fn a_script_gets_nothing_either(mode: &str) {
+    let case = case("script", "code-probe.json", mode);
+    let ran = crate::support::clio(&[
+        "--home",
+        case.h(),
+        "workflow",
+        "run",
+        "crates/clio-cli/tests/data/guard/code-probe.json",
+        "--task",
+        "guard",
+        "--workspace",
+        case.ws(),
+        "--json",
+    ]);
+    assert_eq!(ran.code, 0, "{mode}: {}", ran.render());
+    let value: Value = serde_json::from_str(&ran.stdout).unwrap();
+    let printed = value["outputs"]["results"]["code"]["stdout"].as_str().unwrap_or_default();
+    assert!(printed.contains("cannot read clio.key: "), "{mode}: {printed}");
+    assert!(printed.contains("cannot read journal.redb: "), "{mode}: {printed}");
+    assert!(!printed.contains("READ "), "{mode}: {printed}");
+    match mode {
+        "bwrap" => assert!(printed.contains("cannot connect: "), "{printed}"),
+        _ => assert!(printed.contains("does not carry the key of"), "{printed}"),
+    }
+    assert_eq!(status(&case, 1), "succeeded", "{mode}: not cancelled");
+}
+
+#[test]
+fn under_bubblewrap_a_script_cannot_use_the_control_socket() {
+    a_script_gets_nothing_either("bwrap");
+}
+
+#[test]
+fn under_landlock_a_script_cannot_use_the_control_socket() {
+    a_script_gets_nothing_either("landlock");
 }
