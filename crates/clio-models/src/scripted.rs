@@ -92,13 +92,15 @@ fn read_error(path: &Path, error: clio_spec::InputError) -> ModelError {
             file,
             line,
             column,
-            message: format!("invalid UTF-8 at byte offset {offset}: a script file is UTF-8 text"),
+            message: format!(
+                "invalid UTF-8 at byte offset {offset} (line {line}, column {column}): a script file is UTF-8 text"
+            ),
         },
         InputError::ByteOrderMark { .. } => ModelError::Parse {
             file,
             line: 1,
             column: 1,
-            message: "the file starts with a UTF-8 byte order mark (bytes EF BB BF at byte offset 0): save it as UTF-8 without a BOM".into(),
+            message: "the file starts with a UTF-8 byte order mark (bytes EF BB BF at byte offset 0, line 1, column 1): save it as UTF-8 without a BOM".into(),
         },
         InputError::NotAFile { kind, .. } => ModelError::Read {
             file,

@@ -88,7 +88,7 @@ pub enum InputError {
         limit: u64,
     },
     /// The file is not UTF-8.
-    #[error("{}:{line}:{column}: invalid UTF-8 at byte offset {offset}: input files must be UTF-8 text", path.display())]
+    #[error("{}:{line}:{column}: invalid UTF-8 at byte offset {offset} (line {line}, column {column}): input files must be UTF-8 text", path.display())]
     InvalidUtf8 {
         /// The file.
         path: PathBuf,
@@ -100,7 +100,7 @@ pub enum InputError {
         column: usize,
     },
     /// The file starts with a UTF-8 byte order mark.
-    #[error("{}:1:1: the file starts with a UTF-8 byte order mark (bytes EF BB BF at byte offset 0): save it as UTF-8 without a BOM", path.display())]
+    #[error("{}:1:1: the file starts with a UTF-8 byte order mark (bytes EF BB BF at byte offset 0, line 1, column 1): save it as UTF-8 without a BOM", path.display())]
     ByteOrderMark {
         /// The file.
         path: PathBuf,
@@ -238,7 +238,7 @@ mod tests {
         );
         assert_eq!(
             error.to_string(),
-            "w.json:2:3: invalid UTF-8 at byte offset 5: input files must be UTF-8 text"
+            "w.json:2:3: invalid UTF-8 at byte offset 5 (line 2, column 3): input files must be UTF-8 text"
         );
         let error = input_text(b"\xEF\xBB\xBF{}".to_vec(), path).unwrap_err();
         assert!(error.to_string().starts_with("w.json:1:1: "), "{error}");

@@ -124,7 +124,8 @@ fn invalid_utf8_and_a_bom_are_placed() {
     std::fs::write(&bad, b"{\"steps\": [\n  {\"id\": \"a\", \"target\": \"t\xff\"}\n]}").unwrap();
     let outcome = run(&["workflow", "check", bad.to_str().unwrap()]);
     assert_eq!(outcome.code, 1, "{}", outcome.render());
-    let place = format!("{}:2:27: invalid UTF-8 at byte offset 38", bad.display());
+    let place =
+        format!("{}:2:27: invalid UTF-8 at byte offset 38 (line 2, column 27)", bad.display());
     assert!(outcome.stderr.contains(&place), "{}", outcome.render());
 
     let bom = dir.join("agent.toml");
