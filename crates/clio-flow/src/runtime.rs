@@ -668,7 +668,11 @@ impl Runtime {
                 tracing::info!(flow = %selection.id, was = ?previous, "run resumed");
             }
         });
-        let outcome = tracing::Instrument::instrument(state.drive(forward), span.clone()).await;
+        // What the run starts outside any call (a hook, an MCP server) carries its tag too,
+        // so that a resume finds what it left (`clio_tools::kill_leftovers`).
+        let tag = clio_tools::call_tag(&self.inner.config.owner, run.0, "-");
+        let driven = tracing::Instrument::instrument(state.drive(forward), span.clone());
+        let outcome = clio_tools::as_call(tag, driven).await;
         self.live().remove(&run);
         // The flow's context holds the run's state and a copy of its input: let go of now,
         // so that the state's records can be freed (below) before the answer is written.
