@@ -2,9 +2,10 @@
 //! as a flow calls it: none of `clio`'s environment but the sandbox's short list, unless
 //! `config.toml`'s `[tools] env` names a variable for that tool (then exactly that); a
 //! tool that allocates 1 GiB or forks 40 times fails, naming the limit; under Landlock a
-//! tool without network sends no UDP to a loopback listener.
+//! tool without network sends no UDP to a loopback listener. An MCP server likewise gets
+//! the key only where `[tools] env` names `plugin/mcp:server`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clio_flow::{
     EnvRule, FlowError, Registry, Sandbox, SandboxLimits, SandboxMode, Workspace, register_plugin,
@@ -125,6 +126,69 @@ async fn env_child() {
         assert!(env.get(CHILD).is_none(), "{mode:?}: {env}");
         let env = call(&registry, "other").await.unwrap();
         assert!(env.get(KEY).is_none(), "{mode:?}: {env}");
+    }
+    mcp_server_sees_the_key_only_where_allowed().await;
+}
+
+/// Writes plugin `calculator` in `root` with the test's MCP server `calc` (this test
+/// binary, `mcp/server.rs`), which notes what it sees in `scratch`, and its tool `sum`.
+fn mcp_plugin(root: &Path, scratch: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let clio = root.join("ai.iowarp.clio");
+    std::fs::create_dir_all(clio.join("bin")).unwrap();
+    let server = clio.join("bin/server");
+    let exe = std::env::current_exe().unwrap();
+    std::fs::write(&server, format!("#!/bin/sh\nexec {:?} \"$@\"\n", exe.display().to_string()))
+        .unwrap();
+    std::fs::set_permissions(&server, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let args: Vec<String> =
+        crate::mcp::server::server_args().iter().map(|a| format!("{a:?}")).collect();
+    let manifest = format!(
+        "id = \"calculator\"\nversion = \"1.0.0\"\n\n[[mcp_servers]]\nname = \"calc\"\n\
+         command = \"bin/server\"\nargs = [{}]\nenv = {{ {} = {:?} }}\n\n[[tools]]\n\
+         name = \"sum\"\nread_only = true\nmcp = \"calc\"\nmcp_tool = \"add\"\n",
+        args.join(", "),
+        crate::mcp::server::SERVER_ENV,
+        scratch.display().to_string()
+    );
+    std::fs::write(clio.join("plugin.toml"), manifest).unwrap();
+    root.to_path_buf()
+}
+
+/// The MCP server of plugin `calculator` gets the key only where `[tools] env` names
+/// `calculator/mcp:calc`: what its last start saw.
+async fn mcp_server_sees_the_key_only_where_allowed() {
+    let root = tempfile::tempdir().unwrap();
+    let exe = std::env::current_exe().unwrap();
+    for mode in [SandboxMode::Bwrap, SandboxMode::Landlock] {
+        for allowed in [false, true] {
+            let scratch = tempfile::tempdir().unwrap();
+            let folder = mcp_plugin(root.path(), scratch.path());
+            let plugin = clio_plugins::load_plugin(&folder).unwrap();
+            let env = if allowed {
+                vec![EnvRule { tool: "calculator/mcp:calc".into(), names: vec![KEY.into()] }]
+            } else {
+                Vec::new()
+            };
+            let sandbox = Sandbox {
+                mode,
+                read: vec![exe.parent().unwrap().to_path_buf()],
+                env,
+                ..Sandbox::default()
+            };
+            let workspace =
+                Workspace::new(Some(scratch.path().to_path_buf())).with_sandbox(sandbox);
+            let registry = register_plugin(Registry::new(), &plugin, true, &workspace).unwrap();
+            let sum = crate::support::call_tool(registry, "sum", json!({"a": 1, "b": 2})).await;
+            assert_eq!(sum.unwrap(), json!(3.0), "{mode:?}");
+            let seen = std::fs::read_to_string(scratch.path().join("env")).unwrap();
+            let names: Vec<&str> = seen.split_whitespace().collect();
+            assert_eq!(names.contains(&KEY), allowed, "{mode:?}: {seen}");
+            assert!(!names.contains(&CHILD), "{mode:?}: {seen}");
+            assert!(!names.iter().any(|n| n.starts_with("CARGO")), "{mode:?}: {seen}");
+            // Its plugin's own `env` table is still set.
+            assert!(names.contains(&crate::mcp::server::SERVER_ENV), "{mode:?}: {seen}");
+        }
     }
 }
 

@@ -54,6 +54,11 @@ async fn run_as_mcp_server() {
     let Some(dir) = std::env::var_os(SERVER_ENV) else { return };
     let dir = PathBuf::from(dir);
     append(&dir, "starts", "start");
+    // The names of the variables it was started with, for the sandbox's tests.
+    let mut names: Vec<String> =
+        std::env::vars_os().map(|(name, _)| name.to_string_lossy().into_owned()).collect();
+    names.sort();
+    append(&dir, "env", &names.join(" "));
     let server = TestServer { dir };
     if let Ok(running) = server.serve((tokio::io::stdin(), tokio::io::stdout())).await {
         let _ = running.waiting().await;
