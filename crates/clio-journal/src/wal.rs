@@ -609,8 +609,9 @@ fn no_header(
         return Err(damaged(
             path,
             format!(
-                "the log's header is unreadable, but a valid record {lsn} of generation \
-                 {generation} follows at offset {at}"
+                "the log's header at offset 0 is unreadable (in both its copies, for a paged \
+                 log), but a valid record {lsn} of generation {generation} follows at offset \
+                 {at}"
             ),
         ));
     }
