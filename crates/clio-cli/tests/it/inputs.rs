@@ -293,3 +293,26 @@ fn a_journal_url_the_server_refuses_exits_1_naming_the_setting() {
         );
     }
 }
+
+/// A file over the cap (64 MiB; a sparse file here, so the test writes nothing) is refused
+/// from its size, naming the file and the limit, before a byte of it is read.
+#[test]
+fn a_file_over_the_cap_is_refused_with_its_size() {
+    let dir = folder("cap");
+    let path = dir.join("huge.json");
+    let file = std::fs::File::create(&path).unwrap();
+    file.set_len(clio_spec::MAX_INPUT_BYTES + 1).unwrap();
+    drop(file);
+    let outcome = run(&["workflow", "check", path.to_str().unwrap()]);
+    assert_eq!(outcome.code, 1, "{}", outcome.render());
+    let size = clio_spec::MAX_INPUT_BYTES + 1;
+    assert!(
+        outcome.stderr.contains(&format!(
+            "{}: it is {size} bytes or more, over the limit of 67108864 bytes (64 MiB)",
+            path.display()
+        )),
+        "{}",
+        outcome.render()
+    );
+    let _ = std::fs::remove_file(&path);
+}
