@@ -227,6 +227,8 @@ pub(super) struct Bounds {
     filter: Option<super::seccomp::Filter>,
     /// Whether the command starts through `prlimit`.
     wrapped: bool,
+    /// The thread that entered the cgroup (v1) to start the program, until it leaves.
+    starter: std::sync::Arc<std::sync::Mutex<Option<String>>>,
 }
 
 impl Bounds {
@@ -254,12 +256,12 @@ impl Bounds {
             let n = threads_of_user().saturating_add(processes);
             rlimits.push((Resource::Nproc, n, n));
         }
-        Bounds { limits, rlimits, cgroup, filter, wrapped: false }
+        Bounds { limits, rlimits, cgroup, filter, wrapped: false, starter: Default::default() }
     }
 
     /// Returns what the thread that starts the program does first: enter the program's
-    /// cgroup (v1), and take the seccomp filter when there is one. For a thread that
-    /// starts nothing else.
+    /// cgroup (v1; [`Bounds::started`] moves it back out once the program is born), and
+    /// take the seccomp filter when there is one. For a thread that starts nothing else.
     pub(super) fn thread_entry(&self) -> impl FnOnce() -> Result<(), String> + Send + 'static {
         let tasks: Vec<PathBuf> = self
             .cgroup
@@ -267,8 +269,13 @@ impl Bounds {
             .flat_map(|c| c.v1.iter().map(|(dir, _)| dir.join("tasks")))
             .collect();
         let filter = self.filter.clone();
+        let starter = std::sync::Arc::clone(&self.starter);
         move || {
-            enter_thread(&tasks);
+            if !tasks.is_empty() {
+                enter_thread(&tasks);
+                let mut noted = starter.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                *noted = this_thread();
+            }
             match &filter {
                 Some(filter) => super::seccomp::install(filter),
                 None => Ok(()),
@@ -290,6 +297,15 @@ impl Bounds {
     /// Notes that the program started as process `pid`: moves it into a v2 cgroup, and
     /// sets the resource limits on it when `prlimit` did not start it.
     pub(super) fn started(&self, pid: Option<u32>) {
+        // The thread that started it leaves the cgroup at once: a thread of this process
+        // in the program's memory cgroup would make this process a candidate of the
+        // cgroup's out-of-memory killer, and count against its limits.
+        let starter = self.starter.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+        if let (Some(tid), Some(cgroup)) = (starter, &self.cgroup) {
+            for (_, base) in &cgroup.v1 {
+                let _ = std::fs::write(base.join("tasks"), &tid);
+            }
+        }
         let Some(pid) = pid else { return };
         if let Some(cgroup) = &self.cgroup {
             for dir in &cgroup.v2 {
@@ -676,7 +692,14 @@ pub(super) mod tests {
 
     impl Bounds {
         fn unmade(limits: SandboxLimits) -> Bounds {
-            Bounds { limits, rlimits: Vec::new(), cgroup: None, filter: None, wrapped: false }
+            Bounds {
+                limits,
+                rlimits: Vec::new(),
+                cgroup: None,
+                filter: None,
+                wrapped: false,
+                starter: Default::default(),
+            }
         }
     }
 
@@ -853,6 +876,38 @@ print(json.dumps({"forked": len(children)}))
                 panic!("{mode:?}: not a limit: {err}");
             };
             assert_eq!(limit, "the sandbox's CPU-time limit (1 s, [sandbox] cpu_seconds)");
+        }
+    }
+
+    #[test]
+    fn no_thread_of_this_process_stays_in_a_program_s_cgroup() {
+        // Under Landlock and mode `off` the program is started by a thread of its own that
+        // lives as long as the program: it must not stay in the program's memory cgroup,
+        // where the cgroup's out-of-memory killer could pick this process.
+        let tool = Tool::new(
+            "sleepy",
+            "import time
+time.sleep(1)
+print('{}')
+",
+        );
+        for mode in [crate::SandboxMode::Off, crate::SandboxMode::Landlock] {
+            let sandbox = crate::Sandbox { mode, ..crate::Sandbox::default() };
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async {
+                let mut confined = sandbox.confine(&tool.program, &tool.access()).await.unwrap();
+                confined.command().stdout(std::process::Stdio::null());
+                let mut child = confined.spawn().unwrap();
+                let bounds = confined.bounds.as_ref().unwrap();
+                let own = std::process::id().to_string();
+                for (dir, _) in bounds.cgroup.iter().flat_map(|c| &c.v1) {
+                    let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap();
+                    assert!(!procs.lines().any(|p| p == own), "{mode:?}: {}", dir.display());
+                    let pid = child.id().unwrap().to_string();
+                    assert!(procs.lines().any(|p| p == pid), "{mode:?}: the program is in it");
+                }
+                child.wait().await.unwrap();
+            });
         }
     }
 
