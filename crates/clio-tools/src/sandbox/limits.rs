@@ -256,6 +256,15 @@ impl Bounds {
             let n = threads_of_user().saturating_add(processes);
             rlimits.push((Resource::Nproc, n, n));
         }
+        // A limit above this process's own hard limit could not be set (without the
+        // rights to raise it `prlimit` would fail, and the program with it): the lower
+        // one holds.
+        for (resource, soft, hard) in &mut rlimits {
+            if let Some(own) = rustix::process::getrlimit(resource.rustix()).maximum {
+                *hard = (*hard).min(own);
+                *soft = (*soft).min(*hard);
+            }
+        }
         Bounds { limits, rlimits, cgroup, filter, wrapped: false, starter: Default::default() }
     }
 
