@@ -11,6 +11,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
@@ -29,9 +30,25 @@ pub(crate) const LOST: &str = "lost the connection to the server";
 pub(crate) type Job = Box<dyn FnOnce(&mut Link) + Send>;
 
 /// The connection threads; dropping the last handle stops them once their jobs are done.
+///
+/// One thread runs at first, on the connection the handle opened; another is started (and
+/// connects) only when a job comes while every thread is busy, up to the pool's size, so
+/// that a command that runs one query at a time uses one connection.
 pub(crate) struct Pool {
     sender: Mutex<Option<Sender<Job>>>,
     threads: Mutex<Vec<thread::JoinHandle<()>>>,
+    receiver: Arc<Mutex<Receiver<Job>>>,
+    target: Target,
+    size: usize,
+    /// How many threads wait for a job, and how many jobs wait for a thread.
+    counts: Arc<Counts>,
+}
+
+/// The pool's counts, by which it decides to start another thread.
+#[derive(Default)]
+struct Counts {
+    idle: AtomicUsize,
+    queued: AtomicUsize,
 }
 
 /// Where a connection thread connects, and how long it waits for a server that is gone.
@@ -110,25 +127,62 @@ impl Pool {
     /// an open client, the others connect when they first have work.
     pub(crate) fn start(target: &Target, n: usize, first: Client) -> Result<Pool> {
         let (sender, receiver) = mpsc::channel::<Job>();
-        let receiver = Arc::new(Mutex::new(receiver));
-        let mut threads = Vec::new();
-        let mut first = Some(first);
-        for i in 0..n.max(1) {
-            let receiver = Arc::clone(&receiver);
-            let link = Link { client: first.take(), target: target.clone() };
-            let handle = thread::Builder::new()
-                .name(format!("clio-postgres-{i}"))
-                .spawn(move || serve(link, &receiver))
-                .map_err(|err| {
-                    backend(&target.location, format!("cannot start a connection thread: {err}"))
-                })?;
-            threads.push(handle);
-        }
-        Ok(Pool { sender: Mutex::new(Some(sender)), threads: Mutex::new(threads) })
+        let pool = Pool {
+            sender: Mutex::new(Some(sender)),
+            threads: Mutex::new(Vec::new()),
+            receiver: Arc::new(Mutex::new(receiver)),
+            target: target.clone(),
+            size: n.max(1),
+            counts: Arc::default(),
+        };
+        let mut threads = pool.threads.lock().unwrap_or_else(PoisonError::into_inner);
+        pool.spawn(&mut threads, Some(first))?;
+        drop(threads);
+        Ok(pool)
     }
 
-    /// Sends `job` to the next free connection; `false` when the pool has stopped.
+    /// Starts one more connection thread, on `client` if given.
+    fn spawn(
+        &self,
+        threads: &mut Vec<thread::JoinHandle<()>>,
+        client: Option<Client>,
+    ) -> Result<()> {
+        let receiver = Arc::clone(&self.receiver);
+        let counts = Arc::clone(&self.counts);
+        let link = Link { client, target: self.target.clone() };
+        // Counted idle from now: a job sent before the thread runs is its own.
+        self.counts.idle.fetch_add(1, Ordering::SeqCst);
+        let spawned = thread::Builder::new()
+            .name(format!("clio-postgres-{}", threads.len()))
+            .spawn(move || serve(link, &receiver, &counts));
+        match spawned {
+            Ok(handle) => {
+                threads.push(handle);
+                Ok(())
+            }
+            Err(err) => {
+                self.counts.idle.fetch_sub(1, Ordering::SeqCst);
+                Err(backend(
+                    &self.target.location,
+                    format!("cannot start a connection thread: {err}"),
+                ))
+            }
+        }
+    }
+
+    /// Sends `job` to the next free connection, starting another when every one is busy
+    /// and the pool is not full; `false` when the pool has stopped.
     pub(crate) fn send(&self, job: Job) -> bool {
+        {
+            let mut threads = self.threads.lock().unwrap_or_else(PoisonError::into_inner);
+            let queued = self.counts.queued.fetch_add(1, Ordering::SeqCst) + 1;
+            if queued > self.counts.idle.load(Ordering::SeqCst) && threads.len() < self.size {
+                // A thread that cannot start leaves the job to the ones there are.
+                if let Err(err) = self.spawn(&mut threads, None) {
+                    tracing::warn!(%err, "cannot start another connection thread");
+                }
+            }
+        }
         let sender = self.sender.lock().unwrap_or_else(PoisonError::into_inner);
         sender.as_ref().is_some_and(|s| s.send(job).is_ok())
     }
@@ -161,17 +215,18 @@ impl Drop for Pool {
     }
 }
 
-/// Runs jobs until the pool is dropped.
-fn serve(mut link: Link, receiver: &Mutex<Receiver<Job>>) {
+/// Runs jobs until the pool is dropped, counted idle while it waits for one.
+fn serve(mut link: Link, receiver: &Mutex<Receiver<Job>>, counts: &Counts) {
     loop {
         let job = {
             let receiver = receiver.lock().unwrap_or_else(PoisonError::into_inner);
-            match receiver.recv() {
-                Ok(job) => job,
-                Err(_) => return,
-            }
+            receiver.recv()
         };
+        let Ok(job) = job else { return };
+        counts.queued.fetch_sub(1, Ordering::SeqCst);
+        counts.idle.fetch_sub(1, Ordering::SeqCst);
         job(&mut link);
+        counts.idle.fetch_add(1, Ordering::SeqCst);
     }
 }
 

@@ -210,13 +210,21 @@ impl PgStore {
             // committed in between would go unseen. The lease is therefore taken over
             // only if it has expired as it stands once locked (`ON CONFLICT … WHERE`); a
             // candidate lost that way is skipped and the next one tried.
+            //
+            // A lease that ran out before the server started (while it was down: a
+            // restart, a crash, when no holder could renew) counts as lapsed only once a
+            // lease period (the claimer's) has passed since the start: each holder gets
+            // that long to renew once the server is back, so that an outage alone moves no
+            // run from the worker driving it. A lease given up (expiry 0) is free at once.
             let (run, epoch) = loop {
                 let row = conn.query_opt(
-                    "WITH now AS (SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint AS ms), \
+                    "WITH now AS (SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint AS ms, \
+                       (extract(epoch from pg_postmaster_start_time()) * 1000)::bigint AS started_ms), \
                      candidate AS ( \
                        SELECT r.id FROM clio_runs r LEFT JOIN clio_leases l ON l.run = r.id, now \
                        WHERE r.status IN ('running', 'interrupted') \
-                       AND (l.run IS NULL OR l.expires_at_ms < now.ms) \
+                       AND (l.run IS NULL OR l.expires_at_ms = 0 OR (l.expires_at_ms < now.ms \
+                         AND (l.expires_at_ms > now.started_ms OR now.started_ms + $2 < now.ms))) \
                        AND ($3::bigint IS NULL OR r.id = $3) \
                        AND NOT (r.id = ANY($4)) \
                        ORDER BY r.id LIMIT 1 FOR UPDATE OF r SKIP LOCKED), \
