@@ -148,7 +148,15 @@ pub(super) fn work(home: &Home, args: &WorkerArgs, err: &mut dyn Write) -> Resul
         write!(err, "{report}")?;
     }
     for run in &live {
-        let _ = journal.release_run(*run);
+        // A database that is away now would make each give-up wait its window: the
+        // first failure leaves the rest to lapse after their lease.
+        if let Err(error) = journal.release_run(*run) {
+            writeln!(
+                err,
+                "warning: cannot give the claims up now ({error}); they lapse after their lease"
+            )?;
+            break;
+        }
     }
     writeln!(
         err,
