@@ -263,6 +263,18 @@ pub(crate) struct RuntimeInner {
     pub(crate) registry: Registry,
     pub(crate) config: RuntimeConfig,
     pub(crate) live: Mutex<HashMap<RunId, Arc<RunState>>>,
+    /// The journal's [`Journal::instance_tag`], taken once.
+    journal_tag: String,
+}
+
+impl RuntimeInner {
+    /// Returns the owner part of the tags of calls driven by `owner` on this runtime's
+    /// journal ([`clio_tools::call_tag`]): the journal's instance tag and the owner, so that
+    /// two journals' runs of the same number (and the same owner, as two runtimes of one
+    /// process have) never share a tag.
+    pub(crate) fn tag_owner(&self, owner: &str) -> String {
+        format!("{}:{owner}", self.journal_tag)
+    }
 }
 
 /// Runs flows durably on a journal.
@@ -299,6 +311,7 @@ impl Runtime {
     pub fn new(journal: Journal, registry: Registry, config: RuntimeConfig) -> Runtime {
         Runtime {
             inner: Arc::new(RuntimeInner {
+                journal_tag: journal.instance_tag(),
                 journal,
                 registry,
                 config,
@@ -592,7 +605,7 @@ impl Runtime {
         {
             // What the process that drove it last left running (its calls' processes, found
             // by the tag the journal's record of them gives) ends before the run goes on.
-            let prefix = clio_tools::run_prefix(&rec.owner, run.0);
+            let prefix = clio_tools::run_prefix(&self.inner.tag_owner(&rec.owner), run.0);
             let kill =
                 move || Ok::<_, clio_journal::JournalError>(clio_tools::kill_leftovers(&prefix));
             blocking(kill).await?;
@@ -670,7 +683,7 @@ impl Runtime {
         });
         // What the run starts outside any call (a hook, an MCP server) carries its tag too,
         // so that a resume finds what it left (`clio_tools::kill_leftovers`).
-        let tag = clio_tools::call_tag(&self.inner.config.owner, run.0, "-");
+        let tag = clio_tools::call_tag(&self.inner.tag_owner(&self.inner.config.owner), run.0, "-");
         let driven = tracing::Instrument::instrument(state.drive(forward), span.clone());
         let outcome = clio_tools::as_call(tag, driven).await;
         self.live().remove(&run);

@@ -131,6 +131,31 @@ impl Journal {
         }
     }
 
+    /// Returns a short name of this journal that every process opening the same journal
+    /// computes alike, and that two journals open at once do not share: a digest of its file
+    /// or its store's location, or, for an in-memory journal (which no other process can
+    /// open), of this instance. The runtime puts it in the marker of the processes a call
+    /// starts, so that a resume of run 1 of one journal never takes another journal's run 1
+    /// for its own. Costs a `canonicalize` of the file: callers keep it.
+    pub fn instance_tag(&self) -> String {
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut feed = |bytes: &[u8]| {
+            for byte in bytes {
+                hash ^= u64::from(*byte);
+                hash = hash.wrapping_mul(0x0100_0000_01b3);
+            }
+        };
+        // Two processes may name one file by two paths (`--home h`, `--home ./h/`).
+        let place = std::fs::canonicalize(self.path()).unwrap_or_else(|_| self.path().into());
+        feed(place.as_os_str().as_encoded_bytes());
+        if let Store::Embedded(e) = &self.store
+            && e.is_in_memory()
+        {
+            feed(&e.instance_address().to_le_bytes());
+        }
+        format!("{hash:016x}")
+    }
+
     /// Returns whether this journal is shared by processes that may run on other machines
     /// (a store with leases): then no process may mark another's work interrupted by
     /// itself, and workers claim runs with [`Journal::claim_run`].

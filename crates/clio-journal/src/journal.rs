@@ -296,6 +296,16 @@ impl Embedded {
         &self.inner.path
     }
 
+    /// Returns whether this journal lives in memory only.
+    pub(crate) fn is_in_memory(&self) -> bool {
+        self.inner.path.as_os_str() == ":memory:"
+    }
+
+    /// Returns a number that tells this journal's instance from every other one alive.
+    pub(crate) fn instance_address(&self) -> usize {
+        Arc::as_ptr(&self.inner) as usize
+    }
+
     fn stopped(&self) -> JournalError {
         let path = self.inner.path.clone();
         match lock(&self.inner.writer_panic).as_deref() {

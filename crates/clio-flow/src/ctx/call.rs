@@ -597,7 +597,7 @@ impl Call {
             let value = Box::pin(async {
                 tokio::select! {
                     value = clio_tools::as_call(
-                        clio_tools::call_tag(&run.rt.config.owner, run.run.0, &identity),
+                        clio_tools::call_tag(&run.rt.tag_owner(&run.rt.config.owner), run.run.0, &identity),
                         gate::run(&self.ctx, &identity, &tool, passed, None),
                     ) => value,
                     () = token.cancelled() => Err(FlowError::CallCancelled { handle: None }),
@@ -880,8 +880,8 @@ impl Call {
                 // Every process the tool starts carries the call's tag, the journal's record
                 // of it (its task's owner, run and number): a resume finds what it left.
                 let run = &self.ctx.run;
-                let tag =
-                    clio_tools::call_tag(&run.rt.config.owner, run.run.0, &task.0.to_string());
+                let owner = run.rt.tag_owner(&run.rt.config.owner);
+                let tag = clio_tools::call_tag(&owner, run.run.0, &task.0.to_string());
                 let ran =
                     clio_tools::as_call(tag, gate::run(&self.ctx, &identity, &tool, passed, child));
                 let (value, context) = Box::pin(ran).await?;
@@ -1235,7 +1235,8 @@ async fn leftovers_killed(ctx: &Ctx, rec: &TaskRecord) -> Result<(), FlowError> 
     if rec.owner.is_empty() || rec.owner == run.rt.config.owner || run.replay_only {
         return Ok(());
     }
-    let mut tag = clio_tools::call_tag(&rec.owner, run.run.0, &rec.id.0.to_string());
+    let mut tag =
+        clio_tools::call_tag(&run.rt.tag_owner(&rec.owner), run.run.0, &rec.id.0.to_string());
     tag.push('#');
     let kill = move || Ok::<_, clio_journal::JournalError>(clio_tools::kill_leftovers(&tag));
     let killed = blocking(kill).await?;

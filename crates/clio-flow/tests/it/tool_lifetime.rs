@@ -136,11 +136,13 @@ async fn what_a_plugin_tool_leaves_ends_with_its_call_and_its_tag_is_the_journal
         let report = rt.run(sel("tool"), json!({})).await.unwrap();
         let tag = answer(&report);
         place.assert_nothing_left(&format!("{mode:?}: tool"));
-        // The tag names the call by what the journal holds: its task's owner, run, number.
+        // The tag names the call by what the journal holds: the journal, its task's owner,
+        // run and number.
         let tasks = journal.tasks(report.run).unwrap();
         let task = tasks.iter().find(|t| t.kind == TaskKind::Tool && t.target == "leave");
         let task = task.unwrap_or_else(|| panic!("{mode:?}: no task of the call: {tasks:?}"));
-        let expected = clio_tools::call_tag(&task.owner, report.run.0, &task.id.0.to_string());
+        let owner = format!("{}:{}", journal.instance_tag(), task.owner);
+        let expected = clio_tools::call_tag(&owner, report.run.0, &task.id.0.to_string());
         assert!(tag.starts_with(&format!("{expected}#")), "{mode:?}: {tag} for {expected}");
     }
 }

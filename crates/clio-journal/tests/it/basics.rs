@@ -582,3 +582,23 @@ fn changes_wake_a_reader_after_each_commit() -> TestResult {
     assert_eq!(journal.entries(run)?.len(), 2);
     Ok(())
 }
+
+/// The instance tag (which the runtime puts in the marker of the processes a call starts)
+/// is the same for every handle of one journal, whatever path named its file, and differs
+/// between two journals, in-memory ones included.
+#[test]
+fn an_instance_tag_names_one_journal_and_only_it() -> TestResult {
+    let a = Journal::open_in_memory()?;
+    let b = Journal::open_in_memory()?;
+    assert_eq!(a.instance_tag(), a.clone().instance_tag());
+    assert_ne!(a.instance_tag(), b.instance_tag());
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("journal.redb");
+    let tag = Journal::open(&path, JournalConfig::default())?.instance_tag();
+    let roundabout = dir.path().join(".").join("journal.redb");
+    assert_eq!(Journal::open(&roundabout, JournalConfig::default())?.instance_tag(), tag);
+    let other = dir.path().join("other.redb");
+    assert_ne!(Journal::open(&other, JournalConfig::default())?.instance_tag(), tag);
+    assert_ne!(a.instance_tag(), tag);
+    Ok(())
+}
