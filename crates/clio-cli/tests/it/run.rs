@@ -401,6 +401,10 @@ fn a_run_that_succeeds_with_failed_tasks_says_so() {
     let h = home.to_str().unwrap();
     let trusted = clio(&["--home", h, "plugin", "trust", "examples/marketplace/plugins/materials"]);
     assert_eq!(trusted.code, 0, "{}", trusted.render());
+    // A workspace without the CSV file the scripted model asks csv_stats about: the tool
+    // fails (a sandboxed tool gets the sandbox's own PATH, so clio's PATH cannot break it).
+    let workspace = home.join("workspace");
+    std::fs::create_dir_all(workspace.join("data/batch7/micrographs")).unwrap();
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_clio"))
         .args([
             "--home",
@@ -413,13 +417,12 @@ fn a_run_that_succeeds_with_failed_tasks_says_so() {
             "--plugin",
             "examples/marketplace/plugins/materials",
             "--workspace",
-            "examples/workspace",
+            workspace.to_str().unwrap(),
             "--models",
             "examples/models/models.toml",
             "--quiet",
         ])
         .current_dir(crate::support::workspace_root())
-        .env("PATH", "/nonexistent")
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
