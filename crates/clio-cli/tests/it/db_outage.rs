@@ -49,6 +49,8 @@ struct Fleet {
     workers: Vec<(usize, Child)>,
     /// How each worker that ended by itself exited.
     exits: Vec<(usize, Option<i32>)>,
+    /// The process ids of the workers killed.
+    killed: Vec<u32>,
 }
 
 impl Fleet {
@@ -74,6 +76,7 @@ impl Fleet {
     fn kill_one_and_replace(&mut self) {
         if !self.workers.is_empty() {
             let (_, mut child) = self.workers.remove(0);
+            self.killed.push(child.id());
             let _ = child.kill();
             let _ = child.wait();
         }
@@ -169,6 +172,7 @@ fn workers_ride_out_a_database_restart_and_sigkills_and_do_each_effect_once() {
         started: 0,
         workers: Vec::new(),
         exits: Vec::new(),
+        killed: Vec::new(),
     };
     for _ in 0..3 {
         fleet.start_worker();
@@ -271,6 +275,27 @@ fn workers_ride_out_a_database_restart_and_sigkills_and_do_each_effect_once() {
             assert!(
                 error.contains("interrupted"),
                 "run {id} ({label}) failed otherwise: {error}; logs in {}",
+                logs.display()
+            );
+            // The call cut short was a killed worker's: the outage alone moved no run from
+            // the worker driving it (a worker's name ends with its process id).
+            let cut: Vec<String> = db
+                .query(
+                    "SELECT record::json->>'owner' FROM clio_tasks WHERE run = $1 \
+                     AND record::json->>'status' <> 'succeeded'",
+                    &[id],
+                )
+                .expect("tasks")
+                .iter()
+                .map(|r| r.get(0))
+                .collect();
+            assert!(
+                cut.iter().any(|owner| fleet
+                    .killed
+                    .iter()
+                    .any(|pid| owner.ends_with(&format!("-{pid}")))),
+                "run {id} ({label}) was cut short in a worker that was not killed ({cut:?}; killed {:?}); logs in {}",
+                fleet.killed,
                 logs.display()
             );
         }
