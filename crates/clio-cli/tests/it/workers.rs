@@ -423,6 +423,8 @@ fn a_shared_journal_from_config_toml_is_used_and_serve_refuses_it() {
 #[test]
 fn an_unreachable_journal_is_named_without_its_password() {
     let home = temp_home("worker-unreachable");
+    // Commands wait out a server that may be restarting; a second is enough here.
+    std::fs::write(home.join("config.toml"), "[postgres]\nreconnect_secs = 1\n").unwrap();
     let out = clio(&[
         "--home",
         home.to_str().unwrap(),
