@@ -86,7 +86,10 @@ const VIEWER_FILTER: &str = "viewer_e2e::";
 /// The cargo tiers, run in order with one build between them. The layers' examples are
 /// tests of the first (`test = true`, docs/decisions.md "Examples run as tests").
 const TIERS: &[Tier] = &[
-    Tier { name: "rust", args: &["test", "--workspace", "--", "--skip", VIEWER_FILTER] },
+    Tier {
+        name: "rust",
+        args: &["test", "--workspace", "--no-fail-fast", "--", "--skip", VIEWER_FILTER],
+    },
     // `--test it` of every package: the viewer's test is in clio-cli's; no doctest is built
     // again.
     Tier { name: "viewer", args: &["test", "--workspace", "--test", "it", "--", VIEWER_FILTER] },

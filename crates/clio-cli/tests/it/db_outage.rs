@@ -59,7 +59,9 @@ impl Fleet {
         let log = std::fs::File::create(self.logs.join(format!("worker-{n}.log"))).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_clio"))
             .args(["--home", self.home.to_str().unwrap(), "--journal", &self.url, "worker"])
-            .args(["--concurrency", "4", "--lease", "2", "--exit-when-idle", "15"])
+            // A 5 s lease: on a loaded machine (the whole suite at once) a 2 s one lapsed
+            // now and then outside the outage, and a live worker lost a run to another.
+            .args(["--concurrency", "4", "--lease", "5", "--exit-when-idle", "15"])
             .current_dir(workspace_root())
             .env("CLIO_POSTGRES_RECONNECT_SECS", "60")
             .env_remove("RUST_LOG")

@@ -537,8 +537,11 @@ fn a_worker_paused_past_its_lease_cannot_write_into_the_run_another_worker_took(
         first_log.contains("claimed by another worker") || first_log.contains("lost its lease"),
         "the paused worker says why it stopped: {first_log}"
     );
-    // The side effect under way was done once, by the paused worker's call; step b never ran.
-    assert_eq!(case.ledger(), ["p1 a"]);
+    // The side effect under way was done at most once: the second worker, on this machine,
+    // kills what the paused worker's call left running before it reports the call cut short
+    // (so the 3 s effect may never finish), and never runs it again; step b never ran.
+    let ledger = case.ledger();
+    assert!(ledger.is_empty() || ledger == ["p1 a"], "{ledger:?}");
 }
 
 #[test]
