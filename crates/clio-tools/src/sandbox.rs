@@ -402,7 +402,7 @@ impl Confined {
     }
 
     /// Starts the program, as the leader of a process group of its own, which ends with the
-    /// `Confined` ([`lifetime`](self::lifetime)). Under Landlock and with mode `off` it is
+    /// `Confined` (see the `lifetime` module). Under Landlock and with mode `off` it is
     /// started from a thread of its own, which takes the restrictions first (Landlock's
     /// reach only the program, nothing else of this process) and lives until the
     /// `Confined` is dropped: the program dies with it.
@@ -454,7 +454,7 @@ impl Confined {
     }
 
     /// Kills every process of the program now, as dropping the `Confined` does: its process
-    /// group, and every process that carries its marker, `setsid` daemons included ([`lifetime`](self::lifetime)).
+    /// group, and every process that carries its marker, `setsid` daemons included (see the `lifetime` module).
     pub fn end(&mut self) {
         self.lifetime.end();
     }

@@ -547,6 +547,14 @@ pub(crate) fn check_site(site: &Path, rustdoc: &Path) -> Result<SiteReport, Stri
             if is_line || target.extension().is_none_or(|e| e != "html") {
                 continue;
             }
+            // rustdoc writes a redirect page at an item's private-module path (a link from
+            // another crate's re-export points there); its ids are the page it names.
+            let target = std::fs::read_to_string(&target)
+                .ok()
+                .and_then(|html| redirect_target(&html))
+                .and_then(|to| join_normalized(target.parent().unwrap_or(site), &to))
+                .filter(|to| to.starts_with(site) && to.is_file())
+                .unwrap_or(target);
             let known = ids.entry(target.clone()).or_insert_with(|| {
                 std::fs::read_to_string(&target).map(|html| html_ids(&html)).unwrap_or_default()
             });
@@ -560,4 +568,15 @@ pub(crate) fn check_site(site: &Path, rustdoc: &Path) -> Result<SiteReport, Stri
         }
     }
     Ok(report)
+}
+
+/// Returns where a redirect page (`<meta http-equiv="refresh" content="0;URL=…">`, as
+/// rustdoc writes them) sends its reader, or `None` for any other page.
+pub(crate) fn redirect_target(html: &str) -> Option<String> {
+    let at = find_ignore_case(html, "http-equiv=\"refresh\"")?;
+    let rest = &html[at..];
+    let url = find_ignore_case(rest, "URL=")? + 4;
+    let end = rest[url..].find('"')?;
+    let target = rest[url..url + end].trim();
+    (!target.is_empty() && !is_external(target)).then(|| target.to_owned())
 }

@@ -239,3 +239,15 @@ fn the_stage_holds_every_page_and_refuses_a_left_out_one() {
     let error = stage_guide(&repo.0, &stage, "u", "", "").unwrap_err();
     assert!(error.contains("docs/api.md is a page `cargo xtask docs` writes"), "{error}");
 }
+
+#[test]
+fn a_rustdoc_redirect_page_names_where_it_sends() {
+    let html = r#"<!DOCTYPE html><html><head>
+    <meta http-equiv="refresh" content="0;URL=../../clio_journal/struct.Changes.html">
+    <title>Redirection</title></head></html>"#;
+    assert_eq!(
+        super::links::redirect_target(html).as_deref(),
+        Some("../../clio_journal/struct.Changes.html")
+    );
+    assert_eq!(super::links::redirect_target("<html><body id=\"x\"></body></html>"), None);
+}
