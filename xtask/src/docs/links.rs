@@ -486,6 +486,8 @@ pub(crate) fn check_site(site: &Path, rustdoc: &Path) -> Result<SiteReport, Stri
     }
     pages.sort();
     let mut ids: BTreeMap<PathBuf, BTreeSet<String>> = BTreeMap::new();
+    // Each page read once: where a redirect page sends its reader (itself for any other).
+    let mut redirects: BTreeMap<PathBuf, PathBuf> = BTreeMap::new();
     let mut report = SiteReport::default();
     for page in &pages {
         let html = std::fs::read_to_string(page)
@@ -549,12 +551,17 @@ pub(crate) fn check_site(site: &Path, rustdoc: &Path) -> Result<SiteReport, Stri
             }
             // rustdoc writes a redirect page at an item's private-module path (a link from
             // another crate's re-export points there); its ids are the page it names.
-            let target = std::fs::read_to_string(&target)
-                .ok()
-                .and_then(|html| redirect_target(&html))
-                .and_then(|to| join_normalized(target.parent().unwrap_or(site), &to))
-                .filter(|to| to.starts_with(site) && to.is_file())
-                .unwrap_or(target);
+            let target = redirects
+                .entry(target.clone())
+                .or_insert_with(|| {
+                    std::fs::read_to_string(&target)
+                        .ok()
+                        .and_then(|html| redirect_target(&html))
+                        .and_then(|to| join_normalized(target.parent().unwrap_or(site), &to))
+                        .filter(|to| to.starts_with(site) && to.is_file())
+                        .unwrap_or_else(|| target.clone())
+                })
+                .clone();
             let known = ids.entry(target.clone()).or_insert_with(|| {
                 std::fs::read_to_string(&target).map(|html| html_ids(&html)).unwrap_or_default()
             });
