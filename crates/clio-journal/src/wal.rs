@@ -349,27 +349,8 @@ fn read_generation(
         // Not a chained log's header: a paged log's, or none.
         return read_paged(path, len, &read_at, expected, generation, &header, mended);
     };
-    if log_id != id {
-        return Err(damaged(
-            path,
-            format!("the log belongs to another journal (id {log_id:016x}, expected {id:016x})"),
-        ));
-    }
-    if log_gen + 1 == generation || (log_gen < generation && !expected.live) {
-        // The log of the generation just before: every record it holds is in the file
-        // already (a crash came between the checkpoint and the new generation's first
-        // record; a checkpoint with nothing written keeps its generation, so an older log
-        // than that is one that lost records).
+    if header_is_stale(path, (log_id, id), (log_gen, generation), expected)? {
         return Ok(Vec::new());
-    }
-    if log_gen != generation {
-        return Err(damaged(
-            path,
-            format!(
-                "the log is of generation {log_gen}, but the journal expects generation \
-                 {generation}: was one of the two files replaced without the other?"
-            ),
-        ));
     }
     // A log grows by whole chunks of zeros, flushed before records are written into them:
     // a live log of another length was cut.
@@ -467,23 +448,8 @@ fn read_paged(
     let Some(Header { id: log_id, generation: log_gen, first_lsn, crc: start }) = header else {
         return no_header(path, len, read_at, expected, generation, head);
     };
-    if log_id != id {
-        return Err(damaged(
-            path,
-            format!("the log belongs to another journal (id {log_id:016x}, expected {id:016x})"),
-        ));
-    }
-    if log_gen + 1 == generation || (log_gen < generation && !expected.live) {
+    if header_is_stale(path, (log_id, id), (log_gen, generation), expected)? {
         return Ok(Vec::new());
-    }
-    if log_gen != generation {
-        return Err(damaged(
-            path,
-            format!(
-                "the log is of generation {log_gen}, but the journal expects generation \
-                 {generation}: was one of the two files replaced without the other?"
-            ),
-        ));
     }
     if expected.live && !len.is_multiple_of(GROW_CHUNK) {
         return Err(short(path, 0, len));
@@ -803,6 +769,39 @@ fn find_page<T>(
         base += CHUNK;
     }
     Ok(None)
+}
+
+/// Checks a log header's journal id and generation, `(found, expected)` each, against the
+/// journal's: `Ok(true)` for the log of an earlier generation, every record of which the
+/// file holds already (a crash came between the checkpoint and the new generation's first
+/// record; a checkpoint with nothing written keeps its generation, so an older log than
+/// that is one that lost records), `Ok(false)` for the generation expected, and an error
+/// naming the mismatch for a log of another journal or of a generation it cannot be.
+fn header_is_stale(
+    path: &Path,
+    (log_id, id): (u64, u64),
+    (log_gen, generation): (u64, u64),
+    expected: &Expected,
+) -> Result<bool> {
+    if log_id != id {
+        return Err(damaged(
+            path,
+            format!("the log belongs to another journal (id {log_id:016x}, expected {id:016x})"),
+        ));
+    }
+    if log_gen + 1 == generation || (log_gen < generation && !expected.live) {
+        return Ok(true);
+    }
+    if log_gen != generation {
+        return Err(damaged(
+            path,
+            format!(
+                "the log is of generation {log_gen}, but the journal expects generation \
+                 {generation}: was one of the two files replaced without the other?"
+            ),
+        ));
+    }
+    Ok(false)
 }
 
 fn short(path: &Path, at: u64, len: u64) -> JournalError {
