@@ -50,7 +50,7 @@ pub use manifest::{LoadError, MANIFEST_FILE, PLUGIN_DIR, load_plugin};
 pub use marketplace::{Listed, ListedAgent, MARKETPLACE_FILE, Marketplace, MarketplaceError};
 pub use permission::{
     CallersRule, PermissionRule, PermissionSettings, PermissionSource, ResolvedPermission,
-    ToolFacts, resolve_callers, resolve_defer, resolve_permission,
+    ToolFacts, resolve_callers, resolve_defer, resolve_permission, tool_pattern_matches,
 };
 pub use plugin::{DeclarationError, Pack, Plugin, PluginBuilder};
 pub use problem::{Problem, ProblemCode, Report, Severity};

@@ -93,9 +93,19 @@ impl ResolvedPermission {
 }
 
 fn matches(pattern: &str, tool: &ToolFacts<'_>) -> bool {
+    tool_pattern_matches(pattern, tool.plugin, tool.name)
+}
+
+/// Says whether a tool pattern of the deployment's settings (`permissions`, `[tools] env`)
+/// names tool `name` of plugin `plugin`: a pattern with a `/` matches the plugin and the
+/// name apart (`materials/csv_*`), one without it the name alone; `*` matches any run of
+/// characters. One rule for every setting keyed by tool, so they cannot disagree.
+pub fn tool_pattern_matches(pattern: &str, plugin: &str, name: &str) -> bool {
     match pattern.split_once('/') {
-        Some((plugin, name)) => glob(plugin, tool.plugin) && glob(name, tool.name),
-        None => glob(pattern, tool.name),
+        Some((plugin_pattern, name_pattern)) => {
+            glob(plugin_pattern, plugin) && glob(name_pattern, name)
+        }
+        None => glob(pattern, name),
     }
 }
 

@@ -53,11 +53,7 @@ pub fn is_env_name(name: &str) -> bool {
 pub(super) fn allowed(rules: &[EnvRule], plugin: &str, name: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for rule in rules {
-        let hit = match rule.tool.split_once('/') {
-            Some((p, n)) => glob(p, plugin) && glob(n, name),
-            None => glob(&rule.tool, name),
-        };
-        if hit {
+        if clio_plugins::tool_pattern_matches(&rule.tool, plugin, name) {
             for var in &rule.names {
                 if !out.contains(var) {
                     out.push(var.clone());
@@ -103,21 +99,6 @@ pub(super) fn environment(temp: Option<&Path>, passed: &[String]) -> Vec<(OsStri
         }
     }
     out
-}
-
-/// Matches `text` against `pattern`, where `*` matches any run of characters.
-fn glob(pattern: &str, text: &str) -> bool {
-    let Some((first, rest)) = pattern.split_once('*') else { return pattern == text };
-    let Some(mut remaining) = text.strip_prefix(first) else { return false };
-    let mut parts: Vec<&str> = rest.split('*').collect();
-    let last = parts.pop().unwrap_or_default();
-    for part in parts {
-        match remaining.find(part) {
-            Some(at) => remaining = &remaining[at + part.len()..],
-            None => return false,
-        }
-    }
-    remaining.len() >= last.len() && remaining.ends_with(last)
 }
 
 #[cfg(test)]
