@@ -9,7 +9,7 @@
 //! And while the database stays down past the reconnect window, commands exit 1 with a
 //! hint naming the database and that it may be restarting, never 255.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -235,15 +235,7 @@ fn workers_ride_out_a_database_restart_and_sigkills_and_do_each_effect_once() {
         let log = std::fs::read_to_string(logs.join(format!("worker-{n}.log"))).unwrap();
         assert_eq!(*code, Some(0), "worker {n} exited {code:?}: {log}");
     }
-    let ledger = std::fs::read_to_string(workspace.join("ledger.log")).unwrap_or_default();
-    let mut effects: HashMap<(String, String), usize> = HashMap::new();
-    for line in ledger.lines() {
-        let mut words = line.split_whitespace();
-        let (Some(label), Some(part)) = (words.next(), words.next()) else {
-            panic!("a ledger line is not `label part`: {line:?}");
-        };
-        *effects.entry((label.to_owned(), part.to_owned())).or_default() += 1;
-    }
+    let effects = crate::workers::ledger_effects(&workspace);
     for ((label, part), n) in &effects {
         assert_eq!(*n, 1, "{label}/{part} was done {n} times; logs in {}", logs.display());
     }

@@ -288,15 +288,7 @@ fn workers_killed_at_random_finish_every_run_with_each_effect_once() {
         .map(|r| (r.get(0), r.get(1), r.get(2)))
         .collect();
     assert_eq!(runs.len(), RUNS, "every submitted run is in the journal");
-    let ledger = std::fs::read_to_string(workspace.join("ledger.log")).unwrap_or_default();
-    let mut effects: HashMap<(String, String), usize> = HashMap::new();
-    for line in ledger.lines() {
-        let mut words = line.split_whitespace();
-        let (Some(label), Some(part)) = (words.next(), words.next()) else {
-            panic!("a ledger line is not `label part`: {line:?}");
-        };
-        *effects.entry((label.to_owned(), part.to_owned())).or_default() += 1;
-    }
+    let effects = crate::workers::ledger_effects(&workspace);
     for ((label, part), n) in &effects {
         assert_eq!(*n, 1, "{label}/{part} was done {n} times; logs in {}", logs.display());
     }
@@ -604,4 +596,19 @@ fn a_run_driven_in_the_foreground_and_killed_goes_to_a_worker_after_its_lease() 
     let ledger = case.ledger();
     assert!(ledger.iter().filter(|l| *l == "f1 a").count() <= 1, "{ledger:?}");
     assert!(!ledger.iter().any(|l| l == "f1 b"), "{ledger:?}");
+}
+
+/// Counts each effect of the ledger the test tools write in `workspace` (`ledger.log`, a
+/// `label part` line per effect): the crash tests require each exactly once.
+pub(crate) fn ledger_effects(workspace: &Path) -> HashMap<(String, String), usize> {
+    let ledger = std::fs::read_to_string(workspace.join("ledger.log")).unwrap_or_default();
+    let mut effects: HashMap<(String, String), usize> = HashMap::new();
+    for line in ledger.lines() {
+        let mut words = line.split_whitespace();
+        let (Some(label), Some(part)) = (words.next(), words.next()) else {
+            panic!("a ledger line is not `label part`: {line:?}");
+        };
+        *effects.entry((label.to_owned(), part.to_owned())).or_default() += 1;
+    }
+    effects
 }
