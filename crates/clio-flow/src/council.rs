@@ -1,10 +1,12 @@
 //! The built-in `council` flow: the same question to several members — each optionally
 //! on its own model — then one synthesised answer.
 //!
-//! Options: `members` (call targets, at least one), `models` (models, used in turn; with
-//! more models than members the members are used in turn, so `members = ["self"]` with
-//! three models asks the agent itself on three models), and `synthesizer` (the target that
-//! writes the one answer, `"self"` by default). Members are asked with one `gather`, so a
+//! Options: `members` (call targets), `models` (models, used in turn; with more models than
+//! members the members are used in turn, so `members = ["self"]` with three models asks the
+//! agent itself on three models), and `synthesizer` (the target that writes the one answer,
+//! `"self"` by default). As the seeds' `ThreeModels` has it, `models` alone makes the
+//! members: one member per model, each this agent (`"self"`) on its own model. A council
+//! with neither members nor models stalls with `council_invalid`. Members are asked with one `gather`, so a
 //! member that fails does not stop the others; the council fails only when every member
 //! does. The answer's outputs hold each member's answer (or error) and model.
 
@@ -52,8 +54,17 @@ impl Flow for CouncilFlow {
 
     fn forward<'a>(&'a self, task: Value, ctx: Ctx) -> FlowFuture<'a> {
         Box::pin(async move {
-            let members = strings(ctx.options().get("members"));
-            let models = strings(ctx.options().get("models"));
+            let mut members = strings(ctx.options().get("members"));
+            let models: Vec<String> = strings(ctx.options().get("models"))
+                .into_iter()
+                .map(|m| m.trim().to_owned())
+                .filter(|m| !m.is_empty())
+                .collect();
+            // The seeds: "its models option puts each member on its own model" — with no
+            // members named, each model is one member, this agent on that model.
+            if members.is_empty() && !models.is_empty() {
+                members = vec!["self".to_owned(); models.len()];
+            }
             let synthesizer = ctx
                 .options()
                 .get("synthesizer")
@@ -64,7 +75,8 @@ impl Flow for CouncilFlow {
             if members.is_empty() {
                 return Err(FlowError::stall(
                     "council_invalid",
-                    "the council has no members: pass the `members` option, such as [\"self\"]",
+                    "the council has no members: pass the `members` option, such as [\"self\"], \
+                     or the `models` option, one member per model",
                 ));
             }
             let seats = members.len().max(models.len());

@@ -83,3 +83,80 @@ async fn a_council_needs_members_and_an_answer() {
     let bad = rt.run(selection("council", json!({"members": "physicist"})), Value::Null).await;
     assert!(matches!(bad, Err(FlowError::OptionsInvalid { .. })), "{bad:?}");
 }
+
+/// The seeds' `ThreeModels`, unchanged but for the language:
+///
+/// ```python
+/// class ThreeModels(Flow):
+///     id = "three-models"
+///     models: tuple[str, ...] = ()
+///
+///     async def forward(self, question, ctx):
+///         council = Flow("council", models=list(self.models))
+///         return await ctx.call(council, question)
+/// ```
+fn three_models() -> clio_flow::FnFlow {
+    clio_flow::FnFlow::new("three-models", |question: Value, ctx| async move {
+        let models: Vec<String> = ctx.option("models").unwrap_or_default();
+        let council = selection("council", json!({ "models": models }));
+        let result = ctx.call(council, question).await?;
+        Ok(clio_flow::FlowOutput::from(result))
+    })
+    .options(vec![clio_flow::OptionSpec::new(
+        "models",
+        clio_flow::OptionType::strings(),
+        json!([]),
+    )])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_models_as_the_seeds_write_it_asks_one_member_per_model() {
+    let counter = Counter::default();
+    let journal = Journal::open_in_memory().unwrap();
+    let reg = council_registry(&counter)
+        .this_agent(Worker::handler("self", |req| async move {
+            let mut reply = if req.text.contains("The council's answers") {
+                WorkerReply::text(format!(
+                    "synthesis of {} answers",
+                    req.text.matches("### self").count()
+                ))
+            } else {
+                WorkerReply::text(format!("self on {}", req.model))
+            };
+            reply.model = req.model.clone();
+            Ok(reply)
+        }))
+        .flow(three_models());
+    let rt = runtime(&journal, reg);
+    let options = json!({"models": ["a/one", "b/two", "c/three"]});
+    let report = rt.run(selection("three-models", options), json!("why?")).await.unwrap();
+    assert_eq!(answer(&report), "synthesis of 3 answers");
+
+    let members = report.output().unwrap().outputs["members"].clone();
+    let seats: Vec<(&str, &str, &str)> = members
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["member"].as_str().unwrap(),
+                m["model"].as_str().unwrap(),
+                m["answer"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seats,
+        [
+            ("self", "a/one", "self on a/one"),
+            ("self", "b/two", "self on b/two"),
+            ("self", "c/three", "self on c/three")
+        ],
+        "one member per model"
+    );
+
+    // A replay asks no one again.
+    let replay = rt.replay(report.run).await.unwrap();
+    assert_eq!(replay.submitted, 0);
+    assert_eq!(answer(&replay), "synthesis of 3 answers");
+}
