@@ -22,6 +22,10 @@
 //! max_iters = 20
 //! max_entries = 10000
 //!
+//! [workflows]                        # the person's limits for every workflow: the
+//! max_added_steps = 4                # tighter of these and a workflow's own bounds
+//! max_edit_rounds = 2                # applies (recorded in the run's `wf-limits`)
+//!
 //! [sandbox]                          # how run_code scripts and plugin executables are
 //! mode = "auto"                      # confined: auto | bwrap | landlock | off
 //! network = false                    # tools that declare `network = true` may use it
@@ -64,6 +68,8 @@ pub(crate) struct HomeConfig {
     pub(crate) tools: PermissionSettings,
     limits: Limits,
     sandbox: SandboxTable,
+    /// `[workflows]`: Steps editors may add and Editing rounds, for every workflow.
+    workflows: WorkflowsTable,
     /// `[tools] env`: the variables of `clio`'s environment each sandboxed program gets.
     tool_env: Vec<EnvRule>,
     /// `[sandbox]`'s memory, process, CPU-time and file-size limits.
@@ -92,6 +98,18 @@ struct ConfigFile {
     limits: Limits,
     #[serde(default)]
     sandbox: SandboxTable,
+    #[serde(default)]
+    workflows: WorkflowsTable,
+}
+
+/// The `[workflows]` table: the person's limits for every workflow (the seeds' Settings →
+/// Execution & history → Workflows: "Steps editors may add" and "Editing rounds"); an
+/// absent field leaves that limit to each workflow.
+#[derive(Debug, Default, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WorkflowsTable {
+    max_added_steps: Option<u32>,
+    max_edit_rounds: Option<u32>,
 }
 
 /// The `[sandbox]` table: how code that runs on this machine is confined; an absent field
@@ -207,6 +225,7 @@ impl HomeConfig {
             tools,
             limits: file.limits,
             sandbox: file.sandbox,
+            workflows: file.workflows,
             tool_env,
             sandbox_limits,
         })
@@ -235,6 +254,8 @@ impl HomeConfig {
         config.max_depth = max_depth.unwrap_or(config.max_depth);
         config.max_iters = max_iters.unwrap_or(config.max_iters);
         config.max_entries = max_entries.unwrap_or(config.max_entries);
+        let WorkflowsTable { max_added_steps, max_edit_rounds } = self.workflows;
+        config.workflows = clio_workflow::Settings { max_added_steps, max_edit_rounds };
     }
 }
 

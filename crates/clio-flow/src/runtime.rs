@@ -66,6 +66,10 @@ pub struct RuntimeConfig {
     /// were shown, so later runs trust the plugin too; `None`: the yes holds for the run
     /// only (it is recorded in the run either way).
     pub trust_store: Option<clio_plugins::Store>,
+    /// The person's limits for every workflow (Settings → Execution & history → Workflows;
+    /// `[workflows]` of config.toml): the tighter of these and a workflow's own bounds
+    /// applies, and both are recorded in its `wf-limits` when it starts.
+    pub workflows: clio_workflow::Settings,
 }
 
 impl Default for RuntimeConfig {
@@ -82,6 +86,7 @@ impl Default for RuntimeConfig {
             sandbox: clio_tools::Sandbox::default(),
             interactive: true,
             trust_store: None,
+            workflows: clio_workflow::Settings::default(),
         }
     }
 }

@@ -19,7 +19,7 @@ use std::pin::Pin;
 use clio_journal::Pending;
 use clio_workflow::{
     Action, Bounds, EditorCall, Event, Outcome, Proposal, RunConfig, RunResult, Scheduler,
-    TargetKind, Workflow,
+    Settings, TargetKind, Workflow,
 };
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
@@ -196,8 +196,9 @@ fn proposal_tools() -> [Tool; 2] {
 pub struct WorkflowRun {
     /// The workflow.
     pub workflow: Workflow,
-    /// The task its steps' `$task` stands for.
-    pub task: String,
+    /// The task its steps' `$task` stands for: text, or structured JSON (a reference that
+    /// is only `$task` is replaced by the value itself).
+    pub task: Value,
     /// The subagents that may propose edits after each step (none: no editing).
     pub editors: Vec<String>,
     /// The most steps the editors may add (`None`: the flow's default).
@@ -214,7 +215,7 @@ pub struct WorkflowRun {
 
 impl WorkflowRun {
     /// Returns a run of `workflow` on `task` with no editors and the default settings.
-    pub fn new(workflow: Workflow, task: impl Into<String>) -> WorkflowRun {
+    pub fn new(workflow: Workflow, task: impl Into<Value>) -> WorkflowRun {
         WorkflowRun {
             workflow,
             task: task.into(),
@@ -232,7 +233,7 @@ impl WorkflowRun {
     pub fn input(&self) -> Value {
         let mut input = Map::new();
         input.insert("workflow".into(), self.workflow.to_json());
-        input.insert("task".into(), Value::String(self.task.clone()));
+        input.insert("task".into(), self.task.clone());
         if !self.editors.is_empty() {
             input.insert("editors".into(), serde_json::json!(self.editors));
         }
@@ -334,15 +335,25 @@ async fn run(input: Value, ctx: Ctx) -> Result<FlowOutput, FlowError> {
     trust_targets(&ctx, &workflow).await?;
     let model = settings.model.take().unwrap_or_default();
     let window = steps_window(&ctx);
-    let config = RunConfig { max_concurrency: window, ..settings.run_config() };
+    let person = person_settings(&ctx);
+    let config = RunConfig { max_concurrency: window, settings: person, ..settings.run_config() };
+    let asked = config.bounds.clone();
     let no_editors = config.editors.is_empty();
     let mut sched = Scheduler::new(workflow, config);
     // The last write of the log sent to the journal and not yet confirmed, first the limits
     // (and the window, which a resume must launch its steps within too).
     // The scheduler applies events before their commit: the journal commits in order, so
     // the calls it launches next become durable only after the events that led to them.
-    let limits = serde_json::to_value(sched.limits()).unwrap_or(Value::Null);
-    let logged_limits = object([("limits", limits), ("window", window.into())]);
+    // The limits in force (the tighter of the workflow's bounds and the person's settings),
+    // and both of what they came from, recorded when the run starts.
+    let to_value = |v: Result<Value, serde_json::Error>| v.unwrap_or(Value::Null);
+    let limits = to_value(serde_json::to_value(sched.limits()));
+    let logged_limits = object([
+        ("limits", limits),
+        ("workflow", to_value(serde_json::to_value(&asked))),
+        ("settings", to_value(serde_json::to_value(person))),
+        ("window", window.into()),
+    ]);
     let mut unconfirmed: Option<Pending<Vec<u64>>> =
         ctx.submit_log("wf-limits", "workflow limits".into(), &logged_limits)?;
     let mut live: FuturesUnordered<Live> = FuturesUnordered::new();
@@ -561,6 +572,21 @@ fn steps_window(ctx: &Ctx) -> usize {
             .and_then(Value::as_u64)
             .map_or(0, |w| usize::try_from(w).unwrap_or(usize::MAX)),
         None => STEPS_RUNNING_AT_ONCE,
+    }
+}
+
+/// Returns the person's settings for every workflow (Settings → Execution & history →
+/// Workflows; `[workflows]` of the deployment's config.toml) that this run applies: the
+/// ones its `wf-limits` recorded when it started (none for a run recorded before they
+/// were), so a resume or a replay applies the limits the run started with whatever the
+/// settings say now; else the runtime's.
+fn person_settings(ctx: &Ctx) -> Settings {
+    match ctx.logged("wf-limits") {
+        Some(logged) => logged
+            .get("settings")
+            .and_then(|s| serde_json::from_value(s.clone()).ok())
+            .unwrap_or_default(),
+        None => ctx.config().workflows,
     }
 }
 
@@ -932,9 +958,6 @@ pub fn workflow_state(
     let wf_value = input.as_object_mut().and_then(|m| m.remove("workflow")).unwrap_or(Value::Null);
     let Ok(workflow) = Workflow::from_value(wf_value) else { return Ok(None) };
     let Ok(settings) = WorkflowInput::parse(&input) else { return Ok(None) };
-    let config = settings.run_config();
-    let implicit_allowed = config.editors.is_empty();
-    let mut sched = Scheduler::new(workflow, config);
     // The top-level flow's logged values, by key (a nested workflow's keys carry a prefix).
     let logged: HashMap<String, Value> = journal
         .entries(run)?
@@ -945,6 +968,15 @@ pub fn workflow_state(
             Some((key, result))
         })
         .collect();
+    // The person's settings the run recorded when it started.
+    let person: Settings = logged
+        .get("wf-limits")
+        .and_then(|l| l.get("settings"))
+        .and_then(|s| serde_json::from_value(s.clone()).ok())
+        .unwrap_or_default();
+    let config = RunConfig { settings: person, ..settings.run_config() };
+    let implicit_allowed = config.editors.is_empty();
+    let mut sched = Scheduler::new(workflow, config);
     // The steps' calls that ended with success, by key, with their results.
     let succeeded: HashMap<String, Value> = journal
         .tasks(run)?

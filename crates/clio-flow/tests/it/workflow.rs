@@ -414,3 +414,94 @@ async fn a_chain_logged_a_batch_per_step_replays() {
         .collect();
     assert_eq!(statuses, ["finished"; 5]);
 }
+
+/// An editor that proposes two steps after its own.
+fn greedy_editor() -> Worker {
+    Worker::handler("editor", |req| async move {
+        for id in ["polish", "trim"] {
+            req.ctx
+                .call(
+                    "workflow_add_step",
+                    json!({ "step_id": id, "target": "writer", "input": "$draft", "reason": "more" }),
+                )
+                .key(id)
+                .await?;
+        }
+        Ok(WorkerReply::text("two more"))
+    })
+}
+
+/// The result the run's `wf-limits` recorded.
+fn wf_limits(journal: &Journal, run: clio_journal::RunId) -> Value {
+    let entries = journal.entries(run).unwrap();
+    let entry = entries.iter().find(|e| e.identity.as_deref() == Some("key:wf-limits"));
+    entry.expect("wf-limits is recorded").payload["result"].clone()
+}
+
+/// The seeds: "in Settings … Workflows sets Steps editors may add and Editing rounds for
+/// every workflow, and the tighter of the two limits applies. The limits in force are
+/// recorded when the run starts." The person's settings come from the runtime's config
+/// (config.toml's `[workflows]`); a resume and a replay apply the recorded ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tighter_of_the_workflows_bounds_and_the_persons_settings_applies() {
+    let c = Counter::default();
+    let reg = registry(&c).subagent(greedy_editor());
+    let wf = json!({ "steps": [
+        {"id": "draft", "target": "writer", "input": "$task"},
+        {"id": "edit", "target": "editor", "after": ["draft"]}
+    ]});
+    let journal = Journal::open_in_memory().unwrap();
+    let person = |added, rounds| clio_flow::RuntimeConfig {
+        workflows: clio_workflow::Settings { max_added_steps: added, max_edit_rounds: rounds },
+        ..clio_flow::RuntimeConfig::default()
+    };
+
+    // The workflow allows 3 added steps, the person 1: one step is added, one refused.
+    let rt = clio_flow::Runtime::new(journal.clone(), reg.clone(), person(Some(1), Some(4)));
+    let input =
+        json!({ "workflow": wf, "task": "essay", "editors": ["editor"], "max_added_steps": 3 });
+    let report = rt.run(sel("workflow"), input).await.unwrap();
+    let out = report.output().unwrap_or_else(|| panic!("{:?}", report.outcome));
+    let edits = out.outputs["edits"].as_array().unwrap();
+    let statuses: Vec<&str> = edits.iter().map(|e| e["status"].as_str().unwrap()).collect();
+    assert_eq!(statuses, ["applied", "refused"], "{edits:?}");
+    assert!(out.outputs["results"].get("polish").is_some());
+    assert!(out.outputs["results"].get("trim").is_none());
+    let limits = wf_limits(&journal, report.run);
+    assert_eq!(limits["limits"]["max_added_steps"], 1, "{limits}");
+    assert_eq!(limits["limits"]["max_edit_rounds"], 4, "{limits}");
+    assert_eq!(limits["workflow"]["max_added_steps"], 3, "{limits}");
+    assert_eq!(limits["workflow"]["max_edit_rounds"], Value::Null, "{limits}");
+    assert_eq!(limits["settings"], json!({"max_added_steps": 1, "max_edit_rounds": 4}));
+
+    // A replay under other settings applies the recorded ones, and gives the same answer.
+    let replay = clio_flow::Runtime::new(journal.clone(), reg.clone(), person(None, None))
+        .replay(report.run)
+        .await
+        .unwrap();
+    assert_eq!(answer(&replay), out.answer);
+    assert_eq!(replay.submitted, 0);
+
+    // The workflow's bound is the tighter one: it applies.
+    let input =
+        json!({ "workflow": wf, "task": "essay", "editors": ["editor"], "max_added_steps": 1 });
+    let rt = clio_flow::Runtime::new(journal.clone(), reg.clone(), person(Some(5), None));
+    let report = rt.run(sel("workflow"), input).await.unwrap();
+    let out = report.output().unwrap();
+    let statuses: Vec<&str> = out.outputs["edits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses, ["applied", "refused"]);
+    assert_eq!(wf_limits(&journal, report.run)["limits"]["max_added_steps"], 1);
+
+    // No edit rounds allowed by the person: nothing is added, though the workflow is open.
+    let input = json!({ "workflow": wf, "task": "essay", "editors": ["editor"] });
+    let rt = clio_flow::Runtime::new(journal.clone(), reg, person(None, Some(0)));
+    let report = rt.run(sel("workflow"), input).await.unwrap();
+    let out = report.output().unwrap();
+    assert!(out.outputs["results"].get("polish").is_none(), "{:?}", out.outputs);
+    assert_eq!(wf_limits(&journal, report.run)["limits"]["max_edit_rounds"], 0);
+}
