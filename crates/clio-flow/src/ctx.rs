@@ -261,6 +261,25 @@ impl Ctx {
         format!("{}{base}#{n}", self.scope.prefix)
     }
 
+    /// Returns the replay identity of a command about `what` made at `file:line:column` as
+    /// the `occurrence`-th such command of its site, counted by the front end that made it
+    /// (a Python flow's runner counts its own; see `docs/python-flows.md`), or named by
+    /// `key` when it is not empty.
+    pub(crate) fn identity_at(
+        &self,
+        file: &str,
+        line: u64,
+        column: u64,
+        occurrence: u64,
+        what: &Value,
+        key: &str,
+    ) -> String {
+        if !key.is_empty() {
+            return format!("{}key:{key}", self.scope.prefix);
+        }
+        format!("{}{file}:{line}:{column}:{}#{occurrence}", self.scope.prefix, digest(what))
+    }
+
     /// Returns the run's id.
     pub fn run_id(&self) -> RunId {
         self.run.run
@@ -392,7 +411,7 @@ impl Ctx {
         }
     }
 
-    async fn recorded_or_run<T, F, Fut>(
+    pub(crate) async fn recorded_or_run<T, F, Fut>(
         &self,
         identity: String,
         cmd: Command,
@@ -561,15 +580,22 @@ impl Ctx {
         async move {
             let cmd = Command::Event { event };
             let identity = self.identity(site, &cmd.to_json(), "");
-            let observed = crate::gate::semantic_events_observed(self)?.then(|| cmd.clone());
-            self.recorded_or_run(identity.clone(), cmd, EntryKind::Event, || async {
-                Ok(Value::Null)
-            })
+            self.record_event_as(identity, cmd).await
+        }
+    }
+
+    /// Records event command `cmd` under `identity`, as [`Ctx::record_event`] does.
+    pub(crate) async fn record_event_as(
+        &self,
+        identity: String,
+        cmd: Command,
+    ) -> Result<(), FlowError> {
+        let observed = crate::gate::semantic_events_observed(self)?.then(|| cmd.clone());
+        self.recorded_or_run(identity.clone(), cmd, EntryKind::Event, || async { Ok(Value::Null) })
             .await?;
-            match observed {
-                Some(cmd) => crate::gate::semantic_event(self, &identity, &cmd).await,
-                None => Ok(()),
-            }
+        match observed {
+            Some(cmd) => crate::gate::semantic_event(self, &identity, &cmd).await,
+            None => Ok(()),
         }
     }
 
@@ -584,17 +610,20 @@ impl Ctx {
         let site = Location::caller();
         async move {
             let identity = self.identity(site, &json!({ "command": "publish" }), "");
-            let cmd = Command::Publish { view };
-            // The view moves into its record; a copy is kept only for hooks that observe it.
-            let observed = crate::gate::semantic_events_observed(self)?.then(|| cmd.clone());
-            self.recorded_or_run(identity.clone(), cmd, EntryKind::View, || async {
-                Ok(Value::Null)
-            })
+            self.publish_as(identity, view).await
+        }
+    }
+
+    /// Publishes `view` under `identity`, as [`Ctx::publish`] does.
+    pub(crate) async fn publish_as(&self, identity: String, view: Value) -> Result<(), FlowError> {
+        let cmd = Command::Publish { view };
+        // The view moves into its record; a copy is kept only for hooks that observe it.
+        let observed = crate::gate::semantic_events_observed(self)?.then(|| cmd.clone());
+        self.recorded_or_run(identity.clone(), cmd, EntryKind::View, || async { Ok(Value::Null) })
             .await?;
-            match observed {
-                Some(cmd) => crate::gate::semantic_event(self, &identity, &cmd).await,
-                None => Ok(()),
-            }
+        match observed {
+            Some(cmd) => crate::gate::semantic_event(self, &identity, &cmd).await,
+            None => Ok(()),
         }
     }
 
@@ -725,8 +754,18 @@ impl Ctx {
             options: options.iter().map(|o| o.to_lowercase()).collect(),
             reason: reason.to_owned(),
         };
+        let identity = self.identity(site, &cmd.to_json(), key);
+        self.ask_as(identity, cmd).await
+    }
+
+    /// Asks question command `cmd` (a [`Command::Ask`]) under `identity` and waits for
+    /// its answer, as [`Ctx::ask_full`] does.
+    pub(crate) async fn ask_as(&self, identity: String, cmd: Command) -> Result<Value, FlowError> {
         let payload = cmd.to_json();
-        let identity = self.identity(site, &payload, key);
+        let question = match &cmd {
+            Command::Ask { question, .. } => question.clone(),
+            _ => String::new(),
+        };
         let seq = match self.recorded_as(&identity, EntryKind::Question, "ask")? {
             Some(entry) => entry.seq,
             None => {
@@ -762,21 +801,32 @@ impl Ctx {
             let cmd = Command::Step { name: format!("permission_receipts:{refresh}") };
             let key = if refresh { String::new() } else { "permission_receipts".to_owned() };
             let identity = self.identity(site, &cmd.to_json(), &key);
-            let journal = self.run.rt.journal.clone();
-            let run = self.run.run;
-            self.recorded_or_run(identity, cmd, EntryKind::PermissionReceipt, || async move {
-                let entries = blocking(move || journal.entries(run)).await?;
-                let receipts: Vec<Value> = entries
-                    .into_iter()
-                    .filter(|e| {
-                        e.kind == EntryKind::PermissionReceipt && e.payload.get("command").is_none()
-                    })
-                    .map(|e| e.payload)
-                    .collect();
-                Ok(Value::Array(receipts))
-            })
-            .await
+            self.permission_receipts_as(identity, refresh).await
         }
+    }
+
+    /// Takes (or replays) the snapshot of permission decisions under `identity`, as
+    /// [`Ctx::permission_receipts`] does.
+    pub(crate) async fn permission_receipts_as(
+        &self,
+        identity: String,
+        refresh: bool,
+    ) -> Result<Value, FlowError> {
+        let cmd = Command::Step { name: format!("permission_receipts:{refresh}") };
+        let journal = self.run.rt.journal.clone();
+        let run = self.run.run;
+        self.recorded_or_run(identity, cmd, EntryKind::PermissionReceipt, || async move {
+            let entries = blocking(move || journal.entries(run)).await?;
+            let receipts: Vec<Value> = entries
+                .into_iter()
+                .filter(|e| {
+                    e.kind == EntryKind::PermissionReceipt && e.payload.get("command").is_none()
+                })
+                .map(|e| e.payload)
+                .collect();
+            Ok(Value::Array(receipts))
+        })
+        .await
     }
 
     /// Returns the finished tool results of child `handle`, read without starting any work.
@@ -815,6 +865,23 @@ impl Ctx {
     fn order(&self, site: &Location<'_>) -> gather::Order {
         let identity = self.identity(site, &Value::String("select".into()), "");
         gather::Order { ctx: self.clone(), identity }
+    }
+
+    /// Returns a gather of `calls` whose delivery order is recorded under `identity` (a
+    /// front end's own site for it).
+    pub(crate) fn gather_as(&self, calls: Vec<Call>, identity: String) -> Gather {
+        Gather::new(calls, gather::Order { ctx: self.clone(), identity })
+    }
+
+    /// Returns an `as_completed` stream of `calls` whose delivery order is recorded under
+    /// `identity`.
+    pub(crate) fn as_completed_as(
+        &self,
+        calls: Vec<Call>,
+        limit: usize,
+        identity: String,
+    ) -> impl futures::Stream<Item = Settled> + Send + 'static {
+        gather::as_completed(calls, limit, gather::Order { ctx: self.clone(), identity })
     }
 
     /// Returns whether this run takes the code path added by the patch named `id`: `true`

@@ -281,6 +281,30 @@ pub enum FlowError {
         /// What went wrong.
         message: String,
     },
+    /// A flow written in Python raised an exception that is no outcome (or its file does
+    /// not import, or it returned what is not JSON): `details` hold `flow`, `phase`,
+    /// `type`, `message`, `file` and `line` (the innermost place in the plugin's code) and
+    /// the Python `traceback`.
+    #[error("{message}")]
+    FlowException {
+        /// The flow's id.
+        flow: String,
+        /// What happened, naming the flow, the exception, its file and line.
+        message: String,
+        /// Everything the runner reported, the traceback included.
+        details: Box<Map<String, Value>>,
+    },
+    /// The process running a Python flow spoke outside the protocol (a line that is no
+    /// message, a reply to nothing), or did not start: nothing it said was recorded.
+    #[error("flow {flow} ({file}): protocol error: {problem}")]
+    FlowProtocol {
+        /// The flow's id.
+        flow: String,
+        /// Its `.py` file, relative to its plugin folder.
+        file: String,
+        /// What went wrong, quoting the start of the line at fault.
+        problem: String,
+    },
     /// The journal failed.
     #[error("journal error")]
     Journal(#[source] Arc<JournalError>),
@@ -349,6 +373,8 @@ impl FlowError {
             FlowError::QuestionNotFound { .. } => "question_not_found",
             FlowError::AnswerInvalid { .. } => "answer_invalid",
             FlowError::StepFailed { .. } => "step_failed",
+            FlowError::FlowException { .. } => "flow_exception",
+            FlowError::FlowProtocol { .. } => "flow_protocol_error",
             FlowError::Journal(_) => "journal_error",
         }
     }
@@ -454,6 +480,14 @@ impl FlowError {
             }
             FlowError::StepFailed { identity, message } => {
                 json!({ "identity": identity, "message": message })
+            }
+            FlowError::FlowException { flow, details, .. } => {
+                let mut details = (**details).clone();
+                details.insert("flow".into(), json!(flow));
+                Value::Object(details)
+            }
+            FlowError::FlowProtocol { flow, file, problem } => {
+                json!({ "flow": flow, "file": file, "problem": problem })
             }
             FlowError::Journal(err) => json!({ "message": err.to_string() }),
         };
@@ -592,6 +626,20 @@ impl FlowError {
                     })
                     .unwrap_or_default(),
             },
+            "step_failed" => {
+                FlowError::StepFailed { identity: s("identity"), message: s("message") }
+            }
+            "flow_exception" => FlowError::FlowException {
+                flow: s("flow"),
+                message: value
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .map_or_else(|| s("message"), str::to_owned),
+                details: Box::new(d.clone()),
+            },
+            "flow_protocol_error" => {
+                FlowError::FlowProtocol { flow: s("flow"), file: s("file"), problem: s("problem") }
+            }
             _ => FlowError::CallFailed {
                 handle,
                 message: value

@@ -42,6 +42,7 @@ mod gate;
 mod options;
 mod orchestration;
 mod plugin_bridge;
+mod python_flow;
 mod react;
 mod registry;
 mod result;
@@ -77,6 +78,7 @@ pub use crate::plugin_bridge::{
     BASIC_TOOLS, WorkflowFileFlow, register_basic_tools, register_plugin,
     register_plugin_with_digest, register_plugin_with_mcp, run_executable, workflow_shape,
 };
+pub use crate::python_flow::{Pool as PythonPool, PythonFlow};
 pub use crate::react::{ReactFlow, SEARCH_TOOLS};
 pub use crate::registry::{
     ContextualHandler, Registry, Target, Tool, ToolFuture, ToolHandler, Worker, WorkerFuture,

@@ -235,7 +235,24 @@ fn register(
         worker.requires = plugin.model_requires;
         registry = registry.subagent(worker);
     }
+    // One child runs every Python flow of the plugin (started when the first one runs).
+    let python =
+        plugin.flows.iter().any(|f| matches!(f.source, FlowSource::Python { .. })).then(|| {
+            let root = folder.as_deref().map_or_else(PathBuf::new, plugin_root);
+            crate::python_flow::Pool::new(&plugin.id, root, clio_plugins::python::interpreter())
+        });
     for flow in &plugin.flows {
+        if let Some(pool) = &python
+            && let Some(python_flow) = crate::python_flow::PythonFlow::from_decl(
+                flow,
+                &plugin.id,
+                &plugin.version.to_string(),
+                pool,
+            )
+        {
+            registry = registry.plugin_flow(plugin.id.clone(), python_flow);
+            continue;
+        }
         if let FlowSource::Workflow { workflow, .. } = &flow.source {
             let file_flow = WorkflowFileFlow {
                 id: flow.id.clone(),

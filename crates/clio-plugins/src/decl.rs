@@ -317,6 +317,25 @@ pub enum FlowSource {
         /// The workflow as read (structure checked, steps not yet validated).
         workflow: Json,
     },
+    /// A flow written in Python, a class in `flows/<name>.py`, run by the runtime's
+    /// Python runner (`docs/python-flows.md`); declared as read from the file's syntax
+    /// tree (see [`crate::python`]).
+    Python {
+        /// The file, relative to `ai.iowarp.clio/`.
+        path: PathBuf,
+        /// The class that declares the flow.
+        class: String,
+        /// The line of its `class` statement.
+        line: u32,
+        /// Its railroad diagram (`shape`).
+        shape: String,
+        /// Its model (`model`; empty: none).
+        model: String,
+        /// Its limits: `{max_depth, max_concurrency, max_model_calls, budget_tokens}`.
+        limits: Json,
+        /// Its options, each `{name, type, default, line}`.
+        options: Vec<Json>,
+    },
 }
 
 /// A flow a plugin provides.
@@ -342,6 +361,16 @@ impl FlowDecl {
             FlowSource::Workflow { path, .. } => {
                 json!({"kind": "workflow", "file": slash_path(path)})
             }
+            FlowSource::Python { path, class, line, shape, model, limits, options } => json!({
+                "kind": "python",
+                "file": slash_path(path),
+                "class": class,
+                "line": line,
+                "shape": shape,
+                "model": model,
+                "limits": limits,
+                "options": options,
+            }),
         };
         json!({"id": self.id, "description": self.description, "source": source})
     }

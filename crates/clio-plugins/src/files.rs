@@ -270,6 +270,8 @@ pub(crate) fn read_flows(
     };
     entries.sort();
     let mut flows = Vec::new();
+    let python: Vec<PathBuf> =
+        entries.iter().filter(|p| p.extension().is_some_and(|ext| ext == "py")).cloned().collect();
     for path in entries {
         if path.extension().is_none_or(|ext| ext != "json") {
             continue;
@@ -304,7 +306,103 @@ pub(crate) fn read_flows(
             },
         });
     }
+    read_python_flows(problems, prefix, clio_dir, &python, &mut flows);
     flows
+}
+
+/// Reads the flows the `flows/*.py` files `files` of `clio_dir` declare, from their syntax
+/// trees (no code of the plugin runs: [`crate::python::discover`]), into `flows`; each
+/// problem names its file and line, and an id a workflow file of the plugin also has is
+/// `duplicate_id`.
+fn read_python_flows(
+    problems: &mut Vec<crate::problem::Problem>,
+    prefix: &str,
+    clio_dir: &Path,
+    files: &[PathBuf],
+    flows: &mut Vec<FlowDecl>,
+) {
+    if files.is_empty() {
+        return;
+    }
+    let root = clio_dir.parent().unwrap_or(clio_dir);
+    // The display path of a file the reader names relative to the plugin folder.
+    let shown = |file: &str| {
+        let inner = file.strip_prefix(crate::manifest::PLUGIN_DIR).unwrap_or(file);
+        format!("{prefix}{}", inner.trim_start_matches('/'))
+    };
+    let found = match crate::python::discover(&crate::python::interpreter(), root, files) {
+        Ok(found) => found,
+        Err(err) => {
+            let file = match files {
+                [one] => format!(
+                    "{prefix}flows/{}",
+                    one.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()
+                ),
+                _ => format!("{prefix}flows/"),
+            };
+            problems.push(crate::problem::Problem {
+                code: ProblemCode::PythonFlowInvalid,
+                file,
+                line: None,
+                field: String::new(),
+                message: format!("the Python flows cannot be read: {err}"),
+            });
+            return;
+        }
+    };
+    for error in found.errors {
+        let file = shown(&error.file);
+        // The reader's message starts with `file:line: `; the problem carries both.
+        let message = match error.message.split_once(": ") {
+            Some((place, rest)) if place.starts_with(&error.file) => rest.to_owned(),
+            _ => error.message.clone(),
+        };
+        problems.push(crate::problem::Problem {
+            code: ProblemCode::PythonFlowInvalid,
+            file,
+            line: (error.line > 0).then_some(error.line),
+            field: String::new(),
+            message,
+        });
+    }
+    for flow in found.flows {
+        let file = shown(&flow.file);
+        let path = PathBuf::from(
+            flow.file
+                .strip_prefix(crate::manifest::PLUGIN_DIR)
+                .map_or(flow.file.as_str(), |inner| inner.trim_start_matches('/')),
+        );
+        let mut sink = Sink { file: file.clone(), problems };
+        crate::plugin::id_problem(&mut sink, "id", &flow.id);
+        if let Some(other) = flows.iter().find(|f| f.id == flow.id) {
+            let place = match &other.source {
+                FlowSource::Workflow { path, .. } | FlowSource::Python { path, .. } => {
+                    path.display().to_string()
+                }
+                FlowSource::Host => String::new(),
+            };
+            sink.push(
+                ProblemCode::DuplicateId,
+                "id",
+                Some(flow.line),
+                format!("flow id {:?} is also declared by {prefix}{place}", flow.id),
+            );
+            continue;
+        }
+        flows.push(FlowDecl {
+            id: flow.id,
+            description: flow.description,
+            source: FlowSource::Python {
+                path,
+                class: flow.class,
+                line: flow.line,
+                shape: flow.shape,
+                model: flow.model,
+                limits: flow.limits,
+                options: flow.options,
+            },
+        });
+    }
 }
 
 /// Checks a workflow's structure and returns its `description`, if it has one.

@@ -27,6 +27,7 @@ mod marketplace;
 mod permission;
 mod plugin;
 mod problem;
+pub mod python;
 mod reader;
 mod resolve;
 mod schema;

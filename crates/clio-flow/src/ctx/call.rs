@@ -161,7 +161,7 @@ impl Call {
         Call::with_identity(ctx, target, input, String::new(), key)
     }
 
-    fn with_identity(
+    pub(crate) fn with_identity(
         ctx: Ctx,
         target: Target,
         input: CallInput,
