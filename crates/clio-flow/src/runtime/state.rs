@@ -422,6 +422,12 @@ impl RunState {
         true
     }
 
+    /// Returns whether scope `scope` (an identity prefix) has recorded commands the code
+    /// has not reached yet: a new command there would be held.
+    pub(crate) fn scope_behind(&self, scope: &str) -> bool {
+        self.history.behind(scope)
+    }
+
     /// Returns whether the history holds an entry with `identity`, without reaching it.
     pub(crate) fn is_recorded(&self, identity: &str) -> bool {
         self.recorded.contains_key(identity)
