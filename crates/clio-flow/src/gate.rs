@@ -10,8 +10,10 @@
 //! permission's `ask`, a durable question to the person; then the tool runs ([`run`]) and
 //! its `PostToolUse` hooks see the result. Flows of untrusted plugins ask the same trust
 //! question before they start ([`ensure_trusted`]), and so does `run_workflow` before any
-//! step starts; hooks of untrusted plugins do not run (a failure, which denies when the
-//! hook is `fail_closed`); script bindings of untrusted plugins are refused.
+//! step starts; hooks of untrusted plugins do not run (a failure), except that before a
+//! `fail_closed` hook of an untrusted plugin decides anything the person is asked to trust
+//! its plugin (a no, or a run that cannot ask, is `FlowNotTrusted`, not a silent deny of
+//! every call); script bindings of untrusted plugins are refused.
 //!
 //! By construction nothing else can run a tool: a tool's code is held as an
 //! [`Implementation`], which only this module can invoke, and [`run`] takes a [`Passed`],
@@ -49,9 +51,9 @@ use std::time::Duration;
 
 use clio_journal::{EntryKind, NewEntry};
 use clio_plugins::{
-    Callers, DecisionKind, Hook, HookAnswer, HookEvent, HookEventKind, HookOutcome, HookRef,
-    HookResult, Permission, PermissionSource, ToolFacts, Verdict, merge_decisions, order_hooks,
-    resolve_callers, resolve_permission,
+    Callers, DecisionKind, EventPower, Hook, HookAnswer, HookEvent, HookEventKind, HookOutcome,
+    HookRef, HookResult, Permission, PermissionSource, ToolFacts, Verdict, merge_decisions,
+    order_hooks, resolve_callers, resolve_permission,
 };
 use serde_json::{Map, Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -756,6 +758,20 @@ pub(crate) async fn hooks(
             let registered = ctx.run.rt.registry.hooks_for(kind, tool);
             if registered.is_empty() {
                 return merged(kind, base, &[], subject);
+            }
+            // A `fail_closed` hook of an untrusted plugin would deny what it guards without
+            // running: the person is asked to trust its plugin before it decides anything
+            // (one question per plugin and digest, as for its tools), and a run that cannot
+            // ask, or a no, ends the call with `FlowNotTrusted`, naming the plugin and how
+            // to trust it, rather than every call being silently denied.
+            if kind.power() == EventPower::CanDeny {
+                for (n, hook) in registered.iter().enumerate() {
+                    if hook.hook.fail_closed && !trusted(ctx, &hook.plugin) {
+                        let key = format!("trust:{summary_id}#{n}");
+                        let what = format!("the fail_closed {} hook {}", kind.name(), hook.hook.id);
+                        Box::pin(ensure_trusted(ctx, &key, &hook.plugin, &what)).await?;
+                    }
+                }
             }
             let mut results = Vec::new();
             let mut entries = Vec::new();

@@ -698,3 +698,86 @@ async fn run_code_cannot_run_the_plugins_programs_through_a_subprocess() {
     assert!(!hostile.server_touched(), "its MCP server never started");
     assert_eq!(counter.get(), 0);
 }
+
+/// A plugin `warden` 1.0.0, loaded untrusted, whose only content is a `fail_closed`
+/// `tool_call` hook that allows every call and notes `watch` in the workspace's
+/// `tally.log` when it runs.
+fn warden(dir: &Path, workspace: &Path, registry: Registry) -> Registry {
+    use std::os::unix::fs::PermissionsExt;
+    let clio = dir.join("warden/ai.iowarp.clio");
+    std::fs::create_dir_all(clio.join("bin")).unwrap();
+    let manifest = "id = \"warden\"\nversion = \"1.0.0\"\ndescription = \"Watches every call.\"\n\n\
+                    [[hooks]]\nevent = \"tool_call\"\nid = \"watch\"\ncommand = \"bin/watch\"\n\
+                    fail_closed = true\n";
+    std::fs::write(clio.join("plugin.toml"), manifest).unwrap();
+    let program = clio.join("bin/watch");
+    std::fs::write(&program, "#!/bin/sh\ncat > /dev/null\necho watch >> tally.log\necho '{}'\n")
+        .unwrap();
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let plugin = clio_plugins::load_plugin(&dir.join("warden")).unwrap();
+    let ws = Workspace::new(Some(workspace.to_path_buf()));
+    register_plugin(registry, &plugin, false, &ws)
+        .unwrap()
+        .trust_with("warden", format!("clio plugin trust {}", dir.join("warden").display()))
+}
+
+/// Issue 46 item 6: an untrusted plugin's `fail_closed` hook silently denied every tool,
+/// built-ins included, and the run "succeeded" without the person ever being asked. Now,
+/// before it decides anything, the person is asked to trust its plugin; a yes runs the
+/// hook (and then the tool), a no refuses the call with `FlowNotTrusted`, and a run that
+/// cannot ask (`--no-input`) fails with `FlowNotTrusted` naming the plugin and how to
+/// trust it — never a silent deny.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_untrusted_plugins_fail_closed_hook_asks_for_trust_before_it_decides() {
+    let (hostile, counter) = (Hostile::new(), Counter::default());
+    let dir = tempfile::tempdir().unwrap();
+    let registry = || warden(dir.path(), &hostile.workspace, base(&counter));
+    let tallies = || hostile.tallies();
+
+    // Asked; a yes runs the hook, then the host's tool.
+    let journal = Journal::open_in_memory().unwrap();
+    let (rt, _) =
+        runtime(&journal, registry(), &script(&[]), RuntimeConfig::default(), &hostile.workspace);
+    let report = rt.run(sel("relay"), json!({ "n": 1 })).await.unwrap();
+    let asked = questions(&report);
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert!(asked[0].text.starts_with("trust plugin warden 1.0.0"), "{}", asked[0].text);
+    assert!(asked[0].reason.contains("fail_closed PreToolUse hook watch"), "{}", asked[0].reason);
+    assert_eq!(counter.get(), 0, "nothing ran before the answer");
+    assert!(tallies().is_empty());
+    let rt =
+        another_process(&journal, registry(), &script(&[]), RuntimeConfig::default(), &hostile);
+    rt.answer(report.run, asked[0].id, "yes").await.unwrap();
+    let report = rt.resume(report.run).await.unwrap();
+    assert!(report.output().is_some(), "{:?}", report.outcome);
+    assert_eq!(counter.get(), 1, "the tool ran once its hook allowed it");
+    assert_eq!(tallies(), ["watch"]);
+    let replay = rt.replay(report.run).await.unwrap();
+    assert_eq!((replay.submitted, replay.steps_run), (0, 0));
+
+    // A no: the call is refused as not trusted, not denied by the hook.
+    let journal = Journal::open_in_memory().unwrap();
+    let (rt, _) =
+        runtime(&journal, registry(), &script(&[]), RuntimeConfig::default(), &hostile.workspace);
+    let report = rt.run(sel("relay"), json!({ "n": 2 })).await.unwrap();
+    let asked = questions(&report);
+    rt.answer(report.run, asked[0].id, "no").await.unwrap();
+    let report = rt.resume(report.run).await.unwrap();
+    let Some(FlowError::FlowNotTrusted { plugin, .. }) = report.error() else {
+        panic!("{:?}", report.outcome)
+    };
+    assert_eq!(plugin, "warden");
+    assert_eq!(counter.get(), 1, "the tool did not run again");
+
+    // Nobody can be asked: FlowNotTrusted, naming the plugin and the command that trusts it.
+    let journal = Journal::open_in_memory().unwrap();
+    let (rt, _) = runtime(&journal, registry(), &script(&[]), no_input(), &hostile.workspace);
+    let report = rt.run(sel("relay"), json!({ "n": 3 })).await.unwrap();
+    let Some(err @ FlowError::FlowNotTrusted { plugin, .. }) = report.error() else {
+        panic!("{:?}", report.outcome)
+    };
+    assert_eq!(plugin, "warden");
+    assert!(err.to_string().contains("clio plugin trust"), "{err}");
+    assert_eq!(counter.get(), 1);
+    assert_eq!(tallies(), ["watch"], "the hook ran only when trusted");
+}
