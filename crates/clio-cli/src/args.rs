@@ -81,14 +81,15 @@ impl Cli {
             Command::Agent(AgentCommand::Verify(a)) => a.json,
             Command::Workflow(WorkflowCommand::Check(a)) => a.json,
             Command::Workflow(WorkflowCommand::Run(a)) => a.drive.json,
-            Command::Workflow(WorkflowCommand::Show(_)) => false,
+            Command::Workflow(WorkflowCommand::Show(a)) => a.json,
             Command::Run(a) => a.drive.json,
             Command::Models(ModelsCommand::List(a)) => a.json,
             Command::Runs(c) => match c {
                 RunsCommand::List(a) => a.json,
                 RunsCommand::Show(a) => a.json,
-                RunsCommand::Tree(a) | RunsCommand::Events(a) | RunsCommand::Cancel(a) => a.json,
-                RunsCommand::Export(_) => true,
+                RunsCommand::Tree(a) | RunsCommand::Cancel(a) => a.json,
+                RunsCommand::Events(a) => a.json,
+                RunsCommand::Export(a) => a.json,
                 RunsCommand::Answer(a) => a.json,
                 RunsCommand::Resume(a) => a.json,
                 RunsCommand::Replay(a) => a.json,
@@ -312,6 +313,9 @@ pub(crate) struct WorkflowShowArgs {
     /// How to draw the DAG
     #[arg(long, value_enum, default_value_t = DrawFormat::Text)]
     pub(crate) format: DrawFormat,
+    /// Print the steps, layers, final steps and the drawing as JSON
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 /// The drawings `clio workflow show` can make.
@@ -327,9 +331,10 @@ pub(crate) enum DrawFormat {
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum RunsCommand {
-    /// List runs, newest first
+    /// List runs, newest first: when each started, how long it took, what it ran, and its
+    /// error or question
     #[command(
-        after_help = "Examples:\n  clio runs list\n  clio runs list --status awaiting_input --json"
+        after_help = "Examples:\n  clio runs list\n  clio runs list --status failed --since 2d\n  clio runs list --agent reviewer --limit 10 --page 2\n  clio runs list --status awaiting_input --json"
     )]
     List(RunsListArgs),
     /// Show a run: its status, answer, tasks and events
@@ -338,11 +343,15 @@ pub(crate) enum RunsCommand {
     /// Draw a run's task tree
     #[command(after_help = "Example:\n  clio runs tree 3")]
     Tree(RunArgs),
-    /// List a run's journal entries in order
-    #[command(after_help = "Example:\n  clio runs events 3 --json")]
-    Events(RunArgs),
+    /// List a run's events in order: one line each, with its time and what happened
+    #[command(
+        after_help = "Times are UTC, then the time since the run started.\n\nExamples:\n  clio runs events 3\n  clio runs events 3 --follow\n  clio runs events 3 --json"
+    )]
+    Events(RunEventsArgs),
     /// Write a run, its tasks and its entries as JSON lines
-    #[command(after_help = "Example:\n  clio runs export 3 > run-3.jsonl")]
+    #[command(
+        after_help = "Examples:\n  clio runs export 3 > run-3.jsonl\n  clio runs export 3 --json > run-3.json"
+    )]
     Export(RunExportArgs),
     /// Record the answer to a question a run is waiting on
     #[command(after_help = "Example:\n  clio runs answer 3 12 yes\n  clio runs resume 3")]
@@ -365,16 +374,32 @@ pub(crate) enum RunsCommand {
 
 #[derive(Debug, Args)]
 pub(crate) struct RunsListArgs {
-    /// Only runs with this status: running, awaiting_input, succeeded, failed, cancelled, interrupted (can be repeated)
-    #[arg(long)]
+    /// Only runs with this status (can be repeated)
+    #[arg(long, value_name = "STATUS", value_parser = clap::builder::PossibleValuesParser::new(RUN_STATUSES))]
     pub(crate) status: Vec<String>,
-    /// At most this many runs
-    #[arg(long)]
+    /// Only runs of this agent: its definition file's name, with or without `.toml`
+    #[arg(long, value_name = "NAME")]
+    pub(crate) agent: Option<String>,
+    /// Only runs of this flow, by id (`workflow` for workflow files)
+    #[arg(long, value_name = "ID")]
+    pub(crate) flow: Option<String>,
+    /// Only runs started since: an age (30m, 12h, 2d, 1w) or a date (YYYY-MM-DD, UTC)
+    #[arg(long, value_name = "AGE|DATE")]
+    pub(crate) since: Option<String>,
+    /// At most this many runs a page [default: 50, all with --json]
+    #[arg(long, value_name = "N")]
     pub(crate) limit: Option<usize>,
+    /// Which page of --limit runs to show, from 1 (newest first)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) page: Option<u64>,
     /// Print the runs as JSON
     #[arg(long)]
     pub(crate) json: bool,
 }
+
+/// The statuses a run can have, as `--status` takes them.
+pub(crate) const RUN_STATUSES: [&str; 6] =
+    ["running", "awaiting_input", "succeeded", "failed", "cancelled", "interrupted"];
 
 /// The long help of `clio runs replay`: what it checks, and what to do about a mismatch.
 const REPLAY_HELP: &str = "\
@@ -411,6 +436,22 @@ pub(crate) struct RunArgs {
 }
 
 #[derive(Debug, Args)]
+pub(crate) struct RunEventsArgs {
+    /// The run's id, as `clio runs list` shows it
+    pub(crate) run: u64,
+    /// Print the raw journal entries as JSON (JSON lines, one entry each, with --follow)
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Keep printing the run's events as they are recorded, until the run ends (or Ctrl-C)
+    #[arg(long)]
+    pub(crate) follow: bool,
+    /// Print only the entries from this sequence number on, after a header line saying
+    /// where the next read starts and whether the run has ended (what --follow reads)
+    #[arg(long, hide = true, value_name = "SEQ")]
+    pub(crate) from: Option<u64>,
+}
+
+#[derive(Debug, Args)]
 pub(crate) struct RunShowArgs {
     /// The run's id, as `clio runs list` shows it
     pub(crate) run: u64,
@@ -426,6 +467,9 @@ pub(crate) struct RunShowArgs {
 pub(crate) struct RunExportArgs {
     /// The run's id, as `clio runs list` shows it
     pub(crate) run: u64,
+    /// Print one JSON document, `{"run", "tasks", "entries"}`, instead of JSON lines
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -598,9 +642,13 @@ pub(crate) struct ServeArgs {
 pub(crate) struct WorkflowRunArgs {
     /// The workflow: a JSON object with `steps`, or a list of steps
     pub(crate) file: PathBuf,
-    /// The task the workflow works on (`$task` in step inputs)
-    #[arg(long)]
-    pub(crate) task: String,
+    /// The task the workflow works on (`$task` in step inputs): text, a JSON object or list,
+    /// or `@FILE.json` read as JSON
+    #[arg(long, visible_alias = "input", required_unless_present = "input_json")]
+    pub(crate) task: Option<String>,
+    /// The task as JSON (any JSON value; `@FILE` reads it from a file)
+    #[arg(long, value_name = "JSON", conflicts_with = "task")]
+    pub(crate) input_json: Option<String>,
     /// A step target that acts as an editor (can be repeated)
     #[arg(long = "editor", value_name = "TARGET")]
     pub(crate) editors: Vec<String>,
@@ -621,9 +669,14 @@ pub(crate) struct WorkflowRunArgs {
 pub(crate) struct RunCommandArgs {
     /// An agent definition file, or the id of a flow
     pub(crate) target: String,
-    /// The input: the agent's or flow's task
-    #[arg(long)]
-    pub(crate) input: String,
+    /// The input: the agent's or flow's task, as text; a JSON object or list is passed as
+    /// JSON, and `@FILE.json` reads JSON from a file
+    #[arg(long, required_unless_present = "input_json")]
+    pub(crate) input: Option<String>,
+    /// The input as JSON (any JSON value; `@FILE` reads it from a file), as a flow started
+    /// by another receives it: `--input-json '{"workflow": {...}, "task": "..."}'`
+    #[arg(long, value_name = "JSON", conflicts_with = "input")]
+    pub(crate) input_json: Option<String>,
     /// A flow option as KEY=VALUE, the value read as JSON when it parses (can be repeated)
     #[arg(long = "option", value_name = "KEY=VALUE")]
     pub(crate) options: Vec<String>,

@@ -17,6 +17,7 @@ mod error;
 mod home;
 mod input;
 mod launch;
+mod launch_input;
 mod log;
 mod paint;
 mod pin;
@@ -56,6 +57,12 @@ where
         Ok(cli) => cli,
         Err(code) => return code,
     };
+    if let args::Command::Runs(args::RunsCommand::Events(events)) = &cli.command
+        && events.follow
+        && events.from.is_none()
+    {
+        return follow_events(&argv, out, err);
+    }
     let verbosity = log::Verbosity { verbose: cli.verbose, quiet: cli.quiet };
     let color = paint::Paint::new(cli.color, std::io::stderr().is_terminal()).enabled();
     log::init(verbosity, color, err);
@@ -114,6 +121,38 @@ where
     }
 }
 
+/// How often `runs events --follow` reads the run's new events.
+const FOLLOW_EVERY: Duration = Duration::from_millis(250);
+
+/// Runs `clio runs events N --follow`: reads the run's events from where the last read
+/// ended (`--from SEQ`, each read run here or by the process that holds the journal, as
+/// any `runs` command is) and prints them as they come, until the run has ended.
+fn follow_events(argv: &[OsString], out: &mut dyn Write, err: &mut dyn Write) -> u8 {
+    let mut from = 0u64;
+    loop {
+        let mut read: Vec<OsString> = argv.iter().filter(|a| *a != "--follow").cloned().collect();
+        read.extend(["--from".into(), from.to_string().into()]);
+        let mut text = Vec::new();
+        let code = run(read, &mut text, err);
+        if code != 0 {
+            let _ = out.write_all(&text);
+            return code;
+        }
+        let text = String::from_utf8_lossy(&text);
+        let (header, rest) = text.split_once('\n').unwrap_or((&text, ""));
+        let header: serde_json::Value = serde_json::from_str(header).unwrap_or_default();
+        if out.write_all(rest.as_bytes()).and_then(|()| out.flush()).is_err() {
+            // A closed stdout (the reader went away) ends the command quietly.
+            return 0;
+        }
+        from = header["next"].as_u64().unwrap_or(from);
+        if header["ended"].as_bool() != Some(false) {
+            return 0;
+        }
+        std::thread::sleep(FOLLOW_EVERY);
+    }
+}
+
 /// Runs the command `argv` names for another process, with `home` lending this process's
 /// journal and runtime (`serve.rs`), writing to `out` and `err`; returns the exit code.
 pub(crate) fn run_served(
@@ -152,8 +191,11 @@ pub(crate) fn run_served(
 }
 
 /// Parses the command line; `Err` holds the exit code of a help, version or usage
-/// request, already printed.
+/// request, already printed. A usage error of a command line that asks for JSON
+/// (`--json` before any `--`) is printed as JSON on stdout too, as every other failure of
+/// such a command is.
 fn parse(argv: Vec<OsString>, out: &mut dyn Write, err: &mut dyn Write) -> Result<args::Cli, u8> {
+    let json = asks_for_json(&argv);
     match args::Cli::try_parse_from(argv) {
         Ok(cli) => Ok(cli),
         Err(clap_error) => {
@@ -165,6 +207,9 @@ fn parse(argv: Vec<OsString>, out: &mut dyn Write, err: &mut dyn Write) -> Resul
                     0
                 }
                 _ => {
+                    if json {
+                        let _ = commands::write_json(out, &usage_json(&clap_error));
+                    }
                     let _ = write!(err, "{rendered}");
                     2
                 }
@@ -172,6 +217,34 @@ fn parse(argv: Vec<OsString>, out: &mut dyn Write, err: &mut dyn Write) -> Resul
             Err(code)
         }
     }
+}
+
+/// Whether a command line asks for JSON: `--json` among its words, before any `--`.
+fn asks_for_json(argv: &[OsString]) -> bool {
+    argv.iter().skip(1).take_while(|a| *a != "--").any(|a| a == "--json")
+}
+
+/// Returns a usage error of clap as `--json` prints errors: `{"ok": false, "error":
+/// {"message", "causes", "hints", "exit_code": 2, "kind": "usage"}}`, the message its
+/// first line, the hints its tips and usage line.
+fn usage_json(error: &clap::Error) -> serde_json::Value {
+    let text = error.render().to_string();
+    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+    let message = lines.next().unwrap_or("").trim_start_matches("error: ").to_owned();
+    let hints: Vec<String> = lines
+        .filter(|l| !l.starts_with("For more information"))
+        .map(|l| l.trim_start_matches("tip: ").to_owned())
+        .collect();
+    serde_json::json!({
+        "ok": false,
+        "error": {
+            "message": message,
+            "causes": [],
+            "hints": hints,
+            "exit_code": 2,
+            "kind": "usage",
+        }
+    })
 }
 
 /// Prints a command's error, if any, and returns its exit code.

@@ -1,10 +1,12 @@
 //! Live progress of a run: the tasks it started, their states, models, tokens and elapsed
 //! times, read from the journal while the run goes.
 //!
-//! On a terminal the task tree is drawn with indicatif: a header bar, then one bar per task
-//! in tree order, indented by depth; a task's bar shows a spinner and its elapsed time
-//! while it is active, and is finished with its final line (✓, ✗, ⊘) when it ends.
-//! Otherwise each change is one plain line, which logs and pipes can keep.
+//! On a terminal a bounded live view is drawn in place with indicatif ([`view`]): a header
+//! with the tasks done, the count of each status and the rate, then the failed tasks (kept
+//! on screen), the active ones and the ones that ended most recently, each list cut to the
+//! terminal's room. It is drawn at most every [`REFRESH`], so a run of 10 or 10,000 tasks
+//! costs the same drawing; the whole tree is `clio runs tree`'s. Otherwise each change is
+//! one plain line, which logs and pipes can keep.
 //!
 //! A resumed run's tasks that had ended before this process started driving it are marked
 //! `(replayed)`: their results come from the journal, nothing ran again. The header counts
@@ -19,7 +21,7 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use clio_journal::{Journal, RunId, TaskRecord, TaskStatus};
-use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::tasks::{TaskNumbers, kind_name, status_name, step_name};
 
@@ -73,7 +75,13 @@ impl Progress {
             .filter(|t| t.status.is_terminal())
             .map(|t| t.id.0)
             .collect();
-        let tree = if tty { Tree::on(ProgressDrawTarget::stderr()) } else { None };
+        let tree = if tty {
+            let size = console::Term::stderr().size_checked();
+            let room = Room::of(size.map(|(rows, _)| rows), size.map(|(_, cols)| cols));
+            Tree::on(ProgressDrawTarget::stderr(), room)
+        } else {
+            None
+        };
         let how = match tree {
             Some(mut tree) => {
                 tree.earlier = earlier.clone();
@@ -134,6 +142,13 @@ impl Progress {
 
     /// Shows what changed since the last call: plain lines go to `out`, the tree to stderr.
     pub(crate) fn tick(&mut self, out: &mut dyn Write) {
+        // On a terminal the view is drawn at a fixed rate, whatever the run's size: a tick
+        // that comes sooner reads nothing (the next one, or the close, shows its change).
+        if let Drawing::Tree(tree) = &self.how
+            && !tree.due()
+        {
+            return;
+        }
         // Progress is best effort: a failed read or write must not stop the run.
         let Ok(tasks) = self.journal.tasks_without_results(self.run) else { return };
         let elapsed = self.started.elapsed();
@@ -141,7 +156,7 @@ impl Progress {
             Drawing::Lines { shown } => {
                 let _ = lines(shown, &self.earlier, elapsed, &tasks, out);
             }
-            Drawing::Tree(tree) => tree.update(&header(self.run, elapsed, &tasks), &tasks),
+            Drawing::Tree(tree) => tree.update(self.run, elapsed, &tasks),
         }
         self.warn_entries(out);
         self.notices(out);
@@ -157,8 +172,8 @@ impl Progress {
             tree.stop();
             return;
         }
-        let tasks = self.journal.tasks(self.run).unwrap_or_default();
-        tree.close(&header(self.run, self.started.elapsed(), &tasks));
+        let tasks = self.journal.tasks_without_results(self.run).unwrap_or_default();
+        tree.close(self.run, self.started.elapsed(), &tasks);
     }
 }
 
@@ -226,117 +241,205 @@ fn lines(
     Ok(())
 }
 
-/// The first line of the tree: the run, the time since progress started, the tasks done
-/// out of those started.
-fn header(run: RunId, elapsed: Duration, tasks: &[TaskRecord]) -> String {
+/// The first line of the live view: the run, the time since progress started, the tasks
+/// done out of those started, the count of each status there is, and the rate at which
+/// tasks ended in this process (replayed ones left out).
+fn header(run: RunId, elapsed: Duration, tasks: &[TaskRecord], earlier: &HashSet<u64>) -> String {
     let done = tasks.iter().filter(|t| t.status.is_terminal()).count();
     let n = tasks.len();
-    format!("run {} — {:.1}s — {done} of {n} task(s) done", run.0, elapsed.as_secs_f64())
+    let mut line =
+        format!("run {} — {:.1}s — {done} of {n} task(s) done", run.0, elapsed.as_secs_f64());
+    let counts: Vec<String> = STATUS_ORDER
+        .iter()
+        .filter_map(|status| {
+            let k = tasks.iter().filter(|t| t.status == *status).count();
+            (k > 0).then(|| format!("{k} {}", status_name(*status)))
+        })
+        .collect();
+    if !counts.is_empty() {
+        line.push_str(&format!(" ({})", counts.join(", ")));
+    }
+    let ended_here =
+        tasks.iter().filter(|t| t.status.is_terminal() && !earlier.contains(&t.id.0)).count();
+    let secs = elapsed.as_secs_f64();
+    if secs >= 0.1 {
+        line.push_str(&format!(" — {:.1} tasks/s", ended_here as f64 / secs));
+    }
+    line
 }
 
-/// The tree of bars on stderr: a header, then one bar per task in tree order.
+/// The order in which the header counts statuses.
+const STATUS_ORDER: [TaskStatus; 7] = [
+    TaskStatus::Succeeded,
+    TaskStatus::Failed,
+    TaskStatus::Cancelled,
+    TaskStatus::Running,
+    TaskStatus::AwaitingInput,
+    TaskStatus::Queued,
+    TaskStatus::Interrupted,
+];
+
+/// How often the live view is drawn at most, whatever the run's size: each drawing reads
+/// the run's tasks once and writes a bounded number of lines.
+pub(crate) const REFRESH: Duration = Duration::from_millis(100);
+
+/// How much of a terminal the live view takes: the most failed, active and recently ended
+/// tasks it lists, and the width its lines are cut to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Room {
+    /// The most task lines (failed, active and ended together).
+    pub(crate) items: usize,
+    /// The terminal's width in columns, when known.
+    pub(crate) width: Option<usize>,
+}
+
+impl Room {
+    /// The room on a terminal of `height` rows and `width` columns: at most 24 lines in
+    /// all (the header, three headings and three "more" lines included), fewer on a
+    /// short terminal, so that the view never scrolls.
+    pub(crate) fn of(height: Option<u16>, width: Option<u16>) -> Room {
+        let height = usize::from(height.unwrap_or(40));
+        let lines = height.saturating_sub(2).clamp(10, 24);
+        Room { items: lines - 7, width: width.map(usize::from).filter(|w| *w > 10) }
+    }
+}
+
+/// Returns the live view of a run, line by line: the header, then the failed tasks (kept
+/// on screen for the whole run: the first ones), the active tasks (running or waiting on
+/// an answer, oldest first, with the time they have taken), and the tasks that ended most
+/// recently, each list cut to what `room` allows with a line saying how many more there
+/// are. Its length is bounded by `room`, whatever the number of tasks; the whole tree is
+/// `clio runs tree`'s.
+pub(crate) fn view(
+    run: RunId,
+    elapsed: Duration,
+    tasks: &[TaskRecord],
+    earlier: &HashSet<u64>,
+    now_ms: u64,
+    room: Room,
+) -> Vec<String> {
+    let numbers = TaskNumbers::of(tasks);
+    let mut failed: Vec<&TaskRecord> =
+        tasks.iter().filter(|t| t.status == TaskStatus::Failed).collect();
+    failed.sort_by_key(|t| (t.updated_at_ms, t.id.0));
+    let mut active: Vec<&TaskRecord> = tasks.iter().filter(|t| t.status.is_active()).collect();
+    active.retain(|t| t.status != TaskStatus::Queued);
+    active.sort_by_key(|t| (t.created_at_ms, t.id.0));
+    let mut ended: Vec<&TaskRecord> =
+        tasks.iter().filter(|t| t.status.is_terminal() && t.status != TaskStatus::Failed).collect();
+    // The most recent ones only: a partial selection, then those few in time order.
+    let recent_cap = room.items.min(ended.len());
+    if recent_cap < ended.len() {
+        let cut = ended.len() - recent_cap;
+        ended.select_nth_unstable_by_key(cut, |t| (t.updated_at_ms, t.id.0));
+        ended.drain(..cut);
+    }
+    ended.sort_by_key(|t| (t.updated_at_ms, t.id.0));
+
+    // Failures first (a third of the room, or all the room the others leave), then the
+    // active tasks (half of what is left, or more when few tasks ended), then the rest.
+    let items = room.items;
+    let others = active.len() + ended.len();
+    let failed_cap = failed.len().min((items / 3).max(items.saturating_sub(others)));
+    let left = items - failed_cap;
+    let active_cap = active.len().min(left.div_ceil(2).max(left.saturating_sub(ended.len())));
+    let ended_cap = ended.len().min(left - active_cap);
+
+    let mut lines = vec![header(run, elapsed, tasks, earlier)];
+    let line_of = |task: &TaskRecord| {
+        let mut line = format!("  {}", describe(&numbers, task, earlier.contains(&task.id.0)));
+        if task.status.is_active() {
+            let ms = now_ms.saturating_sub(task.created_at_ms);
+            line.push_str(&format!(" {:.1}s", ms as f64 / 1000.0));
+        }
+        line
+    };
+    if !failed.is_empty() {
+        lines.push(format!("failed ({}):", failed.len()));
+        lines.extend(failed.iter().take(failed_cap).map(|t| line_of(t)));
+        if failed.len() > failed_cap {
+            lines.push(format!(
+                "  … and {} more failed: `clio runs tree {}` lists every task",
+                failed.len() - failed_cap,
+                run.0
+            ));
+        }
+    }
+    if !active.is_empty() {
+        lines.push(format!("active ({}):", active.len()));
+        lines.extend(active.iter().take(active_cap).map(|t| line_of(t)));
+        if active.len() > active_cap {
+            lines.push(format!("  … and {} more active", active.len() - active_cap));
+        }
+    }
+    if ended_cap > 0 {
+        lines.push("ended lately:".to_owned());
+        lines.extend(ended[ended.len() - ended_cap..].iter().map(|t| line_of(t)));
+    }
+    if let Some(width) = room.width {
+        for line in &mut lines {
+            if console::measure_text_width(line) >= width {
+                *line = console::truncate_str(line, width - 1, "…").into_owned();
+            }
+        }
+    }
+    lines
+}
+
+/// The live view on a terminal: one bar of indicatif whose message is the whole view,
+/// redrawn in place at most every [`REFRESH`].
 ///
-/// Bars are advanced by [`Progress::tick`], not by indicatif's steady-tick threads: the
+/// The view is advanced by [`Progress::tick`], not by indicatif's steady-tick threads: the
 /// CLI holds stderr's lock for the whole command, and a drawing thread would wait on it.
 struct Tree {
-    multi: MultiProgress,
-    header: ProgressBar,
-    // The tasks' bars, in the order they are drawn.
-    bars: Vec<TaskBar>,
-    active: ProgressStyle,
-    still: ProgressStyle,
+    bar: ProgressBar,
+    room: Room,
+    // When the view was last drawn.
+    drawn_at: Option<Instant>,
     // The tasks that had ended before this process started driving the run.
     earlier: HashSet<u64>,
 }
 
-/// A task's bar, and whether it has the active style (spinner and elapsed time).
-struct TaskBar {
-    task: u64,
-    bar: ProgressBar,
-    active: bool,
-}
-
 impl Tree {
-    /// Returns a tree drawn on `target`, or `None` if indicatif would draw nothing there.
-    fn on(target: ProgressDrawTarget) -> Option<Tree> {
-        let multi = MultiProgress::with_draw_target(target);
-        if multi.is_hidden() {
+    /// Returns a view drawn on `target` in `room`, or `None` if indicatif would draw
+    /// nothing there.
+    fn on(target: ProgressDrawTarget, room: Room) -> Option<Tree> {
+        if target.is_hidden() {
             return None;
         }
-        // Both templates are constants; a bad one falls back to indicatif's own.
-        let still = ProgressStyle::with_template("{msg}").unwrap_or_else(|_| plain_style());
-        let active = ProgressStyle::with_template("{msg} {spinner} {elapsed}")
-            .unwrap_or_else(|_| plain_style());
-        let header = multi.add(ProgressBar::new_spinner().with_style(still.clone()));
-        Some(Tree { multi, header, bars: Vec::new(), active, still, earlier: HashSet::new() })
+        // The template is a constant; a bad one falls back to indicatif's own.
+        let style = ProgressStyle::with_template("{msg}").unwrap_or_else(|_| plain_style());
+        let bar = ProgressBar::with_draw_target(None, target).with_style(style);
+        Some(Tree { bar, room, drawn_at: None, earlier: HashSet::new() })
     }
 
-    /// Brings the bars in line with `tasks`.
-    fn update(&mut self, header: &str, tasks: &[TaskRecord]) {
-        let rows = tree_rows(tasks);
-        let order: Vec<u64> = rows.iter().map(|(_, task)| task.id.0).collect();
-        let drawn: Vec<u64> = self.bars.iter().map(|b| b.task).collect();
-        if !keeps_order(&drawn, &order) {
-            // A task moved (its parent showed up late): draw the tree anew.
-            for b in self.bars.drain(..) {
-                self.multi.remove(&b.bar);
-            }
-        }
-        self.header.set_message(header.to_owned());
-        let now = now_ms();
-        let numbers = TaskNumbers::of(tasks);
-        let mut previous = self.header.clone();
-        for (i, (depth, task)) in rows.iter().enumerate() {
-            if self.bars.get(i).is_none_or(|b| b.task != task.id.0) {
-                // Its elapsed time counts from the task's creation, which may be in an
-                // earlier process for a resumed run.
-                let age = Duration::from_millis(now.saturating_sub(task.created_at_ms));
-                let bar = ProgressBar::new_spinner().with_style(self.still.clone());
-                let bar = self.multi.insert_after(&previous, bar.with_elapsed(age));
-                self.bars.insert(i, TaskBar { task: task.id.0, bar, active: false });
-            }
-            let b = &mut self.bars[i];
-            if !b.bar.is_finished() {
-                let replayed = self.earlier.contains(&task.id.0);
-                let line = task_line(&numbers, *depth, task, replayed);
-                if task.status.is_terminal() {
-                    b.bar.set_style(self.still.clone());
-                    b.bar.finish_with_message(line);
-                } else {
-                    // Queued, running or awaiting input: a spinner and the time so far;
-                    // interrupted (it may come back on resume): the line alone.
-                    let active = task.status.is_active();
-                    if active != b.active {
-                        b.active = active;
-                        b.bar.set_style(if active { &self.active } else { &self.still }.clone());
-                    }
-                    b.bar.set_message(line);
-                    b.bar.tick();
-                }
-            }
-            previous = b.bar.clone();
-        }
+    /// Whether the view is due to be drawn again.
+    fn due(&self) -> bool {
+        self.drawn_at.is_none_or(|at| at.elapsed() >= REFRESH)
     }
 
-    /// Prints `line` above the tree, which is drawn again below it.
+    /// Draws the view of `tasks`.
+    fn update(&mut self, run: RunId, elapsed: Duration, tasks: &[TaskRecord]) {
+        let lines = view(run, elapsed, tasks, &self.earlier, now_ms(), self.room);
+        self.drawn_at = Some(Instant::now());
+        self.bar.set_message(lines.join("\n"));
+    }
+
+    /// Prints `line` above the view, which is drawn again below it.
     fn println(&self, line: &str) {
         // Best effort, as all progress: a failed write must not stop the run.
-        let _ = self.multi.println(line);
+        self.bar.println(line);
     }
 
-    /// Leaves the tree on the screen in its last state, the cursor below it.
-    fn close(self, header: &str) {
-        for b in &self.bars {
-            if !b.bar.is_finished() {
-                b.bar.abandon();
-            }
-        }
-        self.header.finish_with_message(header.to_owned());
+    /// Leaves the view on the screen in its last state, the cursor below it.
+    fn close(self, run: RunId, elapsed: Duration, tasks: &[TaskRecord]) {
+        let lines = view(run, elapsed, tasks, &self.earlier, now_ms(), self.room);
+        self.bar.finish_with_message(lines.join("\n"));
     }
 
     /// Draws nothing more: the screen keeps the last drawing as it is.
     fn stop(self) {
-        self.multi.set_draw_target(ProgressDrawTarget::hidden());
+        self.bar.set_draw_target(ProgressDrawTarget::hidden());
     }
 }
 
@@ -344,14 +447,7 @@ fn plain_style() -> ProgressStyle {
     ProgressStyle::default_spinner()
 }
 
-/// Whether the tasks already drawn, in their drawn order, keep that order in `order`, so
-/// that new bars can be slotted in between them.
-fn keeps_order(drawn: &[u64], order: &[u64]) -> bool {
-    let mut rest = order.iter();
-    drawn.iter().all(|id| rest.any(|o| o == id))
-}
-
-/// Milliseconds since the Unix epoch, the journal's clock, to age a task's bar.
+/// Milliseconds since the Unix epoch, the journal's clock, to age an active task.
 fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -420,31 +516,6 @@ pub(crate) fn children_by_parent(tasks: &[TaskRecord]) -> BTreeMap<Option<u64>, 
         children.entry(parent).or_default().push(task);
     }
     children
-}
-
-/// The tasks in tree order (each task after its parent, children in journal order), with
-/// their depth: 0 for a root.
-fn tree_rows(tasks: &[TaskRecord]) -> Vec<(usize, &TaskRecord)> {
-    let children = children_by_parent(tasks);
-    fn walk<'a>(
-        parent: Option<u64>,
-        depth: usize,
-        children: &BTreeMap<Option<u64>, Vec<&'a TaskRecord>>,
-        rows: &mut Vec<(usize, &'a TaskRecord)>,
-    ) {
-        for task in children.get(&parent).into_iter().flatten() {
-            rows.push((depth, task));
-            walk(Some(task.id.0), depth + 1, children, rows);
-        }
-    }
-    let mut rows = Vec::with_capacity(tasks.len());
-    walk(None, 0, &children, &mut rows);
-    rows
-}
-
-/// A task's line in the tree: indented two spaces per level, below the header.
-fn task_line(numbers: &TaskNumbers, depth: usize, task: &TaskRecord, replayed: bool) -> String {
-    format!("{}{}", "  ".repeat(depth + 1), describe(numbers, task, replayed))
 }
 
 #[cfg(test)]

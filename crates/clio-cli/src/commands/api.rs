@@ -93,7 +93,15 @@ fn refuse_ended(record: &RunRecord, what: &str) -> Result<(), ApiFailure> {
 /// `GET runs`: every run, newest first, as `runs list --json` gives it, each with its
 /// flow's name, agent file, models and age beside.
 pub(crate) fn list(home: &Home, limit: Option<usize>) -> Answer {
-    let args = RunsListArgs { status: Vec::new(), limit, json: true };
+    let args = RunsListArgs {
+        status: Vec::new(),
+        agent: None,
+        flow: None,
+        since: None,
+        limit,
+        page: None,
+        json: true,
+    };
     let mut value = captured(|out, _| runs::list(home, &args, out))?;
     let now = runs::now_ms();
     let journal = home.reading_journal()?;
@@ -164,7 +172,7 @@ pub(crate) fn tasks(home: &Home, id: u64) -> Answer {
 /// `runs events --json` gives them.
 pub(crate) fn events(home: &Home, id: u64, after: Option<u64>) -> Answer {
     let record = existing(home, id)?;
-    let args = RunArgs { run: id, json: true };
+    let args = crate::args::RunEventsArgs { run: id, json: true, follow: false, from: None };
     let all = captured(|out, _| runs::events(home, &args, out))?;
     let entries: Vec<Value> = all
         .as_array()

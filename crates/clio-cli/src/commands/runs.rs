@@ -14,7 +14,9 @@ use clio_journal::{
 use serde_json::Value;
 
 use super::write_json;
-use crate::args::{RunArgs, RunExportArgs, RunShowArgs, RunsListArgs, RunsPruneArgs};
+use crate::args::{
+    RunArgs, RunEventsArgs, RunExportArgs, RunShowArgs, RunsListArgs, RunsPruneArgs,
+};
 use crate::error::{CliError, journal_error};
 use crate::home::Home;
 use crate::launch::Launch;
@@ -151,45 +153,280 @@ fn no_journal(home: &Home) -> CliError {
     .hint("pass --home DIR (or set CLIO_HOME) if your runs live elsewhere")
 }
 
-/// Lists runs, newest first.
+/// The runs `clio runs list` shows on a page when `--limit` is not given.
+const PAGE: usize = 50;
+
+/// Lists runs, newest first: a table a person can scan (when each started, how long it
+/// took, what it ran and on what, and its error, question or answer), or JSON. Filters by
+/// status, agent, flow and start time; pages of `--limit` runs.
 pub(super) fn list(home: &Home, args: &RunsListArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let statuses = args.status.iter().map(|s| parse_status(s)).collect::<Result<Vec<_>, _>>()?;
-    let runs = match home.reading_journal()? {
-        Some(journal) => {
-            // A run recorded running is seen as interrupted (see `Home::seen`): asking for
-            // interrupted runs asks for those too.
-            let mut asked = statuses.clone();
-            if asked.contains(&RunStatus::Interrupted) {
-                asked.push(RunStatus::Running);
-            }
-            let filter = RunFilter { statuses: asked, limit: args.limit, ..RunFilter::default() };
-            let runs =
-                journal.runs(&filter).map_err(journal_error)?.into_iter().map(|r| home.seen(r));
-            runs.filter(|r| statuses.is_empty() || statuses.contains(&r.status)).collect()
+    let since = args.since.as_deref().map(parse_since_ms).transpose()?;
+    let journal = home.reading_journal()?;
+    let mut runs: Vec<RunRecord> = Vec::new();
+    let mut total = 0;
+    if let Some(journal) = &journal {
+        // A run recorded running is seen as interrupted (see `Home::seen`): asking for
+        // interrupted runs asks for those too.
+        let mut asked = statuses.clone();
+        if asked.contains(&RunStatus::Interrupted) {
+            asked.push(RunStatus::Running);
         }
-        None => Vec::new(),
-    };
+        let filter = RunFilter { statuses: asked, started_after_ms: since, ..RunFilter::default() };
+        let found = journal.runs(&filter).map_err(journal_error)?.into_iter().map(|r| home.seen(r));
+        runs = found.filter(|r| statuses.is_empty() || statuses.contains(&r.status)).collect();
+        if let Some(flow) = &args.flow {
+            runs.retain(|r| flow_id(&r.flow) == *flow);
+        }
+        if let Some(agent) = &args.agent {
+            runs.retain(|r| agent_name(home, r).is_some_and(|name| agent_matches(&name, agent)));
+        }
+        let filtered = statuses.is_empty() && since.is_none();
+        total = if filtered && args.flow.is_none() && args.agent.is_none() {
+            runs.len()
+        } else {
+            journal.runs(&RunFilter::default()).map_err(journal_error)?.len()
+        };
+    }
+    let matching = runs.len();
+    let limit = args.limit.or((!args.json).then_some(PAGE));
+    let page = usize::try_from(args.page.unwrap_or(1)).unwrap_or(usize::MAX).max(1);
+    let skip = limit.map_or(0, |l| l.saturating_mul(page - 1));
+    let shown: Vec<RunRecord> =
+        runs.into_iter().skip(skip).take(limit.unwrap_or(usize::MAX)).collect();
     if args.json {
-        let list = runs.iter().map(run_json).collect::<Result<Vec<_>, _>>()?;
+        let list = shown.iter().map(run_json).collect::<Result<Vec<_>, _>>()?;
         return write_json(out, &Value::Array(list));
     }
-    if runs.is_empty() {
-        writeln!(out, "no runs in {}", home.journal_path().display())?;
+    let what = filter_words(args);
+    if shown.is_empty() {
+        let place = home.journal_path().display().to_string();
+        match (what.is_empty(), matching, total) {
+            (_, _, 0) => writeln!(out, "no runs in {place}")?,
+            (true, _, _) => writeln!(
+                out,
+                "no runs on page {page}: {total} run(s) in {place}, {} to a page",
+                limit.unwrap_or(PAGE)
+            )?,
+            (false, 0, _) => writeln!(
+                out,
+                "no runs match {what} ({total} run(s) in {place}; `clio runs list` lists them all)"
+            )?,
+            (false, _, _) => writeln!(
+                out,
+                "no runs on page {page}: {matching} run(s) match {what}, {} to a page",
+                limit.unwrap_or(PAGE)
+            )?,
+        }
         return Ok(());
     }
-    writeln!(out, "{:>5}  {:<15}  {:<24}  {:>9}  answer", "run", "status", "flow", "took")?;
-    for run in &runs {
-        writeln!(
-            out,
-            "{:>5}  {:<15}  {:<24}  {:>9}  {}",
-            run.id.0,
-            status_name(run.status),
-            shorten(&flow_label(&run.flow), 24),
-            took(run),
-            shorten(&answer_text(run.answer.as_ref()), 48)
-        )?;
+    let rows: Vec<ListRow> =
+        shown.iter().map(|run| ListRow::of(home, journal.as_ref(), run)).collect();
+    write!(out, "{}", list_table(&rows, now_ms()))?;
+    if matching > skip + shown.len() || skip > 0 {
+        let first = skip + 1;
+        let last = skip + shown.len();
+        let mut line = format!("runs {first}–{last} of {matching}");
+        if matching > last {
+            let mut next = vec!["clio runs list".to_owned()];
+            next.extend(filter_flags(args));
+            if let Some(limit) = args.limit {
+                next.push(format!("--limit {limit}"));
+            }
+            next.push(format!("--page {}", page + 1));
+            line.push_str(&format!("; next page: `{}`", next.join(" ")));
+        }
+        writeln!(out, "{line}")?;
     }
     Ok(())
+}
+
+/// The filters given, as a person reads them: `--status failed, --since 2d`.
+fn filter_words(args: &RunsListArgs) -> String {
+    filter_flags(args).join(", ")
+}
+
+/// The filter flags given, as they are written on a command line.
+fn filter_flags(args: &RunsListArgs) -> Vec<String> {
+    let mut flags: Vec<String> = args.status.iter().map(|s| format!("--status {s}")).collect();
+    if let Some(agent) = &args.agent {
+        flags.push(format!("--agent {agent}"));
+    }
+    if let Some(flow) = &args.flow {
+        flags.push(format!("--flow {flow}"));
+    }
+    if let Some(since) = &args.since {
+        flags.push(format!("--since {since}"));
+    }
+    flags
+}
+
+/// Returns a run's flow id: the selection's `id`, or the text as it is.
+fn flow_id(flow: &str) -> String {
+    serde_json::from_str::<Value>(flow)
+        .ok()
+        .and_then(|v| v.get("id").and_then(Value::as_str).map(str::to_owned))
+        .unwrap_or_else(|| flow.to_owned())
+}
+
+/// Returns the name of the agent a run was launched with: its definition file's stem.
+fn agent_name(home: &Home, run: &RunRecord) -> Option<String> {
+    let launch = Launch::find(home, run).ok().flatten()?;
+    let agent = launch.agent?;
+    Some(
+        agent
+            .file_stem()
+            .map_or_else(|| agent.display().to_string(), |s| s.to_string_lossy().into_owned()),
+    )
+}
+
+/// Whether `--agent given` names the agent `name`: its file's stem, or its file's name.
+fn agent_matches(name: &str, given: &str) -> bool {
+    let given = given.rsplit('/').next().unwrap_or(given);
+    let given =
+        given.strip_suffix(".toml").or_else(|| given.strip_suffix(".json")).unwrap_or(given);
+    name == given
+}
+
+/// What `clio runs list` shows of one run.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ListRow {
+    pub(crate) id: u64,
+    pub(crate) status: RunStatus,
+    pub(crate) started_at_ms: u64,
+    /// Milliseconds from its start to its end, or to its last change while it goes on.
+    pub(crate) took_ms: u64,
+    /// The agent (`agent NAME`) or the flow it runs, with the flow's options.
+    pub(crate) what: String,
+    /// What it works on: a workflow's task, an agent's or flow's input.
+    pub(crate) task: String,
+    /// Its error's first line (failed), its open question (waiting), its answer's first
+    /// line (succeeded), or what to do (interrupted).
+    pub(crate) note: String,
+}
+
+impl ListRow {
+    fn of(home: &Home, journal: Option<&Journal>, run: &RunRecord) -> ListRow {
+        let what = match agent_name(home, run) {
+            Some(agent) => format!("agent {agent}"),
+            None => flow_label(&run.flow),
+        };
+        let workflow_task = run.input.get("workflow").and(run.input.get("task"));
+        let task = match workflow_task.and_then(Value::as_str) {
+            Some(task) => task.to_owned(),
+            None => answer_text(Some(&run.input)),
+        };
+        let first_line = |text: &str| {
+            text.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim().to_owned()
+        };
+        let note = match run.status {
+            RunStatus::Failed => run
+                .error
+                .as_deref()
+                .map(|e| first_line(&crate::progress::error_message(e)))
+                .unwrap_or_default(),
+            RunStatus::AwaitingInput => {
+                let entries = journal.and_then(|j| j.entries(run.id).ok()).unwrap_or_default();
+                match open_questions(&entries).first() {
+                    Some((_, question)) => format!("? {}", first_line(question)),
+                    None => format!("answered: `clio runs resume {}`", run.id.0),
+                }
+            }
+            RunStatus::Succeeded => first_line(&answer_text(run.answer.as_ref())),
+            RunStatus::Interrupted => format!("`clio runs resume {}` continues it", run.id.0),
+            RunStatus::Running | RunStatus::Cancelled => String::new(),
+        };
+        let end = run.finished_at_ms.unwrap_or(run.updated_at_ms);
+        ListRow {
+            id: run.id.0,
+            status: run.status,
+            started_at_ms: run.started_at_ms,
+            took_ms: end.saturating_sub(run.started_at_ms),
+            what,
+            task,
+            note,
+        }
+    }
+}
+
+/// Draws `rows` as `clio runs list`'s table, with start times relative to `now_ms`. Cells
+/// are cut by display width (a wide character counts two columns), and the table lines
+/// them up the same way.
+pub(crate) fn list_table(rows: &[ListRow], now_ms: u64) -> String {
+    use comfy_table::{Cell, CellAlignment, ContentArrangement, Table, presets};
+    let mut table = Table::new();
+    table.load_preset(presets::NOTHING).set_content_arrangement(ContentArrangement::Disabled);
+    table.set_header([
+        "RUN",
+        "STATUS",
+        "STARTED",
+        "TOOK",
+        "WHAT",
+        "TASK",
+        "ERROR / QUESTION / ANSWER",
+    ]);
+    for row in rows {
+        table.add_row([
+            Cell::new(row.id).set_alignment(CellAlignment::Right),
+            Cell::new(status_name(row.status)),
+            Cell::new(ago(now_ms.saturating_sub(row.started_at_ms)))
+                .set_alignment(CellAlignment::Right),
+            Cell::new(span(row.took_ms)).set_alignment(CellAlignment::Right),
+            Cell::new(cut(&row.what, 24)),
+            Cell::new(cut(&row.task, 32)),
+            Cell::new(cut(&row.note, 60)),
+        ]);
+    }
+    // The preset pads each cell with a space each side: the first column's left one and
+    // every line's trailing blanks go.
+    let text = table.to_string();
+    let mut lines: Vec<&str> =
+        text.lines().map(|l| l.strip_prefix(' ').unwrap_or(l).trim_end()).collect();
+    lines.retain(|l| !l.is_empty());
+    lines.join("\n") + "\n"
+}
+
+/// Returns `text` on one line, cut to `max` columns of display width with an ellipsis.
+fn cut(text: &str, max: usize) -> String {
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    console::truncate_str(&flat, max, "…").into_owned()
+}
+
+/// Returns how long ago something happened, `ms` milliseconds back, in its largest unit.
+pub(crate) fn ago(ms: u64) -> String {
+    let s = ms / 1000;
+    match s {
+        0..=4 => "just now".to_owned(),
+        5..=59 => format!("{s}s ago"),
+        60..=3_599 => format!("{}m ago", s / 60),
+        3_600..=86_399 => format!("{}h ago", s / 3_600),
+        86_400..=1_209_599 => format!("{}d ago", s / 86_400),
+        _ => format!("{}w ago", s / 604_800),
+    }
+}
+
+/// Returns a duration for people: `850ms`, `12.4s`, `3m 05s`, `2h 10m`.
+pub(crate) fn span(ms: u64) -> String {
+    let s = ms / 1000;
+    match ms {
+        0..=999 => format!("{ms}ms"),
+        1_000..=59_999 => format!("{:.1}s", ms as f64 / 1000.0),
+        60_000..=3_599_999 => format!("{}m {:02}s", s / 60, s % 60),
+        _ => format!("{}h {:02}m", s / 3_600, (s % 3_600) / 60),
+    }
+}
+
+/// Parses `--since`: an age (`30m`, `2d`) back from now, or a date (`YYYY-MM-DD`, UTC).
+fn parse_since_ms(text: &str) -> Result<u64, CliError> {
+    if text.len() == 10 && text.as_bytes().get(4) == Some(&b'-') {
+        return parse_flag_date_ms("--since", text);
+    }
+    let age = humantime::parse_duration(text).map_err(|error| {
+        CliError::usage(anyhow!("--since {text}: {error}"))
+            .hint("write an age such as 30m, 12h, 2d or 1w, or a date as YYYY-MM-DD")
+    })?;
+    let ms = u64::try_from(age.as_millis()).unwrap_or(u64::MAX);
+    Ok(now_ms().saturating_sub(ms))
 }
 
 /// Returns the questions of a run not answered yet: each one's id (for `runs answer`)
@@ -250,6 +487,9 @@ pub(super) fn show(home: &Home, args: &RunShowArgs, out: &mut dyn Write) -> Resu
         None => writeln!(out, "  input:  {}", shorten(&answer_text(Some(&run.input)), 100))?,
     }
     writeln!(out, "  took:   {}", took(&run))?;
+    if let Some(limits) = super::workflow::limits_line(&entries) {
+        writeln!(out, "  limits: {limits}")?;
+    }
     let mut models: Vec<&str> = tasks.iter().filter_map(|t| t.model.as_deref()).collect();
     models.sort_unstable();
     models.dedup();
@@ -346,20 +586,227 @@ pub(super) fn tree(home: &Home, args: &RunArgs, out: &mut dyn Write) -> Result<(
     write_team(&team, out)
 }
 
-/// Lists a run's entries in order.
-pub(super) fn events(home: &Home, args: &RunArgs, out: &mut dyn Write) -> Result<(), CliError> {
+/// Lists a run's events in order: one line each with its time (UTC, and since the run
+/// started), its kind, its task and a summary in words; `--json` gives the raw entries.
+/// With the hidden `--from SEQ` (what `--follow` reads, `crate::follow_events`), only the
+/// entries from SEQ on, after a header line `{"next": SEQ, "ended": BOOL}`, the entries
+/// as JSON lines with `--json`.
+pub(super) fn events(
+    home: &Home,
+    args: &RunEventsArgs,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
     let (journal, run) = open_run(home, args.run)?;
-    let entries = journal.entries(run.id).map_err(journal_error)?;
-    if args.json {
+    let from = args.from.unwrap_or(0);
+    let entries = journal.entries_from(run.id, from).map_err(journal_error)?;
+    if args.from.is_some() {
+        let next = entries.last().map_or(from, |e| e.seq + 1);
+        let ended =
+            matches!(run.status, RunStatus::Succeeded | RunStatus::Failed | RunStatus::Cancelled);
+        writeln!(out, "{}", serde_json::json!({ "next": next, "ended": ended }))?;
+        if args.json {
+            for entry in &entries {
+                writeln!(out, "{}", serde_json::to_string(entry).map_err(CliError::internal)?)?;
+            }
+            return Ok(());
+        }
+    } else if args.json {
         let value = serde_json::to_value(&entries).map_err(CliError::internal)?;
         return write_json(out, &value);
     }
-    let tasks = journal.tasks(run.id).map_err(journal_error)?;
+    let tasks = journal.tasks_without_results(run.id).map_err(journal_error)?;
     let numbers = TaskNumbers::of(&tasks);
+    let questions = question_numbers(&journal, run.id)?;
     for entry in &entries {
-        write_entry(entry, &numbers, out)?;
+        writeln!(out, "{}", event_line(entry, run.started_at_ms, &numbers, &questions))?;
     }
     Ok(())
+}
+
+/// The run-local number (1, 2, …) of each question of a run, by its entry's sequence.
+pub(crate) fn question_numbers(
+    journal: &Journal,
+    run: RunId,
+) -> Result<BTreeMap<u64, u64>, CliError> {
+    let entries = journal.entries(run).map_err(journal_error)?;
+    Ok(entries
+        .iter()
+        .filter(|e| e.kind == clio_journal::EntryKind::Question)
+        .enumerate()
+        .map(|(i, e)| (e.seq, i as u64 + 1))
+        .collect())
+}
+
+/// One event for people: its sequence, its time (UTC) and the time since the run started,
+/// its kind, its task's number and a summary in words, on one line.
+pub(crate) fn event_line(
+    entry: &JournalEntry,
+    started_at_ms: u64,
+    numbers: &TaskNumbers,
+    questions: &BTreeMap<u64, u64>,
+) -> String {
+    let since = entry.at_ms.saturating_sub(started_at_ms);
+    let task = entry.task.map(|t| format!("#{}", numbers.number(t.0))).unwrap_or_default();
+    let kind = serde_json::to_value(entry.kind).ok();
+    let kind = kind.as_ref().and_then(Value::as_str).unwrap_or("entry");
+    let summary = cut(&event_summary(entry, questions), 110);
+    format!(
+        "{:>5}  {} {:>9}  {kind:<8} {task:<5} {summary}",
+        entry.seq,
+        clock(entry.at_ms),
+        format!("+{}", span(since)),
+    )
+    .trim_end()
+    .to_owned()
+}
+
+/// Returns the time of day (UTC) of `ms` since the Unix epoch: `HH:MM:SS.mmm`.
+fn clock(ms: u64) -> String {
+    let day_ms = ms % 86_400_000;
+    let (h, m, s, milli) =
+        (day_ms / 3_600_000, (day_ms / 60_000) % 60, (day_ms / 1000) % 60, day_ms % 1000);
+    format!("{h:02}:{m:02}:{s:02}.{milli:03}")
+}
+
+/// Returns what an entry records, in words: the call and its target, the step, the
+/// question and its answer, the event; raw JSON (flattened) only for what has no words.
+fn event_summary(entry: &JournalEntry, questions: &BTreeMap<u64, u64>) -> String {
+    use clio_journal::EntryKind;
+    let p = &entry.payload;
+    if let Some(text) = event_text(p) {
+        return text;
+    }
+    // A flow's command is held under `command` (an object), the runtime's own calls
+    // name theirs there (`"command": "call"`) beside their fields.
+    let command = p.get("command").filter(|c| c.is_object()).unwrap_or(p);
+    let s = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).map(str::to_owned);
+    let outcome = || -> String {
+        if let Some(error) = p.get("error").filter(|e| !e.is_null()) {
+            let text = match error {
+                Value::String(t) => crate::progress::error_message(t),
+                other => clio_flow::FlowError::from_json(other).to_string(),
+            };
+            return format!(" — failed: {}", text.lines().next().unwrap_or(""));
+        }
+        match p.get("result") {
+            Some(Value::Null) | None => String::new(),
+            Some(result) => format!(" → {}", compact(result, 60)),
+        }
+    };
+    match entry.kind {
+        EntryKind::Call => {
+            if p.get("accepted").is_some() {
+                return "the call's start is recorded".to_owned();
+            }
+            let target = s(command, "target").unwrap_or_default();
+            let verb = s(command, "command").unwrap_or_else(|| "call".to_owned());
+            let input =
+                command.get("input").map(|i| format!(" {}", compact(i, 50))).unwrap_or_default();
+            let key = s(command, "key").and_then(|k| k.strip_prefix("wf:").map(str::to_owned));
+            let step = key.map(|k| format!(" (step {k})")).unwrap_or_default();
+            format!("{verb} {target}{step}{input}{}", outcome())
+        }
+        EntryKind::Step => {
+            let name = s(command, "name").or_else(|| s(command, "step")).unwrap_or_default();
+            format!("step {name}{}", outcome()).replace("step  ", "step ")
+        }
+        EntryKind::Question => {
+            let number = questions.get(&entry.seq).copied().unwrap_or(entry.seq);
+            let text = s(p, "question").unwrap_or_default();
+            let mut line = format!("question {number}: {text}");
+            let options: Vec<&str> = p
+                .get("options")
+                .and_then(Value::as_array)
+                .map(|o| o.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            if !options.is_empty() {
+                line.push_str(&format!(" [{}]", options.join("/")));
+            }
+            line
+        }
+        EntryKind::Answer => {
+            let question = p.get("question").and_then(Value::as_u64);
+            let number = question.map(|q| questions.get(&q).copied().unwrap_or(q));
+            let text = s(p, "text").unwrap_or_else(|| compact(p.get("value").unwrap_or(p), 60));
+            match number {
+                Some(n) => format!("answer to question {n}: {text}"),
+                None => format!("answer: {text}"),
+            }
+        }
+        EntryKind::Event => {
+            let event = command.get("event").unwrap_or(command);
+            if let Some(name) = event.as_str() {
+                return format!("{name}{}", outcome_keys(p));
+            }
+            if event.get("workflow_events").is_some() {
+                return workflow_events(p.get("result"));
+            }
+            let name = s(event, "event").unwrap_or_else(|| "event".to_owned());
+            match s(event, "message") {
+                Some(message) => format!("{name}: {message}"),
+                None => format!("{name} {}", compact(event, 80)),
+            }
+        }
+        EntryKind::View => {
+            let view = command.get("view").unwrap_or(command);
+            let parts: Vec<String> = view
+                .as_object()
+                .map(|map| {
+                    map.iter()
+                        .map(|(key, value)| match value {
+                            Value::Array(items) => format!("{key} ({} items)", items.len()),
+                            _ => key.clone(),
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            format!("published a view: {}", parts.join(", "))
+        }
+        _ => {
+            let verb = s(command, "command").unwrap_or_default();
+            let body = compact(p, 80);
+            if verb.is_empty() { body } else { format!("{verb} {body}") }
+        }
+    }
+}
+
+/// Returns the keys of a recorded event's result, ` (limits, window)`, or nothing.
+fn outcome_keys(payload: &Value) -> String {
+    let keys: Vec<&str> = payload
+        .get("result")
+        .and_then(Value::as_object)
+        .map(|m| m.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    if keys.is_empty() { String::new() } else { format!(" ({})", keys.join(", ")) }
+}
+
+/// Returns what a batch of a workflow's step events says: `s3 started; s3 finished; s5
+/// failed: …`, the steps in the batch's order.
+fn workflow_events(result: Option<&Value>) -> String {
+    let events = result.and_then(|r| r.get("events")).and_then(Value::as_array);
+    let parts: Vec<String> = events
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.get("event"))
+        .map(|e| {
+            let what = e.get("event").and_then(Value::as_str).unwrap_or("?");
+            let step = e.get("step").and_then(Value::as_str).unwrap_or("?");
+            match e.get("error").and_then(Value::as_str) {
+                Some(error) => format!("{step} {what}: {}", crate::progress::error_message(error)),
+                None => format!("{step} {what}"),
+            }
+        })
+        .collect();
+    format!("workflow: {}", parts.join("; "))
+}
+
+/// Returns `value` as one line of JSON (a string as its text), cut to `max` columns.
+fn compact(value: &Value, max: usize) -> String {
+    let text = match value {
+        Value::String(t) => t.clone(),
+        other => other.to_string(),
+    };
+    cut(&text, max)
 }
 
 /// Writes a run as JSON lines.
@@ -369,8 +816,34 @@ pub(super) fn export(
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
     let (journal, run) = open_run(home, args.run)?;
-    journal.export(run.id, out).map_err(journal_error)?;
-    Ok(())
+    if !args.json {
+        journal.export(run.id, out).map_err(journal_error)?;
+        return Ok(());
+    }
+    // One document: the export's lines, gathered by record.
+    let mut lines = Vec::new();
+    journal.export(run.id, &mut lines).map_err(journal_error)?;
+    let mut document = serde_json::json!({ "run": null, "tasks": [], "entries": [] });
+    for line in lines.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+        let mut record: Value = serde_json::from_slice(line).map_err(CliError::internal)?;
+        let kind = record.get("record").and_then(Value::as_str).unwrap_or("").to_owned();
+        if let Value::Object(map) = &mut record {
+            map.remove("record");
+        }
+        match kind.as_str() {
+            "run" => document["run"] = record,
+            "task" => push(&mut document["tasks"], record),
+            _ => push(&mut document["entries"], record),
+        }
+    }
+    write_json(out, &document)
+}
+
+/// Appends `value` to the JSON array `list`.
+fn push(list: &mut Value, value: Value) {
+    if let Value::Array(items) = list {
+        items.push(value);
+    }
 }
 
 /// Deletes finished runs started before a date.
@@ -623,8 +1096,13 @@ fn parse_age_ms(text: &str) -> Result<u64, CliError> {
 /// Parses `YYYY-MM-DD` (UTC midnight) into milliseconds since the Unix epoch; a day the
 /// month does not have (2026-02-30) is refused.
 fn parse_date_ms(text: &str) -> Result<u64, CliError> {
+    parse_flag_date_ms("--before", text)
+}
+
+/// Parses the date `text` given to `flag` as [`parse_date_ms`] does; errors name the flag.
+fn parse_flag_date_ms(flag: &str, text: &str) -> Result<u64, CliError> {
     let bad = |why: String| {
-        CliError::usage(anyhow!("--before {text}: {why}")).hint("write the date as YYYY-MM-DD")
+        CliError::usage(anyhow!("{flag} {text}: {why}")).hint("write the date as YYYY-MM-DD")
     };
     let shaped = text.len() == 10
         && text

@@ -53,27 +53,18 @@ fn run_tasks() -> Vec<TaskRecord> {
     vec![agent, tool, sub, step, orphan]
 }
 
-const TREE: [&str; 5] = [
-    "  ▶ #1 agent lead running on m-small 120+30 tokens",
-    "    ✓ #2 tool read_file succeeded in 1.5s",
-    "      · #4 step parse queued",
-    "    ✗ #3 subagent critic failed in 0.2s — model refused",
-    "  ! #5 flow other interrupted",
-];
-
 #[test]
-fn the_tree_puts_each_task_under_its_parent_indented_by_depth() {
+fn the_header_counts_each_status_and_the_rate() {
     let tasks = run_tasks();
-    let numbers = TaskNumbers::of(&tasks);
-    let lines: Vec<String> = tree_rows(&tasks)
-        .into_iter()
-        .map(|(depth, task)| task_line(&numbers, depth, task, false))
-        .collect();
-    assert_eq!(lines, TREE);
-    // Done: the succeeded tool, the failed subagent; the rest are not.
+    // Done: the succeeded tool, the failed subagent; the rest are not. Two ended in 2.3 s.
     assert_eq!(
-        header(RunId(7), Duration::from_millis(2_340), &tasks),
-        "run 7 — 2.3s — 2 of 5 task(s) done"
+        header(RunId(7), Duration::from_millis(2_340), &tasks, &HashSet::new()),
+        "run 7 — 2.3s — 2 of 5 task(s) done (1 succeeded, 1 failed, 1 running, 1 queued, 1 interrupted) — 0.9 tasks/s"
+    );
+    // Replayed tasks ended in an earlier process: they are not this drive's rate.
+    assert_eq!(
+        header(RunId(7), Duration::from_millis(2_000), &tasks, &HashSet::from([2, 3])),
+        "run 7 — 2.0s — 2 of 5 task(s) done (1 succeeded, 1 failed, 1 running, 1 queued, 1 interrupted) — 0.0 tasks/s"
     );
 }
 
@@ -110,14 +101,6 @@ fn tasks_that_ended_before_a_resume_are_marked_replayed() {
         "[   0.1s] ▶ #1 agent lead running on m-small 120+30 tokens\n\
          [   0.1s] ✓ #2 tool read_file succeeded in 1.5s (replayed)\n"
     );
-}
-
-#[test]
-fn new_bars_slot_in_only_between_bars_in_the_same_order() {
-    assert!(keeps_order(&[], &[1, 2]));
-    assert!(keeps_order(&[1, 3], &[1, 2, 3, 4]));
-    assert!(!keeps_order(&[3, 1], &[1, 2, 3]));
-    assert!(!keeps_order(&[1, 5], &[1, 2]));
 }
 
 /// A terminal of fixed width that keeps what is written on it, cursor moves included.
@@ -224,76 +207,132 @@ impl TermLike for Screen {
 }
 
 fn tree_on(screen: &Screen) -> Tree {
-    Tree::on(ProgressDrawTarget::term_like(Box::new(screen.clone()))).unwrap()
+    let room = Room::of(Some(screen.height()), Some(screen.width()));
+    Tree::on(ProgressDrawTarget::term_like(Box::new(screen.clone())), room).unwrap()
+}
+
+/// A workflow run of `n` steps as the live view sees it at one moment: its flow task, the
+/// steps that ended (one in 97 failed), `running` steps under way and the rest queued.
+fn workflow_tasks(n: u64, ended: u64, running: u64) -> Vec<TaskRecord> {
+    let mut root = task(1, None, TaskKind::Flow, "workflow", TaskStatus::Running);
+    root.created_at_ms = 0;
+    let mut tasks = vec![root];
+    for i in 0..n {
+        let status = if i < ended {
+            if i % 97 == 13 { TaskStatus::Failed } else { TaskStatus::Succeeded }
+        } else if i < ended + running {
+            TaskStatus::Running
+        } else {
+            TaskStatus::Queued
+        };
+        let mut step = task(i + 2, Some(1), TaskKind::Tool, "noop", status);
+        step.call = Some(format!("key:wf:s{i}"));
+        step.created_at_ms = 1_000 + i * 10;
+        step.updated_at_ms = step.created_at_ms + if status.is_terminal() { 5 } else { 0 };
+        if status == TaskStatus::Failed {
+            step.error = Some(format!("the tool noop failed on step s{i}: exit status 3"));
+        }
+        tasks.push(step);
+    }
+    tasks
+}
+
+/// The live view of a workflow run of `n` steps, drawn on the screen twice (part way,
+/// then at a later moment), as a terminal shows it.
+fn drawn(n: u64) -> String {
+    let screen = Screen::default();
+    let tree = tree_on(&screen);
+    let first = workflow_tasks(n, n / 3, 4.min(n));
+    let lines = view(RunId(7), Duration::from_secs(3), &first, &HashSet::new(), 20_000, tree.room);
+    tree.bar.set_message(lines.join("\n"));
+    let later = workflow_tasks(n, n - 2, 2);
+    let elapsed = Duration::from_secs(9);
+    let lines = view(RunId(7), elapsed, &later, &HashSet::new(), 1_000 + n * 10 + 500, tree.room);
+    tree.bar.finish_with_message(lines.join("\n"));
+    screen.text().join("\n")
 }
 
 #[test]
-fn the_tree_of_bars_shows_the_task_lines_and_stays_when_the_run_ends() {
-    let screen = Screen::default();
-    let mut tree = tree_on(&screen);
-    let all = run_tasks();
-
-    // First the agent and its tool, both running.
-    let mut early = vec![all[0].clone(), all[1].clone()];
-    early[1].status = TaskStatus::Running;
-    tree.update("run 7 — 0.2s — 2 task(s)", &early);
-    let text = screen.text();
-    assert_eq!(text.len(), 3, "{text:#?}");
-    assert_eq!(text[0], "run 7 — 0.2s — 2 task(s)");
-    // An active task's bar is its line, then a spinner and its elapsed time.
-    assert!(text[1].starts_with(&format!("{} ", TREE[0])), "{text:#?}");
-    assert!(text[2].starts_with("    ▶ #2 tool read_file running "), "{text:#?}");
-
-    // Then every task: the step slots in under the tool, ended tasks show their mark.
-    tree.update("run 7 — 0.9s — 5 task(s)", &all);
-    let text = screen.text();
-    assert_eq!(text.len(), 6, "{text:#?}");
-    assert_eq!(text[0], "run 7 — 0.9s — 5 task(s)");
-    assert!(text[1].starts_with(&format!("{} ", TREE[0])), "{text:#?}");
-    assert_eq!(text[2], TREE[1]);
-    assert!(text[3].starts_with(&format!("{} ", TREE[2])), "{text:#?}");
-    assert_eq!(text[4], TREE[3]);
-    // An interrupted task may come back on resume; it is not active, so no spinner.
-    assert_eq!(text[5], TREE[4]);
-
-    // The end leaves the tree in place, with the final header.
-    tree.close("run 7 — 1.0s — 5 task(s)");
-    let text = screen.text();
-    assert_eq!(text.len(), 6, "{text:#?}");
-    assert_eq!(text[0], "run 7 — 1.0s — 5 task(s)");
-    assert_eq!(text[2], TREE[1]);
-    assert_eq!(text[4], TREE[3]);
+fn the_live_view_of_10_steps() {
+    insta::assert_snapshot!(drawn(10));
 }
 
 #[test]
-fn a_task_that_moves_redraws_the_tree_in_order() {
-    let screen = Screen::default();
-    let mut tree = tree_on(&screen);
-    let all = run_tasks();
-    // The orphan is drawn first as a root; its parent then shows up, after the agent.
-    let mut orphan = all[4].clone();
-    orphan.parent = Some(TaskId(6));
-    tree.update("h", &[all[0].clone(), orphan.clone()]);
-    let parent = task(6, Some(1), TaskKind::Flow, "outer", TaskStatus::Succeeded);
-    tree.update("h", &[all[0].clone(), orphan, parent]);
-    tree.close("h");
-    let text = screen.text();
-    assert_eq!(text.len(), 4, "{text:#?}");
-    assert!(text[1].starts_with(&format!("{} ", TREE[0])), "{text:#?}");
-    // Numbered within the run: the agent, the orphan, then its parent, as created.
-    assert_eq!(text[2], "    ✓ #3 flow outer succeeded in 0.0s");
-    assert_eq!(text[3], "      ! #2 flow other interrupted");
+fn the_live_view_of_1000_steps_is_as_high_as_that_of_10() {
+    let text = drawn(1_000);
+    assert!(text.lines().count() <= 24, "{text}");
+    insta::assert_snapshot!(text);
 }
 
 #[test]
-fn an_interrupt_leaves_the_last_drawing_and_draws_nothing_more() {
+fn the_live_view_of_10000_steps_keeps_its_failures_on_screen() {
+    let text = drawn(10_000);
+    assert!(text.lines().count() <= 24, "{text}");
+    // The first failure (step s13) stays on screen, with the count of the others.
+    assert!(text.contains("✗ #15 tool noop (step s13) failed"), "{text}");
+    assert!(text.contains("more failed: `clio runs tree 7` lists every task"), "{text}");
+    insta::assert_snapshot!(text);
+}
+
+#[test]
+fn the_view_is_bounded_by_the_room_whatever_the_run_size() {
+    for n in [1, 10, 100, 1_000, 10_000] {
+        for rows in [5, 12, 24, 40, 100] {
+            let room = Room::of(Some(rows), Some(80));
+            let tasks = workflow_tasks(n, n / 2, 8.min(n));
+            let lines = view(RunId(7), Duration::from_secs(1), &tasks, &HashSet::new(), 0, room);
+            assert!(lines.len() <= 24, "{n} tasks, {rows} rows: {lines:#?}");
+            assert!(lines.len() <= usize::from(rows).max(10), "{n} tasks, {rows} rows: {lines:#?}");
+            for line in &lines {
+                assert!(console::measure_text_width(line) < 80, "{line}");
+            }
+        }
+    }
+}
+
+#[test]
+fn lines_are_cut_to_the_terminal_by_display_width() {
+    let mut wide = task(2, None, TaskKind::Tool, &"漢".repeat(60), TaskStatus::Running);
+    wide.created_at_ms = 0;
+    let room = Room { items: 5, width: Some(40) };
+    let lines = view(RunId(7), Duration::from_secs(1), &[wide], &HashSet::new(), 0, room);
+    let line = &lines[2];
+    assert!(line.ends_with('…'), "{line}");
+    assert!(console::measure_text_width(line) <= 39, "{line}");
+}
+
+#[test]
+fn the_view_is_drawn_at_a_fixed_rate() {
+    let screen = Screen::default();
+    let mut tree = tree_on(&screen);
+    assert!(tree.due());
+    tree.update(RunId(7), Duration::from_secs(1), &run_tasks());
+    // Drawn just now: the next change waits for the next refresh.
+    assert!(!tree.due());
+    std::thread::sleep(REFRESH);
+    assert!(tree.due());
+}
+
+#[test]
+fn the_view_stays_when_the_run_ends_and_an_interrupt_draws_nothing_more() {
     let screen = Screen::default();
     let mut tree = tree_on(&screen);
     let all = run_tasks();
-    tree.update("run 7 — 0.5s — 5 task(s)", &all);
-    let before = screen.text();
+    tree.update(RunId(7), Duration::from_secs(1), &all);
+    let text = screen.text();
+    assert!(text[0].starts_with("run 7 — 1.0s — 2 of 5 task(s) done"), "{text:#?}");
+    assert_eq!(text[1], "failed (1):");
+    assert_eq!(text[2], "  ✗ #3 subagent critic failed in 0.2s — model refused");
+    assert_eq!(text[3], "active (1):");
+    assert!(
+        text[4].starts_with("  ▶ #1 agent lead running on m-small 120+30 tokens "),
+        "{text:#?}"
+    );
+    assert_eq!(text[5], "ended lately:");
+    assert_eq!(text[6], "  ✓ #2 tool read_file succeeded in 1.5s");
+    assert_eq!(text.len(), 7, "{text:#?}");
     tree.stop();
-    assert_eq!(screen.text(), before);
+    assert_eq!(screen.text(), text);
 }
 
 /// Returns an in-memory journal with run 1, and that run's id.
