@@ -144,7 +144,7 @@ def test_workflow_checks_its_steps():
         ([Step("Bad Id", "x")], "invalid"),
         ([Step("a", "x"), Step("a", "y")], "used twice"),
         ([Step("a", " ")], "empty target"),
-        ([Step("a", "x", after=["b"])], "no step"),
+        ([Step("a", "x", after=["b"])], "not a step"),
         ([Step("a", "x", after=["b"]), Step("b", "x", after=["a"])], "cycle"),
         ([Step("task", "x")], "reserved"),
     ]

@@ -248,12 +248,16 @@ fn npm_packages(root: &Path) -> Result<(), String> {
     }
 }
 
-/// The test tools of the Python tier, pinned (from PyPI).
-const PYTHON_TOOLS: &[&str] = &["pytest==9.2.0", "ruff==0.17.6"];
+/// The tools of the Python tier, pinned (from PyPI): the tests, the lint and format checks,
+/// and maturin, which builds the `clio-agent` wheel from `crates/clio-py`.
+const PYTHON_TOOLS: &[&str] = &["pytest==9.2.0", "ruff==0.17.6", "maturin==1.16.0"];
 
-/// The Python tier: the `clio_agent` package's tests (pytest) and its lint and format
-/// checks (ruff), in a venv kept in the target folder and made again only when the pins
-/// change. `None` when the repository has no Python package.
+/// The Python tier: the `clio-agent` wheel built by maturin (the native module
+/// `clio_agent._native` from `crates/clio-py`, with the pure-Python package) and installed
+/// into a venv kept in the target folder (made again only when the pins change), then the
+/// package's tests (pytest, against the installed wheel, with `CLIO_BIN` the debug `clio`
+/// for the agreement tests) and its lint and format checks (ruff). `None` when the
+/// repository has no Python package.
 fn python_tier(root: &Path) -> Result<Option<Counts>, String> {
     let package = root.join("python");
     if !package.join("pyproject.toml").is_file() {
@@ -282,12 +286,44 @@ fn python_tier(root: &Path) -> Result<Option<Counts>, String> {
         Command::new(&ruff).args(["format", "--check", "."]).current_dir(&package),
         "ruff format --check",
     )?;
-    // The package is tested from the clone (no install, so the clone stays clean).
-    eprintln!("$ python -m pytest -q (in {})", package.display());
-    let output = Command::new(&python)
-        .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
+    // The wheel, as `pip install ./python` builds it but in the dev profile (the Rust tier
+    // has built its crates already); installed over the last one.
+    let wheels = target.join("python-wheels");
+    let _ = std::fs::remove_dir_all(&wheels);
+    run_checked(
+        Command::new(venv.join("bin/maturin"))
+            .args(["build", "--quiet", "--out"])
+            .arg(&wheels)
+            .current_dir(&package),
+        "maturin build (the clio-agent wheel)",
+    )?;
+    let wheel = std::fs::read_dir(&wheels)
+        .map_err(|e| format!("cannot read {wheels:?}: {e}"))?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "whl"))
+        .ok_or_else(|| format!("maturin built no wheel in {}", wheels.display()))?;
+    run_checked(
+        Command::new(&python)
+            .args(["-m", "pip", "install", "-q", "--force-reinstall", "--no-deps"])
+            .arg(&wheel),
+        "pip install (the clio-agent wheel)",
+    )?;
+    // The agreement tests run the CLI on what Python froze.
+    run_checked(
+        Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()))
+            .args(["build", "--quiet", "-p", "clio-cli", "--bin", "clio"])
+            .current_dir(root),
+        "cargo build -p clio-cli (the clio binary of the agreement tests)",
+    )?;
+    // pytest's own script, not `python -m pytest`, so that the clone's folder is not put
+    // first on sys.path: the tests import the installed wheel, native module included.
+    eprintln!("$ pytest -q (in {})", package.display());
+    let output = Command::new(venv.join("bin/pytest"))
+        .args(["-q", "-p", "no:cacheprovider"])
         .current_dir(&package)
-        .env("PYTHONPATH", &package)
+        .env("CLIO_BIN", target.join("debug/clio"))
+        .env_remove("PYTHONPATH")
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .stderr(Stdio::inherit())
         .output()

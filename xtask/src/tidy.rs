@@ -56,6 +56,8 @@ const ALLOWED_INTERNAL: &[(&str, &[&str])] = &[
             "clio-postgres",
         ],
     ),
+    // The Python package's native module: the rules of the crates below, for Python.
+    ("clio-py", &["clio-spec", "clio-plugins", "clio-workflow"]),
     ("xtask", &[]),
 ];
 
@@ -66,6 +68,9 @@ const OWNED_DEPENDENCIES: &[(&str, &[&str])] = &[
     // CLI's worker tests read the database they ran on with it.
     ("postgres", &["clio-postgres", "clio-cli"]),
     ("petgraph", &["clio-workflow", "clio-plugins"]),
+    // The clio-agent Python package's native module (docs/decisions.md, "The Python package is a
+    // PyO3 crate").
+    ("pyo3", &["clio-py"]),
     ("tokio", &["clio-models", "clio-tools", "clio-flow", "clio-cli"]),
     ("clap", &["clio-cli", "xtask"]),
     ("clap_complete", &["clio-cli"]),

@@ -1,22 +1,33 @@
 """``Workflow`` and ``Step``: a procedure written as data, for the ``workflow`` flow.
 
-``Workflow`` checks its steps when built and raises :class:`WorkflowError` naming the
-first problem: an invalid or repeated id, an empty target, an unknown dependency or a
-cycle.
+``Workflow`` checks its steps when built, through clio-workflow (the check ``clio workflow
+check`` runs), and raises :class:`WorkflowError` naming the first problem as the CLI does:
+an invalid or repeated id, an empty target, an unknown dependency, a cycle …
+
+Where the package runs without its native module — the flow runner the ``clio`` binary
+starts carries the pure-Python files only — a ``Workflow`` is built unchecked, and the
+runtime's ``workflow`` flow checks it with the same code before any step runs (its refusal
+comes back as the call's error). No rule of the check is written in Python.
 """
 
 from __future__ import annotations
 
-import re
+import json
 from typing import Any
+
+from clio_agent.sdk import _bridge
 
 __all__ = ["Step", "Workflow", "WorkflowError"]
 
-_STEP_ID = re.compile(r"^[a-z0-9_-]{1,64}$")
-
 
 class WorkflowError(ValueError):
-    """A workflow that cannot run, naming the first problem."""
+    """A workflow that cannot run, naming the first problem; ``kind`` is clio-workflow's
+    variant (``cycle``, ``duplicate_id``, ``unknown_dependency`` …)."""
+
+    def __init__(self, message: str, *, kind: str = ""):
+        super().__init__(message)
+        self.message = message
+        self.kind = kind
 
 
 class Step:
@@ -85,11 +96,24 @@ class Workflow:
 
     def __init__(self, steps: Any = ()):
         self.steps = [s if isinstance(s, Step) else Step.from_dict(s) for s in steps]
-        _check(self.steps)
+        if _bridge.available():
+            try:
+                text = json.dumps({"steps": [s.to_dict() for s in self.steps]}, allow_nan=False)
+            except (TypeError, ValueError) as error:
+                raise WorkflowError(f"a step's input or options are not JSON: {error}", kind="parse") from None
+            _bridge.call("workflow", text)
 
     @classmethod
     def from_dict(cls, data: Any) -> Workflow:
-        """Reads the JSON form: ``{"steps": [...]}`` or a list of steps."""
+        """Reads the JSON form: ``{"steps": [...]}`` or a list of steps. With the native
+        module the whole document is checked by clio-workflow first, so a wrong field or
+        type is named as ``clio workflow check`` names it."""
+        if _bridge.available():
+            try:
+                text = json.dumps(data, allow_nan=False)
+            except (TypeError, ValueError) as error:
+                raise WorkflowError(f"a workflow is JSON data: {error}", kind="parse") from None
+            data = json.loads(_bridge.call("workflow", text))
         if isinstance(data, dict):
             steps = data.get("steps")
             if not isinstance(steps, list):
@@ -105,40 +129,3 @@ class Workflow:
 
     def __repr__(self) -> str:
         return f"Workflow({len(self.steps)} steps)"
-
-
-def _check(steps: list[Step]) -> None:
-    seen: set[str] = set()
-    for step in steps:
-        if not isinstance(step.id, str) or not _STEP_ID.match(step.id):
-            raise WorkflowError(
-                f"step id {step.id!r} is invalid: lowercase letters, digits, - and _, up to 64 characters"
-            )
-        if step.id == "task":
-            raise WorkflowError("step id 'task' is reserved")
-        if step.id in seen:
-            raise WorkflowError(f"step id {step.id!r} is used twice")
-        seen.add(step.id)
-        if not isinstance(step.target, str) or not step.target.strip():
-            raise WorkflowError(f"step {step.id!r} has an empty target")
-    for step in steps:
-        for dep in step.after:
-            if dep not in seen:
-                raise WorkflowError(f"step {step.id!r} waits on {dep!r}, which is no step")
-    # A cycle: depth-first search, reporting the first step found on one.
-    after = {s.id: s.after for s in steps}
-    state: dict[str, int] = {}
-
-    def visit(node: str, path: list[str]) -> None:
-        state[node] = 1
-        for dep in after[node]:
-            if state.get(dep) == 1:
-                cycle = path[path.index(dep) :] + [dep] if dep in path else [node, dep]
-                raise WorkflowError("the steps wait on each other in a cycle: " + " -> ".join(cycle))
-            if state.get(dep) is None:
-                visit(dep, path + [dep])
-        state[node] = 2
-
-    for step in steps:
-        if state.get(step.id) is None:
-            visit(step.id, [step.id])
