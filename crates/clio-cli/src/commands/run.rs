@@ -111,13 +111,14 @@ pub(super) fn workflow_run(
         CliError::user(anyhow!("{}: {e}", args.file.display()))
             .hint("`clio workflow check FILE` reports the first problem")
     })?;
+    let task = given_input(args.task.as_deref(), args.input_json.as_deref())?;
     let run = clio_flow::WorkflowRun {
         editors: args.editors.clone(),
         max_added_steps: args.max_added_steps.map(u64::from),
         max_edit_rounds: args.max_edit_rounds.map(u64::from),
         approve_edits: args.approve_edits,
         model: args.drive.model.clone(),
-        ..clio_flow::WorkflowRun::new(workflow, args.task.clone())
+        ..clio_flow::WorkflowRun::new(workflow, task)
     };
     let launch = launch_of(&args.drive, None)?;
     let check =
@@ -216,11 +217,24 @@ pub(super) fn run(
             }
         }
     }
-    let input = Value::String(args.input.clone());
+    let input = given_input(args.input.as_deref(), args.input_json.as_deref())?;
     let show = Show::of(&args.drive, quiet, paint);
     let chosen = selection.clone();
     let check = |runtime: &Runtime| check_flow_options(runtime, &chosen, &args.options);
     start_checked(home, launch, selection, input, &args.drive, &check, show, out, err)
+}
+
+/// Returns the launch's input from `--input` (text, a JSON object or list, `@FILE.json`)
+/// or `--input-json` (JSON; clap makes sure exactly one is given).
+fn given_input(input: Option<&str>, input_json: Option<&str>) -> Result<Value, CliError> {
+    use crate::launch_input::{InputFlag, launch_input};
+    match (input, input_json) {
+        (_, Some(json)) => launch_input(InputFlag::InputJson, json),
+        (Some(text), None) => launch_input(InputFlag::Input, text),
+        (None, None) => {
+            Err(CliError::usage(anyhow!("give the input with --input or --input-json")))
+        }
+    }
 }
 
 /// Checks, before a run exists, the options of the flow `selection` names (`--option`s

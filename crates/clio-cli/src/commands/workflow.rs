@@ -90,7 +90,8 @@ pub(super) fn problems(error: &CliError) -> Vec<String> {
     error.error.chain().map(ToString::to_string).collect()
 }
 
-/// Draws the workflow in `args.file` in the chosen format.
+/// Draws the workflow in `args.file` in the chosen format. `--json` gives the steps (as
+/// their JSON form), the layers, the final steps and the drawing in `--format`.
 pub(super) fn show(args: &WorkflowShowArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let workflow = load(&args.file)?;
     let drawing = match args.format {
@@ -98,9 +99,47 @@ pub(super) fn show(args: &WorkflowShowArgs, out: &mut dyn Write) -> Result<(), C
         DrawFormat::Mermaid => render_mermaid(&workflow),
         DrawFormat::Dot => render_dot(&workflow),
     };
+    if args.json {
+        let value = serde_json::json!({
+            "file": args.file.display().to_string(),
+            "steps": workflow.steps(),
+            "layers": workflow.layers(),
+            "final": workflow.final_steps(),
+            "format": format!("{:?}", args.format).to_lowercase(),
+            "drawing": drawing,
+        });
+        return write_json(out, &value);
+    }
     write!(out, "{drawing}")?;
     if !drawing.ends_with('\n') {
         writeln!(out)?;
     }
     Ok(())
+}
+
+/// The editing limits a workflow run recorded when it started (its `wf-limits` entry), as
+/// `clio runs show` prints them: each limit in force, and the workflow's own bound and the
+/// person's setting (config.toml's `[workflows]`) it is the tighter of; `None` for a run
+/// that recorded none (not a workflow run).
+pub(super) fn limits_line(entries: &[clio_journal::JournalEntry]) -> Option<String> {
+    let logged = entries.iter().find(|e| e.identity.as_deref() == Some("key:wf-limits"))?;
+    let result = logged.payload.get("result")?;
+    let show = |value: Option<&serde_json::Value>| match value.and_then(serde_json::Value::as_u64) {
+        Some(n) => n.to_string(),
+        None => "open".to_owned(),
+    };
+    let limit = |field: &str, name: &str| {
+        let at = |part: &str| result.get(part).and_then(|p| p.get(field));
+        format!(
+            "{name} {} (workflow {}, settings {})",
+            show(at("limits")),
+            show(at("workflow")),
+            show(at("settings"))
+        )
+    };
+    Some(format!(
+        "{}; {}",
+        limit("max_added_steps", "steps editors may add"),
+        limit("max_edit_rounds", "editing rounds")
+    ))
 }

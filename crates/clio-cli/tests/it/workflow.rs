@@ -129,3 +129,88 @@ fn issue_24_a_chain_run_by_clio_writes_about_one_entry_a_step() {
         assert!(entries.len() as f64 <= 1.1 * STEPS as f64, "{} entries", entries.len());
     }
 }
+
+/// Issue 46 items 4 and 5 on the built binary: a launch passes structured input
+/// (`--input-json`, `--input @FILE.json`, `--input '{…}'`) to `workflow run` and to
+/// `run workflow` with the workflow flow's own fields; config.toml's `[workflows]` limits
+/// apply where they are tighter, and `runs show` shows the limits the run recorded.
+#[test]
+fn issue_46_structured_launch_input_and_the_persons_workflow_limits() {
+    const PLUGIN: &str = "crates/clio-cli/tests/data/side-effects/counter";
+    const MODELS: &str = "crates/clio-cli/tests/data/side-effects/models.toml";
+    let home = crate::support::temp_home("wf-structured-input");
+    let workspace = home.join("workspace");
+    std::fs::create_dir_all(&workspace).unwrap();
+    std::fs::write(home.join("config.toml"), "[workflows]\nmax_added_steps = 1\n").unwrap();
+    let steps = serde_json::json!({ "steps": [
+        { "id": "mark", "target": "checkpoint", "input": "$task" }
+    ]});
+    let file = home.join("wf.json");
+    std::fs::write(&file, steps.to_string()).unwrap();
+    let h = home.to_str().unwrap();
+    let ws = workspace.to_str().unwrap();
+    let trusted = clio(&["--home", h, "plugin", "trust", PLUGIN]);
+    assert_eq!(trusted.code, 0, "{}", trusted.render());
+    let common =
+        ["--plugin", PLUGIN, "--models", MODELS, "--workspace", ws, "--no-input", "--json"];
+    let answer = |outcome: &crate::support::Outcome| -> String {
+        assert_eq!(outcome.code, 0, "{}", outcome.render());
+        let value: serde_json::Value = serde_json::from_str(&outcome.stdout).unwrap();
+        value.to_string()
+    };
+
+    // `workflow run --input-json`: `$task` is the object itself, which the tool takes.
+    let mut args = vec!["--home", h, "workflow", "run", file.to_str().unwrap()];
+    args.extend(["--input-json", r#"{"label": "from-json"}"#]);
+    args.extend(common);
+    let ran = clio(&args);
+    assert!(answer(&ran).contains("from-json"), "{}", ran.render());
+
+    // `run workflow --input-json` with the workflow flow's fields, as a flow calls it.
+    let fields = serde_json::json!({
+        "workflow": steps, "task": { "label": "fields" }, "max_added_steps": 3
+    });
+    let fields_text = fields.to_string();
+    let mut args = vec!["--home", h, "run", "workflow", "--input-json", &fields_text];
+    args.extend(common);
+    let ran = clio(&args);
+    assert!(answer(&ran).contains("fields"), "{}", ran.render());
+    let shown = clio(&["--home", h, "runs", "show", "2"]);
+    assert_eq!(shown.code, 0, "{}", shown.render());
+    assert!(
+        shown.stdout.contains(
+            "limits: steps editors may add 1 (workflow 3, settings 1); editing rounds open (workflow open, settings open)"
+        ),
+        "{}",
+        shown.stdout
+    );
+
+    // `--input @FILE.json` reads the same fields from a file, and `--input '{…}'` is JSON.
+    let input_file = home.join("input.json");
+    std::fs::write(&input_file, fields_text.replace("fields", "from-file")).unwrap();
+    let at = format!("@{}", input_file.display());
+    let mut args = vec!["--home", h, "run", "workflow", "--input", &at];
+    args.extend(common);
+    let ran = clio(&args);
+    assert!(answer(&ran).contains("from-file"), "{}", ran.render());
+    let inline = fields_text.replace("fields", "inline");
+    let mut args = vec!["--home", h, "run", "workflow", "--input", &inline];
+    args.extend(common);
+    let ran = clio(&args);
+    assert!(answer(&ran).contains("inline"), "{}", ran.render());
+
+    // JSON that does not parse is refused before a run exists, naming the flag.
+    let mut args = vec!["--home", h, "run", "workflow", "--input-json", "{\"workflow\": "];
+    args.extend(common);
+    let refused = clio(&args);
+    assert_eq!(refused.code, 2, "{}", refused.render());
+    assert!(refused.stderr.contains("--input-json: not JSON"), "{}", refused.render());
+    // A limit of the wrong type in config.toml is refused naming the field.
+    std::fs::write(home.join("config.toml"), "[workflows]\nmax_edit_rounds = -1\n").unwrap();
+    let mut args = vec!["--home", h, "workflow", "run", file.to_str().unwrap()];
+    args.extend(["--input-json", r#"{"label": "x"}"#]);
+    args.extend(common);
+    let refused = clio(&args);
+    assert_eq!(refused.code, 1, "{}", refused.render());
+    assert!(refused.stderr.contains("max_edit_rounds"), "{}", refused.render());
+}
