@@ -27,16 +27,48 @@ use crate::resolve::{Candidate, Index, resolve};
 /// with `ai.iowarp.clio/` as a plugin; anything else is `not_a_plugin`.
 pub fn check(path: &Path) -> Report {
     let mut problems = Vec::new();
+    let mut flows = Vec::new();
     if path.join(MARKETPLACE_FILE).is_file() {
-        check_marketplace(path, &mut problems);
+        check_marketplace(path, &mut problems, &mut flows);
     } else {
-        check_plugin(path, &mut problems);
+        check_plugin(path, &mut problems, &mut flows);
     }
-    Report::new(problems)
+    let mut report = Report::new(problems);
+    report.flows = flows;
+    report
 }
 
-fn check_plugin(path: &Path, problems: &mut Vec<Problem>) {
+/// Adds the Python flows of `plugin` (whose folder is `prefix` in the report) to `flows`.
+fn list_python_flows(plugin: &Plugin, prefix: &str, flows: &mut Vec<crate::problem::FlowListing>) {
+    for flow in &plugin.flows {
+        if let crate::decl::FlowSource::Python { path, class, line, shape, options, .. } =
+            &flow.source
+        {
+            flows.push(crate::problem::FlowListing {
+                plugin: plugin.id.clone(),
+                file: format!(
+                    "{prefix}{}/{}",
+                    crate::manifest::PLUGIN_DIR,
+                    crate::decl::slash_path(path)
+                ),
+                line: *line,
+                id: flow.id.clone(),
+                class: class.clone(),
+                description: flow.description.clone(),
+                shape: shape.clone(),
+                options: options.clone(),
+            });
+        }
+    }
+}
+
+fn check_plugin(
+    path: &Path,
+    problems: &mut Vec<Problem>,
+    flows: &mut Vec<crate::problem::FlowListing>,
+) {
     let Some(plugin) = read_plugin(path, "", problems) else { return };
+    list_python_flows(&plugin, "", flows);
     let mut index = Index::with_builtins();
     index.add(Candidate::of(crate::resolve::LOCAL, &plugin));
     let file = manifest_file("", &plugin);
@@ -57,7 +89,11 @@ fn check_plugin(path: &Path, problems: &mut Vec<Problem>) {
     ctx.check_plugin(&plugin, &file, problems);
 }
 
-fn check_marketplace(path: &Path, problems: &mut Vec<Problem>) {
+fn check_marketplace(
+    path: &Path,
+    problems: &mut Vec<Problem>,
+    flows: &mut Vec<crate::problem::FlowListing>,
+) {
     let Some(market) = read_marketplace(path, problems) else { return };
     let index = market.index();
     let plugins: Vec<&Plugin> = market.plugins.iter().map(|l| &l.plugin).collect();
@@ -66,6 +102,7 @@ fn check_marketplace(path: &Path, problems: &mut Vec<Problem>) {
     for listed in &market.plugins {
         let prefix = format!("{}/", crate::decl::slash_path(&listed.source).trim_end_matches('/'));
         let file = manifest_file(&prefix, &listed.plugin);
+        list_python_flows(&listed.plugin, &prefix, flows);
         ctx.check_plugin(&listed.plugin, &file, problems);
     }
     for (idx, agent) in market.agents.iter().enumerate() {

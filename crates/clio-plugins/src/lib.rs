@@ -54,7 +54,7 @@ pub use permission::{
     ToolFacts, resolve_callers, resolve_defer, resolve_permission, tool_pattern_matches,
 };
 pub use plugin::{DeclarationError, Pack, Plugin, PluginBuilder};
-pub use problem::{Problem, ProblemCode, Report, Severity};
+pub use problem::{FlowListing, Problem, ProblemCode, Report, Severity};
 pub use resolve::{
     Candidate, Index, LOCAL, Link, MAX_STEPS, Resolution, ResolveError, ResolveStats, Resolved,
     resolve, resolve_with_stats,

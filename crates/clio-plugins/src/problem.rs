@@ -215,6 +215,98 @@ pub struct Report {
     pub ok: bool,
     /// Every problem found, sorted by file, line, field and code.
     pub problems: Vec<Problem>,
+    /// The flows written in Python the check read (from their syntax trees), in file
+    /// order, so that a person sees what each `flows/*.py` declares.
+    pub flows: Vec<FlowListing>,
+}
+
+/// A flow written in Python, as `plugin check` lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlowListing {
+    /// The plugin's id.
+    pub plugin: String,
+    /// The `.py` file, relative to the checked folder.
+    pub file: String,
+    /// The line of its `class` statement.
+    pub line: u32,
+    /// The flow's id.
+    pub id: String,
+    /// Its class.
+    pub class: String,
+    /// What it does.
+    pub description: String,
+    /// Its railroad diagram, if it declares one.
+    pub shape: String,
+    /// Its options, each `{name, type, default, line}`.
+    pub options: Vec<Json>,
+}
+
+impl FlowListing {
+    /// Returns the listing as one line, then indented lines for the shape and options.
+    fn render(&self) -> String {
+        let mut out =
+            format!("flow {} ({}:{}, class {})", self.id, self.file, self.line, self.class);
+        if !self.description.is_empty() {
+            out.push_str(&format!(": {}", self.description.lines().next().unwrap_or_default()));
+        }
+        out.push('\n');
+        if !self.shape.is_empty() {
+            out.push_str(&format!("  shape: {}\n", self.shape));
+        }
+        for option in &self.options {
+            let name = option.get("name").and_then(Json::as_str).unwrap_or("?");
+            let ty = option.get("type").map(describe_type).unwrap_or_default();
+            let default = option.get("default").map(Json::to_string).unwrap_or_default();
+            out.push_str(&format!("  option {name}: {ty} = {default}\n"));
+        }
+        out
+    }
+
+    fn to_json(&self) -> Json {
+        json!({
+            "plugin": self.plugin,
+            "file": self.file,
+            "line": self.line,
+            "id": self.id,
+            "class": self.class,
+            "description": self.description,
+            "shape": self.shape,
+            "options": self.options,
+        })
+    }
+}
+
+/// Returns an option type given as data (`{"type": "int", "min": 1, ...}`) as a person
+/// reads it: `int (1..)`, `list[str]`, `one of "a", "b"`, `str or none`.
+fn describe_type(ty: &Json) -> String {
+    let kind = ty.get("type").and_then(Json::as_str).unwrap_or("any");
+    match kind {
+        "int" => {
+            let bound = |k: &str| ty.get(k).and_then(Json::as_i64).map(|n| n.to_string());
+            match (bound("min"), bound("max")) {
+                (None, None) => "int".into(),
+                (min, max) => {
+                    format!("int ({}..{})", min.unwrap_or_default(), max.unwrap_or_default())
+                }
+            }
+        }
+        "one_of" => {
+            let values: Vec<String> = ty
+                .get("values")
+                .and_then(Json::as_array)
+                .map(|v| v.iter().map(Json::to_string).collect())
+                .unwrap_or_default();
+            format!("one of {}", values.join(", "))
+        }
+        "list" => {
+            format!("list[{}]", ty.get("items").map(describe_type).unwrap_or_else(|| "any".into()))
+        }
+        "optional" => format!(
+            "{} or none",
+            ty.get("inner").map(describe_type).unwrap_or_else(|| "any".into())
+        ),
+        other => other.to_owned(),
+    }
 }
 
 impl Report {
@@ -226,12 +318,15 @@ impl Report {
         });
         problems.dedup();
         let ok = problems.iter().all(|p| p.severity() != Severity::Error);
-        Report { ok, problems }
+        Report { ok, problems, flows: Vec::new() }
     }
 
     /// Returns the report as text: one line per problem, then a summary line.
     pub fn render(&self) -> String {
         let mut out = String::new();
+        for flow in &self.flows {
+            out.push_str(&flow.render());
+        }
         for problem in &self.problems {
             out.push_str(&problem.to_string());
             out.push('\n');
@@ -251,6 +346,7 @@ impl Report {
         json!({
             "ok": self.ok,
             "problems": self.problems.iter().map(Problem::to_json).collect::<Vec<_>>(),
+            "flows": self.flows.iter().map(FlowListing::to_json).collect::<Vec<_>>(),
         })
     }
 }

@@ -81,7 +81,8 @@ fn reports_render_as_json_too() {
           "field": "",
           "message": "a folder without ai.iowarp.clio/ is not a CLIO plugin"
         }
-      ]
+      ],
+      "flows": []
     }
     "#);
 }

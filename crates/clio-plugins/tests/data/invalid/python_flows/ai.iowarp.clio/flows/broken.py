@@ -1,0 +1,4 @@
+from clio_agent.sdk import Flow
+
+class Broken(Flow)
+    id = "broken"

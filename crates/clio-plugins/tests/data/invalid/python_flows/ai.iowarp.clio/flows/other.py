@@ -1,0 +1,8 @@
+from clio_agent.sdk import Flow
+
+
+class Clash(Flow):
+    id = "clash"
+
+    async def forward(self, task, ctx):
+        return task
