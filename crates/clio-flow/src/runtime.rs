@@ -30,7 +30,7 @@ use crate::registry::Registry;
 use crate::result::FlowOutput;
 
 use state::SANDBOX_OFF;
-pub(crate) use state::{RunState, Starting, blocking, digest, outcome};
+pub(crate) use state::{Finished, RunState, Starting, blocking, digest, outcome};
 
 /// How a runtime runs flows.
 #[derive(Debug, Clone)]

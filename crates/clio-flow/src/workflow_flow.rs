@@ -747,7 +747,7 @@ fn call_of(
 
 /// Aborts a spawned piece of work when the workflow stops waiting for it (a run left
 /// awaiting input drops its flow).
-struct AbortOnDrop(tokio::task::JoinHandle<Done>);
+struct AbortOnDrop(tokio::task::JoinHandle<(Done, crate::runtime::Finished)>);
 
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
@@ -761,16 +761,17 @@ impl Drop for AbortOnDrop {
 fn spawned(ctx: &Ctx, work: Live, fallback: Done, inline: bool) -> Live {
     // Counted busy until it has first run, so the run never looks idle in between.
     let starting = crate::runtime::Starting::new(&ctx.run);
-    let work = tracing::Instrument::in_current_span(starting.first_poll(work));
+    let work = tracing::Instrument::in_current_span(starting.handing_over(work));
     if inline {
         // A panic in the work ends the piece as a lost one, as a spawned task's would.
         let work = std::panic::AssertUnwindSafe(work).catch_unwind();
-        return Box::pin(async move { work.await.unwrap_or(fallback) });
+        return Box::pin(async move { work.await.map_or(fallback, |(done, _finished)| done) });
     }
     let mut guard = AbortOnDrop(tokio::spawn(work));
     Box::pin(async move {
+        // The piece counts as live work until its outcome is read here (`_finished`).
         match (&mut guard.0).await {
-            Ok(done) => done,
+            Ok((done, _finished)) => done,
             Err(_) => fallback,
         }
     })

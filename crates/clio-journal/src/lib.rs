@@ -74,7 +74,7 @@ pub use crate::input::{
     Durability, JournalConfig, NewEntry, NewRun, NewSession, NewTask, Pruned, Reconciled,
     RunFilter, RunUpdate, SessionUpdate, TaskUpdate,
 };
-pub use crate::pending::{Pending, spin_for_awaited_write};
+pub use crate::pending::{AwaitHook, Pending, spin_for_awaited_write, watching_writes};
 pub use crate::salvage::{LeftRun, LeftSession, LostTask, SalvageReport, SalvagedRun};
 
 /// The crate README's example, run as a doctest so that it cannot go stale.

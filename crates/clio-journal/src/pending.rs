@@ -79,6 +79,40 @@ pub fn spin_for_awaited_write(max: std::time::Duration) {
     WAITS.spin(max);
 }
 
+/// Told when a piece of async work starts and stops waiting on a journal write: installed
+/// for the duration of a poll with [`watching_writes`], it is given every write first
+/// awaited in that poll ([`AwaitHook::began`]), and told once the write is delivered and its
+/// waiter woken ([`AwaitHook::ended`]), even if the waiter dropped the write meanwhile.
+///
+/// For a runtime that must know whether its work is waiting on the journal (then it is not
+/// idle: the write's delivery wakes it) rather than on something outside it.
+pub trait AwaitHook: Send + Sync {
+    /// A write awaited in a poll under this hook has not been delivered yet.
+    fn began(&self);
+    /// That write has been delivered, after its waiter was woken.
+    fn ended(&self);
+}
+
+thread_local! {
+    static HOOK: std::cell::RefCell<Option<Arc<dyn AwaitHook>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f` (one poll of a piece of async work) with `hook` told of each journal write that
+/// `f` starts to await ([`AwaitHook`]); the hook in place before is back afterwards.
+pub fn watching_writes<R>(hook: &Arc<dyn AwaitHook>, f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<Arc<dyn AwaitHook>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let before = self.0.take();
+            HOOK.with(|h| *h.borrow_mut() = before);
+        }
+    }
+    let before = HOOK.with(|h| h.borrow_mut().replace(Arc::clone(hook)));
+    let _restore = Restore(before);
+    f()
+}
+
 /// The outcome of one write, available once the batch that holds it has committed.
 ///
 /// Dropping it does not cancel the write: the writer applies and commits it anyway.
@@ -138,13 +172,15 @@ struct Slot<T> {
 struct State<T> {
     outcome: Option<Result<T>>,
     waker: Option<Waker>,
+    /// The hook of the work that first awaited this write ([`watching_writes`]).
+    hook: Option<Arc<dyn AwaitHook>>,
 }
 
 /// Returns a connected pair: the writer delivers through the [`Reply`], the caller reads the
 /// [`Pending`].
 pub(crate) fn channel<T>(path: PathBuf) -> (Reply<T>, Pending<T>) {
     let slot = Arc::new(Slot {
-        state: Mutex::new(State { outcome: None, waker: None }),
+        state: Mutex::new(State { outcome: None, waker: None, hook: None }),
         ready: Condvar::new(),
     });
     (Reply { slot: Some(Arc::clone(&slot)), path }, Pending { source: Source::Slot(slot) })
@@ -154,7 +190,7 @@ impl<T> Pending<T> {
     /// Returns a write that has already ended with `outcome` (e.g. the writer was gone).
     pub(crate) fn ready(outcome: Result<T>) -> Pending<T> {
         let slot = Arc::new(Slot {
-            state: Mutex::new(State { outcome: Some(outcome), waker: None }),
+            state: Mutex::new(State { outcome: Some(outcome), waker: None, hook: None }),
             ready: Condvar::new(),
         });
         Pending { source: Source::Slot(slot) }
@@ -202,6 +238,12 @@ impl<T> Future for Pending<T> {
             None => {
                 WAITS.began();
                 state.waker = Some(cx.waker().clone());
+                if state.hook.is_none() {
+                    state.hook = HOOK.with(|h| h.borrow().clone());
+                    if let Some(hook) = &state.hook {
+                        hook.began();
+                    }
+                }
             }
         }
         Poll::Pending
@@ -226,15 +268,20 @@ impl<T> Drop for Reply<T> {
 }
 
 fn deliver<T>(slot: &Slot<T>, outcome: Result<T>) {
-    let waker = {
+    let (waker, hook) = {
         let mut state = lock(&slot.state);
         state.outcome = Some(outcome);
-        state.waker.take()
+        (state.waker.take(), state.hook.take())
     };
     slot.ready.notify_all();
     if let Some(waker) = waker {
         waker.wake();
         WAITS.ended();
+    }
+    // After the wake: the waiter is runnable before its work stops counting as waiting
+    // on the journal.
+    if let Some(hook) = hook {
+        hook.ended();
     }
 }
 
@@ -316,6 +363,42 @@ mod tests {
         reply.send(Ok(3));
         assert!(WAITS.delivered.load(Ordering::Acquire) > delivered);
         assert_eq!(*lock(&count.0), 1);
+    }
+
+    #[derive(Default)]
+    struct Hooked(std::sync::atomic::AtomicI64, std::sync::atomic::AtomicI64);
+    impl AwaitHook for Hooked {
+        fn began(&self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+        fn ended(&self) {
+            self.1.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn a_write_awaited_under_a_hook_is_told_to_it_once_until_delivered_even_if_dropped() {
+        let hooked = Arc::new(Hooked::default());
+        let hook: Arc<dyn AwaitHook> = hooked.clone();
+        let (reply, mut pending) = channel::<u32>(PathBuf::from("j.redb"));
+        let count = Arc::new(Count(Mutex::new(0)));
+        let waker = Waker::from(Arc::clone(&count));
+        for _ in 0..2 {
+            let polled = watching_writes(&hook, || {
+                Pin::new(&mut pending).poll(&mut Context::from_waker(&waker))
+            });
+            assert!(polled.is_pending());
+        }
+        assert_eq!(hooked.0.load(Ordering::SeqCst), 1, "began once");
+        assert_eq!(hooked.1.load(Ordering::SeqCst), 0);
+        drop(pending);
+        reply.send(Ok(1));
+        assert_eq!(hooked.1.load(Ordering::SeqCst), 1, "ended at the delivery");
+        // Outside a hook nothing is told.
+        let (reply, mut pending) = channel::<u32>(PathBuf::from("j.redb"));
+        assert!(Pin::new(&mut pending).poll(&mut Context::from_waker(&waker)).is_pending());
+        reply.send(Ok(2));
+        assert_eq!(hooked.0.load(Ordering::SeqCst), 1);
     }
 
     #[test]

@@ -79,9 +79,11 @@ fn launch(calls: Vec<Call>, limit: usize) -> (mpsc::UnboundedReceiver<Settled>, 
         call.slots = sem.clone();
         // In the run's log span, as the call would be unspawned.
         let handle = tokio::spawn(tracing::Instrument::in_current_span(async move {
-            let result = starting.first_poll(call.run()).await;
+            let (result, finished) = starting.handing_over(call.run()).await;
             // The receiver may be gone (return_when any); the result is recorded anyway.
             let _ = tx.send(Settled { index, result });
+            // Counted busy until the receiver was woken by the send.
+            drop(finished);
         }));
         run.spawn_background(handle);
     }

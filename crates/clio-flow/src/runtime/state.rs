@@ -66,11 +66,50 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// Counts live work, so the driver can tell a run that waits only on questions.
+///
+/// Live work is counted `busy`: a call or step running (a [`Busy`]), a piece of the run's
+/// work that has been woken and not polled since ([`Tracked`]: from its wake to the end of
+/// its next poll), and a journal write one of those pieces awaits (from its first poll to
+/// its delivery, after its waiter was woken: [`clio_journal::watching_writes`]). A piece
+/// that waits on a person counts `waiting`. So a run whose count of busy work is 0 while
+/// something waits can make no progress without an answer: every hand-off between two
+/// pieces (a wake, a write's delivery) is counted on the receiving side before the giving
+/// side stops counting.
 #[derive(Default)]
-pub(crate) struct Activity {
+pub(crate) struct Activity(Arc<Counts>);
+
+#[derive(Default)]
+pub(crate) struct Counts {
     busy: AtomicUsize,
     waiting: AtomicUsize,
+    /// Bumped at every change of the counts: a check that saw the same value twice saw
+    /// nothing move in between.
+    epoch: AtomicU64,
     changed: Notify,
+}
+
+impl Counts {
+    fn hold(&self) {
+        self.busy.fetch_add(1, Ordering::SeqCst);
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn release(&self) {
+        self.busy.fetch_sub(1, Ordering::SeqCst);
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+        self.changed.notify_waiters();
+        self.changed.notify_one();
+    }
+}
+
+impl clio_journal::AwaitHook for Counts {
+    fn began(&self) {
+        self.hold();
+    }
+
+    fn ended(&self) {
+        self.release();
+    }
 }
 
 /// Holds one unit of live work until dropped.
@@ -78,64 +117,182 @@ pub(crate) struct Busy<'a>(&'a Activity);
 
 impl Drop for Busy<'_> {
     fn drop(&mut self) {
-        self.0.busy.fetch_sub(1, Ordering::SeqCst);
-        self.0.changed.notify_waiters();
-        self.0.changed.notify_one();
+        self.0.0.release();
     }
 }
 
 impl Activity {
     pub(crate) fn busy(&self) -> Busy<'_> {
-        self.busy.fetch_add(1, Ordering::SeqCst);
+        self.0.hold();
         Busy(self)
     }
 
     fn waiting(&self, delta: isize) {
         if delta > 0 {
-            self.waiting.fetch_add(1, Ordering::SeqCst);
+            self.0.waiting.fetch_add(1, Ordering::SeqCst);
         } else {
-            self.waiting.fetch_sub(1, Ordering::SeqCst);
+            self.0.waiting.fetch_sub(1, Ordering::SeqCst);
         }
-        self.changed.notify_waiters();
-        self.changed.notify_one();
+        self.0.epoch.fetch_add(1, Ordering::SeqCst);
+        self.0.changed.notify_waiters();
+        self.0.changed.notify_one();
     }
 
     fn suspended(&self) -> bool {
-        self.waiting.load(Ordering::SeqCst) > 0 && self.busy.load(Ordering::SeqCst) == 0
+        self.0.waiting.load(Ordering::SeqCst) > 0 && self.0.busy.load(Ordering::SeqCst) == 0
+    }
+
+    fn epoch(&self) -> u64 {
+        self.0.epoch.load(Ordering::SeqCst)
+    }
+
+    /// Returns `work` counted as live work of this run while it is woken ([`Tracked`]),
+    /// starting woken (it has not run yet).
+    pub(crate) fn track<F: Future>(&self, work: F) -> Tracked<F> {
+        Tracked::new(Arc::clone(&self.0), work)
+    }
+}
+
+/// What a [`Tracked`] piece of work's wakers share: whether it was woken and not polled
+/// since (then it counts one unit of busy work), and the waker of the task that polls it.
+struct WakeFlag {
+    counts: Arc<Counts>,
+    /// [`AWAKE`], [`ASLEEP`] or [`GONE`] (dropped: a late wake counts nothing).
+    state: std::sync::atomic::AtomicU8,
+    waker: futures::task::AtomicWaker,
+}
+
+const ASLEEP: u8 = 0;
+const AWAKE: u8 = 1;
+const GONE: u8 = 2;
+
+impl std::task::Wake for WakeFlag {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        if self.state.load(Ordering::SeqCst) == ASLEEP {
+            // Counted before it is marked: a poll that clears the mark finds it counted.
+            self.counts.hold();
+            if self
+                .state
+                .compare_exchange(ASLEEP, AWAKE, Ordering::SeqCst, Ordering::SeqCst)
+                .is_err()
+            {
+                self.counts.release();
+            }
+        }
+        self.waker.wake();
+    }
+}
+
+/// A piece of a run's work counted busy from each of its wakes to the end of the poll that
+/// follows, and whose journal writes count busy until they are delivered; made with
+/// [`Activity::track`]. Its output comes with a [`Finished`] that keeps counting until
+/// whoever reads the output drops it (the hand-off of a result to the work waiting on it).
+pub(crate) struct Tracked<F> {
+    work: std::pin::Pin<Box<F>>,
+    flag: Arc<WakeFlag>,
+    waker: std::task::Waker,
+    hook: Arc<dyn clio_journal::AwaitHook>,
+}
+
+impl<F: Future> Tracked<F> {
+    fn new(counts: Arc<Counts>, work: F) -> Tracked<F> {
+        counts.hold();
+        Tracked::adopt(counts, work)
+    }
+
+    /// As [`Tracked::new`], taking over a unit of busy work already counted.
+    fn adopt(counts: Arc<Counts>, work: F) -> Tracked<F> {
+        let flag = Arc::new(WakeFlag {
+            counts: Arc::clone(&counts),
+            state: std::sync::atomic::AtomicU8::new(AWAKE),
+            waker: futures::task::AtomicWaker::new(),
+        });
+        let waker = std::task::Waker::from(Arc::clone(&flag));
+        Tracked { work: Box::pin(work), flag, waker, hook: counts }
+    }
+}
+
+impl<F: Future> Future for Tracked<F> {
+    type Output = (F::Output, Finished);
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        let this = &mut *self;
+        this.flag.waker.register(cx.waker());
+        let was = this.flag.state.swap(ASLEEP, Ordering::SeqCst);
+        let mut inner = std::task::Context::from_waker(&this.waker);
+        let work = &mut this.work;
+        let polled = clio_journal::watching_writes(&this.hook, || work.as_mut().poll(&mut inner));
+        let out = match polled {
+            std::task::Poll::Ready(out) => {
+                // Counted on until the reader of the output has it.
+                this.flag.counts.hold();
+                std::task::Poll::Ready((out, Finished(Some(Arc::clone(&this.flag.counts)))))
+            }
+            std::task::Poll::Pending => std::task::Poll::Pending,
+        };
+        if was == AWAKE {
+            this.flag.counts.release();
+        }
+        out
+    }
+}
+
+impl<F> Drop for Tracked<F> {
+    fn drop(&mut self) {
+        if self.flag.state.swap(GONE, Ordering::SeqCst) == AWAKE {
+            self.flag.counts.release();
+        }
+    }
+}
+
+/// The hand-off of a [`Tracked`] piece's output: one unit of live work until dropped (by
+/// the work that reads the output, which was woken and counts itself by then).
+pub(crate) struct Finished(Option<Arc<Counts>>);
+
+impl Drop for Finished {
+    fn drop(&mut self) {
+        if let Some(counts) = self.0.take() {
+            counts.release();
+        }
     }
 }
 
 /// One unit of live work owned by a task that has been spawned and not yet run: the run
 /// does not look idle between a spawn and the task's first step.
-pub(crate) struct Starting(Arc<RunState>);
-
-impl Starting {
-    pub(crate) fn new(run: &Arc<RunState>) -> Starting {
-        run.activity.busy.fetch_add(1, Ordering::SeqCst);
-        Starting(Arc::clone(run))
-    }
+pub(crate) struct Starting {
+    counts: Arc<Counts>,
+    /// False once a [`Tracked`] took the unit over.
+    owned: bool,
 }
 
 impl Starting {
-    /// Runs `work`, still counted busy through its first poll: a command it makes there
-    /// (reaching its record, or waiting at the history's barrier) is counted before this
-    /// count ends. Dropped before the first poll, the run could look idle for an instant
-    /// while another thread checks it, and held commands be stalled in that instant.
-    pub(crate) async fn first_poll<F: Future>(self, work: F) -> F::Output {
-        let mut work = std::pin::pin!(work);
-        let mut starting = Some(self);
-        std::future::poll_fn(move |cx| {
-            let polled = work.as_mut().poll(cx);
-            drop(starting.take());
-            polled
-        })
-        .await
+    pub(crate) fn new(run: &Arc<RunState>) -> Starting {
+        run.activity.0.hold();
+        Starting { counts: Arc::clone(&run.activity.0), owned: true }
+    }
+
+    /// Runs `work` as tracked live work of the run ([`Tracked`]), which takes over this
+    /// unit: counted busy from the spawn through its first poll, from each wake to the poll
+    /// after it, while a journal write it awaits is not delivered, and from its end until
+    /// its output's [`Finished`] is dropped (by whoever reads the output, once woken).
+    pub(crate) fn handing_over<F: Future>(mut self, work: F) -> Tracked<F> {
+        self.owned = false;
+        Tracked::adopt(Arc::clone(&self.counts), work)
     }
 }
 
 impl Drop for Starting {
     fn drop(&mut self) {
-        drop(Busy(&self.0.activity));
+        if self.owned {
+            self.counts.release();
+        }
     }
 }
 
@@ -323,18 +480,10 @@ impl RunState {
         &self,
         forward: impl Future<Output = Result<FlowOutput, FlowError>>,
     ) -> RunOutcome {
-        let forward = std::pin::pin!(forward);
-        let mut forward = forward;
-        let res = loop {
-            let changed = self.activity.changed.notified();
-            tokio::select! {
-                res = &mut forward => break res,
-                () = changed => {
-                    if let Some(questions) = self.waiting_on_people().await {
-                        return RunOutcome::AwaitingInput(questions);
-                    }
-                }
-            }
+        let mut forward = std::pin::pin!(self.activity.track(forward));
+        let res = match self.until_waiting(&mut forward).await {
+            Ok((res, _finished)) => res,
+            Err(questions) => return RunOutcome::AwaitingInput(questions),
         };
         // Work started with `ctx.start` belongs to the run: wait for it before the run ends,
         // and for work it starts meanwhile; then no more is admitted. Such work may wait on
@@ -350,16 +499,8 @@ impl RunState {
                 background.handles.drain(..).collect()
             };
             for mut handle in handles {
-                loop {
-                    let changed = self.activity.changed.notified();
-                    tokio::select! {
-                        _ = &mut handle => break,
-                        () = changed => {
-                            if let Some(questions) = self.waiting_on_people().await {
-                                return RunOutcome::AwaitingInput(questions);
-                            }
-                        }
-                    }
+                if let Err(questions) = self.until_waiting(&mut handle).await {
+                    return RunOutcome::AwaitingInput(questions);
                 }
             }
         }
@@ -376,22 +517,46 @@ impl RunState {
         }
     }
 
-    /// Returns the questions the run waits on when every piece of its live work waits on
-    /// a person, after letting work that is between two journal writes take its next step
-    /// and settling held commands and patch questions; its background work is stopped then
-    /// (a resume takes it up again). `None` while something can still move.
-    async fn waiting_on_people(&self) -> Option<Vec<Question>> {
-        if !self.activity.suspended() {
-            return None;
+    /// Polls `work` to its end (`Ok`), unless first every piece of the run's live work
+    /// waits on a person: then returns the questions it waits on (`Err`), with its
+    /// background work stopped (a resume takes it up again).
+    ///
+    /// The run is idle when nothing counts busy ([`Activity`]) while something waits, and
+    /// nothing moved while `work` was polled again and other tasks had their turn; held
+    /// commands and patch questions are settled first (a stall may let them move).
+    async fn until_waiting<F: Future + Unpin>(
+        &self,
+        work: &mut F,
+    ) -> Result<F::Output, Vec<Question>> {
+        loop {
+            // Made before the counts are read: a change after the read wakes it.
+            let changed = self.activity.0.changed.notified();
+            if !self.activity.suspended() {
+                tokio::select! {
+                    out = &mut *work => return Ok(out),
+                    () = changed => continue,
+                }
+            }
+            let epoch = self.activity.epoch();
+            // Work between two of its steps on another thread takes its next step; `work`
+            // is polled meanwhile, so what it was woken for moves too.
+            let settle = async {
+                for _ in 0..4 {
+                    tokio::task::yield_now().await;
+                }
+            };
+            tokio::select! {
+                biased;
+                out = &mut *work => return Ok(out),
+                () = changed => continue,
+                () = settle => {}
+            }
+            if self.activity.suspended() && self.activity.epoch() == epoch && !self.history.stall()
+            {
+                self.abort_background();
+                return Err(lock(&self.pending).clone());
+            }
         }
-        for _ in 0..4 {
-            tokio::task::yield_now().await;
-        }
-        if self.activity.suspended() && !self.history.stall() {
-            self.abort_background();
-            return Some(lock(&self.pending).clone());
-        }
-        None
     }
 
     fn abort_background(&self) {
@@ -418,7 +583,10 @@ impl RunState {
         if background.ended {
             return false;
         }
-        background.handles.push(tokio::spawn(tracing::Instrument::in_current_span(work)));
+        let work = self.activity.track(work);
+        background.handles.push(tokio::spawn(tracing::Instrument::in_current_span(async move {
+            drop(work.await);
+        })));
         true
     }
 

@@ -12,6 +12,7 @@ mod errors;
 mod exact_replay;
 mod gate;
 mod gather;
+mod independent_work;
 mod hook_events;
 mod limits;
 mod mcp;
@@ -46,6 +47,7 @@ fn no_forgotten_test_files() {
         "exact_replay",
         "gate",
         "gather",
+        "independent_work",
         "hook_events",
         "limits",
         "mcp",
