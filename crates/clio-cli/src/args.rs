@@ -353,8 +353,10 @@ pub(crate) enum RunsCommand {
         after_help = "Examples:\n  clio runs export 3 > run-3.jsonl\n  clio runs export 3 --json > run-3.json"
     )]
     Export(RunExportArgs),
-    /// Record the answer to a question a run is waiting on
-    #[command(after_help = "Example:\n  clio runs answer 3 12 yes\n  clio runs resume 3")]
+    /// Answer the question a run is waiting on, and continue the run here
+    #[command(
+        after_help = "With no QUESTION, the answer goes to the run's only open question. The run then continues in this terminal, as `clio runs resume` does, unless another clio process holds it (`clio serve` continues it there, a worker on a shared journal picks it up) or --record-only is given.\n\nExamples:\n  clio runs answer 3 yes\n  clio runs answer 3 2 \"use the 12 specimens\"\n  clio runs answer 3 no --record-only"
+    )]
     Answer(RunAnswerArgs),
     /// Continue a run from its journal: finished work is not done again
     #[command(after_help = "Example:\n  clio runs resume 3")]
@@ -688,14 +690,24 @@ pub(crate) struct RunCommandArgs {
 pub(crate) struct RunAnswerArgs {
     /// The run's id
     pub(crate) run: u64,
-    /// The question's id, as `clio runs show` lists it
+    /// The question's number within the run, as `clio runs show` lists it (needed only
+    /// when the run waits on more than one), then the answer: text, yes/no, or one of the
+    /// offered options
+    #[arg(value_name = "[QUESTION] ANSWER", num_args = 1..=2, required = true)]
+    pub(crate) words: Vec<String>,
+    /// The question's entry in the run's journal, as the runtime names it (from `words`)
+    #[arg(skip)]
     pub(crate) question: u64,
-    /// The answer: text, yes/no, or one of the offered options
+    /// The answer (from `words`)
+    #[arg(skip)]
     pub(crate) text: String,
     /// Go on although the agent file changed since the run was launched (recorded in the run)
     #[arg(long)]
     pub(crate) accept_changed_agent: bool,
-    /// Print the recorded answer as JSON
+    /// Only record the answer: do not continue the run here (`clio runs resume N` does later)
+    #[arg(long)]
+    pub(crate) record_only: bool,
+    /// Print the recorded answer (and the run's outcome when it continues) as JSON
     #[arg(long)]
     pub(crate) json: bool,
 }

@@ -74,7 +74,9 @@ pub(crate) fn dispatch_in(
         Command::Models(ModelsCommand::List(args)) => {
             run::models_list(&home, &args, quiet, out, err)
         }
-        Command::Runs(RunsCommand::Answer(args)) => run::answer(&home, &args, out, err),
+        Command::Runs(RunsCommand::Answer(mut args)) => {
+            runs::answer(&home, &mut args, quiet, paint, out, err)
+        }
         Command::Runs(RunsCommand::Resume(args)) => {
             run::resume(&home, &args, quiet, paint, out, err)
         }

@@ -266,7 +266,15 @@ pub(crate) fn answer(home: &Home, id: u64, body: &[u8]) -> Answer {
         };
         return Err(error);
     }
-    let args = RunAnswerArgs { run: id, question, text, accept_changed_agent: false, json: true };
+    let args = RunAnswerArgs {
+        run: id,
+        words: Vec::new(),
+        question,
+        text,
+        accept_changed_agent: false,
+        record_only: true,
+        json: true,
+    };
     captured(|out, err| run::answer(home, &args, out, err))
 }
 

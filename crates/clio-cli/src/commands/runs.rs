@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use super::write_json;
 use crate::args::{
-    RunArgs, RunEventsArgs, RunExportArgs, RunShowArgs, RunsListArgs, RunsPruneArgs,
+    RunAnswerArgs, RunArgs, RunEventsArgs, RunExportArgs, RunShowArgs, RunsListArgs, RunsPruneArgs,
 };
 use crate::error::{CliError, journal_error};
 use crate::home::Home;
@@ -328,7 +328,7 @@ impl ListRow {
             RunStatus::AwaitingInput => {
                 let entries = journal.and_then(|j| j.entries(run.id).ok()).unwrap_or_default();
                 match open_questions(&entries).first() {
-                    Some((_, question)) => format!("? {}", first_line(question)),
+                    Some(question) => format!("? {}", first_line(&question.text)),
                     None => format!("answered: `clio runs resume {}`", run.id.0),
                 }
             }
@@ -429,9 +429,22 @@ fn parse_since_ms(text: &str) -> Result<u64, CliError> {
     Ok(now_ms().saturating_sub(ms))
 }
 
-/// Returns the questions of a run not answered yet: each one's id (for `runs answer`)
-/// and text.
-fn open_questions(entries: &[JournalEntry]) -> Vec<(u64, String)> {
+/// A question a run waits on, as people see it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct OpenQuestion {
+    /// Its entry's sequence in the run: the id the runtime takes.
+    pub(crate) seq: u64,
+    /// Its number among the run's questions, from 1: what people type.
+    pub(crate) number: u64,
+    /// Its text.
+    pub(crate) text: String,
+    /// The answer's form: `yes|no`, the options (`a|b|c`), or `"…"` for text.
+    pub(crate) form: String,
+}
+
+/// Returns the questions of a run not answered yet, each with its number within the run
+/// and the form its answer takes.
+pub(crate) fn open_questions(entries: &[JournalEntry]) -> Vec<OpenQuestion> {
     let answered: std::collections::HashSet<&str> = entries
         .iter()
         .filter(|e| e.kind == clio_journal::EntryKind::Answer)
@@ -440,15 +453,233 @@ fn open_questions(entries: &[JournalEntry]) -> Vec<(u64, String)> {
     entries
         .iter()
         .filter(|e| e.kind == clio_journal::EntryKind::Question)
-        .filter(|e| {
+        .enumerate()
+        .filter(|(_, e)| {
             let id = e.identity.as_deref().unwrap_or("");
             !answered.contains(format!("{id}@answer").as_str())
         })
-        .map(|e| {
+        .map(|(i, e)| {
             let text = e.payload.get("question").and_then(Value::as_str).unwrap_or("");
-            (e.seq, text.to_owned())
+            OpenQuestion {
+                seq: e.seq,
+                number: i as u64 + 1,
+                text: text.to_owned(),
+                form: answer_form(&e.payload),
+            }
         })
         .collect()
+}
+
+/// Returns the form an answer to a recorded question takes, as a command line shows it:
+/// `yes|no`, its options `a|b|c`, else `"…"`.
+pub(crate) fn answer_form(question: &Value) -> String {
+    let schema = question.get("schema").and_then(Value::as_str).unwrap_or("text");
+    let options: Vec<&str> = question
+        .get("options")
+        .and_then(Value::as_array)
+        .map(|o| o.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    match schema {
+        "bool" => "yes|no".to_owned(),
+        "options" if !options.is_empty() => options.join("|"),
+        _ => "\"…\"".to_owned(),
+    }
+}
+
+/// Returns the command that answers `question` of run `run`: with no question number when
+/// it is the run's only open one.
+pub(crate) fn answer_command(run: u64, question: &OpenQuestion, only: bool) -> String {
+    if only {
+        format!("clio runs answer {run} {}", question.form)
+    } else {
+        format!("clio runs answer {run} {} {}", question.number, question.form)
+    }
+}
+
+/// Answers a question of a run (`clio runs answer N [QUESTION] ANSWER`): the question is
+/// the run's only open one when none is named, else its number within the run (an entry
+/// number, as JSON gives a question's `id`, is taken too when no question has that
+/// number). The answer is recorded (`run::answer`); then, unless the run is held by another
+/// process (served: that process goes on with it) or is on a shared journal (a worker goes
+/// on), or `--record-only` is given, the run continues here as `runs resume` does.
+pub(super) fn answer(
+    home: &Home,
+    args: &mut RunAnswerArgs,
+    quiet: bool,
+    paint: crate::paint::Paint,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<(), CliError> {
+    let (journal, run) = open_run(home, args.run)?;
+    let entries = journal.entries(run.id).map_err(journal_error)?;
+    let open = open_questions(&entries);
+    let all = question_numbers_of(&entries);
+    drop(journal);
+    let (given, text) = match args.words.as_slice() {
+        [text] => (None, text.clone()),
+        [question, text] => (Some(question.clone()), text.clone()),
+        _ => {
+            return Err(CliError::usage(anyhow!(
+                "give the answer, after the question's number if the run waits on more than one"
+            )));
+        }
+    };
+    let question = pick_question(args.run, &open, &all, given.as_deref())?;
+    args.question = question.seq;
+    args.text = text;
+    let continues_here = !args.record_only
+        && home.held().is_none()
+        && home.shared_journal().is_none()
+        && run.status == RunStatus::AwaitingInput;
+    if !continues_here {
+        let mut recorded = Vec::new();
+        super::run::answer(home, args, &mut recorded, err)?;
+        return write_renumbered(&recorded, question, args.json, out);
+    }
+    let mut recorded = Vec::new();
+    super::run::answer(home, args, &mut recorded, err)?;
+    // Once every question is answered the run goes on here; otherwise it still waits.
+    let left = open.len() - 1;
+    if left > 0 {
+        write_renumbered(&recorded, question, args.json, out)?;
+        if !args.json {
+            writeln!(
+                out,
+                "run {} still waits on {left} question(s): `clio runs show {}` lists them",
+                args.run, args.run
+            )?;
+        }
+        return Ok(());
+    }
+    let resume = crate::args::RunResumeArgs {
+        run: args.run,
+        json: args.json,
+        accept_changed_agent: args.accept_changed_agent,
+    };
+    if args.json {
+        let answered: Value = serde_json::from_slice(&recorded).map_err(CliError::internal)?;
+        let mut outcome = Vec::new();
+        let result = super::run::resume(home, &resume, quiet, paint, &mut outcome, err);
+        let mut value: Value = serde_json::from_slice(&outcome).unwrap_or(Value::Null);
+        if let Value::Object(map) = &mut value {
+            let mut answered = answered;
+            answered["number"] = Value::from(question.number);
+            map.insert("answered".into(), answered);
+            write_json(out, &value)?;
+        } else {
+            out.write_all(&outcome)?;
+        }
+        return result;
+    }
+    let first = String::from_utf8_lossy(&recorded);
+    let first = first.lines().next().unwrap_or("");
+    writeln!(out, "{}", renumber(first, question))?;
+    super::run::resume(home, &resume, quiet, paint, out, err)
+}
+
+/// The run-local number of each question of a run's entries, by its entry's sequence.
+fn question_numbers_of(entries: &[JournalEntry]) -> BTreeMap<u64, u64> {
+    entries
+        .iter()
+        .filter(|e| e.kind == clio_journal::EntryKind::Question)
+        .enumerate()
+        .map(|(i, e)| (e.seq, i as u64 + 1))
+        .collect()
+}
+
+/// Returns the open question `given` names (none: the only open one), or an error that
+/// lists the run's open questions with the command that answers each.
+fn pick_question<'q>(
+    run: u64,
+    open: &'q [OpenQuestion],
+    all: &BTreeMap<u64, u64>,
+    given: Option<&str>,
+) -> Result<&'q OpenQuestion, CliError> {
+    let listed = || {
+        open.iter()
+            .map(|q| {
+                format!(
+                    "question {}: {} — `{}`",
+                    q.number,
+                    q.text,
+                    answer_command(run, q, open.len() == 1)
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let Some(given) = given else {
+        return match open {
+            [] => Err(CliError::user(anyhow!("run {run} waits on no question"))
+                .hint(format!("`clio runs show {run}` shows where it is"))),
+            [only] => Ok(only),
+            _ => {
+                let mut error = CliError::usage(anyhow!(
+                    "run {run} waits on {} questions: say which one, by its number",
+                    open.len()
+                ));
+                for line in listed() {
+                    error = error.hint(line);
+                }
+                Err(error)
+            }
+        };
+    };
+    let number: u64 = given.trim_start_matches('#').parse().map_err(|_| {
+        CliError::usage(anyhow!("question `{given}`: not a number"))
+            .hint(format!("`clio runs show {run}` numbers the run's questions"))
+    })?;
+    // The run's own number first; else an entry number (a question's `id` in JSON).
+    if let Some(q) = open.iter().find(|q| q.number == number) {
+        return Ok(q);
+    }
+    if !all.values().any(|n| *n == number)
+        && let Some(q) = open.iter().find(|q| q.seq == number)
+    {
+        return Ok(q);
+    }
+    let why = if all.values().any(|n| *n == number) {
+        "is answered already"
+    } else {
+        "is not one of its questions"
+    };
+    let mut error = CliError::user(anyhow!("question {number} of run {run} {why}"));
+    for line in listed() {
+        error = error.hint(line);
+    }
+    if open.is_empty() {
+        error = error.hint(format!(
+            "run {run} waits on no question: `clio runs show {run}` shows where it is"
+        ));
+    }
+    Err(error)
+}
+
+/// Writes what `run::answer` printed, its question named by the run's own number.
+fn write_renumbered(
+    recorded: &[u8],
+    question: &OpenQuestion,
+    json: bool,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    if json {
+        let mut value: Value = serde_json::from_slice(recorded).map_err(CliError::internal)?;
+        value["number"] = Value::from(question.number);
+        return write_json(out, &value);
+    }
+    let text = String::from_utf8_lossy(recorded);
+    for line in text.lines() {
+        writeln!(out, "{}", renumber(line, question))?;
+    }
+    Ok(())
+}
+
+/// Replaces the entry number in `answered question SEQ of run` with the run's own.
+fn renumber(line: &str, question: &OpenQuestion) -> String {
+    line.replacen(
+        &format!("answered question {} of", question.seq),
+        &format!("answered question {} of", question.number),
+        1,
+    )
 }
 
 /// Shows one run: its record, tasks, team (as `runs tree` draws it), the questions it
@@ -507,6 +738,13 @@ pub(super) fn show(home: &Home, args: &RunShowArgs, out: &mut dyn Write) -> Resu
     }
     if let Some(error) = &run.error {
         writeln!(out, "  error:  {}", crate::progress::error_message(error))?;
+        // A flow written in Python that raised: its traceback, file and line included.
+        if let Some(traceback) = python_traceback(error) {
+            writeln!(out, "  python traceback:")?;
+            for line in traceback.lines() {
+                writeln!(out, "    {line}")?;
+            }
+        }
     }
     let tokens: u64 = tasks.iter().map(|t| t.input_tokens + t.output_tokens).sum();
     if tokens > 0 {
@@ -519,9 +757,10 @@ pub(super) fn show(home: &Home, args: &RunShowArgs, out: &mut dyn Write) -> Resu
     let waiting = open_questions(&entries);
     if !waiting.is_empty() {
         writeln!(out, "waiting for an answer:")?;
-        for (id, text) in &waiting {
-            writeln!(out, "  question {id}: {text}")?;
-            writeln!(out, "    answer with: clio runs answer {} {id} \"…\"", run.id.0)?;
+        for question in &waiting {
+            writeln!(out, "  question {}: {}", question.number, question.text)?;
+            let command = answer_command(run.id.0, question, waiting.len() == 1);
+            writeln!(out, "    answer with: {command}")?;
         }
     }
     if args.entries {
@@ -554,9 +793,10 @@ pub(super) fn show(home: &Home, args: &RunShowArgs, out: &mut dyn Write) -> Resu
             "hint: its questions are answered: continue it with `clio runs resume {}`",
             run.id.0
         )?,
-        RunStatus::AwaitingInput => {
-            writeln!(out, "hint: then continue it with `clio runs resume {}`", run.id.0)?
-        }
+        RunStatus::AwaitingInput => writeln!(
+            out,
+            "hint: the answer continues the run here (--record-only only records it)"
+        )?,
         RunStatus::Interrupted => {
             writeln!(out, "hint: continue it with `clio runs resume {}`", run.id.0)?
         }
@@ -629,12 +869,7 @@ pub(crate) fn question_numbers(
     run: RunId,
 ) -> Result<BTreeMap<u64, u64>, CliError> {
     let entries = journal.entries(run).map_err(journal_error)?;
-    Ok(entries
-        .iter()
-        .filter(|e| e.kind == clio_journal::EntryKind::Question)
-        .enumerate()
-        .map(|(i, e)| (e.seq, i as u64 + 1))
-        .collect())
+    Ok(question_numbers_of(&entries))
 }
 
 /// One event for people: its sequence, its time (UTC) and the time since the run started,
@@ -1123,6 +1358,114 @@ fn parse_flag_date_ms(flag: &str, text: &str) -> Result<u64, CliError> {
 mod tests {
     use super::*;
 
+    /// Twenty runs, of every status, with agents, workflows and flows, wide and long
+    /// text, started from seconds to weeks before `NOW`.
+    fn twenty_rows() -> Vec<ListRow> {
+        const NOW: u64 = 2_000_000_000_000;
+        let statuses = [
+            RunStatus::Succeeded,
+            RunStatus::Failed,
+            RunStatus::AwaitingInput,
+            RunStatus::Running,
+            RunStatus::Cancelled,
+            RunStatus::Interrupted,
+        ];
+        let ages = [2, 40, 500, 4_000, 90_000, 2_000_000];
+        let whats = ["agent reviewer", "workflow", "batch7 {\"depth\":2}", "agent 研究员"];
+        let tasks = [
+            "Review batch 7",
+            "Summarise the fatigue tests of batch 7 and say which specimens failed early",
+            "材料の疲労試験を要約する",
+            "",
+        ];
+        (1..=20u64)
+            .rev()
+            .map(|id| {
+                let i = id as usize;
+                let status = statuses[i % statuses.len()];
+                let note = match status {
+                    RunStatus::Failed => "call failed: plugin materials: tool csv_stats: exited with code 1: cannot read data/batch7/fatigue.csv".to_owned(),
+                    RunStatus::AwaitingInput => "? Proceed with the 12 specimens that passed?".to_owned(),
+                    RunStatus::Succeeded => "Batch 7 passes review.".to_owned(),
+                    RunStatus::Interrupted => format!("`clio runs resume {id}` continues it"),
+                    _ => String::new(),
+                };
+                ListRow {
+                    id,
+                    status,
+                    started_at_ms: NOW - ages[i % ages.len()] * 1000 - id,
+                    took_ms: [850, 12_400, 185_000, 7_900_000][i % 4],
+                    what: whats[i % whats.len()].to_owned(),
+                    task: tasks[i % tasks.len()].to_owned(),
+                    note,
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn runs_list_shows_twenty_runs_of_every_status() {
+        let table = list_table(&twenty_rows(), 2_000_000_000_000);
+        insta::assert_snapshot!(table);
+    }
+
+    #[test]
+    fn the_list_lines_up_wide_characters_by_display_width() {
+        let table = list_table(&twenty_rows(), 2_000_000_000_000);
+        let lines: Vec<&str> = table.lines().collect();
+        // Every note starts at the same display column as its header, whatever the wide
+        // characters before it.
+        let at = |line: &str, text: &str| {
+            line.find(text).map(|i| console::measure_text_width(&line[..i]))
+        };
+        let column = at(lines[0], "ERROR / QUESTION").unwrap();
+        let mut checked = 0;
+        for line in &lines[1..] {
+            let note = ["? Proceed", "call failed", "Batch 7 passes", "`clio runs resume"]
+                .iter()
+                .find_map(|n| at(line, n));
+            if let Some(note) = note {
+                assert_eq!(note, column, "{line}");
+                checked += 1;
+            }
+        }
+        assert_eq!(checked, 14);
+    }
+
+    #[test]
+    fn ages_and_durations_read_in_their_largest_unit() {
+        assert_eq!(ago(0), "just now");
+        assert_eq!(ago(45_000), "45s ago");
+        assert_eq!(ago(3 * 60_000), "3m ago");
+        assert_eq!(ago(5 * 3_600_000), "5h ago");
+        assert_eq!(ago(3 * 86_400_000), "3d ago");
+        assert_eq!(ago(30 * 86_400_000), "4w ago");
+        assert_eq!(span(850), "850ms");
+        assert_eq!(span(12_400), "12.4s");
+        assert_eq!(span(185_000), "3m 05s");
+        assert_eq!(span(7_900_000), "2h 11m");
+    }
+
+    #[test]
+    fn since_takes_an_age_or_a_date() {
+        let now = now_ms();
+        let two_days = parse_since_ms("2d").unwrap();
+        assert!(now - two_days >= 172_800_000 && now - two_days < 172_900_000);
+        assert_eq!(parse_since_ms("2026-11-29").unwrap(), 1_795_910_400_000);
+        let bad = parse_since_ms("yesterday").unwrap_err();
+        assert!(bad.error.to_string().starts_with("--since yesterday: "), "{}", bad.error);
+        let bad = parse_since_ms("2026-02-30").unwrap_err();
+        assert!(bad.error.to_string().starts_with("--since 2026-02-30: "), "{}", bad.error);
+    }
+
+    #[test]
+    fn an_agent_is_named_by_its_file_with_or_without_its_extension() {
+        assert!(agent_matches("reviewer", "reviewer"));
+        assert!(agent_matches("reviewer", "reviewer.toml"));
+        assert!(agent_matches("reviewer", "examples/agents/reviewer.toml"));
+        assert!(!agent_matches("reviewer", "review"));
+    }
+
     #[test]
     fn dates_and_ages_parse() {
         assert_eq!(parse_date_ms("1970-01-01").unwrap(), 0);
@@ -1145,4 +1488,15 @@ mod tests {
         assert!(parse_age_ms("").is_err());
         assert!(parse_age_ms("30").is_err(), "a number needs its unit");
     }
+}
+
+/// Returns the Python traceback a recorded error carries (a Python flow's exception).
+fn python_traceback(error: &str) -> Option<String> {
+    let value: serde_json::Value = serde_json::from_str(error).ok()?;
+    let details = value.get("details")?;
+    let traceback = details
+        .get("traceback")
+        .or_else(|| details.get("python").and_then(|p| p.get("traceback")))?
+        .as_str()?;
+    (!traceback.trim().is_empty()).then(|| traceback.trim_end().to_owned())
 }

@@ -126,6 +126,18 @@ fn redact_time_words(text: &str) -> String {
         .map(|line| {
             line.split(' ')
                 .map(|word| {
+                    // A time of day (`runs events`): `07:37:19.015`.
+                    let clock = word.len() == 12
+                        && word.char_indices().all(|(i, c)| match i {
+                            2 | 5 => c == ':',
+                            8 => c == '.',
+                            _ => c.is_ascii_digit(),
+                        });
+                    if clock {
+                        return "[clock]";
+                    }
+                    // A time since the run started (`runs events`): `+1ms`, `+2.5s`.
+                    let word = word.trim_start_matches('+');
                     let digits = word.trim_end_matches("ms").trim_end_matches('s');
                     let is_time = (word.ends_with("ms") || word.ends_with('s'))
                         && !digits.is_empty()
