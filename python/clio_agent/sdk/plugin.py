@@ -11,11 +11,11 @@ Declaring needs no native module (the decorators only record); ``describe()``,
 
 from __future__ import annotations
 
+import ast
 import inspect
 import json
 import sys
-import types
-import typing
+import textwrap
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -121,56 +121,30 @@ class PluginRef:
 
 # Tools -----------------------------------------------------------------------------------
 
-_SCALARS = {str: "string", int: "integer", float: "number", bool: "boolean"}
-
-
-def _schema(annotation: Any) -> dict:
-    """The JSON schema of one parameter's annotation (``{}`` for anything else)."""
-    if annotation is inspect.Parameter.empty or annotation is Any:
-        return {}
-    if annotation in _SCALARS:
-        return {"type": _SCALARS[annotation]}
-    if annotation in (type(None), None):
-        return {"type": "null"}
-    origin = typing.get_origin(annotation)
-    args = typing.get_args(annotation)
-    if origin is typing.Annotated:
-        return _schema(args[0])
-    if origin is typing.Literal:
-        return {"enum": list(args)}
-    if origin in (typing.Union, types.UnionType):
-        members = [a for a in args if a is not type(None)]
-        inner = _schema(members[0]) if len(members) == 1 else {"anyOf": [_schema(a) for a in members]}
-        return {"anyOf": [inner, {"type": "null"}]} if len(members) < len(args) else inner
-    if annotation in (list, tuple) or origin in (list, tuple, typing.Sequence):
-        items = [a for a in args if a is not Ellipsis]
-        return {"type": "array", "items": _schema(items[0])} if items else {"type": "array"}
-    if annotation is dict or origin is dict:
-        return {"type": "object"}
-    return {}
-
 
 def input_schema(function: Callable) -> dict:
     """The JSON schema of a tool function's arguments, from its annotations: each parameter
-    a property, those without a default required."""
+    a property, those without a default required. Read from the function's syntax tree by
+    the same code that reads an unimported ``plugin.py`` (``clio_agent._plugin_decl``), so
+    an imported tool and a read one have one schema; a function without source (built at
+    run time) gets its parameters without types."""
+    from clio_agent._plugin_decl import schema_of_function
+
     try:
-        hints = typing.get_type_hints(function, include_extras=True)
-    except Exception:  # noqa: BLE001 - an annotation that does not evaluate
-        hints = {}
+        tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    except (OSError, TypeError, SyntaxError):
+        tree = None
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == function.__name__:
+            return schema_of_function(node)
     properties: dict[str, Any] = {}
     required = []
     for name, parameter in inspect.signature(function).parameters.items():
         if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
             continue
-        properties[name] = _schema(hints.get(name, parameter.annotation))
+        properties[name] = {}
         if parameter.default is parameter.empty:
             required.append(name)
-        else:
-            try:
-                json.dumps(parameter.default)
-                properties[name] = {**properties[name], "default": parameter.default}
-            except (TypeError, ValueError):
-                pass
     schema: dict[str, Any] = {"type": "object", "properties": properties}
     if required:
         schema["required"] = required
@@ -216,6 +190,7 @@ class Tool:
             "read_only": self.read_only,
             "input_schema": self.input_schema,
             **{k: v for k, v in _options(self.defer, self.callers, self.permission).items() if v is not None},
+            "function": self.function.__name__,
         }
 
     def __repr__(self) -> str:
@@ -401,6 +376,7 @@ class Hook:
             "after": self.after,
             "tools": self.tools,
             "fail_closed": self.fail_closed,
+            "function": self.function.__name__,
         }
 
     def __repr__(self) -> str:
