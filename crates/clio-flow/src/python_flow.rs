@@ -277,7 +277,7 @@ impl PythonFlow {
         match loss {
             Loss::Died(why) => {
                 let message = format!(
-                    "the Python process of flow {} ({}) {why}; the run is interrupted, resume it",
+                    "the Python process of flow {} ({}) ended: {why}; the run is interrupted, resume it",
                     self.id, self.file
                 );
                 ctx.run.suspend(message.clone());

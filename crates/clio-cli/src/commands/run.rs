@@ -655,6 +655,11 @@ fn summarize(
         RunOutcome::AwaitingInput(_) => ("is waiting for an answer", Verdict::Pending),
         // A run stopped by a replay mismatch is reported on its own.
         RunOutcome::Failed(FlowError::Nondeterminism { .. }) => return Ok(()),
+        // A drive that stopped to be resumed (a provider out of reach, a flow's process
+        // that died) leaves its run interrupted, not failed.
+        RunOutcome::Failed(FlowError::CallInterrupted { .. }) => {
+            ("was interrupted", Verdict::Pending)
+        }
         RunOutcome::Failed(_) => ("failed", Verdict::Bad),
         RunOutcome::Cancelled => ("was cancelled", Verdict::Bad),
     };
@@ -901,9 +906,14 @@ fn finish(
             }
             let stopped =
                 CliError::from(error.clone()).context(format!("run {run} is interrupted"));
-            Err(stopped.hint(format!(
-                "`clio runs resume {run}` continues it once the model provider answers again"
-            )))
+            // What stopped it says what to wait for: a model provider that stayed
+            // unreachable, or a flow's Python process that died.
+            let hint = if error.to_string().contains("model provider") {
+                format!("`clio runs resume {run}` continues it once the model provider answers again")
+            } else {
+                format!("`clio runs resume {run}` continues it: finished work is replayed, not done again")
+            };
+            Err(stopped.hint(hint))
         }
         RunOutcome::Failed(error) => {
             if json {
