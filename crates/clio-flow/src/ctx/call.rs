@@ -16,7 +16,9 @@
 //! recorded once it has ended, intent and task with its result in one write, with no
 //! acceptance entry: a replay finds the task by the call identity it names
 //! ([`Call::run_then_record`]). A crash before the write leaves no trace and a resume calls
-//! it again, which a read-only tool allows. Such a call is in the tree once it has ended.
+//! it again, which a read-only tool allows. One still running after 100 ms is written as
+//! running then (intent and task, no acceptance), so every running task is in the tree
+//! and counted by a cancel; its end is an update of that task.
 //! (Read-only as the gate believes it: an untrusted plugin's claim is not.)
 //!
 //! Every call of a tool passes the gate (`crate::gate`) before step (1), whoever makes it,
@@ -127,6 +129,10 @@ impl Ready {
         }
     }
 }
+
+/// How long a read-only tool a flow calls runs before it is written as running (see
+/// [`Call::run_then_record`]): a quick one is recorded once, when it has ended.
+const READ_ONLY_VISIBLE_AFTER: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// A read-only tool call not yet written: what [`Call::run_then_record`] runs and records.
 struct Unwritten {
@@ -589,12 +595,12 @@ impl Call {
         let _busy = run.activity.busy();
         // What only the tool's run needs is scoped to it, and the run is boxed: a call
         // waiting for its commit holds neither (a 9,000-way fan-out waits 9,000 times).
-        let (value, tool_name, intent, task) = {
+        let (value, tool_name, intent, task, written) = {
             // Taken out of its box, which is freed here rather than when the call ends.
             let Unwritten { tool, passed, intent, task } = *{ unwritten };
             let token = self.ctx.scope.cancel.child_token();
             let identity = self.identity();
-            let value = Box::pin(async {
+            let mut value = Box::pin(async {
                 tokio::select! {
                     value = clio_tools::as_call(
                         clio_tools::call_tag(&run.rt.tag_owner(&run.rt.config.owner), run.run.0, &identity),
@@ -602,15 +608,38 @@ impl Call {
                     ) => value,
                     () = token.cancelled() => Err(FlowError::CallCancelled { handle: None }),
                 }
-            })
-            .await;
-            (value, tool.name.clone(), intent, task)
+            });
+            // Every running task is visible: a tool still running after
+            // `READ_ONLY_VISIBLE_AFTER` is written as running (its intent and its task, which
+            // names the call), so `runs tree` and the viewer show it and `runs cancel`
+            // counts and cancels it; its end is then an update of that task. A resume finds
+            // the task through the call it names, and runs it again (read-only).
+            let mut written = None;
+            let value = tokio::select! {
+                biased;
+                value = &mut value => value,
+                () = tokio::time::sleep(READ_ONLY_VISIBLE_AFTER) => {
+                    let journal = run.rt.journal.clone();
+                    let (id, _) = journal
+                        .nonblocking()
+                        .create_task_with_entries(run.run, vec![intent.clone()], task.clone(), Vec::new())
+                        .await?;
+                    run.count_submitted();
+                    run.register_token(id, token.clone());
+                    written = Some(id);
+                    value.await
+                }
+            };
+            (value, tool.name.clone(), intent, task, written)
         };
         if let Err(err) = &value
             && run.is_stopping()
         {
-            // The run is ending: nothing recorded, so a resume calls it again.
-            return Err(err.clone());
+            // The run is ending: nothing more recorded, so a resume calls it again.
+            return Err(match written {
+                Some(id) => err.clone().with_handle(id),
+                None => err.clone(),
+            });
         }
         let (target, index) = (self.target.name().to_owned(), self.index);
         let outcome = value.map(|(value, context)| CallResult {
@@ -638,11 +667,24 @@ impl Call {
             update
         };
         let journal = run.rt.journal.clone();
-        let (rec, _) = journal
-            .nonblocking()
-            .record_ended_task(run.run, vec![intent], task, Vec::new(), finish)
-            .await?;
-        run.count_submitted();
+        let rec = match written {
+            None => {
+                let (rec, _) = journal
+                    .nonblocking()
+                    .record_ended_task(run.run, vec![intent], task, Vec::new(), finish)
+                    .await?;
+                run.count_submitted();
+                rec
+            }
+            Some(id) => match journal.nonblocking().update_task(id, finish(id)).await {
+                Ok(rec) => rec,
+                // Cancelled from outside while it ran: the cancellation stands.
+                Err(clio_journal::JournalError::TaskFinished { .. }) => {
+                    return Err(FlowError::CallCancelled { handle: Some(id) });
+                }
+                Err(err) => return Err(err.into()),
+            },
+        };
         let handle = rec.id;
         run.remember_task(rec);
         // A read-only tool ran before its task was written: its start and end are one line.

@@ -116,3 +116,75 @@ async fn stop_ends_a_workers_turn_not_a_started_flow() {
     assert_eq!(crate::support::answer(&report), "call_stopped");
     assert_eq!(journal.run(run).unwrap().unwrap().status, clio_journal::RunStatus::Succeeded);
 }
+
+/// A read-only tool that waits until the run is cancelled.
+fn slow_read() -> clio_flow::Tool {
+    clio_flow::Tool::new("slow_read", |_args: Value| async move {
+        std::future::pending::<()>().await;
+        Ok(json!("never"))
+    })
+    .read_only()
+}
+
+/// Issue 46 item 7: a read-only tool a flow calls is recorded once it has ended when it is
+/// quick, but one that keeps running is in the journal as running (so `runs tree` and the
+/// viewer show it), a cancel counts and cancels it, and a quick one is still one write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_read_only_tool_is_visible_and_counted_by_cancel() {
+    let c = Counter::default();
+    let flow = FnFlow::new("reader", |_t: Value, ctx| async move {
+        ctx.call("echo", json!({"quick": true})).await?;
+        ctx.call("slow_read", json!({})).await?;
+        Ok(FlowOutput::text("never"))
+    });
+    let journal = Journal::open_in_memory().unwrap();
+    let rt = runtime(&journal, registry(&c).tool(slow_read()).flow(flow));
+    let run = rt.create(sel("reader"), json!(null)).await.unwrap();
+    let driver = tokio::spawn({
+        let rt = rt.clone();
+        async move { rt.resume(run).await }
+    });
+    let running = wait_for_task(&journal, run, TaskKind::Tool).await;
+    let tasks = journal.tasks(run).unwrap();
+    let task = tasks.iter().find(|t| t.id == running).unwrap();
+    assert_eq!(task.target, "slow_read");
+    let quick = tasks.iter().find(|t| t.target == "echo").unwrap();
+    assert_eq!(quick.status, TaskStatus::Succeeded);
+    // The quick call was one write: no acceptance entry; nor has the running one.
+    let entries = journal.entries(run).unwrap();
+    assert!(
+        !entries.iter().any(|e| e.identity.as_deref().is_some_and(|i| i.ends_with("@accepted"))),
+        "{entries:?}"
+    );
+    assert_eq!(rt.cancel(run).await.unwrap(), 1, "the running read-only tool is counted");
+    let report = driver.await.unwrap().unwrap();
+    assert!(matches!(report.outcome, RunOutcome::Cancelled), "{:?}", report.outcome);
+    let status = journal.task(running).unwrap().unwrap().status;
+    assert_eq!(status, TaskStatus::Cancelled);
+}
+
+/// A read-only tool written as running and then ended is one task, found again by a
+/// replay, which runs nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_read_only_tool_ends_on_the_task_it_was_written_as() {
+    let c = Counter::default();
+    let slow = clio_flow::Tool::new("slow_ok", |_args: Value| async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        Ok(json!("read"))
+    })
+    .read_only();
+    let flow = FnFlow::new("reader", |_t: Value, ctx| async move {
+        let r = ctx.call("slow_ok", json!({})).await?;
+        Ok(FlowOutput::text(r.value.to_string()))
+    });
+    let journal = Journal::open_in_memory().unwrap();
+    let rt = runtime(&journal, registry(&c).tool(slow).flow(flow));
+    let report = rt.run(sel("reader"), json!(null)).await.unwrap();
+    assert_eq!(crate::support::answer(&report), "\"read\"");
+    let tasks = journal.tasks(report.run).unwrap();
+    assert_eq!(tasks.len(), 1, "{tasks:?}");
+    assert_eq!(tasks[0].status, TaskStatus::Succeeded);
+    let replay = rt.replay(report.run).await.unwrap();
+    assert_eq!(crate::support::answer(&replay), "\"read\"");
+    assert_eq!(replay.submitted, 0);
+}
