@@ -21,6 +21,7 @@ mod native_tools;
 mod options;
 mod orchestration;
 mod plugins;
+mod python_flow;
 mod react;
 mod replay;
 mod run_code;
@@ -56,6 +57,7 @@ fn no_forgotten_test_files() {
         "options",
         "orchestration",
         "plugins",
+        "python_flow",
         "react",
         "replay",
         "run_code",

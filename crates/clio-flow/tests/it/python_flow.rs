@@ -1,0 +1,331 @@
+//! Flows written in Python (`flows/*.py` of a plugin) on the runtime: their commands are
+//! recorded with the `.py` site as identity, replay answers them from the history without
+//! running anything (a step's function neither), `as_completed` delivers in the recorded
+//! order whatever order the calls finish in, and what the Python code does wrong ends the
+//! flow with an error naming the file.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use clio_flow::{
+    FlowError, Registry, RunOutcome, Runtime, RuntimeConfig, Sandbox, Tool, Workspace,
+    register_plugin,
+};
+use clio_journal::Journal;
+use proptest::prelude::*;
+use serde_json::{Value, json};
+
+use crate::support::{Counter, answer, registry, sel};
+
+/// Writes a plugin `py-test` with `flows` (file name, text) under `root`.
+fn plugin(root: &Path, flows: &[(&str, &str)]) -> clio_plugins::Plugin {
+    let dir = root.join("ai.iowarp.clio");
+    std::fs::create_dir_all(dir.join("flows")).unwrap();
+    std::fs::write(dir.join("plugin.toml"), "id = \"py-test\"\nversion = \"0.1.0\"\n").unwrap();
+    for (name, text) in flows {
+        std::fs::write(dir.join("flows").join(name), text).unwrap();
+    }
+    clio_plugins::load_plugin(root).unwrap()
+}
+
+/// A runtime on `journal` with the Python plugin registered (trusted), no sandbox (the
+/// sandbox's own tests are the CLI's).
+fn python_runtime(journal: &Journal, registry: Registry, plugin: &clio_plugins::Plugin) -> Runtime {
+    let registry = register_plugin(registry, plugin, true, &Workspace::new(None)).unwrap();
+    let config = RuntimeConfig { sandbox: Sandbox::off(), ..RuntimeConfig::default() };
+    Runtime::new(journal.clone(), registry, config)
+}
+
+/// A tool `gate` whose call `i` ends only once `advance` was called `position[i]` times.
+fn gates(position: Vec<u64>) -> (Tool, Tool) {
+    let (tx, rx) = tokio::sync::watch::channel(0u64);
+    let tx = Arc::new(tx);
+    let gate = Tool::new("gate", move |args: Value| {
+        let mut turn = rx.clone();
+        let position = position.clone();
+        async move {
+            let i = args["i"].as_u64().unwrap_or(0) as usize;
+            while *turn.borrow() < position[i] {
+                if turn.changed().await.is_err() {
+                    break;
+                }
+            }
+            Ok(json!(i))
+        }
+    })
+    .read_only();
+    let advance = Tool::new("advance", move |_args: Value| {
+        let tx = Arc::clone(&tx);
+        async move {
+            tx.send_modify(|t| *t += 1);
+            Ok(json!(null))
+        }
+    })
+    .read_only();
+    (gate, advance)
+}
+
+const STREAM: &str = r#"
+from clio_agent.sdk import Flow
+
+
+class Stream(Flow):
+    id = "stream"
+    n: int = 6
+
+    async def forward(self, task, ctx):
+        calls = [ctx.call("gate", {"i": i}) for i in range(self.n)]
+        seen = []
+        async for result in ctx.as_completed(calls):
+            seen.append(str(result.index))
+            await ctx.call("advance", {"after": result.index})
+        first = await ctx.call("echo", {"after": seen[0]})
+        return ",".join(seen) + "|" + first.value["after"]
+"#;
+
+/// Runs the Python stream with its calls finishing in `order`, then replays it `replays`
+/// times; returns the fresh answer and the replays'.
+async fn python_stream(order: &[u64], replays: usize) -> (String, Vec<String>) {
+    let mut position = vec![0; order.len()];
+    for (pos, i) in order.iter().enumerate() {
+        position[*i as usize] = pos as u64;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = plugin(dir.path(), &[("stream.py", STREAM)]);
+    let (gate, advance) = gates(position);
+    let reg = registry(&Counter::default()).tool(gate).tool(advance);
+    let journal = Journal::open_in_memory().unwrap();
+    let options = json!({ "n": order.len() });
+    let fresh = python_runtime(&journal, reg.clone(), &plugin)
+        .run(clio_flow::selection("stream", options), json!(null))
+        .await
+        .unwrap();
+    let fresh_answer = answer(&fresh);
+    let mut again = Vec::new();
+    for _ in 0..replays {
+        let report =
+            python_runtime(&journal, reg.clone(), &plugin).replay(fresh.run).await.unwrap();
+        again.push(answer(&report));
+    }
+    (fresh_answer, again)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_as_completed_replays_in_the_recorded_order() {
+    let (fresh, replays) = python_stream(&[3, 1, 4, 0, 5, 2], 2).await;
+    assert_eq!(fresh, "3,1,4,0,5,2|3");
+    for replay in replays {
+        assert_eq!(replay, fresh);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 6, ..ProptestConfig::default() })]
+
+    /// Random finishing orders: a Python flow's fresh run and its replays see the same
+    /// order and take the same branch.
+    #[test]
+    fn python_replays_yield_in_the_fresh_runs_order(
+        order in Just((0..5u64).collect::<Vec<_>>()).prop_shuffle()
+    ) {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let (fresh, replays) = rt.block_on(python_stream(&order, 2));
+        let expected: Vec<String> = order.iter().map(u64::to_string).collect();
+        prop_assert_eq!(&fresh, &format!("{}|{}", expected.join(","), order[0]));
+        for replay in replays {
+            prop_assert_eq!(&replay, &fresh);
+        }
+    }
+}
+
+const STEPS: &str = r#"
+from clio_agent.sdk import Flow
+
+RAN = []
+
+
+class Steps(Flow):
+    id = "steps"
+
+    async def forward(self, task, ctx):
+        total = 0
+        for i in range(5):
+            total += await ctx.step(lambda i=i: RAN.append(i) or i)
+        await ctx.call("effect", {"total": total})
+        draft = await ctx.call("writer", task)
+        return {"answer": draft.answer, "total": total, "ran": len(RAN)}
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_flow_replays_without_running_its_steps_or_calls_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = plugin(dir.path(), &[("steps.py", STEPS)]);
+    let counter = Counter::default();
+    let journal = Journal::open_in_memory().unwrap();
+    let fresh = python_runtime(&journal, registry(&counter), &plugin)
+        .run(sel("steps"), json!("a poem"))
+        .await
+        .unwrap();
+    let RunOutcome::Succeeded(out) = &fresh.outcome else { panic!("{:?}", fresh.outcome) };
+    assert_eq!(out.value["total"], 10);
+    assert_eq!(out.value["answer"], "writer(a poem)");
+    let effects = counter.get();
+    assert_eq!(effects, 2, "the effect and the writer ran once each");
+    // A new runtime (a new child): the steps' functions do not run again.
+    let replay =
+        python_runtime(&journal, registry(&counter), &plugin).replay(fresh.run).await.unwrap();
+    let RunOutcome::Succeeded(again) = &replay.outcome else { panic!("{:?}", replay.outcome) };
+    assert_eq!(again.value["total"], 10);
+    assert_eq!(again.value["ran"], 0, "no step function ran in the replay");
+    assert_eq!(counter.get(), effects, "nothing ran again");
+    // Each step is one entry, as for a Rust flow.
+    let steps = journal
+        .entries(fresh.run)
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.kind == clio_journal::EntryKind::Step)
+        .count();
+    assert_eq!(steps, 5);
+}
+
+const CALLS_ANOTHER: &str = r#"
+from clio_agent.sdk import Flow
+
+
+class Outer(Flow):
+    id = "outer"
+
+    async def forward(self, task, ctx):
+        inner = await ctx.call("inner", {"x": 2})
+        council = await ctx.call(Flow("inner", factor=10), {"x": 1})
+        return f"{inner.answer}+{council.answer}"
+
+
+class Inner(Flow):
+    id = "inner"
+    factor: int = 3
+
+    async def forward(self, task, ctx):
+        echoed = await ctx.call("echo", task)
+        return str(echoed.value["x"] * self.factor)
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_flow_calls_another_with_options() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = plugin(dir.path(), &[("nested.py", CALLS_ANOTHER)]);
+    let journal = Journal::open_in_memory().unwrap();
+    let report = python_runtime(&journal, registry(&Counter::default()), &plugin)
+        .run(sel("outer"), json!(null))
+        .await
+        .unwrap();
+    assert_eq!(answer(&report), "6+10");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exception_in_forward_names_the_file_and_line_with_the_traceback() {
+    let flow = "from clio_agent.sdk import Flow\n\n\nclass Bad(Flow):\n    id = \"bad\"\n\n    async def forward(self, task, ctx):\n        await ctx.step(lambda: 1)\n        raise ValueError(f\"bad input {task}\")\n";
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = plugin(dir.path(), &[("bad.py", flow)]);
+    let journal = Journal::open_in_memory().unwrap();
+    let report = python_runtime(&journal, registry(&Counter::default()), &plugin)
+        .run(sel("bad"), json!("t"))
+        .await
+        .unwrap();
+    let RunOutcome::Failed(err) = &report.outcome else { panic!("{:?}", report.outcome) };
+    assert_eq!(err.reason(), "flow_exception");
+    let message = err.to_string();
+    assert!(message.contains("ai.iowarp.clio/flows/bad.py:9"), "{message}");
+    assert!(message.contains("ValueError") && message.contains("bad input t"), "{message}");
+    let details = err.details();
+    assert!(details["traceback"].as_str().unwrap().contains("line 9, in forward"), "{details:?}");
+    assert!(matches!(err, FlowError::FlowException { .. }));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_that_does_not_import_fails_naming_it() {
+    let flow = "import no_such_module_here\nfrom clio_agent.sdk import Flow\n\n\nclass Bad(Flow):\n    id = \"bad\"\n\n    async def forward(self, task, ctx):\n        return task\n";
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = plugin(dir.path(), &[("bad.py", flow)]);
+    let journal = Journal::open_in_memory().unwrap();
+    let report = python_runtime(&journal, registry(&Counter::default()), &plugin)
+        .run(sel("bad"), json!("t"))
+        .await
+        .unwrap();
+    let RunOutcome::Failed(err) = &report.outcome else { panic!("{:?}", report.outcome) };
+    let message = err.to_string();
+    assert!(message.contains("ai.iowarp.clio/flows/bad.py"), "{message}");
+    assert!(message.contains("no_such_module_here"), "{message}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_flow_that_asks_waits_and_goes_on_with_the_answer() {
+    let flow = r#"
+from clio_agent.sdk import Flow
+
+
+class Decide(Flow):
+    id = "decide"
+
+    async def forward(self, task, ctx):
+        draft = await ctx.call("writer", task)
+        choice = await ctx.ask("Accept the draft?", options=["Accept", "Revise"])
+        return f"{choice}: {draft.answer}"
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = plugin(dir.path(), &[("decide.py", flow)]);
+    let counter = Counter::default();
+    let journal = Journal::open_in_memory().unwrap();
+    let rt = python_runtime(&journal, registry(&counter), &plugin);
+    let first = rt.run(sel("decide"), json!("a poem")).await.unwrap();
+    let RunOutcome::AwaitingInput(questions) = &first.outcome else {
+        panic!("{:?}", first.outcome)
+    };
+    assert_eq!(questions[0].options, vec!["accept", "revise"]);
+    rt.answer(first.run, questions[0].id, "Accept").await.unwrap();
+    let second =
+        python_runtime(&journal, registry(&counter), &plugin).resume(first.run).await.unwrap();
+    assert_eq!(answer(&second), "accept: writer(a poem)");
+    assert_eq!(counter.get(), 1, "the writer ran once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_that_writes_garbage_fails_the_flow_with_a_protocol_error() {
+    let flow = r#"
+import os
+from clio_agent.sdk import Flow
+
+
+class Noisy(Flow):
+    id = "noisy"
+
+    async def forward(self, task, ctx):
+        # Writes straight to the protocol's descriptor, as a broken extension might.
+        for fd in range(3, 20):
+            try:
+                os.write(fd, b"this is not a message\n")
+            except OSError:
+                pass
+        await ctx.step(lambda: 1)
+        return "never"
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = plugin(dir.path(), &[("noisy.py", flow)]);
+    let journal = Journal::open_in_memory().unwrap();
+    let report = tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        python_runtime(&journal, registry(&Counter::default()), &plugin)
+            .run(sel("noisy"), json!(null)),
+    )
+    .await
+    .expect("a child that writes garbage never hangs the run")
+    .unwrap();
+    let RunOutcome::Failed(err) = &report.outcome else { panic!("{:?}", report.outcome) };
+    let message = err.to_string();
+    assert!(message.contains("noisy"), "{message}");
+    assert!(message.contains("ai.iowarp.clio/flows/noisy.py"), "{message}");
+}
