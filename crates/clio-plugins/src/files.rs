@@ -325,9 +325,13 @@ fn read_python_flows(
         return;
     }
     let root = clio_dir.parent().unwrap_or(clio_dir);
+    // `ai.iowarp.clio`, the folder the reader's paths start with.
+    let plugin_dir =
+        clio_dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let plugin_dir = plugin_dir.as_str();
     // The display path of a file the reader names relative to the plugin folder.
     let shown = |file: &str| {
-        let inner = file.strip_prefix(crate::manifest::PLUGIN_DIR).unwrap_or(file);
+        let inner = file.strip_prefix(plugin_dir).unwrap_or(file);
         format!("{prefix}{}", inner.trim_start_matches('/'))
     };
     let found = match crate::python::discover(&crate::python::interpreter(), root, files) {
@@ -369,7 +373,7 @@ fn read_python_flows(
         let file = shown(&flow.file);
         let path = PathBuf::from(
             flow.file
-                .strip_prefix(crate::manifest::PLUGIN_DIR)
+                .strip_prefix(plugin_dir)
                 .map_or(flow.file.as_str(), |inner| inner.trim_start_matches('/')),
         );
         let mut sink = Sink { file: file.clone(), problems };
