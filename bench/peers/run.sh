@@ -3,7 +3,7 @@
 #
 #   bench/peers/run.sh [ROUNDS] [SYSTEMS]
 #
-# ROUNDS: 3 by default. SYSTEMS: comma-separated, from clio, clio-cli, dbos-sqlite,
+# ROUNDS: 3 by default. SYSTEMS: comma-separated, from clio, clio-py, clio-cli, dbos-sqlite,
 # dbos-postgres, langgraph, restate, temporal; all by default. The peers are installed on
 # first use into $CLIO_PEERS_CACHE (default ~/.cache/clio-peers): a Python venv with
 # requirements.txt, and node_modules with package.json, both pinned. Not part of .ci/run.

@@ -35,6 +35,10 @@
 //! - W6: 1,000 runs each left waiting in `ask`;
 //! - W7: 1,000 runs at once, each 10 sequential no-op `ctx.step`s (runs and steps per
 //!   second, commits and `fdatasync`s per run);
+//! - the Python front end (`support/python.rs`, issue 42): W1, W2, W3 and W7 written as a
+//!   plugin's Python flows (`support/python_plugin/`), each against its Rust twin in
+//!   alternated rounds, the protocol's cost per command and the child's start on lines of
+//!   their own (`W1py`, `W2py`, `W3py`, `PYproto`, `PYstart`, `W7py`; `py` names them all);
 //! - `scale_chain_<N>` and `scale_fanout_<N>`: chain and fan-out workflows of N = 20 (a
 //!   small workflow publishes its view at every event), 100, 1,000 and 9,000 read-only
 //!   no-op steps, each with its time and memory per step, and a 10,000-way fan-out, whose
@@ -60,6 +64,8 @@
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
+#[path = "support/python.rs"]
+mod python;
 #[path = "support/report.rs"]
 mod report;
 use report::round2;
@@ -169,8 +175,15 @@ fn registry() -> Registry {
 }
 
 fn open(path: &Path, durability: Durability) -> Journal {
-    Journal::open(path, JournalConfig { durability, ..JournalConfig::default() })
-        .expect("journal opens")
+    let mut config = JournalConfig { durability, ..JournalConfig::default() };
+    // `CLIO_FLOW_BENCH_WRITER_SPIN_US=n`: the journal writer's spin (`writer_spin`), for an
+    // experiment; the default otherwise.
+    if let Some(us) =
+        std::env::var("CLIO_FLOW_BENCH_WRITER_SPIN_US").ok().and_then(|v| v.parse().ok())
+    {
+        config.writer_spin = std::time::Duration::from_micros(us);
+    }
+    Journal::open(path, config).expect("journal opens")
 }
 
 fn rt(journal: &Journal, reg: Registry) -> Runtime {
@@ -299,15 +312,27 @@ async fn measure(path: &Path, flow: &str, input: Value) -> Measured {
 /// [`measure`] on a runtime of `config`.
 async fn measure_with(path: &Path, flow: &str, input: Value, config: RuntimeConfig) -> Measured {
     let journal = open(path, Durability::Immediate);
-    let runtime = Runtime::new(journal.clone(), registry(), config);
+    measure_on(&journal, registry(), selection(flow, json!({})), input, config).await
+}
+
+/// Runs `flow` on `input` on `journal` with registry `reg` and measures it.
+async fn measure_on(
+    journal: &Journal,
+    reg: Registry,
+    flow: clio_flow::FlowSelection,
+    input: Value,
+    config: RuntimeConfig,
+) -> Measured {
+    let runtime = Runtime::new(journal.clone(), reg, config);
     let rss_before_kb = reset_peak();
     let commits = journal.commits();
-    let fdatasyncs = flushes(&journal);
+    let fdatasyncs = flushes(journal);
     let t = instant();
-    let r = runtime.run(selection(flow, json!({})), input).await.expect(flow);
+    let name = flow.id.clone();
+    let r = runtime.run(flow, input).await.expect(&name);
     let ms = t.elapsed().as_secs_f64() * 1000.0;
     let commits = journal.commits() - commits;
-    let fdatasyncs = flushes(&journal) - fdatasyncs;
+    let fdatasyncs = flushes(journal) - fdatasyncs;
     // The peak of the run itself, before the entries are read back to be counted.
     let peak_kb = peak_rss_kb();
     ok(&r.outcome);
@@ -714,6 +739,7 @@ async fn benches(dir: &Path) {
         drop(journal);
     }
 
+    let mut w7_ms = 0.0;
     if want("W7") {
         // W7: 1,000 runs at once, each 10 steps, on one journal.
         let journal = open(&dir.join("w7.redb"), Durability::Immediate);
@@ -738,6 +764,7 @@ async fn benches(dir: &Path) {
             }
         }
         let ms = t.elapsed().as_secs_f64() * 1000.0;
+        w7_ms = ms;
         let commits = journal.commits() - commits;
         let fdatasyncs = flushes(&journal) - fdatasyncs;
         let secs = ms / 1000.0;
@@ -783,6 +810,11 @@ async fn benches(dir: &Path) {
                 assert!(status.success(), "the scale point {shape} {n} failed");
             }
         }
+    }
+
+    if python::any() {
+        // The Python front end on W1, W2, W3 and W7 (`support/python.rs`).
+        python::benches(dir, w7_ms).await;
     }
 
     if want("W6") {
