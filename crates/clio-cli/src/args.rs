@@ -589,7 +589,7 @@ pub(crate) struct DriveArgs {
     /// The models file [default: the models of $CLIO_HOME/config.toml, else $CLIO_HOME/models.toml]
     #[arg(long, value_name = "FILE")]
     pub(crate) models: Option<PathBuf>,
-    /// The run's model, as `account/model` or an id [default: config.toml's default_model, else the catalog's only model]
+    /// The run's model, as `account/model` or an id [default: config.toml's default_model, else the catalog's only model]. As the seeds' model choice has it, it is the last choice: a call's own model, then its flow's, then the subagent's or agent's preferred model come first
     #[arg(long)]
     pub(crate) model: Option<String>,
     /// Print the outcome as JSON instead of the answer, and no progress

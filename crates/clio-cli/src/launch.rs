@@ -359,9 +359,11 @@ pub(crate) fn prepare_runtime(
         worker.tools = tool_names;
         worker.requires = *spec.requires();
         // The agent's preferences choose its model as a subagent's do.
-        worker.model = spec.prefers().model.clone();
-        worker.provider = spec.prefers().provider.clone();
-        worker.effort = spec.prefers().effort.clone();
+        // Unset is `None`, not the empty string.
+        let set = |v: &String| (!v.trim().is_empty()).then(|| v.clone());
+        worker.model = set(&spec.prefers().model);
+        worker.provider = set(&spec.prefers().provider);
+        worker.effort = set(&spec.prefers().effort);
         registry = registry.this_agent(worker);
     }
 

@@ -277,7 +277,7 @@ fn declared_fields(
     plugin: &Plugin,
     subagent: &clio_plugins::Subagent,
 ) -> Result<(), FlowError> {
-    worker.plugin = plugin.id.clone();
+    worker.plugin = Some(plugin.id.clone());
     for reference in &subagent.plugins {
         let parsed = clio_spec::PluginRef::parse(reference).map_err(|e| {
             failed(format!(
@@ -292,9 +292,11 @@ fn declared_fields(
     }
     worker.carried_tools = subagent.tools.is_none();
     if let Some(prefers) = &subagent.prefers {
-        worker.model = prefers.model.clone();
-        worker.provider = prefers.provider.clone();
-        worker.effort = prefers.effort.clone();
+        // Unset is `None`, not the empty string.
+        let set = |v: &String| (!v.trim().is_empty()).then(|| v.clone());
+        worker.model = set(&prefers.model);
+        worker.provider = set(&prefers.provider);
+        worker.effort = set(&prefers.effort);
     }
     for (name, schema) in &subagent.structured_outputs {
         if let Some(problem) = clio_plugins::schema_problems(schema).into_iter().next() {

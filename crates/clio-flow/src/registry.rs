@@ -246,16 +246,16 @@ pub struct Worker {
     pub max_iters: u64,
     /// What its model must offer.
     pub requires: Requires,
-    /// The model it prefers (empty: none).
-    pub model: String,
-    /// The provider it prefers (empty: none): narrows the choice of its model as
+    /// The model it prefers (`None`: none).
+    pub model: Option<String>,
+    /// The provider it prefers (`None`: none): narrows the choice of its model as
     /// `Prefers.provider` does ([`ModelCatalog::choose_model`](crate::ModelCatalog::choose_model)).
-    pub provider: String,
-    /// The reasoning effort it prefers (`low`, `medium`, `high`; empty: the provider's),
+    pub provider: Option<String>,
+    /// The reasoning effort it prefers (`low`, `medium`, `high`; `None`: the provider's),
     /// sent with each of its model requests.
-    pub effort: String,
-    /// The plugin that brings it (empty: none, a worker registered in code).
-    pub plugin: String,
+    pub effort: Option<String>,
+    /// The plugin that brings it (`None`: a worker registered in code).
+    pub plugin: Option<String>,
     /// The plugins it carries besides its own (a subagent's `plugins`): each must be loaded
     /// in the run ([`Registry::check_carried`]).
     pub carries: Vec<String>,
@@ -285,10 +285,10 @@ impl Worker {
             tools: Vec::new(),
             max_iters: 0,
             requires: Requires::default(),
-            model: String::new(),
-            provider: String::new(),
-            effort: String::new(),
-            plugin: String::new(),
+            model: None,
+            provider: None,
+            effort: None,
+            plugin: None,
             carries: Vec::new(),
             carried_tools: false,
             structured_outputs: Map::new(),
@@ -641,10 +641,9 @@ impl Registry {
                 let loaded = self.plugins.contains_key(carried)
                     || clio_plugins::BUILTIN_PLUGINS.contains(&carried.as_str());
                 if !loaded {
-                    let of = if worker.plugin.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" of plugin {}", worker.plugin)
+                    let of = match &worker.plugin {
+                        None => String::new(),
+                        Some(plugin) => format!(" of plugin {plugin}"),
                     };
                     return Err(FlowError::CallRefused {
                         handle: None,
@@ -667,7 +666,7 @@ impl Registry {
     pub(crate) fn tools_of(&self, worker: &Worker) -> Vec<Tool> {
         let mut names: Vec<String> = worker.tools.clone();
         if worker.carried_tools {
-            let own = (!worker.plugin.is_empty()).then_some(&worker.plugin);
+            let own = worker.plugin.as_ref();
             for plugin in own.into_iter().chain(&worker.carries) {
                 if clio_plugins::BUILTIN_PLUGINS.contains(&plugin.as_str()) {
                     let declared =

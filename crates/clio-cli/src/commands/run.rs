@@ -117,7 +117,9 @@ pub(super) fn workflow_run(
         max_added_steps: args.max_added_steps.map(u64::from),
         max_edit_rounds: args.max_edit_rounds.map(u64::from),
         approve_edits: args.approve_edits,
-        model: args.drive.model.clone(),
+        // `--model` is the run's model (the launch's, below): per the seeds' model choice
+        // a step's own `model`, then a subagent's preference, come before it; it is not
+        // the workflow's `model`, which would outrank every preference.
         ..clio_flow::WorkflowRun::new(workflow, task)
     };
     let launch = launch_of(&args.drive, None)?;

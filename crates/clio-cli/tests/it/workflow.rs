@@ -214,3 +214,75 @@ fn issue_46_structured_launch_input_and_the_persons_workflow_limits() {
     assert_eq!(refused.code, 1, "{}", refused.render());
     assert!(refused.stderr.contains("max_edit_rounds"), "{}", refused.render());
 }
+
+/// Issue 46 item 8: `workflow run --model` is the run's model, the last of the seeds' model
+/// choice (a call's model, its flow's, the child's preference, the run's): a subagent that
+/// prefers a model runs on it, one without a preference on `--model`.
+#[test]
+fn issue_46_workflow_run_model_is_the_runs_model_not_a_subagents() {
+    let home = crate::support::temp_home("wf-model-choice");
+    let plugin = home.join("prefs");
+    let clio_dir = plugin.join("ai.iowarp.clio");
+    std::fs::create_dir_all(&clio_dir).unwrap();
+    std::fs::write(
+        clio_dir.join("plugin.toml"),
+        "id = \"prefs\"\nversion = \"0.1.0\"\ndescription = \"Two subagents.\"\n\n\
+         [[subagents]]\nid = \"picky\"\ndescription = \"Prefers b.\"\nprompt = \"Answer.\"\n\
+         tools = []\nprefers = { model = \"offline/b\" }\n\n\
+         [[subagents]]\nid = \"easy\"\ndescription = \"No preference.\"\nprompt = \"Answer.\"\n\
+         tools = []\n",
+    )
+    .unwrap();
+    std::fs::write(
+        home.join("script.toml"),
+        "[[script]]\nagent = \"picky\"\n[[script.turn]]\ntext = \"picky answered\"\n\n\
+         [[script]]\nagent = \"easy\"\n[[script.turn]]\ntext = \"easy answered\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        home.join("models.toml"),
+        "[[provider]]\nname = \"scripted\"\nkind = \"scripted\"\nscript = \"script.toml\"\n\n\
+         [[model]]\naccount = \"offline\"\nid = \"a\"\nprovider = \"scripted\"\n\n\
+         [[model]]\naccount = \"offline\"\nid = \"b\"\nprovider = \"scripted\"\n",
+    )
+    .unwrap();
+    let workflow = serde_json::json!({ "steps": [
+        { "id": "one", "target": "picky", "input": "$task" },
+        { "id": "two", "target": "easy", "input": "$task" }
+    ]});
+    let file = home.join("wf.json");
+    std::fs::write(&file, workflow.to_string()).unwrap();
+    let h = home.to_str().unwrap();
+    let models = home.join("models.toml");
+    let ran = clio(&[
+        "--home",
+        h,
+        "workflow",
+        "run",
+        file.to_str().unwrap(),
+        "--task",
+        "hello",
+        "--plugin",
+        plugin.to_str().unwrap(),
+        "--trust",
+        "--models",
+        models.to_str().unwrap(),
+        "--model",
+        "offline/a",
+        "--no-input",
+        "--json",
+    ]);
+    assert_eq!(ran.code, 0, "{}", ran.render());
+    let shown = clio(&["--home", h, "runs", "show", "1", "--json"]);
+    assert_eq!(shown.code, 0, "{}", shown.render());
+    let value: serde_json::Value = serde_json::from_str(&shown.stdout).unwrap();
+    let model_of = |target: &str| {
+        let tasks = value["tasks"].as_array().unwrap();
+        let task =
+            tasks.iter().find(|t| t["target"] == target).unwrap_or_else(|| panic!("{value}"));
+        task["model"].as_str().unwrap_or_default().to_owned()
+    };
+    assert_eq!(model_of("picky"), "offline/b", "the subagent's preference outranks --model");
+    assert_eq!(model_of("easy"), "offline/a", "--model is the run's model");
+    assert!(!value["run"]["input"].as_object().unwrap().contains_key("model"), "{value}");
+}

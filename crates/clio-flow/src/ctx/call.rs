@@ -1023,7 +1023,7 @@ impl Call {
             s.prefix = format!("w{}/", task.0);
             s.tools = self.extra_tools.clone();
             // A subagent's work is its plugin's code; an agent's is no plugin's.
-            s.plugin = (!worker.plugin.is_empty()).then(|| worker.plugin.clone());
+            s.plugin = worker.plugin.clone();
             // Whatever a worker asks for is an agent's.
             s.origin = gate::Caller::Agent;
             // A react loop is an agent with a seat: by the name it was called by (`self`
@@ -1065,7 +1065,7 @@ impl Call {
             prompt: worker.prompt.clone(),
             tools,
             requires: worker.requires,
-            effort: worker.effort.clone(),
+            effort: worker.effort.clone().unwrap_or_default(),
             structured_outputs: worker.structured_outputs.clone(),
             history: self.history.clone(),
             team: self.team.as_deref().cloned(),
@@ -1219,13 +1219,13 @@ async fn declared_flow(
 /// so its refusal says why.
 fn preferred_model(run: &crate::runtime::RunState, worker: &crate::registry::Worker) -> String {
     let config = &run.rt.config;
-    if worker.model.is_empty() && worker.provider.is_empty() {
+    if worker.model.is_none() && worker.provider.is_none() {
         return config.model.clone();
     }
     let prefers = clio_spec::Prefers {
-        model: worker.model.clone(),
-        provider: worker.provider.clone(),
-        effort: worker.effort.clone(),
+        model: worker.model.clone().unwrap_or_default(),
+        provider: worker.provider.clone().unwrap_or_default(),
+        effort: worker.effort.clone().unwrap_or_default(),
     };
     let allow = crate::model::RouterAllowlist::unrestricted();
     match config.models.catalog().choose_model(
@@ -1237,8 +1237,7 @@ fn preferred_model(run: &crate::runtime::RunState, worker: &crate::registry::Wor
         &allow,
     ) {
         Ok(chosen) => chosen.model.name(),
-        Err(_) if worker.model.is_empty() => config.model.clone(),
-        Err(_) => worker.model.clone(),
+        Err(_) => worker.model.clone().unwrap_or_else(|| config.model.clone()),
     }
 }
 
@@ -1250,7 +1249,7 @@ fn internal_check(
     worker: &crate::registry::Worker,
     is_self: bool,
 ) -> Result<(), FlowError> {
-    if !worker.internal || is_self || ctx.scope.plugin.as_deref() == Some(worker.plugin.as_str()) {
+    if !worker.internal || is_self || ctx.scope.plugin == worker.plugin {
         return Ok(());
     }
     let caller = match &ctx.scope.plugin {
@@ -1262,7 +1261,8 @@ fn internal_check(
         refusal: "subagent_internal".into(),
         message: format!(
             "subagent {} is internal to plugin {}: only that plugin's flows, workflow files and subagents may call it, not {caller}",
-            worker.id, worker.plugin
+            worker.id,
+            worker.plugin.as_deref().unwrap_or("(none)")
         ),
     })
 }
