@@ -107,3 +107,21 @@ def test_the_command_line():
     assert json.loads(done.stdout)["agent"]["id"] == "reviewer"
     done = subprocess.run([sys.executable, "-m", "clio_agent._agent_decl", REVIEWER_PY], capture_output=True, text=True)
     assert done.returncode == 2
+
+
+def test_the_cli_freezes_a_python_agent_as_python_and_toml_do(tmp_path):
+    from test_native_sdk import _run_clio
+
+    py = _run_clio("agent", "spec", f"{REVIEWER_PY}:Reviewer", "--json", home=tmp_path)
+    assert py.returncode == 0, py.stderr
+    toml = _run_clio("agent", "spec", os.path.join(HERE, "agents", "reviewer.toml"), "--json", home=tmp_path)
+    assert toml.returncode == 0, toml.stderr
+    frozen, from_toml = json.loads(py.stdout), json.loads(toml.stdout)
+    module = _import(REVIEWER_PY, "agents_reviewer_cli")
+    assert frozen["checksum"] == from_toml["checksum"] == module.Reviewer.spec().checksum
+    assert frozen["source"] == f"{REVIEWER_PY}:Reviewer"
+    bad = tmp_path / "bad.py"
+    bad.write_text("from clio_agent.sdk import Agent\nimport os\n\nclass A(Agent):\n    id = os.environ['X']\n")
+    refused = _run_clio("agent", "spec", f"{bad}:A", home=tmp_path)
+    assert refused.returncode != 0
+    assert f"{bad}:5:" in refused.stderr and "not a literal" in refused.stderr

@@ -162,9 +162,13 @@ pub(crate) fn owner() -> String {
 }
 
 /// Reads and freezes the agent definition in `path`: JSON when its extension says so,
-/// else TOML. Errors name the file (a parse error already starts with it).
+/// `FILE.py:Class` a Python class (read from its syntax tree, never run), else TOML.
+/// Errors name the file (a parse error already starts with it).
 pub(crate) fn agent_spec(path: &Path) -> Result<AgentSpec, CliError> {
     let source = path.display().to_string();
+    if let Some((file, class)) = python_class(&source) {
+        return python_agent_spec(Path::new(file), class, &source);
+    }
     let text = crate::input::read_file(path)?;
     let is_json = path.extension().is_some_and(|ext| ext.eq_ignore_ascii_case("json"));
     let def = if is_json {
@@ -176,6 +180,54 @@ pub(crate) fn agent_spec(path: &Path) -> Result<AgentSpec, CliError> {
         AgentDefinitionError::Parse { .. } => CliError::user(anyhow!("{error}")),
         _ => CliError::user(anyhow!("{source}: {error}")),
     })
+}
+
+/// Splits `agents/reviewer.py:Reviewer` into the file and the class name.
+fn python_class(text: &str) -> Option<(&str, &str)> {
+    let (file, class) = text.rsplit_once(':')?;
+    let is_name = class.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_')
+        && class.chars().all(|c| c.is_alphanumeric() || c == '_');
+    (file.ends_with(".py") && is_name).then_some((file, class))
+}
+
+/// Freezes the agent class `class` of the Python file `file`: the carried `clio_agent`
+/// package's `_agent_decl.py` reads the class chain from the syntax tree (the file never
+/// runs) into clio-spec's `AgentDef` JSON, which is frozen here as a TOML definition is, so
+/// the checksum is `Class.spec()`'s in Python (docs/python-package.md).
+fn python_agent_spec(file: &Path, class: &str, source: &str) -> Result<AgentSpec, CliError> {
+    // Read first, so that a missing or unreadable file is reported as for TOML.
+    crate::input::read_file(file)?;
+    let package =
+        clio_plugins::python::package_dir().map_err(|e| CliError::user(anyhow!("{e}")))?;
+    let python = clio_plugins::python::interpreter();
+    let output = std::process::Command::new(&python)
+        .args(["-I", "-B"])
+        .arg(package.join("clio_agent").join("_agent_decl.py"))
+        .arg(file)
+        .arg(class)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| {
+            CliError::user(anyhow!(
+                "{source}: cannot start {} to read the agent class: {e}",
+                python.display()
+            ))
+            .hint("install python3 3.10 or newer, or name one with CLIO_PYTHON")
+        })?;
+    let read: serde_json::Value = serde_json::from_slice(&output.stdout).map_err(|e| {
+        CliError::user(anyhow!(
+            "{source}: reading the agent class failed ({}): {e}: {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim()
+        ))
+    })?;
+    if let Some(first) = read["errors"].as_array().and_then(|errors| errors.first()) {
+        let message = first["message"].as_str().unwrap_or("the agent class cannot be read");
+        return Err(CliError::user(anyhow!("{message}")));
+    }
+    AgentDef::from_json(&read["agent"].to_string(), source)
+        .and_then(|def| def.spec())
+        .map_err(|error| CliError::user(anyhow!("{source}: {error}")))
 }
 
 /// Returns the folder of the installed, trusted plugin that declares flow `flow` (its
