@@ -114,7 +114,7 @@ commands:
   docs        build target/site: the user guide from docs/ (mdBook, installed when missing
               into $CLIO_TOOLS_CACHE, else ~/.cache/clio-tools), the command-line
               reference and the API docs (cargo doc, warnings denied); check every link
-  man         write the man page of clio to target/man/clio.1
+  man         write the man pages of clio, one per command, to target/man/
   api [--check]
               list each publishable crate's public items into crates/<crate>/api.txt;
               --check fails when a listing is stale (also a test)";
@@ -177,26 +177,29 @@ fn checks() -> Result<(), String> {
 /// The test target of the real-model tier, run by `test-models` and skipped by `test-long`.
 pub(crate) const REAL_MODEL_TIER: &str = "real_model";
 
-/// Writes the man page of `clio` (what `clio man` prints, from the same clap definition
-/// the parser uses) to `<target>/man/clio.1`.
+/// Writes the man pages of `clio`, one per command (what `clio man --dir` writes, from the
+/// same clap definition the parser uses), into `<target>/man/`.
 fn man() -> Result<(), String> {
     let root = project_root();
+    let metadata = tidy::metadata(&root, true)?;
+    let target = PathBuf::from(metadata["target_directory"].as_str().unwrap_or("target"));
+    let dir = target.join("man");
     let output = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()))
-        .args(["run", "--quiet", "-p", "clio-cli", "--", "man"])
+        .args(["run", "--quiet", "-p", "clio-cli", "--", "man", "--dir"])
+        .arg(&dir)
         .current_dir(&root)
         .output()
         .map_err(|e| format!("cannot run cargo: {e}"))?;
     if !output.status.success() {
         return Err(format!("clio man failed: {}", String::from_utf8_lossy(&output.stderr)));
     }
-    let metadata = tidy::metadata(&root, true)?;
-    let target = PathBuf::from(metadata["target_directory"].as_str().unwrap_or("target"));
-    let dir = target.join("man");
-    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let page = dir.join("clio.1");
-    std::fs::write(&page, &output.stdout)
-        .map_err(|e| format!("cannot write {}: {e}", page.display()))?;
-    eprintln!("xtask man: wrote {} (read it with `man {}`)", page.display(), page.display());
+    let pages = String::from_utf8_lossy(&output.stdout).lines().count();
+    let top = dir.join("clio.1");
+    eprintln!(
+        "xtask man: wrote {pages} pages into {} (read one with `man {}`)",
+        dir.display(),
+        top.display()
+    );
     Ok(())
 }
 

@@ -481,7 +481,10 @@ fn build_archive(
     copy(&root.join("README.md"), &stage.join("README.md"))?;
     copy(&root.join("LICENSE"), &stage.join("LICENSE"))?;
     write(&stage.join("CHANGELOG.md"), changelog)?;
-    write(&man.join("clio.1"), &run_capture(binary, &["man"])?)?;
+    // One page per command (clio.1, clio-runs.1, clio-runs-list.1, …), as `clio man --dir`
+    // writes them: every page another points at is there.
+    let man_dir = man.to_str().ok_or_else(|| format!("{man:?} is not UTF-8"))?;
+    run_capture(binary, &["man", "--dir", man_dir])?;
     for (shell, file) in [("bash", "clio.bash"), ("zsh", "_clio"), ("fish", "clio.fish")] {
         write(&completions.join(file), &run_capture(binary, &["completions", shell])?)?;
     }

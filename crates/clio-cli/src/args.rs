@@ -6,27 +6,57 @@ use clap::{Args, Parser, Subcommand};
 
 /// Durable orchestration for AI agents: check, freeze and run agents, flows and workflows.
 #[derive(Debug, Parser)]
-#[command(name = "clio", version = VERSION, propagate_version = true)]
+#[command(
+    name = "clio",
+    version = VERSION,
+    propagate_version = true,
+    disable_help_flag = true,
+    disable_version_flag = true,
+    after_help = TOP_EXAMPLES
+)]
 pub(crate) struct Cli {
     /// Where CLIO keeps its journal, store and config [default: $CLIO_HOME, else ~/.clio]
-    #[arg(long, global = true, value_name = "DIR")]
+    #[arg(long, global = true, value_name = "DIR", help_heading = GLOBAL)]
     pub(crate) home: Option<PathBuf>,
     /// A shared journal to use instead of the home's file: postgres://USER@HOST:PORT/DB
     /// [default: `journal` in config.toml, else $CLIO_HOME/journal.redb]
-    #[arg(long, global = true, value_name = "URL")]
+    #[arg(long, global = true, value_name = "URL", help_heading = GLOBAL)]
     pub(crate) journal: Option<String>,
     /// When to colour the output: auto colours a terminal unless NO_COLOR is set
-    #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
+    #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN", help_heading = GLOBAL)]
     pub(crate) color: ColorChoice,
     /// Log on stderr: -v a run's start and end, -vv each call too (RUST_LOG chooses in detail)
-    #[arg(long, short, global = true, action = clap::ArgAction::Count)]
+    #[arg(long, short, global = true, action = clap::ArgAction::Count, help_heading = GLOBAL)]
     pub(crate) verbose: u8,
     /// Print no progress or notes: only the outcome, warnings and errors
-    #[arg(long, short, global = true, conflicts_with = "verbose")]
+    #[arg(long, short, global = true, conflicts_with = "verbose", help_heading = GLOBAL)]
     pub(crate) quiet: bool,
+    /// Print help
+    #[arg(long, short, global = true, action = clap::ArgAction::Help, help_heading = GLOBAL)]
+    help: Option<bool>,
+    /// Print the version
+    #[arg(long, short = 'V', global = true, action = clap::ArgAction::Version, help_heading = GLOBAL)]
+    version: Option<bool>,
     #[command(subcommand)]
     pub(crate) command: Command,
 }
+
+/// The heading of the seven flags every command takes, apart from each command's own.
+pub(crate) const GLOBAL: &str = "Global options";
+
+/// The examples `clio --help` ends with: the main jobs, one line each.
+const TOP_EXAMPLES: &str = "\
+Examples:
+  clio plugin check examples/marketplace
+  clio workflow run examples/workflows/batch7.json --task \"Review batch 7\" \\
+    --plugin examples/marketplace/plugins/materials --models examples/models/models.toml
+  clio run examples/agents/minimal.toml --input \"Say hello\" --models examples/models/models.toml
+  clio runs list --status failed --since 2d
+  clio runs answer 3 yes
+  clio serve
+
+Each command's --help lists its own options, then the global ones; `clio man COMMAND` prints
+its manual page.";
 
 impl Cli {
     /// Returns whether the command submits a run to `clio serve` (`--detach`).
@@ -88,18 +118,22 @@ impl Cli {
                 RunsCommand::List(a) => a.json,
                 RunsCommand::Show(a) => a.json,
                 RunsCommand::Tree(a) | RunsCommand::Cancel(a) => a.json,
+                RunsCommand::Stop(a) => a.json,
                 RunsCommand::Events(a) => a.json,
                 RunsCommand::Export(a) => a.json,
                 RunsCommand::Answer(a) => a.json,
                 RunsCommand::Resume(a) => a.json,
                 RunsCommand::Replay(a) => a.json,
                 RunsCommand::Prune(a) => a.json,
+                RunsCommand::Owner => true,
             },
             Command::Journal(JournalCommand::Check(a)) => a.json,
             Command::Journal(JournalCommand::Salvage(a)) => a.json,
-            Command::Completions(_) | Command::Man(_) | Command::Serve(_) | Command::Worker(_) => {
-                false
-            }
+            Command::Completions(_)
+            | Command::Man(_)
+            | Command::Complete(_)
+            | Command::Serve(_)
+            | Command::Worker(_) => false,
         }
     }
 }
@@ -139,13 +173,22 @@ pub(crate) struct CompletionsArgs {
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
     /// Check, install, list, trust and remove plugins
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  clio plugin check examples/marketplace\n  clio plugin install examples/marketplace materials@^0.1\n  clio plugin trust examples/marketplace/plugins/materials\n  clio plugin list"
+    )]
     Plugin(PluginCommand),
     /// Freeze and verify agent specs
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  clio agent spec examples/agents/reviewer.toml --json > reviewer.spec.json\n  clio agent verify reviewer.spec.json"
+    )]
     Agent(AgentCommand),
-    /// Check and draw workflows (JSON DAGs of steps)
-    #[command(subcommand)]
+    /// Check, draw and run workflows (JSON DAGs of steps)
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  clio workflow check examples/workflows/batch7.json\n  clio workflow show examples/workflows/batch7.json --format mermaid\n  clio workflow run examples/workflows/batch7.json --task \"Review batch 7\" \\\n    --plugin examples/marketplace/plugins/materials --models examples/models/models.toml"
+    )]
     Workflow(WorkflowCommand),
     /// Run an agent (a definition file) or a flow (by id) on an input, durably
     #[command(
@@ -153,13 +196,22 @@ pub(crate) enum Command {
     )]
     Run(RunCommandArgs),
     /// List the models runs may use, and where they come from
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Example:\n  clio models list --models examples/models/models.toml"
+    )]
     Models(ModelsCommand),
     /// Inspect and manage the runs in the journal
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  clio runs list --status failed --since 2d\n  clio runs show 3\n  clio runs events 3 --follow\n  clio runs answer 3 yes\n  clio runs resume 3\n  clio runs prune --older-than 30d"
+    )]
     Runs(RunsCommand),
     /// Check the journal file for damage, and salvage what still reads from a damaged one
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  clio journal check\n  clio journal salvage ~/salvaged.redb"
+    )]
     Journal(JournalCommand),
     /// Hold the journal and serve the `runs` commands of other clio processes, until Ctrl-C
     #[command(
@@ -176,18 +228,46 @@ pub(crate) enum Command {
         after_help = "Examples:\n  clio completions bash > ~/.local/share/bash-completion/completions/clio\n  clio completions zsh > ~/.zfunc/_clio"
     )]
     Completions(CompletionsArgs),
-    /// Print the clio(1) man page (roff) on stdout
+    /// Print a manual page (roff) on stdout: clio(1), or a command's
     #[command(
-        after_help = "Examples:\n  clio man > clio.1 && man ./clio.1\n  clio man --markdown > cli-reference.md"
+        after_help = "Examples:\n  clio man > clio.1 && man ./clio.1\n  clio man runs list | man -l -\n  clio man --dir ~/.local/share/man/man1\n  clio man --markdown > cli-reference.md"
     )]
     Man(ManArgs),
+    /// List the values a shell completes: run ids, flow ids, statuses (for the scripts of
+    /// `clio completions`)
+    #[command(name = "__complete", hide = true)]
+    Complete(CompleteArgs),
 }
 
 #[derive(Debug, Args)]
 pub(crate) struct ManArgs {
+    /// The command whose page to print, as `runs list` [default: clio(1) itself]
+    #[arg(value_name = "COMMAND")]
+    pub(crate) command: Vec<String>,
+    /// Write every command's page into this folder (clio.1, clio-runs.1, clio-runs-list.1, …)
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["command", "markdown"])]
+    pub(crate) dir: Option<PathBuf>,
     /// Print the reference of every command in Markdown instead: each one's --help
     #[arg(long)]
     pub(crate) markdown: bool,
+}
+
+/// What `clio __complete` lists for the shell completion scripts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum CompleteKind {
+    /// The home's run ids, newest first
+    Runs,
+    /// The flow ids of the home's runs and installed, trusted plugins
+    Flows,
+    /// The statuses `--status` takes
+    Statuses,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct CompleteArgs {
+    /// What to list
+    #[arg(value_enum)]
+    pub(crate) kind: CompleteKind,
 }
 
 #[derive(Debug, Subcommand)]
@@ -367,6 +447,15 @@ pub(crate) enum RunsCommand {
     /// Cancel a run and everything it started
     #[command(after_help = "Example:\n  clio runs cancel 3")]
     Cancel(RunArgs),
+    /// Stop a model's current turn: its call ends with call_stopped, while started flows and background work keep running
+    #[command(
+        after_help = "Without TASK, every model turn of the run running now is stopped; with TASK, that agent's or subagent's turn. The run must be driven by a clio process (`clio run`, `clio runs resume`, `clio serve`).\n\nExamples:\n  clio runs stop 3\n  clio runs stop 3 12"
+    )]
+    Stop(RunStopArgs),
+    /// Say which process serves the journal: `clio serve` (which takes runs with --detach)
+    /// or a process driving a run of its own (for the hints of other commands)
+    #[command(name = "__owner", hide = true)]
+    Owner,
     /// Delete finished runs (and their tasks and entries) started before a date
     #[command(
         after_help = "Examples:\n  clio runs prune --older-than 30d\n  clio runs prune --before 2026-01-01"
@@ -427,6 +516,17 @@ changed since, the check is refused (exit 1, naming the changed fields) unless
 Examples:
   clio runs replay 3
   clio runs replay 3 --json";
+
+#[derive(Debug, Args)]
+pub(crate) struct RunStopArgs {
+    /// The run's id, as `clio runs list` shows it
+    pub(crate) run: u64,
+    /// The agent or subagent task whose turn to stop, as `clio runs tree` shows it [default: every model turn running now]
+    pub(crate) task: Option<u64>,
+    /// Print the result as JSON
+    #[arg(long)]
+    pub(crate) json: bool,
+}
 
 #[derive(Debug, Args)]
 pub(crate) struct RunArgs {

@@ -4,21 +4,21 @@ mod agent;
 pub(crate) mod api;
 mod http;
 mod journal;
+mod manual;
 mod plugin;
 mod reference;
 mod replay;
 mod run;
 mod runs;
+mod stop;
 mod worker;
 mod workflow;
 
 use std::io::{IsTerminal, Write};
 use std::path::Path;
 
-use clap::CommandFactory;
-
 use crate::args::{
-    AgentCommand, Cli, Command, JournalCommand, ModelsCommand, PluginCommand, RunsCommand, Shell,
+    AgentCommand, Cli, Command, JournalCommand, ModelsCommand, PluginCommand, RunsCommand,
     WorkflowCommand,
 };
 use crate::error::CliError;
@@ -29,9 +29,9 @@ use crate::paint::Paint;
 pub(crate) fn dispatch(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), CliError> {
     // Completions and the man page are made from the command line's definition alone.
     match &cli.command {
-        Command::Completions(args) => return completions(args.shell, out),
+        Command::Completions(args) => return manual::completions(args.shell, out),
         Command::Man(args) if args.markdown => return reference::markdown(out),
-        Command::Man(_) => return man(out),
+        Command::Man(args) => return manual::man(args, out),
         _ => {}
     }
     let home = Home::locate(cli.home.as_deref(), cli.journal.as_deref())?;
@@ -82,44 +82,28 @@ pub(crate) fn dispatch_in(
         }
         Command::Runs(RunsCommand::Replay(args)) => replay::replay(&home, &args, out, err),
         Command::Runs(RunsCommand::Cancel(args)) => run::cancel(&home, &args, out),
+        Command::Runs(RunsCommand::Stop(args)) => {
+            let request = stop::StopRequest { run: args.run, task: args.task, json: args.json };
+            stop::stop(&home, request, out)
+        }
         Command::Runs(RunsCommand::List(args)) => runs::list(&home, &args, out),
         Command::Runs(RunsCommand::Show(args)) => runs::show(&home, &args, out),
         Command::Runs(RunsCommand::Tree(args)) => runs::tree(&home, &args, out),
         Command::Runs(RunsCommand::Events(args)) => runs::events(&home, &args, out),
         Command::Runs(RunsCommand::Export(args)) => runs::export(&home, &args, out),
         Command::Runs(RunsCommand::Prune(args)) => runs::prune(&home, &args, out),
+        Command::Runs(RunsCommand::Owner) => {
+            let serve = home.held().is_some_and(|held| held.drivers.is_some());
+            let value = serde_json::json!({ "serve": serve, "pid": std::process::id() });
+            write_json(out, &value)
+        }
         Command::Journal(JournalCommand::Check(args)) => journal::check(&home, &args, out),
         Command::Journal(JournalCommand::Salvage(args)) => journal::salvage(&home, &args, out),
         Command::Serve(args) => run::serve(&home, &args, out, err),
         Command::Worker(args) => worker::work(&home, &args, err),
+        Command::Complete(args) => manual::values(&home, args.kind, out),
         Command::Completions(_) | Command::Man(_) => Ok(()),
     }
-}
-
-/// Writes the completion script of `shell` for `clio`.
-fn completions(shell: Shell, out: &mut dyn Write) -> Result<(), CliError> {
-    use clap_complete::Shell as Target;
-    let target = match shell {
-        Shell::Bash => Target::Bash,
-        Shell::Zsh => Target::Zsh,
-        Shell::Fish => Target::Fish,
-        Shell::Elvish => Target::Elvish,
-        Shell::Powershell => Target::PowerShell,
-    };
-    let mut command = Cli::command();
-    let mut script = Vec::new();
-    clap_complete::generate(target, &mut command, "clio", &mut script);
-    out.write_all(&script)?;
-    Ok(())
-}
-
-/// Writes the man page of `clio`, in roff.
-fn man(out: &mut dyn Write) -> Result<(), CliError> {
-    let page = clap_mangen::Man::new(Cli::command());
-    let mut roff = Vec::new();
-    page.render(&mut roff)?;
-    out.write_all(&roff)?;
-    Ok(())
 }
 
 /// Reads an input file as text, bounded (`crate::input`), naming it in the error.

@@ -24,6 +24,7 @@ mod pin;
 mod progress;
 mod serve;
 mod shared;
+mod suggest;
 mod tasks;
 
 use std::ffi::OsString;
@@ -86,13 +87,14 @@ where
         return outcome(Err(error), json, &mut counted, err);
     }
     let json = cli.wants_json();
+    let context = suggest::Context::of(&cli);
     let mut counted = Counted { inner: out, written: 0 };
     // The journal may be held by a short command (another `runs list`) or by a process
     // not serving yet (it is starting its run): wait a little for it to let go or serve.
     let home = cli.home.clone();
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
-        let result = commands::dispatch(cli, &mut counted, err);
+        let result = commands::dispatch(cli, &mut counted, err).map_err(|e| context.improve(e));
         let in_use = matches!(&result, Err(error) if error.is_journal_in_use());
         if !in_use || counted.written > 0 || Instant::now() >= deadline {
             return outcome(result, json, &mut counted, err);
@@ -106,9 +108,17 @@ where
             // A process that serves the journal holds it for as long as its run lasts:
             // a command it does not serve fails at once, saying what works meanwhile.
             None => {
-                let served =
-                    home::Home::locate(home.as_deref(), None).is_ok_and(|h| serve::is_served(&h));
-                if served {
+                let located = home::Home::locate(home.as_deref(), None).ok();
+                if let Some(located) = located.filter(serve::is_served) {
+                    // A run started here while a process serves the journal: say what works.
+                    let hint = context.drives_a_run.then(|| suggest::served_run_hint(&located));
+                    let result = match (result, hint.flatten()) {
+                        (Err(mut error), Some(hint)) => {
+                            error.hints.insert(0, hint);
+                            Err(error)
+                        }
+                        (result, _) => result,
+                    };
                     return outcome(result, json, &mut counted, err);
                 }
             }

@@ -262,7 +262,7 @@ fn filter_flags(args: &RunsListArgs) -> Vec<String> {
 }
 
 /// Returns a run's flow id: the selection's `id`, or the text as it is.
-fn flow_id(flow: &str) -> String {
+pub(crate) fn flow_id(flow: &str) -> String {
     serde_json::from_str::<Value>(flow)
         .ok()
         .and_then(|v| v.get("id").and_then(Value::as_str).map(str::to_owned))
@@ -1354,6 +1354,17 @@ fn parse_flag_date_ms(flag: &str, text: &str) -> Result<u64, CliError> {
     u64::try_from(since.as_millis()).map_err(|_| bad("too far ahead".into()))
 }
 
+/// Returns the Python traceback a recorded error carries (a Python flow's exception).
+fn python_traceback(error: &str) -> Option<String> {
+    let value: serde_json::Value = serde_json::from_str(error).ok()?;
+    let details = value.get("details")?;
+    let traceback = details
+        .get("traceback")
+        .or_else(|| details.get("python").and_then(|p| p.get("traceback")))?
+        .as_str()?;
+    (!traceback.trim().is_empty()).then(|| traceback.trim_end().to_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1488,15 +1499,4 @@ mod tests {
         assert!(parse_age_ms("").is_err());
         assert!(parse_age_ms("30").is_err(), "a number needs its unit");
     }
-}
-
-/// Returns the Python traceback a recorded error carries (a Python flow's exception).
-fn python_traceback(error: &str) -> Option<String> {
-    let value: serde_json::Value = serde_json::from_str(error).ok()?;
-    let details = value.get("details")?;
-    let traceback = details
-        .get("traceback")
-        .or_else(|| details.get("python").and_then(|p| p.get("traceback")))?
-        .as_str()?;
-    (!traceback.trim().is_empty()).then(|| traceback.trim_end().to_owned())
 }
