@@ -233,8 +233,12 @@ async function runPage(run) {
     state = shown;
     const r = shown.run, s = shown.summary;
     const ended = ["succeeded", "failed", "cancelled"].includes(r.status);
+    // Stop ends the model's current turn (its call fails with call_stopped); started
+    // flows keep running. Offered while an agent's or subagent's turn runs.
+    const turning = tasks.tasks.some((t) => (t.kind === "agent" || t.kind === "subagent") && t.status === "running");
     head.replaceChildren(`Run ${r.id} · ${s.flow_name}`, badge(r.status),
       h("span", { class: "actions" },
+        !ended && turning ? act("Stop", "stop", "stop") : null,
         !ended ? act("Cancel", "cancel", "stop") : null,
         r.status === "interrupted" ? act("Resume", "resume", "go") : null));
     facts.replaceChildren(...[

@@ -286,6 +286,16 @@ pub(crate) fn cancel(home: &Home, id: u64) -> Answer {
     captured(|out, _| run::cancel(home, &args, out))
 }
 
+/// `POST runs/{id}/stop` with an optional `{"task": n}`: ends the model's current turn (every
+/// live one, or task `n`'s), as `runs stop --json` does: `{"run", "stopped": [task ids]}`.
+/// Its calls fail with `call_stopped`; started flows keep running.
+pub(crate) fn stop(home: &Home, id: u64, task: Option<u64>) -> Answer {
+    let record = existing(home, id)?;
+    refuse_ended(&record, "stop")?;
+    let request = super::stop::StopRequest { run: id, task, json: true };
+    captured(|out, _| super::stop::stop(home, request, out))
+}
+
 /// `POST runs/{id}/resume`: has this process drive the run again, as `runs resume --json`
 /// does when served.
 pub(crate) fn resume(home: &Home, id: u64) -> Answer {

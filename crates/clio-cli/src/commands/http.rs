@@ -141,6 +141,7 @@ fn router(app: App) -> Router {
         .route("/api/v1/runs/{id}/questions", get(questions))
         .route("/api/v1/runs/{id}/answer", post(answer))
         .route("/api/v1/runs/{id}/cancel", post(cancel))
+        .route("/api/v1/runs/{id}/stop", post(stop))
         .route("/api/v1/runs/{id}/resume", post(resume))
         .route("/api/v1/workflows/check", post(check))
         .route("/api/v1/plugins", get(plugins))
@@ -312,6 +313,30 @@ async fn answer(State(app): State<App>, Path(id): Path<String>, body: Bytes) -> 
 
 async fn cancel(State(app): State<App>, Path(id): Path<String>) -> Response {
     app.answer(move |home| api::cancel(home, run_id(&id)?)).await
+}
+
+/// `POST runs/{id}/stop`: the body is empty (every live model turn of the run) or
+/// `{"task": n}` (that agent's or subagent's turn).
+async fn stop(State(app): State<App>, Path(id): Path<String>, body: Bytes) -> Response {
+    app.answer(move |home| {
+        let task = if body.iter().all(u8::is_ascii_whitespace) {
+            None
+        } else {
+            let value: serde_json::Value = serde_json::from_slice(&body).map_err(|e| {
+                ApiFailure::bad_input(format!(
+                    "the body is not JSON ({{\"task\": n}} or nothing): {e}"
+                ))
+            })?;
+            match value.get("task") {
+                None | Some(serde_json::Value::Null) => None,
+                Some(t) => Some(t.as_u64().ok_or_else(|| {
+                    ApiFailure::bad_input(format!("`task` must be a task id (a number), not {t}"))
+                })?),
+            }
+        };
+        api::stop(home, run_id(&id)?, task)
+    })
+    .await
 }
 
 async fn resume(State(app): State<App>, Path(id): Path<String>) -> Response {

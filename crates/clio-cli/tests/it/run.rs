@@ -433,3 +433,85 @@ fn a_run_that_succeeds_with_failed_tasks_says_so() {
     assert!(stderr.contains("No such file or directory"), "the whole cause: {stderr}");
     assert!(!stderr.contains("{\"reason\""), "the cause, not its JSON: {stderr}");
 }
+
+/// Issue 46 item 2: `clio runs stop RUN [TASK]`, from another terminal, ends the model's
+/// current turn of a run `clio run` drives: the turn's call fails with `call_stopped`,
+/// recorded on its task. A flow task is refused (Stop never ends a started flow), and a
+/// run no process drives has no turn to stop.
+#[test]
+fn runs_stop_ends_the_models_current_turn() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let release = Arc::new(AtomicBool::new(false));
+    let held = Arc::clone(&release);
+    // The model takes its time: until the test ends, or at most a minute.
+    let server = crate::support::ChatServer::start(move |_| {
+        for _ in 0..600 {
+            if held.load(Ordering::SeqCst) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        crate::support::ChatServer::answer("too late")
+    });
+    let home = temp_home("runs-stop");
+    let h = home.to_str().unwrap().to_owned();
+    std::fs::write(
+        home.join("config.toml"),
+        format!(
+            "default_model = \"slow/m\"\n\n[[provider]]\nname = \"slow\"\nkind = \"openai\"\nbase_url = \"{}\"\n\n\
+             [[model]]\naccount = \"slow\"\nid = \"m\"\nprovider = \"slow\"\ncapabilities = {{ tool_calling = true }}\n",
+            server.url
+        ),
+    )
+    .unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_clio"))
+        .args(["--home", &h, "run", "examples/agents/minimal.toml", "--input", "Take your time"])
+        .args(["--no-input", "--json"])
+        .current_dir(workspace_root())
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The turn is live once the model has been asked.
+    for _ in 0..600 {
+        if !server.requests().is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(!server.requests().is_empty(), "the model was never asked");
+    let tree = clio(&["--home", &h, "runs", "tree", "1", "--json"]);
+    let value: serde_json::Value = serde_json::from_str(&tree.stdout).unwrap();
+    let tasks = value["tasks"].as_array().unwrap().clone();
+    let flow = tasks.iter().find(|t| t["kind"] == "flow").map(|t| t["id"].as_u64().unwrap());
+    if let Some(flow) = flow {
+        let refused = clio(&["--home", &h, "runs", "stop", "1", &flow.to_string()]);
+        assert_eq!(refused.code, 1, "{}", refused.render());
+        assert!(refused.stderr.contains("never a started flow"), "{}", refused.render());
+    }
+    let stopped = clio(&["--home", &h, "runs", "stop", "1", "--json"]);
+    assert_eq!(stopped.code, 0, "{}", stopped.render());
+    let value: serde_json::Value = serde_json::from_str(&stopped.stdout).unwrap();
+    let ids = value["stopped"].as_array().unwrap().clone();
+    assert_eq!(ids.len(), 1, "{value}");
+    let output = child.wait_with_output().unwrap();
+    release.store(true, Ordering::SeqCst);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("call_stopped"), "{stdout}");
+    let shown = clio(&["--home", &h, "runs", "show", "1", "--json"]);
+    let value: serde_json::Value = serde_json::from_str(&shown.stdout).unwrap();
+    let turn = value["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["id"] == ids[0])
+        .unwrap_or_else(|| panic!("{value}"))
+        .clone();
+    assert_eq!(turn["status"], "failed", "{turn}");
+    assert!(turn.to_string().contains("call_stopped"), "{turn}");
+    // No process drives the run now: it has ended, and there is nothing to stop.
+    let again = clio(&["--home", &h, "runs", "stop", "1"]);
+    assert_eq!(again.code, 1, "{}", again.render());
+}

@@ -357,3 +357,28 @@ fn detach_needs_a_serve() {
     assert!(outcome.stderr.contains("no `clio serve` holds this journal"), "{}", outcome.render());
     assert_eq!(status(&case, 1), "", "no run was created");
 }
+
+/// Issue 46 item 2 over HTTP: `POST /api/v1/runs/{id}/stop` (`{"task": n}` or no body) is
+/// the route of `clio runs stop`: it needs the token, refuses a body that names no task
+/// id, says when no model turn runs (a run waiting on a person has none), and refuses an
+/// ended run with 409.
+#[test]
+fn stop_is_a_route_of_the_api() {
+    let case = main_job("stop");
+    let server = Server::start(&case);
+    let run = submit_main_job(&case);
+    let path = format!("/api/v1/runs/{run}/stop");
+    let (code, _) = server.send("POST", &path, &[], "");
+    assert_eq!(code, 401, "a stop needs the token");
+    wait_for("the edit question", || status(&case, run) == "awaiting_input");
+    let bad = server.post(&path, r#"{"task": "first"}"#, 400);
+    assert!(bad["error"]["message"].as_str().unwrap().contains("task"), "{bad}");
+    let bearer = format!("Bearer {}", server.token);
+    let (code, body) = server.send("POST", &path, &[("Authorization", &bearer)], "");
+    assert_ne!(code, 200, "{body}");
+    assert!(body.contains("nothing was stopped") || body.contains("no live turn"), "{body}");
+    server.post(&format!("/api/v1/runs/{run}/cancel"), "", 200);
+    let ended = server.post(&path, "", 409);
+    assert_eq!(ended["error"]["status"], 409);
+    server.owner.signal("TERM");
+}
