@@ -114,11 +114,13 @@ def python_error(exc: BaseException, *, flow: str, file: str, root: str, phase: 
         at = f" at {where_file}:{where_line}" if where_file else ""
         what = {"import": "loading", "options": "reading options of", "forward": "", "return": "returning from"}
         doing = what.get(phase, "")
-        head = (
-            f"flow {flow} raised {type(exc).__name__}"
-            if not doing
-            else f"{doing} flow {flow} raised {type(exc).__name__}"
-        )
+        if phase == "call":  # a plugin's function: ``flow`` names it (``tool summarize``)
+            head = f"{flow} raised {type(exc).__name__}"
+        elif not doing:
+            head = f"flow {flow} raised {type(exc).__name__}"
+        else:
+            head = f"{doing} flow {flow} raised {type(exc).__name__}"
+
         message = f"{head}{at}: {exc}" if str(exc) else f"{head}{at}"
         error = {
             "reason": "flow_exception",
@@ -170,6 +172,11 @@ class Instance:
         self.task: asyncio.Task | None = None
         # Past the recorded history: steps run at once and report with their request.
         self.frontier = msg.get("history") is False
+        # A plugin's function (a tool, a hook, a host call) instead of a flow: its name in
+        # the file, and how the task is passed (``kwargs``: a mapping as keyword
+        # arguments; ``arg``: the task as one argument).
+        self.function = msg.get("function") or ""
+        self.convention = msg.get("convention") or "kwargs"
 
     def name(self) -> str:
         return f"{self.flow_id} ({self.file})"
@@ -277,7 +284,52 @@ class Instance:
             self._pending.clear()
             self.host.finished(self)
 
+    async def _call_function(self) -> None:
+        """Runs a plugin's function (a ``@tool``, a ``@hook``, a ``@host_call``) on the
+        task and ends with what it returned; it gets no ``ctx``."""
+        try:
+            module = self.host.module(self)
+        except _LoadError as e:
+            self.end({"error": e.error})
+            return
+        fn: Any = module
+        for part in self.function.split("."):
+            fn = getattr(fn, part, None)
+        fn = getattr(fn, "__wrapped__", fn) if not callable(fn) else fn
+        if not callable(fn):
+            err = FlowProtocolError(
+                f"{self.file} has no function {self.function!r}",
+                details={"flow": self.flow_id, "file": self.file, "problem": f"no function {self.function!r}"},
+            )
+            self.end({"error": err.to_dict()})
+            return
+        try:
+            if self.convention == "kwargs" and isinstance(self.task_value, dict):
+                value = fn(**self.task_value)
+            elif self.convention == "none":
+                value = fn()
+            else:
+                value = fn(self.task_value)
+            if inspect.isawaitable(value):
+                value = await value
+        except asyncio.CancelledError:
+            self.end({"cancelled": True})
+            return
+        except BaseException as e:  # noqa: BLE001 - every way a function ends is reported
+            self.end({"error": python_error(e, flow=self.flow_id, file=self.file, root=self.root, phase="call")})
+            return
+        try:
+            output = {"form": "value", "value": json.loads(dumps(value))}
+        except (TypeError, ValueError) as e:
+            err = TypeError(f"{self.function} returned a value that is not JSON: {e}")
+            self.end({"error": python_error(err, flow=self.flow_id, file=self.file, root=self.root, phase="return")})
+            return
+        self.end({"ok": output})
+
     async def _run(self) -> None:
+        if self.function:
+            await self._call_function()
+            return
         try:
             cls = self.host.load(self)
         except _LoadError as e:
@@ -367,13 +419,17 @@ class Host:
     # Loading flows ---------------------------------------------------------------------
 
     def load(self, inst: Instance) -> type:
+        return _find_class(inst, self.module(inst))
+
+    def module(self, inst: Instance) -> Any:
+        """The module of ``inst``'s file, imported once per process."""
         path = inst.file if os.path.isabs(inst.file) else os.path.join(inst.root, inst.file)
         path = os.path.normpath(path)
         module = self._modules.get(path)
         if module is None:
             module = self._import(inst, path)
             self._modules[path] = module
-        return _find_class(inst, module)
+        return module
 
     def _import(self, inst: Instance, path: str) -> Any:
         name = "_clio_flow_" + "".join(c if c.isalnum() else "_" for c in os.path.relpath(path, inst.root))

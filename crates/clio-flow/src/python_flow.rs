@@ -74,6 +74,72 @@ impl Pool {
         })
     }
 
+    /// Runs function `function` (a `@tool`, `@hook` or `@host_call` function; a dotted
+    /// path names an attribute of one) of the plugin's file `file` (relative to the plugin
+    /// folder) on `input` in the plugin's child, and returns what it returned. `name` is
+    /// what the errors call it (`tool summarize`); `convention` is how `input` is passed:
+    /// `kwargs` (a mapping as keyword arguments, a tool's), `arg` (one argument: a hook's
+    /// event, a host call's arguments) or `none`. The plugin must be trusted: a function
+    /// of a plugin the run does not trust is refused (`FlowNotTrusted`) before anything
+    /// starts; the gate asks the person before it calls a plugin's tool.
+    pub async fn call_function(
+        &self,
+        ctx: &Ctx,
+        file: &str,
+        function: &str,
+        convention: &str,
+        name: &str,
+        input: Value,
+    ) -> Result<Value, FlowError> {
+        if !crate::gate::trusted(ctx, &self.plugin) {
+            let info = ctx.registry().plugin_info(&self.plugin).cloned().unwrap_or_default();
+            return Err(FlowError::FlowNotTrusted {
+                target: name.to_owned(),
+                plugin: self.plugin.clone(),
+                version: info.version,
+                digest: info.digest,
+                trust_with: info.trust_with,
+            });
+        }
+        let child = self.child(ctx).await.map_err(|why| FlowError::FlowProtocol {
+            flow: name.to_owned(),
+            file: file.to_owned(),
+            problem: format!("its Python process did not start: {why}"),
+        })?;
+        let Some((instance, incoming)) = child.open(ctx.run_id().0) else {
+            return Err(lost(ctx, name, file, &Loss::Died("it ended as the call started".into())));
+        };
+        child.send(&json!({
+            "type": "start",
+            "instance": instance,
+            "protocol": PROTOCOL,
+            "root": self.root,
+            "file": file,
+            "flow": name,
+            "function": function,
+            "convention": convention,
+            "task": input,
+            "options": {},
+            "run_id": ctx.run_id().0,
+            "depth": ctx.depth(),
+            "workspace": ctx.config().workspace,
+            "history": true,
+        }));
+        let driver = Instance {
+            name,
+            file,
+            ctx,
+            child: &child,
+            id: instance.clone(),
+            steps: Mutex::new(HashMap::new()),
+            drops: Mutex::new(HashMap::new()),
+            frontier_sent: std::sync::atomic::AtomicBool::new(true),
+        };
+        let out = driver.drive(incoming).await;
+        child.close(&instance);
+        out.map(|output| output.value)
+    }
+
     /// Returns a live child, starting one under `ctx`'s sandbox if there is none.
     async fn child(&self, ctx: &Ctx) -> Result<Arc<Child>, String> {
         let mut slot = self.child.lock().await;
@@ -238,7 +304,12 @@ impl PythonFlow {
             .await
             .map_err(|why| protocol(format!("its Python process did not start: {why}")))?;
         let Some((instance, incoming)) = child.open(ctx.run_id().0) else {
-            return Err(self.lost(&ctx, &Loss::Died("it ended as the flow started".into())));
+            return Err(lost(
+                &ctx,
+                &self.id,
+                &self.file,
+                &Loss::Died("it ended as the flow started".into()),
+            ));
         };
         let history = ctx.run.replay_only || ctx.run.scope_behind(&ctx.scope.prefix);
         child.send(&json!({
@@ -257,7 +328,8 @@ impl PythonFlow {
             "history": history,
         }));
         let driver = Instance {
-            flow: self,
+            name: &self.id,
+            file: &self.file,
             ctx: &ctx,
             child: &child,
             id: instance.clone(),
@@ -269,26 +341,25 @@ impl PythonFlow {
         child.close(&instance);
         out
     }
+}
 
-    /// The error of a flow whose child was lost: a child that died leaves the run
-    /// interrupted (nothing it did unrecorded is taken for done; `runs resume` starts a new
-    /// one); one that spoke garbage fails the flow with a protocol error.
-    fn lost(&self, ctx: &Ctx, loss: &Loss) -> FlowError {
-        match loss {
-            Loss::Died(why) => {
-                let message = format!(
-                    "the Python process of flow {} ({}) ended: {why}; the run is interrupted, resume it",
-                    self.id, self.file
-                );
-                ctx.run.suspend(message.clone());
-                FlowError::CallInterrupted { handle: ctx.handle(), message }
-            }
-            Loss::Garbage(line) => FlowError::FlowProtocol {
-                flow: self.id.clone(),
-                file: self.file.clone(),
-                problem: format!("its Python process wrote {line}, which is no message"),
-            },
+/// The error of a flow (or function) `name` of `file` whose child was lost: a child that
+/// died leaves the run interrupted (nothing it did unrecorded is taken for done; `runs
+/// resume` starts a new one); one that spoke garbage fails the flow with a protocol error.
+fn lost(ctx: &Ctx, name: &str, file: &str, loss: &Loss) -> FlowError {
+    match loss {
+        Loss::Died(why) => {
+            let message = format!(
+                "the Python process of {name} ({file}) ended: {why}; the run is interrupted, resume it"
+            );
+            ctx.run.suspend(message.clone());
+            FlowError::CallInterrupted { handle: ctx.handle(), message }
         }
+        Loss::Garbage(line) => FlowError::FlowProtocol {
+            flow: name.to_owned(),
+            file: file.to_owned(),
+            problem: format!("its Python process wrote {line}, which is no message"),
+        },
     }
 }
 
@@ -296,7 +367,10 @@ type Handler<'a> = Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>>;
 
 /// One running instance of a Python flow: its requests, served until its `end`.
 struct Instance<'a> {
-    flow: &'a PythonFlow,
+    /// What runs: the flow's id (`tool summarize` for a plugin's function).
+    name: &'a str,
+    /// Its `.py` file, relative to the plugin folder.
+    file: &'a str,
     ctx: &'a Ctx,
     child: &'a Arc<Child>,
     id: String,
@@ -332,8 +406,8 @@ impl<'a> Instance<'a> {
                     }
                     let message = match message {
                         Some(Incoming::Message(message)) => message,
-                        Some(Incoming::Lost(loss)) => return Err(self.flow.lost(self.ctx, &loss)),
-                        None => return Err(self.flow.lost(self.ctx, &Loss::Died("ended".into()))),
+                        Some(Incoming::Lost(loss)) => return Err(lost(self.ctx, self.name, self.file, &loss)),
+                        None => return Err(lost(self.ctx, self.name, self.file, &Loss::Died("ended".into()))),
                     };
                     match message.get("type").and_then(Value::as_str).unwrap_or("") {
                         "end" => return self.end(&message, cancel_sent.is_some()),
@@ -406,8 +480,8 @@ impl<'a> Instance<'a> {
     fn garbage(&self, message: &Value, what: &str) -> FlowError {
         self.child.kill();
         FlowError::FlowProtocol {
-            flow: self.flow.id.clone(),
-            file: self.flow.file.clone(),
+            flow: self.name.to_owned(),
+            file: self.file.to_owned(),
             problem: format!("{what}: {}", child::quote(&message.to_string())),
         }
     }
@@ -450,8 +524,8 @@ impl<'a> Instance<'a> {
             Ok(result) => self.reply(id, result),
             Err(BadRequest(why)) => {
                 let err = FlowError::FlowProtocol {
-                    flow: self.flow.id.clone(),
-                    file: self.flow.file.clone(),
+                    flow: self.name.to_owned(),
+                    file: self.file.to_owned(),
                     problem: format!("{why}, in {}", child::quote(&message.to_string())),
                 };
                 self.reply(id, Err(err));
@@ -462,7 +536,7 @@ impl<'a> Instance<'a> {
     /// Returns the identity of a command about `what` at the request's site (or `key`).
     fn identity(&self, message: &Value, what: &Value, key: &str) -> Result<String, BadRequest> {
         let site = message.get("site").ok_or_else(|| BadRequest("no site".into()))?;
-        let file = site.get("file").and_then(Value::as_str).unwrap_or(&self.flow.file);
+        let file = site.get("file").and_then(Value::as_str).unwrap_or(self.file);
         let line = site.get("line").and_then(Value::as_u64).unwrap_or(0);
         let column = site.get("column").and_then(Value::as_u64).unwrap_or(0);
         let occurrence = message.get("occurrence").and_then(Value::as_u64).unwrap_or(0);
@@ -561,8 +635,8 @@ impl<'a> Instance<'a> {
             Ok(prepared) => prepared,
             Err(BadRequest(why)) => {
                 let err = FlowError::FlowProtocol {
-                    flow: self.flow.id.clone(),
-                    file: self.flow.file.clone(),
+                    flow: self.name.to_owned(),
+                    file: self.file.to_owned(),
                     problem: why,
                 };
                 return self.reply(id, Err(err));
@@ -756,8 +830,8 @@ impl<'a> Instance<'a> {
             Ok(handle) => handle,
             Err(BadRequest(why)) => {
                 let err = FlowError::FlowProtocol {
-                    flow: self.flow.id.clone(),
-                    file: self.flow.file.clone(),
+                    flow: self.name.to_owned(),
+                    file: self.file.to_owned(),
                     problem: why,
                 };
                 return self.reply(id, Err(err));

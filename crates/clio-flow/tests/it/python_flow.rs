@@ -329,3 +329,61 @@ class Noisy(Flow):
     assert!(message.contains("noisy"), "{message}");
     assert!(message.contains("ai.iowarp.clio/flows/noisy.py"), "{message}");
 }
+
+const TOOLS: &str = r#"
+def add(a, b):
+    """Adds two numbers."""
+    return {"sum": a + b}
+
+
+async def slow_upper(text):
+    return text.upper()
+
+
+def boom(**_):
+    raise KeyError("nope")
+"#;
+
+/// A tool that runs function `function` of the plugin's `tools.py` in its child.
+fn python_tool(pool: &Arc<clio_flow::PythonPool>, function: &'static str) -> Tool {
+    let pool = Arc::clone(pool);
+    Tool::contextual(function, move |args: Value, ctx: clio_flow::Ctx| {
+        let pool = Arc::clone(&pool);
+        async move {
+            let name = format!("tool {function}");
+            pool.call_function(&ctx, "ai.iowarp.clio/tools.py", function, "kwargs", &name, args)
+                .await
+        }
+    })
+    .of_plugin("py-test")
+    .read_only()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugins_python_functions_run_in_its_child() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = plugin(dir.path(), &[]);
+    std::fs::write(dir.path().join("ai.iowarp.clio/tools.py"), TOOLS).unwrap();
+    let pool = clio_flow::PythonPool::new(
+        "py-test",
+        dir.path().to_path_buf(),
+        clio_plugins::python::interpreter(),
+    );
+    let flow = clio_flow::FnFlow::new("use-tools", |_task: Value, ctx| async move {
+        let sum = ctx.call("add", json!({ "a": 2, "b": 3 })).await?;
+        let upper = ctx.call("slow_upper", json!({ "text": "hi" })).await?;
+        let boom = ctx.call("boom", json!({})).await.unwrap_err();
+        Ok(clio_flow::FlowOutput::text(format!("{} {} {}", sum.value["sum"], upper.value, boom)))
+    });
+    let reg = registry(&Counter::default())
+        .tool(python_tool(&pool, "add"))
+        .tool(python_tool(&pool, "slow_upper"))
+        .tool(python_tool(&pool, "boom"))
+        .flow(flow);
+    let journal = Journal::open_in_memory().unwrap();
+    let report =
+        python_runtime(&journal, reg, &plugin).run(sel("use-tools"), json!(null)).await.unwrap();
+    let text = answer(&report);
+    assert!(text.starts_with("5 \"HI\" "), "{text}");
+    assert!(text.contains("tool boom raised KeyError at ai.iowarp.clio/tools.py:12"), "{text}");
+}
