@@ -358,7 +358,7 @@ fn error_path(error: &JournalError) -> Option<&Path> {
         | JournalError::NotAJournal { path }
         | JournalError::Corrupted { path, .. }
         | JournalError::Damaged { path, .. }
-        | JournalError::AlreadyOpen { path }
+        | JournalError::AlreadyOpen { path, .. }
         | JournalError::Io { path, .. }
         | JournalError::Storage { path, .. }
         | JournalError::WriterStopped { path } => Some(path),
@@ -393,7 +393,7 @@ mod tests {
     fn each_journal_error_falls_in_its_class() {
         let path = || PathBuf::from("/h/journal.redb");
         let cases = [
-            (JournalError::AlreadyOpen { path: path() }, JournalTrouble::InUse),
+            (JournalError::AlreadyOpen { path: path(), holder: None }, JournalTrouble::InUse),
             (
                 JournalError::UpgradeRequired { path: path(), found: 9, supported: 2 },
                 JournalTrouble::Newer,
@@ -438,7 +438,13 @@ mod tests {
             (FlowError::CallFailed { handle: None, message: "boom".into() }, 1),
             (FlowError::RunNotFound { run: clio_journal::RunId(9) }, 1),
             (FlowError::FlowTargetUnknown { target: "nosuch".into() }, 1),
-            (journal(JournalError::AlreadyOpen { path: PathBuf::from("/h/journal.redb") }), 1),
+            (
+                journal(JournalError::AlreadyOpen {
+                    path: PathBuf::from("/h/journal.redb"),
+                    holder: None,
+                }),
+                1,
+            ),
             (journal(io(io::ErrorKind::Other)), 255),
         ];
         for (error, code) in cases {

@@ -99,10 +99,18 @@ pub enum JournalError {
         path: PathBuf,
     },
     /// Another process has the journal open.
-    #[error("journal {path} is already open in another process")]
+    #[error(
+        "journal {} is already open in another process{}",
+        path.display(),
+        holder.as_deref().map(|h| format!(": {h}")).unwrap_or_default()
+    )]
     AlreadyOpen {
         /// The journal file.
         path: PathBuf,
+        /// Who holds it, when this process may see it: each process with the file open, by
+        /// pid and command line, and whether it reads or writes it
+        /// (`pid 41 (clio run agent.toml), writing`).
+        holder: Option<String>,
     },
     /// Reading or writing the file failed (a missing folder, a full disk, a failing device).
     #[error("journal {path}: i/o error")]
@@ -187,7 +195,8 @@ impl JournalError {
         let path = path.to_path_buf();
         match err.into() {
             redb::Error::DatabaseAlreadyOpen | redb::Error::LockProtocolMismatch => {
-                Self::AlreadyOpen { path }
+                let holder = holders_of(&path);
+                Self::AlreadyOpen { path, holder }
             }
             redb::Error::Corrupted(detail) => Self::Corrupted { path, detail },
             // The file ends where redb expects its header or a page: it was cut short, which
@@ -221,5 +230,79 @@ impl JournalError {
             path: path.to_path_buf(),
             detail: format!("{what} does not decode: {err}"),
         }
+    }
+}
+
+/// Returns the other processes that have `path` open, as far as this process may see them
+/// (`/proc/<pid>/fd` of its own user's processes, or of all for root): each by pid, command
+/// line (its first 100 characters) and whether it opened the file for writing or reading;
+/// `None` when none is seen (another user's process, or a system without `/proc`).
+pub(crate) fn holders_of(path: &Path) -> Option<String> {
+    use std::fs;
+    let target = fs::canonicalize(path).ok()?;
+    let me = std::process::id();
+    let mut found = Vec::new();
+    for proc_entry in fs::read_dir("/proc").ok()?.flatten() {
+        let Some(pid) = proc_entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let Ok(fds) = fs::read_dir(proc_entry.path().join("fd")) else { continue };
+        let mut writes = None;
+        for fd in fds.flatten() {
+            if fs::read_link(fd.path()).is_ok_and(|link| link == target) {
+                let info =
+                    fs::read_to_string(proc_entry.path().join("fdinfo").join(fd.file_name()))
+                        .unwrap_or_default();
+                // `flags:` is octal; the low two bits are the access mode (1 write, 2 both).
+                let mode = info
+                    .lines()
+                    .find_map(|l| l.strip_prefix("flags:"))
+                    .and_then(|f| u32::from_str_radix(f.trim(), 8).ok())
+                    .map_or(0, |f| f & 3);
+                writes = Some(writes.unwrap_or(false) || mode != 0);
+            }
+        }
+        let Some(writes) = writes else { continue };
+        let cmdline = fs::read(proc_entry.path().join("cmdline")).unwrap_or_default();
+        let text = String::from_utf8_lossy(&cmdline);
+        let mut args = text.split('\0').filter(|a| !a.is_empty());
+        // The program by its name, its arguments as given.
+        let program = args.next().map(|p| p.rsplit('/').next().unwrap_or(p)).unwrap_or("?");
+        let mut command = std::iter::once(program).chain(args).collect::<Vec<_>>().join(" ");
+        if command.chars().count() > 100 {
+            command = command.chars().take(99).collect::<String>() + "…";
+        }
+        let doing = if writes { "writing" } else { "reading" };
+        found.push(format!("pid {pid} ({command}), {doing}"));
+    }
+    (!found.is_empty()).then(|| found.join("; "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_processes_holding_a_journal_are_named_with_what_they_do() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("journal.redb");
+        std::fs::write(&path, b"x").expect("file");
+        assert_eq!(holders_of(&path), None, "nobody else has it open");
+        let reader = std::fs::File::open(&path).expect("open");
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .stdin(reader)
+            .spawn()
+            .expect("sleep");
+        let named = holders_of(&path);
+        let _ = child.kill();
+        let _ = child.wait();
+        let named = named.expect("the child is named");
+        assert_eq!(named, format!("pid {} (sleep 30), reading", child.id()));
+        let err = JournalError::AlreadyOpen { path: path.clone(), holder: Some(named) };
+        assert!(err.to_string().contains("already open in another process: pid "), "{err}");
     }
 }

@@ -47,8 +47,38 @@ pub(crate) fn catching<T>(
     doing: impl fmt::Display,
     f: impl FnOnce() -> Result<T>,
 ) -> Result<T> {
+    quietly(f).unwrap_or_else(|payload| Err(panicked(path, doing, payload.as_ref())))
+}
+
+thread_local! {
+    /// How many [`quietly`] calls this thread is inside.
+    static QUIET: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Runs `f`, catching a panic in it without the panic hook printing it: a panic of the
+/// storage engine becomes the journal's own error, and its message and backtrace (about
+/// redb's source, printed to stderr before the error by the default hook) would tell a
+/// person nothing. Panics elsewhere, and on other threads, print as before: the hook this
+/// installs (once) hands every panic outside `quietly` to the hook that was in place.
+pub(crate) fn quietly<T>(f: impl FnOnce() -> T) -> std::thread::Result<T> {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let before = panic::take_hook();
+        panic::set_hook(Box::new(move |info| {
+            if QUIET.with(std::cell::Cell::get) == 0 {
+                before(info);
+            }
+        }));
+    });
+    struct Leave;
+    impl Drop for Leave {
+        fn drop(&mut self) {
+            QUIET.with(|q| q.set(q.get().saturating_sub(1)));
+        }
+    }
+    QUIET.with(|q| q.set(q.get() + 1));
+    let _leave = Leave;
     panic::catch_unwind(AssertUnwindSafe(f))
-        .unwrap_or_else(|payload| Err(panicked(path, doing, payload.as_ref())))
 }
 
 /// Builds the error for a panic of the storage engine while `doing` something to `path`.

@@ -5,7 +5,6 @@ use std::collections::HashSet;
 use std::fmt;
 use std::fs;
 use std::io::{self, Read};
-use std::panic::{self, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -106,7 +105,10 @@ impl Embedded {
         let path = path.as_ref().to_path_buf();
         let io_err = |source| JournalError::Io { path: path.clone(), source };
         let wal = wal::path_for(&path);
-        match fs::File::open(&path) {
+        // Opened for writing from the start: a user who may read the file but not write it
+        // (another user's journal) is told so, not that it is open elsewhere when its owner
+        // happens to hold it.
+        match fs::OpenOptions::new().read(true).write(true).open(&path) {
             Ok(mut file) => {
                 let len = file.metadata().map_err(io_err)?.len();
                 if len > 0 {
@@ -135,15 +137,17 @@ impl Embedded {
         }
         let flushes = Flushes::default();
         let db = open_counted(&path, &path, &config, &flushes)?;
+        keep_private(&path);
+        keep_private(&wal);
         let wal = (config.write_ahead_log || wal.exists()).then_some(LogSource::Path(wal));
         Self::start(db, path, config, wal, flushes)
     }
 
     /// Opens the journal at `path` for reading only, modifying neither it nor its log: the
     /// way to list and show runs. A journal that a crash left with work to recover (its log
-    /// holds records the file lacks, or redb must repair the file) is opened for writing
-    /// instead, as [`Journal::open`] does, since reading it means recovering it first; its
-    /// records are then unchanged but the files are not. Writes to a journal opened
+    /// holds records the file lacks, or redb must repair the file) is recovered in memory,
+    /// under a shared lock: readers share the journal with each other in every case, and
+    /// exclude only writers. Writes to a journal opened
     /// read-only fail with [`JournalError::ReadOnly`]. A missing file is an `Io` error of kind
     /// `NotFound`: nothing is created.
     pub(crate) fn open_read_only(path: impl AsRef<Path>, config: JournalConfig) -> Result<Self> {
@@ -171,7 +175,12 @@ impl Embedded {
         }
         let db = match Builder::new().set_cache_size(config.cache_size).open_read_only(&path) {
             Ok(db) => db,
-            Err(redb::DatabaseError::RepairAborted) => return Self::open(&path, config),
+            // Needs repair; or held, perhaps by readers recovering it in memory (which take
+            // a writer's ranges, shared), whom the overlay shares it with: a writer it
+            // refuses as well.
+            Err(redb::DatabaseError::RepairAborted | redb::DatabaseError::DatabaseAlreadyOpen) => {
+                return Self::open_recovered_in_memory(&path, &config);
+            }
             Err(err) => return Err(JournalError::from_redb(&path, err)),
         };
         let txn = db.begin_read().at(&path)?;
@@ -186,12 +195,78 @@ impl Embedded {
         };
         if pending {
             drop(db);
-            return Self::open(&path, config);
+            return Self::open_recovered_in_memory(&path, &config);
         }
         let db: Arc<dyn ReadableDatabase + Send + Sync> = Arc::new(db);
         let inner = Inner {
             db: Some(db),
             path,
+            sender: None,
+            writer: None,
+            writer_panic: Arc::new(Mutex::new(None)),
+            commits: Arc::default(),
+            flushes: Flushes::default(),
+        };
+        Ok(Self { inner: Arc::new(inner) })
+    }
+
+    /// Opens for reading only a journal that a crash left with work to recover (redb must
+    /// repair the file, or its log holds records the file lacks): the recovery is made in
+    /// memory, over the file ([`crate::overlay::Overlay::shared`]), under a shared lock, so
+    /// that neither file changes and readers never exclude each other (the first writer to
+    /// open it recovers it for good). It reads what a writable open would, after
+    /// recovering.
+    fn open_recovered_in_memory(path: &Path, config: &JournalConfig) -> Result<Self> {
+        let io_err = |source| JournalError::Io { path: path.to_path_buf(), source };
+        let wal_path = wal::path_for(path);
+        let file = fs::File::open(path).map_err(io_err)?;
+        let locking = fs::File::open(path).map_err(io_err)?;
+        let overlay = crate::overlay::Overlay::shared(file, locking).map_err(io_err)?;
+        let db = Held::new(
+            Builder::new()
+                .set_cache_size(config.cache_size)
+                .create_with_backend(overlay)
+                .at(path)?,
+        );
+        let expected = {
+            let txn = db.begin_read().at(path)?;
+            if check_version(&txn, path)?.is_none() {
+                return Err(JournalError::NotAJournal { path: path.to_path_buf() });
+            }
+            expected_log(&txn, path)?
+        };
+        let records = match &expected {
+            Some(expected) => wal::read(&wal_path, expected)?,
+            None => Vec::new(),
+        };
+        if let (Some(expected), Some(first)) = (&expected, records.first())
+            && Some(first.lsn) != expected.held.checked_add(1)
+        {
+            return Err(JournalError::Corrupted {
+                path: wal_path,
+                detail: format!(
+                    "the log continues from record {} but {} holds records up to {} only; \
+                     was one of the two files replaced without the other?",
+                    first.lsn,
+                    path.display(),
+                    expected.held
+                ),
+            });
+        }
+        if let Some(last) = records.last() {
+            let txn = Held::new(db.begin_write().at(path)?);
+            let mut tx = Tx::open(&txn, path, store::now_ms())?;
+            for record in &records {
+                tx.apply_redo(&record.payload, &wal_path, record.lsn)?;
+            }
+            tx.set_wal_lsn(last.lsn)?;
+            drop(tx);
+            txn.into_inner().commit().at(path)?;
+        }
+        let db: Arc<dyn ReadableDatabase + Send + Sync> = Arc::new(db.into_inner());
+        let inner = Inner {
+            db: Some(db),
+            path: path.to_path_buf(),
             sender: None,
             writer: None,
             writer_panic: Arc::new(Mutex::new(None)),
@@ -272,7 +347,7 @@ impl Embedded {
                     // A panic of the storage engine in a commit stops the writer; the callers
                     // it dropped, and every later one, are told why (see `stopped`).
                     let run = || writer::run(db, writer_path, config, rx, wal, &counted);
-                    if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(run)) {
+                    if let Err(payload) = guard::quietly(run) {
                         *lock(&panic_slot) = Some(guard::message(payload.as_ref()));
                     }
                 })
@@ -350,7 +425,7 @@ impl Embedded {
             // storage engine leaves the transaction in an unknown state: the batch goes.
             let mut panicked = false;
             let res = tx.map(|tx| {
-                panic::catch_unwind(AssertUnwindSafe(|| f(tx))).unwrap_or_else(|payload| {
+                guard::quietly(|| f(tx)).unwrap_or_else(|payload| {
                     panicked = true;
                     Err(guard::panicked(&path, "applying a write", payload.as_ref()))
                 })
@@ -805,6 +880,20 @@ fn open_counted(
         .set_cache_size(config.cache_size)
         .create_with_backend(CountedBackend::new(backend, flushes.clone()))
         .at(path)
+}
+
+/// Takes the group's and others' access away from `file` (a journal or its log made by an
+/// earlier build, which left them readable by all): a journal holds every run's inputs and
+/// results, and is its owner's only, as the files this build makes are. Best effort: a file
+/// this user does not own keeps its mode (the open goes on; the owner can change it).
+fn keep_private(file: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    if let Ok(meta) = fs::metadata(file)
+        && meta.permissions().mode() & 0o077 != 0
+    {
+        let mode = meta.permissions().mode() & 0o7700;
+        let _ = fs::set_permissions(file, fs::Permissions::from_mode(mode));
+    }
 }
 
 /// Creates and initialises a new journal under a temporary name, then links it into

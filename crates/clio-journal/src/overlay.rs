@@ -22,6 +22,9 @@ const PAGE: u64 = 4096;
 pub(crate) struct Overlay {
     file: File,
     locks: FileBackend,
+    /// Every lock is taken shared ([`Overlay::shared`]): the overlay writes nothing to the
+    /// file, so it need exclude only writers, as a read-only open does.
+    shared: bool,
     state: Mutex<State>,
 }
 
@@ -43,7 +46,18 @@ impl Overlay {
         let len = file.metadata()?.len();
         let locks = FileBackend::new(locking).map_err(io::Error::other)?;
         let state = Mutex::new(State { len, visible: len, pages: BTreeMap::new() });
-        Ok(Overlay { file, locks, state })
+        Ok(Overlay { file, locks, shared: false, state })
+    }
+
+    /// Returns an overlay over `file` that takes every lock shared, through `locking` (the
+    /// same file, opened for reading): it shares the file with read-only opens and with
+    /// other shared overlays, and excludes writers, which exclude it. For a reader that
+    /// recovers a journal in memory (a crash left it needing repair or holding records
+    /// in its log) without writing to it, so readers never lock each other out.
+    pub(crate) fn shared(file: File, locking: File) -> io::Result<Overlay> {
+        let mut overlay = Overlay::new(file, locking)?;
+        overlay.shared = true;
+        Ok(overlay)
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -117,6 +131,9 @@ impl StorageBackend for Overlay {
     }
 
     fn try_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<bool, BackendError> {
+        if self.shared {
+            return self.locks.try_lock_shared_range(start, end);
+        }
         self.locks.try_lock_range(start, end)
     }
 
@@ -129,6 +146,9 @@ impl StorageBackend for Overlay {
     }
 
     fn lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<(), BackendError> {
+        if self.shared {
+            return self.locks.lock_shared_range(start, end);
+        }
         self.locks.lock_range(start, end)
     }
 

@@ -167,7 +167,11 @@ impl Journal {
             _ => {}
         }
         let written = guard::catching(from, "salvaging it", || {
-            let dest = Builder::new().create(&tmp).at(&tmp)?;
+            // Its owner's only, as every journal file this crate makes.
+            let file = crate::wal::open_read_write(&tmp)
+                .map_err(|source| JournalError::Io { path: tmp.clone(), source })?;
+            let backend = redb::backends::FileBackend::new(file).at(&tmp)?;
+            let dest = Builder::new().create_with_backend(backend).at(&tmp)?;
             let copied = copy(&src, &dest, &tmp, &mut report, &log);
             // Closed before the file is flushed and renamed.
             drop(dest);

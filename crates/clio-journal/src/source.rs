@@ -147,7 +147,11 @@ impl Scratch {
         );
         let scratch = Scratch { path: std::env::temp_dir().join(name) };
         // Created here, so that the copy never lands on a file someone else made.
-        OpenOptions::new().write(true).create_new(true).open(&scratch.path)?;
+        std::os::unix::fs::OpenOptionsExt::mode(
+            OpenOptions::new().write(true).create_new(true),
+            0o600,
+        )
+        .open(&scratch.path)?;
         fs::copy(path, &scratch.path)?;
         Ok(scratch)
     }

@@ -1307,9 +1307,13 @@ fn memory(bytes: &[u8]) -> impl Fn(u64, &mut [u8]) -> io::Result<bool> + '_ {
 }
 
 /// Opens `path` for reading and writing, creating it if it is missing and keeping what it
-/// holds (as redb's own `Builder::create` opens a database file).
+/// holds (as redb's own `Builder::create` opens a database file). A file it creates (a new
+/// journal, a new log) is its owner's only (mode 0600): a journal holds every run's inputs,
+/// answers and tool results, and is read through `clio`, never by other users, whatever
+/// the home folder's own mode.
 pub(crate) fn open_read_write(path: &Path) -> io::Result<File> {
-    OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)
+    use std::os::unix::fs::OpenOptionsExt;
+    OpenOptions::new().read(true).write(true).create(true).truncate(false).mode(0o600).open(path)
 }
 
 fn sync_parent(path: &Path) -> io::Result<()> {

@@ -188,11 +188,43 @@ fn reading_a_journal_writes_nothing() -> TestResult {
         drop(journal);
         assert_eq!(bytes_of(&path), before, "a read-only open changed the files");
     }
-    // A journal a crash left with records in its log is recovered first: the records read.
+    // A journal a crash left with records in its log (and a file redb must repair) is
+    // recovered in memory: the records read, and the files are unchanged.
     fs::create_dir_all(dir.path().join("c"))?;
     let crashed = crashed_journal(&dir.path().join("c"), 4)?;
+    let before = bytes_of(&crashed);
     let journal = Journal::open_read_only(&crashed, JournalConfig::default())?;
     assert_eq!(journal.entry_count(RunId(1))?, 4);
+    drop(journal);
+    assert_eq!(bytes_of(&crashed), before, "a read-only open of a crashed journal wrote");
+    Ok(())
+}
+
+/// Issue 44 item 5: after a crash, readers share the journal. Readers of a journal a crash
+/// left with work to recover each recover it in memory under a shared lock: any number
+/// read it at once (they used to take it exclusively, one by one, and the others failed
+/// "already open"); a writer is refused while they read, and recovers it once they are
+/// done.
+#[test]
+fn readers_of_a_crashed_journal_share_it_and_exclude_only_writers() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let crashed = crashed_journal(dir.path(), 5)?;
+    let before = bytes_of(&crashed);
+    let readers: Vec<Journal> = (0..4)
+        .map(|_| Journal::open_read_only(&crashed, JournalConfig::default()))
+        .collect::<Result<_, _>>()?;
+    for reader in &readers {
+        assert_eq!(reader.entry_count(RunId(1))?, 5);
+    }
+    let writer = Journal::open(&crashed, JournalConfig::default());
+    assert!(matches!(writer, Err(JournalError::AlreadyOpen { .. })), "{:?}", writer.err());
+    drop(readers);
+    assert_eq!(bytes_of(&crashed), before, "readers wrote");
+    let writer = Journal::open(&crashed, JournalConfig::default())?;
+    assert_eq!(writer.entry_count(RunId(1))?, 5);
+    // And with the writer holding it, a reader is refused.
+    let reader = Journal::open_read_only(&crashed, JournalConfig::default());
+    assert!(matches!(reader, Err(JournalError::AlreadyOpen { .. })), "{:?}", reader.err());
     Ok(())
 }
 

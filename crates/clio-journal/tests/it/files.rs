@@ -335,3 +335,36 @@ fn a_write_through_the_log_is_one_flush_of_the_disk() -> TestResult {
     assert_eq!(in_memory.flushes(), Some(0));
     Ok(())
 }
+
+/// Issue 44: a journal holds every run's inputs, answers and tool results; its file and
+/// its log are their owner's only (0600) whatever the home folder's mode and the umask (it
+/// used to be world-readable in a world-readable home, beside a socket kept "yours only").
+#[test]
+fn a_new_journal_and_its_log_are_their_owners_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = dir.path().join("journal.redb");
+    let journal = Journal::open(&path, JournalConfig::default()).unwrap();
+    let run = journal.create_run(new_run("modes", "proc-m"));
+    assert!(run.is_ok(), "{run:?}");
+    let wal = dir.path().join("journal.redb-wal");
+    for file in [&path, &wal] {
+        let mode = std::fs::metadata(file).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{} is {mode:o}", file.display());
+    }
+    drop(journal);
+    // A journal an earlier build left readable by all is made its owner's at its next open.
+    for file in [&path, &wal] {
+        std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    drop(Journal::open(&path, JournalConfig::default()).unwrap());
+    for file in [&path, &wal] {
+        let mode = std::fs::metadata(file).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{} is {mode:o} after an open", file.display());
+    }
+    let copy = dir.path().join("salvaged.redb");
+    Journal::salvage(&path, &copy).unwrap();
+    let mode = std::fs::metadata(&copy).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "the salvaged copy is {mode:o}");
+}
