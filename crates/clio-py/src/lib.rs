@@ -3,7 +3,7 @@
 //! clio-spec, workflows by clio-workflow, hook events by clio-plugins.
 //!
 //! The bridge is thin on purpose: every function takes and returns text (JSON, or a plain
-//! string), so that the rules are plain Rust tested as Rust ([`rules`]), and the Python
+//! string), so that the rules are plain Rust tested as Rust (the `rules` module), and the Python
 //! layer (`python/clio_agent/sdk/_bridge.py`) shapes values and errors the seeds' way. A
 //! refusal raises `clio_agent._native.Refusal` with one argument, the JSON
 //! `{"family", "kind", "message", "details"}`, which the Python layer raises again as the
