@@ -5,7 +5,7 @@ never imports or runs it, so ``clio`` can read an untrusted plugin's declaration
 a ``plugin.toml``: code at the top of the file, a loop, an import that fails — none of it
 runs. It prints one JSON document on stdout::
 
-    {"plugin": {"kind", "class", "line", "id", "version", "description", "requires",
+    {"plugin": {"file", "kind", "class", "line", "id", "version", "description", "requires",
                 "model", "defer", "tools", "native_tools", "hooks", "subagents",
                 "bindings"} | null,
      "host_calls": [{"name", "function", "line"}],
@@ -599,6 +599,8 @@ def read_plugin(path: str, root: str | None = None) -> dict:
     for message, node in reader.errors:
         error(message, node)
     host_calls = [decl for kind, decl, _node in reader.decls.values() if kind == "host_calls"]
+    if plugin is not None:
+        plugin = {"file": shown.replace(os.sep, "/"), **plugin}
     return {"plugin": plugin if not errors else None, "host_calls": host_calls, "errors": errors}
 
 

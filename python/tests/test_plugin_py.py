@@ -26,7 +26,7 @@ def _import(path, name):
 
 
 def _without_lines(decl):
-    decl = {k: v for k, v in decl.items() if k not in ("kind", "class", "line")}
+    decl = {k: v for k, v in decl.items() if k not in ("file", "kind", "class", "line")}
     for key in ("tools", "native_tools", "hooks", "subagents"):
         decl[key] = [{k: v for k, v in item.items() if k != "line"} for item in decl.get(key, [])]
     return decl
@@ -137,6 +137,7 @@ def test_an_unknown_option_value_is_refused_by_clio_plugins_at_its_line(tmp_path
         _native.plugin_describe(json.dumps(read["plugin"]))
     refusal = json.loads(info.value.args[0])
     assert refusal["details"]["problems"][0]["field"] == "tools[0].callers"
+    assert refusal["message"].startswith("ai.iowarp.clio/plugin.py:5: tools[0].callers: unknown value")
     assert "direct, code, both" in refusal["message"]
 
 

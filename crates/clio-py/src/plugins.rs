@@ -253,6 +253,7 @@ fn subagent(path: &str, value: &Value) -> Rule<Subagent> {
 const PLUGIN_FIELDS: &[&str] = &[
     "kind",
     "class",
+    "file",
     "line",
     "id",
     "version",
@@ -269,10 +270,39 @@ const PLUGIN_FIELDS: &[&str] = &[
 ];
 
 /// Builds the plugin a Python declaration describes, checked by clio-plugins' builder.
+///
+/// A declaration read from a `plugin.py` (`clio_agent._plugin_decl`) carries its `file` and
+/// each entry's `line`: a refusal then starts with `file:line:` of the entry at fault.
 pub(crate) fn plugin(text: &str) -> Rule<Plugin> {
     let value: Value = serde_json::from_str(text)
         .map_err(|e| refused("", format!("the declaration is not JSON: {e}")))?;
-    let f = Fields::open(&value, "", PLUGIN_FIELDS)?;
+    build(&value).map_err(|refusal| locate(&value, refusal))
+}
+
+/// The line of the entry a field path is in (`tools[2].callers` → the third tool's
+/// `line`), else the plugin's own.
+fn line_of(value: &Value, field: &str) -> Option<u64> {
+    let head = field.split('.').next().unwrap_or_default();
+    let entry = head.split_once('[').and_then(|(list, index)| {
+        let index: usize = index.trim_end_matches(']').parse().ok()?;
+        value.get(list)?.get(index)?.get("line")?.as_u64()
+    });
+    entry.or_else(|| value.get("line").and_then(Value::as_u64))
+}
+
+/// Prefixes a refusal with the declaration's file and the line of the entry at fault.
+fn locate(value: &Value, mut refusal: Box<Refusal>) -> Box<Refusal> {
+    let Some(file) = value.get("file").and_then(Value::as_str) else { return refusal };
+    let field = refusal.details["problems"][0]["field"].as_str().unwrap_or_default().to_owned();
+    let Some(line) = line_of(value, &field) else { return refusal };
+    refusal.message = format!("{file}:{line}: {}", refusal.message);
+    refusal.details["file"] = json!(file);
+    refusal.details["line"] = json!(line);
+    refusal
+}
+
+fn build(value: &Value) -> Rule<Plugin> {
+    let f = Fields::open(value, "", PLUGIN_FIELDS)?;
     let id = f.required("id")?;
     let version = f.string("version")?.unwrap_or_else(|| "0.0.0".to_owned());
     if f.string("kind")?.as_deref() == Some("pack") {
@@ -384,6 +414,26 @@ mod tests {
         );
         let bad = json!({"id": "p", "version": "v1"});
         assert_eq!(describe(&bad.to_string()).unwrap_err().kind, "invalid_declaration");
+    }
+
+    #[test]
+    fn a_declaration_read_from_a_file_is_refused_at_the_entry_line() {
+        let bad = json!({"file": "ai.iowarp.clio/plugin.py", "line": 20, "id": "p",
+                         "tools": [{"name": "a", "line": 5}, {"name": "b", "permission": "maybe", "line": 9}]});
+        let refusal = describe(&bad.to_string()).unwrap_err();
+        assert!(
+            refusal.message.starts_with("ai.iowarp.clio/plugin.py:9: tools[1].permission"),
+            "{}",
+            refusal.message
+        );
+        assert_eq!(refusal.details["line"], 9);
+        let bad = json!({"file": "ai.iowarp.clio/plugin.py", "line": 20, "id": "p", "colour": 1});
+        assert!(
+            describe(&bad.to_string())
+                .unwrap_err()
+                .message
+                .starts_with("ai.iowarp.clio/plugin.py:20: colour")
+        );
     }
 
     #[test]
