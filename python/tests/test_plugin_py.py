@@ -63,6 +63,12 @@ def test_the_seed_hook_denies_a_shell_tool_when_imported():
     ev = HookEvent.from_dict({"event": "PreToolUse", "tool_name": "shell_bash", "hook_id": "no-shell"})
     assert module.no_shell(ev) == {"decision": "deny", "reason": "spectroscopy runs no shell"}
     assert module.no_shell(HookEvent(tool_name="find_peaks")) is None
+    # The runner passes the event's JSON as it came: the hook still gets a HookEvent.
+    assert (
+        module.no_shell({"schema_version": 1, "event": "PreToolUse", "tool_name": "shell_bash"})["decision"] == "deny"
+    )
+    assert module.peaks(path="a.csv") == ["a.csv", 0.5, "fast"]
+    assert module.plot({"series": [1]}) == {"plotted": [1]}
 
 
 def test_reading_never_runs_the_file(tmp_path):

@@ -86,3 +86,57 @@ def test_the_runner_starts_from_the_pure_files(tmp_path):
         proc.wait(timeout=20)
         proc.stdout.close()
         proc.stderr.close()
+
+
+def test_the_runner_calls_a_plugin_py_tool_and_hook_without_the_native_module(tmp_path):
+    """The seeds' plugin.py imported by the runner from the pure files: its @hook gets a
+    HookEvent and denies, its @tool takes keyword arguments (docs/python-flows.md, the
+    start of a function)."""
+    dest = _pure_copy(tmp_path / "pkg")
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "plugins", "spectro")
+    proc = subprocess.Popen(
+        [sys.executable, "-I", str(dest / "_flow_host.py")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    starts = [
+        (
+            "h",
+            "hook no-shell",
+            "no_shell",
+            "arg",
+            {"schema_version": 1, "event": "PreToolUse", "tool_name": "shell_bash"},
+        ),
+        ("t", "tool find_peaks", "peaks", "kwargs", {"path": "a.csv", "threshold": 0.9}),
+    ]
+    try:
+        assert json.loads(proc.stdout.readline())["type"] == "ready"
+        for instance, flow, function, convention, task in starts:
+            start = {
+                "type": "start",
+                "instance": instance,
+                "protocol": 1,
+                "root": root,
+                "file": "ai.iowarp.clio/plugin.py",
+                "flow": flow,
+                "function": function,
+                "convention": convention,
+                "task": task,
+                "history": False,
+            }
+            proc.stdin.write(json.dumps(start) + "\n")
+            proc.stdin.flush()
+        ends = {}
+        while len(ends) < len(starts):
+            msg = json.loads(proc.stdout.readline())
+            if msg.get("type") == "end":
+                ends[msg["instance"]] = msg
+        assert ends["h"]["ok"]["value"] == {"decision": "deny", "reason": "spectroscopy runs no shell"}, ends["h"]
+        assert ends["t"]["ok"]["value"] == ["a.csv", 0.9, "fast"], ends["t"]
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=20)
+        proc.stdout.close()
+        proc.stderr.close()

@@ -366,6 +366,10 @@ class Hook:
         self.__wrapped__ = function
 
     def __call__(self, ev: Any) -> Any:
+        """Calls the hook; the ``HookEvent`` JSON CLIO sends (a mapping, as the flow runner
+        passes it) is given to the function as a :class:`HookEvent`."""
+        if isinstance(ev, dict):
+            ev = HookEvent.from_dict(ev)
         return self.function(ev)
 
     def declaration(self) -> dict:
