@@ -177,16 +177,21 @@ impl Child {
         self.alive.load(Ordering::SeqCst)
     }
 
-    /// Returns a new instance id and the channel its messages arrive on; `None` when the
-    /// child is gone.
+    /// Returns a new instance id and the channel its messages arrive on (always `Some`: a
+    /// child already gone tells the instance why as its first message).
     pub(crate) fn open(&self, run: u64) -> Option<(String, mpsc::UnboundedReceiver<Incoming>)> {
-        if !self.is_alive() {
-            return None;
-        }
+        // Under the loss's lock: `lose` records the loss before it tells the instances, so
+        // an instance either is told, or opens after the loss and hears it here at once. A
+        // child lost as the instance opens (garbage right after `ready`, an exit) is so
+        // reported with its own reason, never left unheard.
+        let lost = lock(&self.lost);
         let n = self.next.fetch_add(1, Ordering::SeqCst);
         let id = format!("r{run}/i{n}");
         let (tx, rx) = mpsc::unbounded_channel();
-        lock(&self.instances).insert(id.clone(), tx);
+        match lost.as_ref() {
+            Some(loss) => drop(tx.send(Incoming::Lost(loss.clone()))),
+            None => drop(lock(&self.instances).insert(id.clone(), tx)),
+        }
         Some((id, rx))
     }
 
