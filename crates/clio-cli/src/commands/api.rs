@@ -286,6 +286,51 @@ pub(crate) fn cancel(home: &Home, id: u64) -> Answer {
     captured(|out, _| run::cancel(home, &args, out))
 }
 
+/// `POST runs` with `{"target", "input", "options", "plugins", "workspace", "models",
+/// "model"}`: creates a run of `target` (an agent file, or a flow id such as `workflow`) and
+/// has this serve drive it, as `clio run TARGET --input-json INPUT --detach --json` does:
+/// `{"run": ID, "status": "submitted", "process": PID}`. `input` is the run's input as it
+/// is, any JSON value: text, or an object or list (a workflow's fields, say, as a flow
+/// calls the workflow flow with); the other fields are the flags of `clio run`.
+pub(crate) fn create(home: &Home, body: &[u8]) -> Answer {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct NewRun {
+        target: String,
+        #[serde(default)]
+        input: Value,
+        #[serde(default)]
+        options: serde_json::Map<String, Value>,
+        #[serde(default)]
+        plugins: Vec<std::path::PathBuf>,
+        workspace: Option<std::path::PathBuf>,
+        models: Option<std::path::PathBuf>,
+        model: Option<String>,
+    }
+    let new: NewRun = serde_json::from_slice(body).map_err(|e| {
+        ApiFailure::bad_input(format!(
+            "the body is not a new run ({{\"target\", \"input\", \"options\", \"plugins\", \"workspace\", \"models\", \"model\"}}): {e}"
+        ))
+    })?;
+    let args = crate::args::RunCommandArgs {
+        target: new.target,
+        input: None,
+        input_json: Some(new.input.to_string()),
+        options: new.options.iter().map(|(key, value)| format!("{key}={value}")).collect(),
+        drive: crate::args::DriveArgs {
+            plugins: new.plugins,
+            workspace: new.workspace,
+            models: new.models,
+            model: new.model,
+            json: true,
+            no_input: false,
+            trust: false,
+            detach: true,
+        },
+    };
+    captured(|out, err| run::run(home, &args, true, run::quiet_paint(), out, err))
+}
+
 /// `POST runs/{id}/stop` with an optional `{"task": n}`: ends the model's current turn (every
 /// live one, or task `n`'s), as `runs stop --json` does: `{"run", "stopped": [task ids]}`.
 /// Its calls fail with `call_stopped`; started flows keep running.

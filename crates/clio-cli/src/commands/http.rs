@@ -133,7 +133,7 @@ pub(crate) async fn serve(
 
 fn router(app: App) -> Router {
     Router::new()
-        .route("/api/v1/runs", get(list))
+        .route("/api/v1/runs", get(list).post(create))
         .route("/api/v1/runs/{id}", get(show))
         .route("/api/v1/runs/{id}/tasks", get(tasks))
         .route("/api/v1/runs/{id}/events", get(events))
@@ -313,6 +313,11 @@ async fn answer(State(app): State<App>, Path(id): Path<String>, body: Bytes) -> 
 
 async fn cancel(State(app): State<App>, Path(id): Path<String>) -> Response {
     app.answer(move |home| api::cancel(home, run_id(&id)?)).await
+}
+
+/// `POST runs`: a new run, its input any JSON value (`api::create`).
+async fn create(State(app): State<App>, body: Bytes) -> Response {
+    app.answer(move |home| api::create(home, &body)).await
 }
 
 /// `POST runs/{id}/stop`: the body is empty (every live model turn of the run) or

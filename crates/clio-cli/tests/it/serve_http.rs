@@ -382,3 +382,42 @@ fn stop_is_a_route_of_the_api() {
     assert_eq!(ended["error"]["status"], 409);
     server.owner.signal("TERM");
 }
+
+/// Issue 46 item 5 over HTTP: `POST /api/v1/runs` creates a run whose input is any JSON
+/// value; here the workflow flow's own fields, as a flow calls it, and serve drives it.
+#[test]
+fn a_run_created_over_http_takes_structured_input() {
+    let case = main_job("create");
+    let server = Server::start(&case);
+    let workflow: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            crate::support::workspace_root().join("examples/workflows/batch7.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let root = crate::support::workspace_root();
+    let body = serde_json::json!({
+        "target": "workflow",
+        "input": {
+            "workflow": workflow,
+            "task": "Review batch 7",
+            "editors": ["independent_reviewer"],
+            "approve_edits": true,
+        },
+        "plugins": [root.join("examples/marketplace/plugins/materials")],
+        "workspace": root.join("examples/workspace"),
+        "models": root.join("examples/models/models.toml"),
+    });
+    let created = server.post("/api/v1/runs", &body.to_string(), 200);
+    assert_eq!(created["status"], "submitted", "{created}");
+    let run = created["run"].as_u64().unwrap();
+    wait_for("the edit question", || status(&case, run) == "awaiting_input");
+    let shown = server.get(&format!("/api/v1/runs/{run}"), 200);
+    assert_eq!(shown["run"]["input"]["task"], "Review batch 7", "{shown}");
+    assert_eq!(shown["run"]["input"]["approve_edits"], true, "{shown}");
+    let bad = server.post("/api/v1/runs", r#"{"input": "no target"}"#, 400);
+    assert!(bad["error"]["message"].as_str().unwrap().contains("target"), "{bad}");
+    server.post(&format!("/api/v1/runs/{run}/cancel"), "", 200);
+    server.owner.signal("TERM");
+}
