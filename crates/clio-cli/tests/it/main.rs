@@ -10,6 +10,7 @@ mod guard;
 mod inputs;
 mod journal;
 mod journal_log;
+mod journal_sharing;
 mod journal_trouble;
 mod json;
 mod launch;
@@ -17,12 +18,14 @@ mod native_tools;
 mod orchestration;
 mod pinning;
 mod plugin;
+mod python_flows;
 mod readme;
 mod replay;
 mod run;
 mod runs;
 mod sandbox_env;
 mod serve;
+mod serve_errors;
 mod serve_http;
 mod side_effects;
 mod support;
@@ -43,6 +46,7 @@ fn no_forgotten_test_files() {
         "inputs",
         "journal",
         "journal_log",
+        "journal_sharing",
         "json",
         "journal_trouble",
         "launch",
@@ -50,12 +54,14 @@ fn no_forgotten_test_files() {
         "orchestration",
         "pinning",
         "plugin",
+        "python_flows",
         "readme",
         "replay",
         "run",
         "runs",
         "sandbox_env",
         "serve",
+        "serve_errors",
         "serve_http",
         "side_effects",
         "support",
