@@ -17,7 +17,7 @@
 //! no-op MCP tool (this bench's own binary, started with `CLIO_CLI_BENCH_MCP_SERVER=1`),
 //! each run in a home of its own.
 
-#![allow(clippy::print_stdout, reason = "a benchmark reports on stdout")]
+#![allow(clippy::print_stdout, clippy::print_stderr, reason = "a benchmark reports on stdout, and why it has no line on stderr")]
 
 use std::io::{BufRead, Write};
 use std::path::Path;
