@@ -92,7 +92,7 @@ pub(super) fn summary_json(home: &Home, run: &RunRecord, tasks: &[TaskRecord]) -
     models.sort_unstable();
     models.dedup();
     let tokens: u64 = tasks.iter().map(|t| t.input_tokens + t.output_tokens).sum();
-    let end = run.finished_at_ms.unwrap_or(run.updated_at_ms);
+    let end = run_end_ms(run);
     let workflow_task = run.input.get("workflow").and(run.input.get("task"));
     let task = match workflow_task.and_then(Value::as_str) {
         Some(task) => task.to_owned(),
@@ -336,7 +336,7 @@ impl ListRow {
             RunStatus::Interrupted => format!("`clio runs resume {}` continues it", run.id.0),
             RunStatus::Running | RunStatus::Cancelled => String::new(),
         };
-        let end = run.finished_at_ms.unwrap_or(run.updated_at_ms);
+        let end = run_end_ms(run);
         ListRow {
             id: run.id.0,
             status: run.status,
@@ -1295,8 +1295,19 @@ fn answer_text(answer: Option<&Value>) -> String {
     }
 }
 
+/// Returns when run `run`'s time stops counting: its end; for a run still running, now (its
+/// record changes only with its status, so its last change is its start: a running run
+/// showed "took 0 ms"); for one waiting or interrupted, its last change.
+fn run_end_ms(run: &RunRecord) -> u64 {
+    match run.finished_at_ms {
+        Some(end) => end,
+        None if run.status == RunStatus::Running => now_ms().max(run.updated_at_ms),
+        None => run.updated_at_ms,
+    }
+}
+
 fn took(run: &RunRecord) -> String {
-    let end = run.finished_at_ms.unwrap_or(run.updated_at_ms);
+    let end = run_end_ms(run);
     let ms = end.saturating_sub(run.started_at_ms);
     if ms < 1_000 { format!("{ms}ms") } else { format!("{:.1}s", ms as f64 / 1000.0) }
 }
@@ -1368,6 +1379,28 @@ fn python_traceback(error: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 44: a running run took until now, not "0 ms" (its record's last change is its
+    /// start); a run that waits took until its last change; an ended one, until its end.
+    #[test]
+    fn a_running_run_took_until_now() {
+        let started = now_ms() - 5_000;
+        let mut run: RunRecord = serde_json::from_value(serde_json::json!({
+            "id": 1, "flow": "demo", "input": null, "input_digest": "d",
+            "fingerprint": "f", "owner": "o", "status": "running",
+            "started_at_ms": started, "updated_at_ms": started,
+        }))
+        .unwrap();
+        assert!(run_end_ms(&run) >= started + 5_000, "running: until now");
+        assert!(took(&run).ends_with('s') && !took(&run).ends_with("ms"), "{}", took(&run));
+        run.status = RunStatus::AwaitingInput;
+        run.updated_at_ms = started + 1_200;
+        assert_eq!(run_end_ms(&run), started + 1_200);
+        run.status = RunStatus::Succeeded;
+        run.finished_at_ms = Some(started + 2_000);
+        assert_eq!(run_end_ms(&run), started + 2_000);
+        assert_eq!(took(&run), "2.0s");
+    }
 
     /// Twenty runs, of every status, with agents, workflows and flows, wide and long
     /// text, started from seconds to weeks before `NOW`.
