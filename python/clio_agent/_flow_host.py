@@ -306,6 +306,11 @@ class Instance:
         try:
             if self.convention == "kwargs" and isinstance(self.task_value, dict):
                 value = fn(**self.task_value)
+            elif self.convention == "hook":
+                from clio_agent.sdk.plugin import HookEvent
+
+                event = self.task_value if isinstance(self.task_value, dict) else {}
+                value = fn(HookEvent.from_dict(event))
             elif self.convention == "none":
                 value = fn()
             else:
@@ -318,6 +323,8 @@ class Instance:
         except BaseException as e:  # noqa: BLE001 - every way a function ends is reported
             self.end({"error": python_error(e, flow=self.flow_id, file=self.file, root=self.root, phase="call")})
             return
+        if hasattr(value, "to_dict") and callable(value.to_dict):
+            value = value.to_dict()
         try:
             output = {"form": "value", "value": json.loads(dumps(value))}
         except (TypeError, ValueError) as e:

@@ -122,7 +122,20 @@ pub enum HookRun {
     },
     /// A Rust callback of the host.
     Host(HostHook),
+    /// A callback that runs with the run's context: a plugin's Python hook, which runs in
+    /// the plugin's Python child under the run's sandbox.
+    Contextual(ContextualHook),
 }
+
+/// A hook callback that runs with the run's context ([`HookRun::Contextual`]).
+pub type ContextualHook = Arc<
+    dyn for<'a> Fn(
+            &'a Ctx,
+            Value,
+        ) -> std::pin::Pin<Box<dyn Future<Output = HookOutcome> + Send + 'a>>
+        + Send
+        + Sync,
+>;
 
 /// A hook of a loaded plugin, as the registry holds it.
 #[derive(Clone)]
@@ -868,6 +881,7 @@ fn merged(
 async fn invoke(ctx: &Ctx, hook: &RuntimeHook, event: Value) -> HookOutcome {
     match &hook.run {
         HookRun::Host(f) => f(event).await,
+        HookRun::Contextual(f) => f(ctx, event).await,
         HookRun::Command { program, cwd, timeout } => {
             let config = &ctx.run.rt.config;
             let access = clio_tools::Access {

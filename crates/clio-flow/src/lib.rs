@@ -68,7 +68,9 @@ pub use crate::council::CouncilFlow;
 pub use crate::ctx::{Call, Ctx, Gather, ReturnWhen, Settled};
 pub use crate::error::{FlowError, Mismatch, OptionProblem, RecordedCommand};
 pub use crate::flow::{Flow, FlowFuture, FnFlow, Limits, reference, selection};
-pub use crate::gate::{HOOK_TIMEOUT, HookRun, HostHook, HostHookFuture, RuntimeHook};
+pub use crate::gate::{
+    ContextualHook, HOOK_TIMEOUT, HookRun, HostHook, HostHookFuture, RuntimeHook,
+};
 pub use crate::options::{LIMIT_NAMES, OptionSpec, OptionType, check_options};
 pub use crate::orchestration::{
     ORCHESTRATION_TOOLS, orchestration_tools, register_orchestration_tools, register_team_tools,

@@ -144,8 +144,21 @@ fn register(
         };
         mcp.declare(&plugin.id, folder.as_deref(), server, workspace.sandbox(), &access)?;
     }
+    // One Python child runs the plugin's Python flows, tools and hooks (started when the
+    // first of them runs).
+    let python = (plugin.tools.iter().any(|t| matches!(t.implementation, ToolImpl::Python { .. }))
+        || plugin.hooks.iter().any(|h| matches!(h.handler, HookHandler::Python { .. }))
+        || plugin.flows.iter().any(|f| matches!(f.source, FlowSource::Python { .. })))
+    .then(|| {
+        let root = folder.as_deref().map_or_else(PathBuf::new, plugin_root);
+        crate::python_flow::Pool::new(&plugin.id, root, clio_plugins::python::interpreter())
+    });
     for tool in &plugin.tools {
         let bridged = match &tool.implementation {
+            ToolImpl::Python { file, function } => {
+                let Some(pool) = &python else { continue };
+                python_tool(pool, &tool.name, file, function)
+            }
             ToolImpl::Executable { command, network } => {
                 let Some(folder) = &folder else {
                     return Err(failed(format!(
@@ -194,6 +207,10 @@ fn register(
                     timeout: timeout_secs.map_or(HOOK_TIMEOUT, Duration::from_secs),
                 }
             }
+            HookHandler::Python { file, function } => {
+                let Some(pool) = &python else { continue };
+                HookRun::Contextual(python_hook(pool, &hook.id, file, function))
+            }
             // The host registers its own callback with `Registry::hook`.
             HookHandler::Host => continue,
         };
@@ -235,12 +252,6 @@ fn register(
         worker.requires = plugin.model_requires;
         registry = registry.subagent(worker);
     }
-    // One child runs every Python flow of the plugin (started when the first one runs).
-    let python =
-        plugin.flows.iter().any(|f| matches!(f.source, FlowSource::Python { .. })).then(|| {
-            let root = folder.as_deref().map_or_else(PathBuf::new, plugin_root);
-            crate::python_flow::Pool::new(&plugin.id, root, clio_plugins::python::interpreter())
-        });
     for flow in &plugin.flows {
         if let Some(pool) = &python
             && let Some(python_flow) = crate::python_flow::PythonFlow::from_decl(
@@ -266,6 +277,74 @@ fn register(
     }
     registry = register_plugin_bindings(registry, plugin, workspace);
     Ok(registry)
+}
+
+/// Returns a Python file of a plugin (relative to `ai.iowarp.clio/`) as the child names
+/// it, relative to the plugin folder.
+fn python_file(file: &Path) -> String {
+    format!("{}/{}", clio_plugins::PLUGIN_DIR, file.to_string_lossy().replace('\\', "/"))
+}
+
+/// Returns tool `name`, Python function `function` of the plugin's `file`, run in the
+/// plugin's child with the call's arguments as keyword arguments.
+fn python_tool(
+    pool: &std::sync::Arc<crate::python_flow::Pool>,
+    name: &str,
+    file: &Path,
+    function: &str,
+) -> Tool {
+    let pool = std::sync::Arc::clone(pool);
+    let (file, function, shown) = (python_file(file), function.to_owned(), format!("tool {name}"));
+    Tool::contextual(name.to_owned(), move |args: Value, ctx: crate::ctx::Ctx| {
+        let pool = std::sync::Arc::clone(&pool);
+        let (file, function, shown) = (file.clone(), function.clone(), shown.clone());
+        async move { pool.call_function(&ctx, &file, &function, "kwargs", &shown, args).await }
+    })
+}
+
+/// Returns hook `id`, Python function `function` of the plugin's `file`, run in the
+/// plugin's child on a `HookEvent`; what it returns is its decision (`None`: no decision),
+/// as a command hook's printed JSON is.
+fn python_hook(
+    pool: &std::sync::Arc<crate::python_flow::Pool>,
+    id: &str,
+    file: &Path,
+    function: &str,
+) -> crate::gate::ContextualHook {
+    let pool = std::sync::Arc::clone(pool);
+    let (file, function, name) = (python_file(file), function.to_owned(), format!("hook {id}"));
+    contextual_hook(move |ctx, event| {
+        let pool = std::sync::Arc::clone(&pool);
+        let (file, function, name) = (file.clone(), function.clone(), name.clone());
+        Box::pin(async move {
+            let call = pool.call_function(ctx, &file, &function, "hook", &name, event);
+            match tokio::time::timeout(HOOK_TIMEOUT, call).await {
+                Ok(Ok(Value::Null)) => clio_plugins::HookOutcome::from_exit(Some(0), "", ""),
+                Ok(Ok(answer)) => {
+                    clio_plugins::HookOutcome::from_exit(Some(0), &answer.to_string(), "")
+                }
+                Ok(Err(err)) => clio_plugins::HookOutcome::Failed { reason: err.to_string() },
+                Err(_) => clio_plugins::HookOutcome::Failed {
+                    reason: format!("timed out after {} s", HOOK_TIMEOUT.as_secs()),
+                },
+            }
+        })
+    })
+}
+
+/// Returns `f` as a hook callback (the closure's lifetimes made explicit).
+fn contextual_hook<F>(f: F) -> crate::gate::ContextualHook
+where
+    F: for<'a> Fn(
+            &'a crate::ctx::Ctx,
+            Value,
+        ) -> std::pin::Pin<
+            Box<dyn std::future::Future<Output = clio_plugins::HookOutcome> + Send + 'a>,
+        > + Send
+        + Sync
+        + 'static,
+{
+    std::sync::Arc::new(f)
 }
 
 /// Sets what `subagent` of `plugin` declares beyond its prompt and tools on `worker`: its

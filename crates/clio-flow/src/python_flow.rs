@@ -82,7 +82,22 @@ impl Pool {
     /// event, a host call's arguments) or `none`. The plugin must be trusted: a function
     /// of a plugin the run does not trust is refused (`FlowNotTrusted`) before anything
     /// starts; the gate asks the person before it calls a plugin's tool.
-    pub async fn call_function(
+    ///
+    /// The future is boxed: a function's call may reach the gate, which may call a Python
+    /// hook, so its type would otherwise contain itself.
+    pub fn call_function<'a>(
+        &'a self,
+        ctx: &'a Ctx,
+        file: &'a str,
+        function: &'a str,
+        convention: &'a str,
+        name: &'a str,
+        input: Value,
+    ) -> Pin<Box<dyn std::future::Future<Output = Result<Value, FlowError>> + Send + 'a>> {
+        Box::pin(self.call_function_inner(ctx, file, function, convention, name, input))
+    }
+
+    async fn call_function_inner(
         &self,
         ctx: &Ctx,
         file: &str,

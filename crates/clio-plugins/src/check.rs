@@ -131,8 +131,14 @@ fn check_marketplace(
     }
 }
 
-fn manifest_file(prefix: &str, _plugin: &Plugin) -> String {
-    format!("{prefix}{PLUGIN_DIR}/{MANIFEST_FILE}")
+/// Returns the file that declares `plugin`: its `plugin.toml`, or its `plugin.py` when it
+/// is declared in Python (it has no manifest).
+fn manifest_file(prefix: &str, plugin: &Plugin) -> String {
+    let declared_in_python = plugin.folder.as_deref().is_some_and(|dir| {
+        !dir.join(MANIFEST_FILE).exists() && dir.join(crate::python_decl::PLUGIN_PY).is_file()
+    });
+    let file = if declared_in_python { crate::python_decl::PLUGIN_PY } else { MANIFEST_FILE };
+    format!("{prefix}{PLUGIN_DIR}/{file}")
 }
 
 fn problem(code: ProblemCode, file: &str, field: &str, message: String) -> Problem {

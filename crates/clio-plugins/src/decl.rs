@@ -111,6 +111,15 @@ pub enum ToolImpl {
         /// The tool's name on that server (defaults to the declared name).
         tool: String,
     },
+    /// A Python function of the plugin (`@tool` in `plugin.py`), called with the tool's
+    /// arguments as keyword arguments in the plugin's Python child, sandboxed, once the
+    /// plugin is trusted.
+    Python {
+        /// The file that defines it, relative to `ai.iowarp.clio/`.
+        file: PathBuf,
+        /// The function's name in that file.
+        function: String,
+    },
 }
 
 /// A tool a plugin brings.
@@ -178,6 +187,9 @@ impl Tool {
                     out["network"] = json!(true);
                 }
                 out
+            }
+            ToolImpl::Python { file, function } => {
+                json!({"kind": "python", "file": slash_path(file), "function": function})
             }
             ToolImpl::Mcp { server, tool } => {
                 json!({"kind": "mcp", "server": server, "tool": tool})

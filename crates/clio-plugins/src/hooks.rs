@@ -134,6 +134,14 @@ pub enum HookHandler {
         /// Seconds before the hook counts as failed; 30 when unset.
         timeout_secs: Option<u64>,
     },
+    /// A Python function of the plugin (`@hook` in `plugin.py`), called with a
+    /// `HookEvent` in the plugin's Python child; what it returns is its decision.
+    Python {
+        /// The file that defines it, relative to `ai.iowarp.clio/`.
+        file: PathBuf,
+        /// The function's name in that file.
+        function: String,
+    },
 }
 
 /// A hook a plugin declares.
@@ -178,6 +186,11 @@ impl Hook {
     pub(crate) fn describe(&self) -> Json {
         let handler = match &self.handler {
             HookHandler::Host => json!({"kind": "host"}),
+            HookHandler::Python { file, function } => json!({
+                "kind": "python",
+                "file": crate::decl::slash_path(file),
+                "function": function,
+            }),
             HookHandler::Command { command, timeout_secs } => json!({
                 "kind": "command",
                 "command": crate::decl::slash_path(command),

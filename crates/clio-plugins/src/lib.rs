@@ -28,6 +28,7 @@ mod permission;
 mod plugin;
 mod problem;
 pub mod python;
+mod python_decl;
 mod reader;
 mod resolve;
 mod schema;
@@ -48,6 +49,7 @@ pub use hooks::{
     EventPower, HOOK_EVENTS, Hook, HookEventKind, HookHandler, HookOrderError, HookRef, order_hooks,
 };
 pub use manifest::{LoadError, MANIFEST_FILE, PLUGIN_DIR, load_plugin};
+pub use python_decl::{DeclarationProblem, PLUGIN_PY, plugin_from_declaration};
 pub use marketplace::{Listed, ListedAgent, MARKETPLACE_FILE, Marketplace, MarketplaceError};
 pub use permission::{
     CallersRule, PermissionRule, PermissionSettings, PermissionSource, ResolvedPermission,

@@ -85,6 +85,20 @@ pub(crate) fn read_plugin(
     }
     let dir_prefix = format!("{prefix}{PLUGIN_DIR}/");
     let file = format!("{dir_prefix}{MANIFEST_FILE}");
+    // A plugin declared in Python (`plugin.py`, read without running it) when it has no
+    // `plugin.toml`; with both, the manifest declares it.
+    let python = clio_dir.join(crate::python_decl::PLUGIN_PY);
+    if !clio_dir.join(MANIFEST_FILE).exists() && python.is_file() {
+        let mut plugin = crate::python_decl::read_python_plugin(&clio_dir, &dir_prefix, problems)?;
+        plugin.folder = Some(clio_dir.clone());
+        let mut sink =
+            Sink { file: format!("{dir_prefix}{}", crate::python_decl::PLUGIN_PY), problems };
+        plugin.prompts = list_files(&mut sink, &clio_dir, &clio_dir.join("prompts"));
+        plugin.check_into(&mut sink);
+        plugin.flows.extend(read_flows(problems, &dir_prefix, &clio_dir));
+        report_refused(problems, prefix, folder);
+        return Some(plugin);
+    }
     let text = read_or_report(&clio_dir.join(MANIFEST_FILE), file.clone(), "manifest", problems)?;
     let root = match parse_toml(&text) {
         Ok(root) => root,
@@ -489,14 +503,6 @@ fn read_hook(
                 format!("{path}.event"),
                 event_line,
                 format!("unknown event {key:?}, expected one of: {}", known.join(", ")),
-            );
-        } else if key == "pre_compact" {
-            // A hook the runtime would never run is refused, not silently kept.
-            sink.push(
-                ProblemCode::HookNeverFired,
-                format!("{path}.event"),
-                event_line,
-                "event \"pre_compact\" is never fired: this runtime never compacts a conversation (a react loop sends its whole history each turn), so the hook would never run".to_owned(),
             );
         }
         found

@@ -62,6 +62,7 @@ problem_codes! {
     SubagentUnknownPlugin = "subagent_unknown_plugin", Error, "A subagent names a plugin that is neither built in nor available.";
     StructuredOutputInvalid = "structured_output_invalid", Error, "A subagent's structured output is not a JSON-schema object of the supported subset.";
     WorkflowInvalid = "workflow_invalid", Error, "A `flows/*.json` workflow file has the wrong structure.";
+    PythonPluginInvalid = "python_plugin_invalid", Error, "`plugin.py` does not parse, declares its plugin with values that are not literals, or declares one wrongly.";
     PythonFlowInvalid = "python_flow_invalid", Error, "A `flows/*.py` flow file does not parse, or declares a flow wrongly (no `id`, an id twice, an option of the wrong type).";
     RequiresUnresolved = "requires_unresolved", Error, "A plugin's or agent's references cannot all be satisfied.";
     RequiresExternal = "requires_external", Warning, "A plugin checked on its own requires a plugin that only its marketplace can supply.";

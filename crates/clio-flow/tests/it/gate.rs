@@ -161,7 +161,7 @@ pub(crate) fn runtime_of(setup: &Setup, journal: &Journal) -> (Runtime, Arc<Reco
     // folder of the hook scripts is the workspace, so each may keep its `.event` file.
     let workspace = setup.hooks.iter().find_map(|h| match &h.run {
         HookRun::Command { program, .. } => program.parent().map(Path::to_path_buf),
-        HookRun::Host(_) => None,
+        HookRun::Host(_) | HookRun::Contextual(_) => None,
     });
     let config = RuntimeConfig {
         model: "offline/scripted".into(),
