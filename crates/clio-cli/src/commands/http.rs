@@ -22,6 +22,7 @@ use std::time::Duration;
 use anyhow::anyhow;
 use axum::Router;
 use axum::body::{Body, Bytes};
+use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
@@ -39,6 +40,142 @@ use crate::home::Home;
 /// The longest a live event stream waits before it looks for new entries even though no
 /// commit woke it (it is woken by each of the journal's commits).
 const POLL: Duration = Duration::from_secs(2);
+
+/// How long a connection may stay silent both ways (a request's headers or body half
+/// sent, an idle keep-alive connection) before it is closed: `$CLIO_SERVE_IDLE_SECS`, 30
+/// seconds by default. A live event stream is not silent: it sends a keep-alive comment
+/// every 15 seconds.
+fn idle_timeout() -> Duration {
+    std::env::var("CLIO_SERVE_IDLE_SECS")
+        .ok()
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .map_or(Duration::from_secs(30), Duration::from_secs_f64)
+}
+
+/// The listener of the HTTP side: each connection it accepts is closed once silent both
+/// ways for `idle` ([`Idle`]), so a client that sends half a request and stops holds
+/// nothing for good.
+struct Listener {
+    inner: tokio::net::TcpListener,
+    idle: Duration,
+}
+
+impl axum::serve::Listener for Listener {
+    type Io = Idle;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Idle, SocketAddr) {
+        let (stream, addr) = axum::serve::Listener::accept(&mut self.inner).await;
+        let _ = stream.set_nodelay(true);
+        (Idle::new(stream, self.idle), addr)
+    }
+
+    fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.inner.local_addr()
+    }
+}
+
+/// A connection that fails its pending read or write (`TimedOut`, and hyper closes it)
+/// once nothing has moved either way for its idle time.
+struct Idle {
+    stream: tokio::net::TcpStream,
+    idle: Duration,
+    deadline: std::pin::Pin<Box<tokio::time::Sleep>>,
+}
+
+impl Idle {
+    fn new(stream: tokio::net::TcpStream, idle: Duration) -> Idle {
+        Idle { stream, idle, deadline: Box::pin(tokio::time::sleep(idle)) }
+    }
+
+    fn moved(&mut self) {
+        let next = tokio::time::Instant::now() + self.idle;
+        self.deadline.as_mut().reset(next);
+    }
+
+    /// On a pending read or write: `Ready(TimedOut)` once the idle time has passed.
+    fn expired(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Error> {
+        match self.deadline.as_mut().poll(cx) {
+            std::task::Poll::Ready(()) => std::task::Poll::Ready(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the connection was silent for too long",
+            )),
+            std::task::Poll::Pending => std::task::Poll::Pending,
+        }
+    }
+}
+
+impl tokio::io::AsyncRead for Idle {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        match std::pin::Pin::new(&mut self.stream).poll_read(cx, buf) {
+            std::task::Poll::Ready(res) => {
+                if buf.filled().len() > before {
+                    self.moved();
+                }
+                std::task::Poll::Ready(res)
+            }
+            std::task::Poll::Pending => self.expired(cx).map(Err),
+        }
+    }
+}
+
+impl tokio::io::AsyncWrite for Idle {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        data: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        match std::pin::Pin::new(&mut self.stream).poll_write(cx, data) {
+            std::task::Poll::Ready(res) => {
+                if res.as_ref().is_ok_and(|n| *n > 0) {
+                    self.moved();
+                }
+                std::task::Poll::Ready(res)
+            }
+            std::task::Poll::Pending => self.expired(cx).map(Err),
+        }
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        match std::pin::Pin::new(&mut self.stream).poll_write_vectored(cx, bufs) {
+            std::task::Poll::Ready(res) => {
+                if res.as_ref().is_ok_and(|n| *n > 0) {
+                    self.moved();
+                }
+                std::task::Poll::Ready(res)
+            }
+            std::task::Poll::Pending => self.expired(cx).map(Err),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+}
 
 /// Where and how the HTTP side listens.
 #[derive(Debug, Clone, Copy)]
@@ -124,6 +261,7 @@ pub(crate) async fn serve(
         remote: config.remote,
     };
     let drivers = app.home.held().and_then(|held| held.drivers.clone());
+    let listener = Listener { inner: listener, idle: idle_timeout() };
     if let Err(error) = axum::serve(listener, router(app)).await
         && let Some(drivers) = drivers
     {
@@ -150,6 +288,8 @@ fn router(app: App) -> Router {
         .route("/runs/{id}", get(page))
         .route("/assets/{name}", get(asset))
         .fallback(no_route)
+        .method_not_allowed_fallback(no_method)
+        .layer(axum::extract::DefaultBodyLimit::max(BODY_LIMIT))
         .layer(axum::middleware::from_fn_with_state(app.clone(), guard))
         .with_state(app)
 }
@@ -167,10 +307,26 @@ fn failure(failure: ApiFailure) -> Response {
     refusal(status, failure.error)
 }
 
-/// Checks who asks before any handler runs (see the module doc).
+/// The largest request body the API reads (a workflow to check, an answer).
+const BODY_LIMIT: usize = 2 * 1024 * 1024;
+
+/// Checks who asks before any handler runs (see the module doc), and refuses a body its
+/// `Content-Length` says is past [`BODY_LIMIT`] before reading any of it.
 async fn guard(State(app): State<App>, request: Request, next: Next) -> Response {
     if let Some(response) = app.refusal_of(&request) {
         return response;
+    }
+    let length = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok());
+    if let Some(length) = length.filter(|n| *n > BODY_LIMIT as u64) {
+        let error = CliError::usage(anyhow!(
+            "{} {}: the body is {length} bytes, past the limit of {BODY_LIMIT}",
+            request.method(),
+            request.uri().path()
+        ));
+        return refusal(StatusCode::PAYLOAD_TOO_LARGE, error);
     }
     next.run(request).await
 }
@@ -183,7 +339,8 @@ impl App {
         let path = request.uri().path().to_owned();
         if !self.remote {
             let host = text(header::HOST).unwrap_or("");
-            if !self.hosts.iter().any(|h| h == host) {
+            // Host names are not case-sensitive (`LOCALHOST:8080` names this server too).
+            if !self.hosts.iter().any(|h| h.eq_ignore_ascii_case(host)) {
                 let error = CliError::user(anyhow!(
                     "{path}: Host `{host}` does not name this server ({})",
                     self.hosts.join(", ")
@@ -283,7 +440,31 @@ struct AfterQuery {
     after: Option<u64>,
 }
 
-async fn list(State(app): State<App>, Query(q): Query<ListQuery>) -> Response {
+/// Reads a query string, or answers its mistake as the API's JSON error (400).
+fn query<T>(q: Result<Query<T>, QueryRejection>) -> Result<T, Box<Response>> {
+    q.map(|Query(q)| q).map_err(|rejection| {
+        let status = rejection.status();
+        let error = CliError::usage(anyhow!("the query string: {}", rejection.body_text()))
+            .hint("docs/http-api.md lists each route's parameters");
+        Box::new(refusal(status, error))
+    })
+}
+
+/// Reads a request's body, or answers why it cannot as the API's JSON error (413 for a
+/// body past the limit, 400 for one cut short).
+fn body(body: Result<Bytes, BytesRejection>) -> Result<Bytes, Box<Response>> {
+    body.map_err(|rejection| {
+        let status = rejection.status();
+        let error = CliError::usage(anyhow!("the request's body: {}", rejection.body_text()));
+        Box::new(refusal(status, error))
+    })
+}
+
+async fn list(State(app): State<App>, q: Result<Query<ListQuery>, QueryRejection>) -> Response {
+    let q = match query(q) {
+        Ok(q) => q,
+        Err(refused) => return *refused,
+    };
     app.answer(move |home| api::list(home, q.limit)).await
 }
 
@@ -298,8 +479,12 @@ async fn tasks(State(app): State<App>, Path(id): Path<String>) -> Response {
 async fn events(
     State(app): State<App>,
     Path(id): Path<String>,
-    Query(q): Query<AfterQuery>,
+    q: Result<Query<AfterQuery>, QueryRejection>,
 ) -> Response {
+    let q = match query(q) {
+        Ok(q) => q,
+        Err(refused) => return *refused,
+    };
     app.answer(move |home| api::events(home, run_id(&id)?, q.after)).await
 }
 
@@ -307,7 +492,15 @@ async fn questions(State(app): State<App>, Path(id): Path<String>) -> Response {
     app.answer(move |home| api::questions(home, run_id(&id)?)).await
 }
 
-async fn answer(State(app): State<App>, Path(id): Path<String>, body: Bytes) -> Response {
+async fn answer(
+    State(app): State<App>,
+    Path(id): Path<String>,
+    given: Result<Bytes, BytesRejection>,
+) -> Response {
+    let body = match body(given) {
+        Ok(body) => body,
+        Err(refused) => return *refused,
+    };
     app.answer(move |home| api::answer(home, run_id(&id)?, &body)).await
 }
 
@@ -322,7 +515,15 @@ async fn create(State(app): State<App>, body: Bytes) -> Response {
 
 /// `POST runs/{id}/stop`: the body is empty (every live model turn of the run) or
 /// `{"task": n}` (that agent's or subagent's turn).
-async fn stop(State(app): State<App>, Path(id): Path<String>, body: Bytes) -> Response {
+async fn stop(
+    State(app): State<App>,
+    Path(id): Path<String>,
+    given: Result<Bytes, BytesRejection>,
+) -> Response {
+    let body = match body(given) {
+        Ok(body) => body,
+        Err(refused) => return *refused,
+    };
     app.answer(move |home| {
         let task = if body.iter().all(u8::is_ascii_whitespace) {
             None
@@ -348,7 +549,11 @@ async fn resume(State(app): State<App>, Path(id): Path<String>) -> Response {
     app.answer(move |home| api::resume(home, run_id(&id)?)).await
 }
 
-async fn check(State(app): State<App>, body: Bytes) -> Response {
+async fn check(State(app): State<App>, given: Result<Bytes, BytesRejection>) -> Response {
+    let body = match body(given) {
+        Ok(body) => body,
+        Err(refused) => return *refused,
+    };
     app.answer(move |_| api::check_workflow(&body)).await
 }
 
@@ -361,6 +566,19 @@ async fn no_route(request: Request) -> Response {
         CliError::usage(anyhow!("{} {}: no such route", request.method(), request.uri().path()))
             .hint("docs/http-api.md lists the routes; they are under /api/v1/");
     refusal(StatusCode::NOT_FOUND, error)
+}
+
+/// A route asked with a method it does not take: the API's JSON error (405), with the
+/// methods it takes in `Allow` (set by the router).
+async fn no_method(request: Request) -> Response {
+    let error = CliError::usage(anyhow!(
+        "{} {}: this route does not take {}",
+        request.method(),
+        request.uri().path(),
+        request.method()
+    ))
+    .hint("docs/http-api.md lists each route's method");
+    refusal(StatusCode::METHOD_NOT_ALLOWED, error)
 }
 
 /// A live event stream: the entries still to send, where the stream stands, and the
@@ -383,9 +601,13 @@ struct Live {
 async fn stream(
     State(app): State<App>,
     Path(id): Path<String>,
-    Query(q): Query<AfterQuery>,
+    q: Result<Query<AfterQuery>, QueryRejection>,
     headers: HeaderMap,
 ) -> Response {
+    let q = match query(q) {
+        Ok(q) => q,
+        Err(refused) => return *refused,
+    };
     let run = match run_id(&id) {
         Ok(run) => run,
         Err(error) => return failure(error),
