@@ -93,8 +93,11 @@ def json_lines(text):
 
 
 def cargo_bench(package, target, env):
-    res = subprocess.run(["cargo", "bench", "-q", "-p", package, "--bench", target],
-                         cwd=ROOT, env={**os.environ, **env}, capture_output=True, text=True)
+    # CLIO_PEERS_FLOW_BENCH=<the flow bench's executable> runs that build instead of
+    # `cargo bench` (which rebuilds from the work tree as it is at each round).
+    built = os.environ.get("CLIO_PEERS_FLOW_BENCH") if (package, target) == ("clio-flow", "flow") else None
+    command = [built, "--bench"] if built else ["cargo", "bench", "-q", "-p", package, "--bench", target]
+    res = subprocess.run(command, cwd=ROOT, env={**os.environ, **env}, capture_output=True, text=True)
     if res.returncode != 0:
         raise RuntimeError(f"cargo bench {package}/{target} failed: {res.stderr[-2000:]}")
     return json_lines(res.stdout)
