@@ -239,7 +239,11 @@ impl JournalError {
 /// `None` when none is seen (another user's process, or a system without `/proc`).
 pub(crate) fn holders_of(path: &Path) -> Option<String> {
     use std::fs;
-    let target = fs::canonicalize(path).ok()?;
+    use std::os::unix::fs::MetadataExt;
+    // By its device and inode: a journal its creator made under another name and linked
+    // into place is open under that name (since removed) in the creator.
+    let meta = fs::metadata(path).ok()?;
+    let target = (meta.dev(), meta.ino());
     let me = std::process::id();
     let mut found = Vec::new();
     for proc_entry in fs::read_dir("/proc").ok()?.flatten() {
@@ -252,7 +256,7 @@ pub(crate) fn holders_of(path: &Path) -> Option<String> {
         let Ok(fds) = fs::read_dir(proc_entry.path().join("fd")) else { continue };
         let mut writes = None;
         for fd in fds.flatten() {
-            if fs::read_link(fd.path()).is_ok_and(|link| link == target) {
+            if fs::metadata(fd.path()).is_ok_and(|m| (m.dev(), m.ino()) == target) {
                 let info =
                     fs::read_to_string(proc_entry.path().join("fdinfo").join(fd.file_name()))
                         .unwrap_or_default();

@@ -87,6 +87,14 @@ impl fmt::Debug for Embedded {
     }
 }
 
+/// How long a writable open waits for readers that hold the journal to let it go.
+pub(crate) const READERS_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Says whether `holder` (as [`JournalError::AlreadyOpen`] names it) lists only readers.
+fn held_by_readers_only(holder: &str) -> bool {
+    holder.split("; ").all(|one| one.ends_with(", reading"))
+}
+
 impl Embedded {
     /// Opens the journal at `path`, creating it (not its folder) if it does not exist.
     ///
@@ -95,9 +103,27 @@ impl Embedded {
     /// file that is not a journal gets [`JournalError::NotAJournal`]. A file of an older
     /// format is upgraded: every record gets its checksum, in one transaction. A panic of
     /// the storage engine on a damaged file is [`JournalError::Damaged`].
+    ///
+    /// A journal held only by readers (commands that list or show, which hold it for
+    /// moments) is waited for, up to [`READERS_WAIT`]; one a writer holds is refused at once
+    /// with [`JournalError::AlreadyOpen`], naming who holds it.
     pub(crate) fn open(path: impl AsRef<Path>, config: JournalConfig) -> Result<Self> {
         let path = path.as_ref();
-        guard::catching(path, "opening it", || Self::open_unguarded(path, config))
+        let start = std::time::Instant::now();
+        let mut pause = std::time::Duration::from_millis(5);
+        loop {
+            let opened =
+                guard::catching(path, "opening it", || Self::open_unguarded(path, config.clone()));
+            match &opened {
+                Err(JournalError::AlreadyOpen { holder: Some(holder), .. })
+                    if held_by_readers_only(holder) && start.elapsed() < READERS_WAIT =>
+                {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(std::time::Duration::from_millis(100));
+                }
+                _ => return opened,
+            }
+        }
     }
 
     /// Opens the journal at `path` as [`Journal::open`] does, without catching panics.
