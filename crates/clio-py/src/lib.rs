@@ -125,6 +125,16 @@ fn plugin_describe(declaration: &str) -> PyResult<String> {
     raised(plugins::describe(declaration))
 }
 
+/// Checks a plugin folder or a marketplace as `clio plugin check` does (clio-plugins'
+/// `check`); returns `{ok, problems, flows, text}`, `text` the report as the CLI prints it.
+#[pyfunction]
+fn plugin_check(path: &str) -> String {
+    let report = clio_plugins::check(std::path::Path::new(path));
+    let mut json = report.to_json();
+    json["text"] = serde_json::Value::String(report.render());
+    json.to_string()
+}
+
 /// The native half of `clio_agent`: CLIO's rules from its Rust crates.
 #[pymodule]
 #[pyo3(name = "_native")]
@@ -146,5 +156,6 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(workflow, m)?)?;
     m.add_function(wrap_pyfunction!(hook_events, m)?)?;
     m.add_function(wrap_pyfunction!(plugin_describe, m)?)?;
+    m.add_function(wrap_pyfunction!(plugin_check, m)?)?;
     Ok(())
 }
