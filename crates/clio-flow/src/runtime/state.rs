@@ -510,10 +510,46 @@ impl RunState {
         if let Some(why) = self.suspension() {
             return RunOutcome::Failed(FlowError::CallInterrupted { handle: None, message: why });
         }
+        if self.is_cancelled() {
+            self.record_unfinished_as_cancelled().await;
+        }
         match res {
             Ok(out) => RunOutcome::Succeeded(out),
             Err(_) if self.is_cancelled() => RunOutcome::Cancelled,
             Err(err) => RunOutcome::Failed(err),
+        }
+    }
+
+    /// Records every task of a cancelled run that its work left unfinished as cancelled.
+    /// Work stopped by the cancel records nothing (a call cut short is not its own
+    /// failure), and a cancel records as cancelled only the tasks unfinished when it came:
+    /// a call accepted in between was left `running`, read as interrupted once the process
+    /// was gone, and counted running by the live summary. By now every piece of the run's
+    /// work has ended, and what ended well has recorded its result.
+    async fn record_unfinished_as_cancelled(&self) {
+        if self.replay_only {
+            return;
+        }
+        let (journal, run) = (self.rt.journal.clone(), self.run);
+        let recorded = blocking(move || {
+            for task in journal.tasks(run)? {
+                if task.status.is_terminal() {
+                    continue;
+                }
+                let update = clio_journal::TaskUpdate {
+                    status: Some(clio_journal::TaskStatus::Cancelled),
+                    ..clio_journal::TaskUpdate::default()
+                };
+                match journal.update_task(task.id, update) {
+                    Ok(_) | Err(JournalError::TaskFinished { .. }) => {}
+                    Err(err) => return Err(err),
+                }
+            }
+            Ok(())
+        })
+        .await;
+        if let Err(error) = recorded {
+            tracing::warn!(run = run.0, %error, "the cancelled run's unfinished tasks were not recorded cancelled");
         }
     }
 
