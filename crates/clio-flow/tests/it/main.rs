@@ -4,6 +4,7 @@
 mod adversarial;
 mod ask;
 mod cancel;
+mod cancel_records;
 mod corpus;
 mod council;
 mod crash;
@@ -21,6 +22,7 @@ mod native_tools;
 mod options;
 mod orchestration;
 mod plugins;
+mod python_bench;
 mod python_flow;
 mod react;
 mod replay;
@@ -40,6 +42,7 @@ fn no_forgotten_test_files() {
         "adversarial",
         "ask",
         "cancel",
+        "cancel_records",
         "corpus",
         "council",
         "crash",
@@ -57,6 +60,7 @@ fn no_forgotten_test_files() {
         "options",
         "orchestration",
         "plugins",
+        "python_bench",
         "python_flow",
         "react",
         "replay",
