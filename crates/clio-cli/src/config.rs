@@ -21,6 +21,8 @@
 //! max_depth = 16
 //! max_iters = 20
 //! max_entries = 10000
+//! compact_at = 0.8                   # a react loop compacts its conversation past this
+//!                                    # share of its model's context_tokens
 //!
 //! [workflows]                        # the person's limits for every workflow: the
 //! max_added_steps = 4                # tighter of these and a workflow's own bounds
@@ -162,6 +164,9 @@ struct Limits {
     max_depth: Option<u64>,
     max_iters: Option<u64>,
     max_entries: Option<u64>,
+    /// The share of a model's context window a conversation may fill before it is
+    /// compacted: more than 0, at most 1.
+    compact_at: Option<f64>,
 }
 
 impl HomeConfig {
@@ -250,7 +255,8 @@ impl HomeConfig {
 
     /// Sets the limits this file gives on `config`.
     pub(crate) fn apply_limits(&self, config: &mut RuntimeConfig) {
-        let Limits { max_depth, max_iters, max_entries } = self.limits;
+        let Limits { max_depth, max_iters, max_entries, compact_at } = self.limits;
+        config.compact_at = compact_at.unwrap_or(config.compact_at);
         config.max_depth = max_depth.unwrap_or(config.max_depth);
         config.max_iters = max_iters.unwrap_or(config.max_iters);
         config.max_entries = max_entries.unwrap_or(config.max_entries);
@@ -272,6 +278,15 @@ fn kept_sandbox_check() -> Option<PathBuf> {
 }
 
 fn check_limits(path: &Path, limits: &Limits) -> Result<(), CliError> {
+    if let Some(share) = limits.compact_at
+        && !(share > 0.0 && share <= 1.0)
+    {
+        return Err(CliError::user(anyhow!(
+            "{}: limits.compact_at = {share}: it must be more than 0 and at most 1 (the share of a model's context window a conversation may fill before it is compacted)",
+            path.display()
+        ))
+        .hint("see docs/models.md, \"config.toml\""));
+    }
     let fields = [
         ("max_depth", limits.max_depth, u64::MAX),
         ("max_iters", limits.max_iters, u64::MAX),

@@ -31,6 +31,7 @@ pub fn builtin_flows(registry: Registry) -> Registry {
         .flow(WorkflowFlow)
         .flow(ReactFlow)
         .flow(CouncilFlow)
+        .flow(crate::react::CompactFlow)
         .worker_loop(Arc::new(React))
         .on_drive_start(reattach)
 }

@@ -38,8 +38,8 @@
 //! `additional_context` joins that request), `AfterModel` and `PostToolBatch` (observe;
 //! their `additional_context` joins the next request), and `Stop` (a deny asks for one
 //! more turn, once per loop); `SubagentStart` and `SubagentStop` (observe) around a
-//! subagent call. `PreCompact` is never fired: the runtime never compacts a conversation
-//! (a react loop sends its whole history each turn), so there is nothing to announce.
+//! subagent call; `PreCompact` (observe; its `additional_context` instructs the
+//! summariser) before a react loop compacts its conversation (`crate::react`).
 
 use std::future::Future;
 use std::path::PathBuf;

@@ -81,7 +81,7 @@ pub use crate::plugin_bridge::{
     register_plugin_with_digest, register_plugin_with_mcp, run_executable, workflow_shape,
 };
 pub use crate::python_flow::{Pool as PythonPool, PythonFlow};
-pub use crate::react::{ReactFlow, SEARCH_TOOLS};
+pub use crate::react::{COMPACT_FLOW, CompactFlow, ReactFlow, SEARCH_TOOLS};
 pub use crate::registry::{
     ContextualHandler, Registry, Target, Tool, ToolFuture, ToolHandler, Worker, WorkerFuture,
     WorkerReply, WorkerRequest, WorkerRun,

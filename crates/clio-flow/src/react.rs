@@ -22,13 +22,21 @@
 //! loop starts with `run_flow` or `run_workflow` is delivered into its conversation when it
 //! ends, at recorded turn boundaries (the `background` module).
 //!
+//! A conversation that would outgrow its model's context window is compacted before the
+//! model call that would overflow it: `PreCompact` hooks run, the older turns are
+//! summarised by the built-in flow `compact` (a recorded task), and the loop goes on from
+//! the summary, the task and its recent turns (the `compact` module).
+//!
 //! [`ReactFlow`] is the built-in flow `react`: it runs this agent (`"self"`) on its task.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
 mod background;
+mod compact;
 mod structured;
+
+pub use compact::{COMPACT_FLOW, CompactFlow};
 
 use clio_plugins::{DecisionKind, HookEventKind};
 use serde_json::{Value, json};
@@ -427,6 +435,7 @@ async fn converse(req: &WorkerRequest, session_context: String) -> Result<Worker
         messages.push(Message::user(session_context));
     }
     messages.push(Message::user(task));
+    let mut compaction = compact::Compaction::new(messages.len() - 1);
     let mut tools = Tools::of(&req.tools, &ctx);
     // Only tools that read the conversation that called them need a copy of it.
     let contextual = req.tools.iter().any(|t| t.reads_conversation);
@@ -443,9 +452,13 @@ async fn converse(req: &WorkerRequest, session_context: String) -> Result<Worker
         for text in background.deliver(&ctx, &format!("background:{iteration}"), false).await? {
             messages.push(Message::user(text));
         }
+        let mut specs = tools.specs();
+        specs.extend(structured::specs(&req.structured_outputs));
+        compact::maybe_compact(&ctx, req, &mut messages, &mut compaction, &specs, iteration)
+            .await?;
         let mut request = ModelRequest::new(req.model.clone(), req.id.clone(), messages.clone());
-        request.tools = tools.specs();
-        request.tools.extend(structured::specs(&req.structured_outputs));
+        request.tools = specs;
+        request.prior_turns = compaction.prior_turns;
         if !req.structured_outputs.is_empty() {
             // Only a call of one of its outputs ends the loop.
             request.tool_choice = Some("required".to_owned());

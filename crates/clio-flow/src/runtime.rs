@@ -70,6 +70,10 @@ pub struct RuntimeConfig {
     /// `[workflows]` of config.toml): the tighter of these and a workflow's own bounds
     /// applies, and both are recorded in its `wf-limits` when it starts.
     pub workflows: clio_workflow::Settings,
+    /// The share of a model's context window (`context_tokens`) a react loop's
+    /// conversation may fill before its older turns are compacted into a summary
+    /// (`crate::react`'s compaction); a model with no recorded window is never compacted.
+    pub compact_at: f64,
 }
 
 impl Default for RuntimeConfig {
@@ -87,6 +91,7 @@ impl Default for RuntimeConfig {
             interactive: true,
             trust_store: None,
             workflows: clio_workflow::Settings::default(),
+            compact_at: 0.8,
         }
     }
 }

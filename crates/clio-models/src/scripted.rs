@@ -200,7 +200,22 @@ impl ScriptedProvider {
                 agent: request.agent.clone(),
                 prompt: excerpt(&prompt, 200),
             })?;
-        let turn_index = request.assistant_turns();
+        // A scripted model has the window its catalog entry gives it, as a server would:
+        // a request past it fails, naming both (0: no window recorded, no limit).
+        let window = model.capabilities.context_tokens;
+        let needed = request.estimated_input_tokens();
+        if window > 0 && needed > window {
+            return Err(ModelError::ScriptedFailure {
+                file: self.file.clone(),
+                script: script.index,
+                line: script.line,
+                message: format!(
+                    "context_exceeded: the request holds about {needed} tokens, past the {window}-token context window of {}",
+                    model.name()
+                ),
+            });
+        }
+        let turn_index = request.turn();
         let turn = script.turns.get(turn_index).ok_or_else(|| ModelError::ScriptExhausted {
             file: self.file.clone(),
             script: script.index,

@@ -163,6 +163,15 @@ pub struct ModelRequest {
     /// The reasoning effort (`low`, `medium`, `high`), from the child's `Prefers`; empty
     /// leaves it to the provider.
     pub effort: String,
+    /// The model's turns of this conversation that a compaction summarised away (their
+    /// assistant messages are no longer in `messages`): a react loop's turn is this plus
+    /// [`ModelRequest::assistant_turns`]. HTTP providers do not send it.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub prior_turns: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl ModelRequest {
@@ -200,6 +209,20 @@ impl ModelRequest {
     /// Returns how many assistant turns the chat already holds.
     pub fn assistant_turns(&self) -> usize {
         self.messages.iter().filter(|m| matches!(m, Message::Assistant { .. })).count()
+    }
+
+    /// Returns the model's turn this request asks for, counting from 0: the turns a
+    /// compaction summarised away ([`ModelRequest::prior_turns`]) and the assistant
+    /// messages the chat holds.
+    pub fn turn(&self) -> usize {
+        usize::try_from(self.prior_turns).unwrap_or(usize::MAX).saturating_add(self.assistant_turns())
+    }
+
+    /// Returns the deterministic estimate of this request's input tokens that
+    /// [`Usage::estimate`] charges: one token per four characters of its messages and tool
+    /// specs, and 85 per image. A react loop compacts its conversation on it.
+    pub fn estimated_input_tokens(&self) -> u64 {
+        Usage::estimate(self, "", &[]).input_tokens
     }
 }
 

@@ -49,7 +49,6 @@ problem_codes! {
     InvalidReference = "invalid_reference", Error, "A plugin reference or range does not parse.";
     InvalidOption = "invalid_option", Error, "A `defer`, `callers` or `permission` value is not one of the allowed values.";
     UnknownHookEvent = "unknown_hook_event", Error, "A hook names an event that is not a key of HOOK_EVENTS.";
-    HookNeverFired = "hook_never_fired", Error, "A hook names an event this runtime never fires (`pre_compact`: it never compacts a conversation).";
     HookCycle = "hook_cycle", Error, "Hooks' `before`/`after` orderings form a cycle.";
     DuplicateTool = "duplicate_tool", Error, "A plugin declares the same tool name twice.";
     DuplicateId = "duplicate_id", Error, "Two hooks, subagents, flows, servers or bindings of one plugin share an id.";
