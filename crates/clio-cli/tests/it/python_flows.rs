@@ -37,6 +37,12 @@ const PYFX: &str = "crates/clio-cli/tests/data/python-flows/pyfx";
 /// The example plugin holding the seeds' Python flows.
 const WRITING: &str = "examples/marketplace/plugins/writing";
 
+/// The example plugin `materials`, with the seed's `Batch7` as flow `batch7-flow`.
+const MATERIALS: &str = "examples/marketplace/plugins/materials";
+
+/// The test plugin whose hook kills clio at the n-th session a run starts.
+const KILLER: &str = "crates/clio-cli/tests/data/python-flows/killer";
+
 /// The example models file (one scripted model).
 const MODELS: &str = "examples/models/models.toml";
 
@@ -191,6 +197,12 @@ impl Case {
         log.lines().map(str::to_owned).collect()
     }
 
+    /// Returns how many sessions the killer plugin's hook counted.
+    fn sessions(&self) -> usize {
+        let log = std::fs::read_to_string(self.ws.join("sessions.log")).unwrap_or_default();
+        log.lines().count()
+    }
+
     /// Leaves kill file `name` in the workspace.
     fn arm(&self, name: &str) {
         std::fs::write(self.ws.join(name), "").unwrap();
@@ -308,7 +320,8 @@ fn open_question(case: &Case, run: u64) -> String {
 
 #[test]
 fn the_person_decides_loop_revise_then_accept_across_processes() {
-    let case = Case::new("decides", "auto");
+    // The killer plugin beside it kills clio at a session start the test chooses.
+    let case = Case::new("decides", "off");
     // First process: the draft, the reviewer's notes, then the question; with no terminal
     // the process ends there.
     let started = case.clio(&[
@@ -316,16 +329,21 @@ fn the_person_decides_loop_revise_then_accept_across_processes() {
         "draft-and-review",
         "--plugin",
         WRITING,
+        "--plugin",
+        KILLER,
         "--trust",
         "--input",
         POEM,
         "--models",
         MODELS,
+        "--workspace",
+        case.ws(),
         "--quiet",
     ]);
     assert_eq!(started.code, 0, "{}", started.render());
     assert_eq!(case.status(1), "awaiting_input", "{}", started.render());
     assert!(open_question(&case, 1).contains("the second line drags"), "{}", started.render());
+    assert_eq!(case.sessions(), 2, "the draft and the notes");
 
     // Second process: "Revise", recorded only, while nothing waits on it.
     let revise = case.clio(&["runs", "answer", "1", "Revise", "--record-only"]);
@@ -333,13 +351,20 @@ fn the_person_decides_loop_revise_then_accept_across_processes() {
     assert_eq!(case.status(1), "awaiting_input");
 
     // Third process: the resume replays up to the question, takes the answer recorded
-    // before it got there, revises, and asks about the revised draft.
+    // before it got there, and is SIGKILLed as the revision starts.
+    case.arm("kill-at-session-3");
+    let killed = case.resume(1);
+    assert_eq!(killed.code, -1, "clio is killed: {}", killed.render());
+    assert_eq!(case.status(1), "interrupted");
+
+    // Fourth: the resume revises and asks about the revised draft; the answer given
+    // before the question was reached is kept (not asked again).
     let resumed = case.resume(1);
     assert_eq!(resumed.code, 0, "{}", resumed.render());
     assert_eq!(case.status(1), "awaiting_input", "{}", resumed.render());
     assert!(open_question(&case, 1).contains("ready to publish"), "{}", resumed.render());
 
-    // Fourth process: "Accept" (in any case: options come back in lowercase) ends it.
+    // Fifth process: "Accept" (in any case: options come back in lowercase) ends it.
     let accept = case.clio(&["runs", "answer", "1", "Accept"]);
     assert_eq!(accept.code, 0, "{}", accept.render());
     if case.status(1) != "succeeded" {
@@ -348,15 +373,15 @@ fn the_person_decides_loop_revise_then_accept_across_processes() {
     }
     let shown = case.show(1);
     assert_eq!(shown["run"]["status"], "succeeded", "{shown}");
-    let answer = shown["run"]["answer"].to_string();
-    assert!(answer.contains("Revised draft: Grey water folds"), "{answer}");
+    assert!(case.answer(1).starts_with("Revised draft: Grey water folds"), "{shown}");
     let entries = shown["entries"].as_array().unwrap();
     let questions = entries.iter().filter(|e| e["kind"] == "question").count();
     let answers: Vec<&Value> =
         entries.iter().filter(|e| e["kind"] == "answer").map(|e| &e["payload"]["value"]).collect();
     assert_eq!(questions, 2, "one question per round: {shown}");
     assert_eq!(answers, ["revise", "accept"], "{shown}");
-    // Draft, notes, revision, notes: each done once across the five processes.
+    // Draft, notes, revision, notes: each done once across the processes; only the
+    // revision killed as it started began again.
     let tree = case.clio(&["runs", "tree", "1"]);
     assert_eq!(tree.stdout.matches("agent self [succeeded]").count(), 2, "{}", tree.render());
     assert_eq!(
@@ -365,6 +390,169 @@ fn the_person_decides_loop_revise_then_accept_across_processes() {
         "{}",
         tree.render()
     );
+    assert_eq!(case.sessions(), 5, "4 sessions, and the killed one's start again");
+}
+
+/// Answers yes to whatever run 1 waits on, and resumes it, until it ends.
+fn drive_to_end(case: &Case) {
+    for _ in 0..4 {
+        match case.status(1).as_str() {
+            "awaiting_input" => {
+                let yes = case.clio(&["runs", "answer", "1", "yes"]);
+                assert_eq!(yes.code, 0, "{}", yes.render());
+            }
+            "interrupted" | "running" => {
+                let resumed = case.resume(1);
+                assert_eq!(resumed.code, 0, "{}", resumed.render());
+            }
+            _ => return,
+        }
+    }
+}
+
+/// Returns the lines of `runs tree 1`, sorted (a gather's members take their task numbers
+/// in the order they start).
+fn tree_lines(case: &Case) -> Vec<String> {
+    let tree = case.clio(&["runs", "tree", "1"]);
+    assert_eq!(tree.code, 0, "{}", tree.render());
+    let mut lines: Vec<String> = tree
+        .stdout
+        .lines()
+        .map(|l| l.trim_start_matches(|c: char| !c.is_ascii_alphanumeric() && c != '#').to_owned())
+        .map(|l| l.split_once(' ').map_or(l.clone(), |(_, rest)| rest.to_owned()))
+        .collect();
+    lines.sort();
+    lines
+}
+
+/// Runs example flow `flow` (`args`: its plugins, input and models) uninterrupted, and
+/// again SIGKILLed at the start of its `kill_at`-th session (an agent's or subagent's
+/// react loop): the resume ends with the same answer, the same tasks each done once, and
+/// only the session cut at its start begins again. Questions are answered yes.
+fn killed_example_resumes_to_its_answer(
+    name: &str,
+    flow: &str,
+    args: &[&str],
+    kill_at: usize,
+) -> Case {
+    let run = |case: &Case| {
+        let mut all = vec!["run", flow, "--plugin", KILLER, "--trust"];
+        all.extend_from_slice(args);
+        all.extend(["--workspace", case.ws(), "--quiet"]);
+        case.clio(&all)
+    };
+    let reference = Case::new(&format!("{name}-reference"), "off");
+    let ran = run(&reference);
+    assert_eq!(ran.code, 0, "{name}: {}", ran.render());
+    drive_to_end(&reference);
+    assert_eq!(reference.status(1), "succeeded", "{name}");
+    let answer = reference.answer(1);
+    assert!(!answer.is_empty(), "{name}");
+    let sessions = reference.sessions();
+    assert!(sessions >= kill_at, "{name}: {sessions} sessions");
+
+    let case = Case::new(name, "off");
+    case.arm(&format!("kill-at-session-{kill_at}"));
+    let killed = run(&case);
+    assert_eq!(killed.code, -1, "{name}: clio is killed: {}", killed.render());
+    assert_eq!(case.status(1), "interrupted", "{name}");
+    assert_eq!(case.sessions(), kill_at, "{name}");
+    let resumed = case.resume(1);
+    assert_eq!(resumed.code, 0, "{name}: {}", resumed.render());
+    drive_to_end(&case);
+    assert_eq!(case.status(1), "succeeded", "{name}");
+    assert_eq!(case.answer(1), answer, "{name}: the uninterrupted answer");
+    assert_eq!(tree_lines(&case), tree_lines(&reference), "{name}: the same tasks, each once");
+    assert_eq!(case.sessions(), sessions + 1, "{name}: nothing but the killed session again");
+    case
+}
+
+#[test]
+fn the_seeds_review_killed_mid_run_resumes_running_nothing_twice() {
+    // Killed as the writer starts its revision, after the gather of the two reviewers.
+    let args = ["--plugin", WRITING, "--input", POEM, "--models", MODELS];
+    let case = killed_example_resumes_to_its_answer("example-review", "review", &args, 4);
+    assert_eq!(case.answer(1), REVISED);
+}
+
+#[test]
+fn three_models_asks_the_council_on_three_models_and_resumes_after_a_kill() {
+    let models = r#"models=["offline/demo","offline/second","offline/third"]"#;
+    let args = [
+        "--plugin",
+        WRITING,
+        "--option",
+        models,
+        "--input",
+        POEM,
+        "--models",
+        "examples/models/three-models.toml",
+        "--model",
+        "offline/demo",
+    ];
+    // Killed as the synthesis starts, after the three members answered.
+    let case =
+        killed_example_resumes_to_its_answer("example-three-models", "three-models", &args, 4);
+    // One member on each model, then the synthesis.
+    let tree = case.clio(&["runs", "tree", "1"]);
+    for (seat, model) in [(1, "offline/demo"), (2, "offline/second"), (3, "offline/third")] {
+        let member = format!("agent self [succeeded] \"council seat {seat}\" model {model}");
+        assert!(tree.stdout.contains(&member), "{member}: {}", tree.render());
+    }
+    assert!(tree.stdout.contains("flow council [succeeded]"), "{}", tree.render());
+    assert!(case.answer(1).starts_with("The three models agree"), "{}", case.answer(1));
+}
+
+#[test]
+fn deep_research_plans_researches_verifies_and_reports_and_resumes_after_a_kill() {
+    let args =
+        ["--plugin", WRITING, "--input", "How does the sea shape the coast?", "--models", MODELS];
+    // Killed as the critic of the first round starts, after the parallel researchers.
+    let case =
+        killed_example_resumes_to_its_answer("example-deep-research", "deep-research", &args, 4);
+    assert!(case.answer(1).starts_with("Report: the sea shapes the coast"), "{}", case.answer(1));
+    // Two rounds: the critic named a gap, a researcher went after it, the critic was done.
+    let events = case.clio(&["runs", "events", "1"]);
+    assert!(
+        events.stdout.contains(r#"{"round":0,"claims":2,"verified":2}"#),
+        "{}",
+        events.render()
+    );
+    assert!(
+        events.stdout.contains(r#"{"round":1,"claims":1,"verified":3}"#),
+        "{}",
+        events.render()
+    );
+    let tree = case.clio(&["runs", "tree", "1"]);
+    assert_eq!(
+        tree.stdout.matches("subagent researcher [succeeded]").count(),
+        3,
+        "{}",
+        tree.render()
+    );
+    assert_eq!(tree.stdout.matches("subagent critic [succeeded]").count(), 2, "{}", tree.render());
+}
+
+#[test]
+fn batch7_as_a_python_workflow_with_an_approved_edit_resumes_after_a_kill() {
+    let args = [
+        "--plugin",
+        MATERIALS,
+        "--input",
+        "Review batch 7 of the Ti-6Al-4V fatigue campaign",
+        "--models",
+        MODELS,
+    ];
+    // Killed as the second step (relate) starts.
+    let case = killed_example_resumes_to_its_answer("example-batch7", "batch7-flow", &args, 2);
+    // The editor's step, approved by the person, ran after the three steps.
+    let tree = case.clio(&["runs", "tree", "1"]);
+    assert!(tree.stdout.contains("flow workflow [succeeded]"), "{}", tree.render());
+    assert!(tree.stdout.contains("(step porosity_check) [succeeded]"), "{}", tree.render());
+    assert!(case.answer(1).contains("## porosity_check"), "{}", case.answer(1));
+    let entries = case.entries(1);
+    let approved = entries.iter().any(|e| e["kind"] == "answer" && e["payload"]["value"] == true);
+    assert!(approved, "the edit was approved by the person");
 }
 
 // --- crashes -------------------------------------------------------------------------
