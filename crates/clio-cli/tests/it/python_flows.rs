@@ -700,7 +700,8 @@ fn an_edited_py_stops_the_resume_naming_both_python_sites_and_runs_nothing() {
     const E1: &str = "        await ctx.call(\"tally\", {\"label\": \"e1\"})\n";
     const FORWARD: &str = "    async def forward(self, task, ctx):\n";
     // Each edit, and the new command's site (the recorded call is at line 11, column 15).
-    let edits: [(&str, fn(&str) -> String, &str); 3] = [
+    type Edit = fn(&str) -> String;
+    let edits: [(&str, Edit, &str); 3] = [
         (
             "a line added above the call",
             |t| t.replace(FORWARD, &format!("{FORWARD}        # a new comment line\n")),
