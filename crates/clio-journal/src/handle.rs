@@ -453,6 +453,20 @@ impl Journal {
         }
     }
 
+    /// Returns at most `limit` entries of `run` from sequence number `from` on, in order: a
+    /// page of a large run, read without reading the rest of it (on a file; a shared store
+    /// reads from `from` on and keeps the page).
+    pub fn entries_page(&self, run: RunId, from: u64, limit: usize) -> Result<Vec<JournalEntry>> {
+        match &self.store {
+            Store::Embedded(e) => e.entries_page(run, from, limit),
+            Store::Backend(b) => {
+                let mut raw = b.raw_entries(run, from)?;
+                raw.truncate(limit);
+                raw.into_iter().map(|r| decoded(b.location(), r)).collect()
+            }
+        }
+    }
+
     /// Returns entry `seq` of `run`, if it exists.
     pub fn entry(&self, run: RunId, seq: u64) -> Result<Option<JournalEntry>> {
         match &self.store {

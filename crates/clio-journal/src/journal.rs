@@ -713,6 +713,39 @@ impl Embedded {
         self.read_entries(run, from)
     }
 
+    /// Returns at most `limit` entries of `run` from sequence number `from` on, in order,
+    /// reading only those (a page of a large run costs the page, not the run).
+    pub(crate) fn entries_page(
+        &self,
+        run: RunId,
+        from: u64,
+        limit: usize,
+    ) -> Result<Vec<JournalEntry>> {
+        self.reading(format_args!("reading a page of the entries of run {run}"), |path, txn| {
+            let heads = txn.open_table(RUN_HEADS).at(path)?;
+            let head = heads.get(run.0).at(path)?.ok_or(JournalError::RunNotFound { run })?.value();
+            let end = head.min(from.saturating_add(limit as u64));
+            let table = txn.open_table(ENTRIES).at(path)?;
+            let mut out = Vec::with_capacity(end.saturating_sub(from).min(1024) as usize);
+            let mut next = from;
+            if from < end {
+                for item in table.range((run.0, from)..(run.0, end)).at(path)? {
+                    let (key, bytes) = item.at(path)?;
+                    let (_, seq) = key.value();
+                    if seq != next {
+                        return Err(head_mismatch(path, run, head));
+                    }
+                    out.push(read_entry(path, run, seq, bytes.value())?);
+                    next += 1;
+                }
+            }
+            if next < end {
+                return Err(head_mismatch(path, run, head));
+            }
+            Ok(out)
+        })
+    }
+
     /// Reads the entries of `run` from `from` on, with payloads decoded as `P`.
     ///
     /// Besides each entry's checksum, the read confirms that the sequence numbers are dense

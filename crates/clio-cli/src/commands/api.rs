@@ -168,23 +168,32 @@ pub(crate) fn tasks(home: &Home, id: u64) -> Answer {
     Ok(value)
 }
 
-/// `GET runs/{id}/events?after=SEQ`: the entries after `after` (all without it), as
-/// `runs events --json` gives them.
-pub(crate) fn events(home: &Home, id: u64, after: Option<u64>) -> Answer {
+/// `GET runs/{id}/events?after=SEQ&limit=N`: the entries after `after` (from the first
+/// without it), at most `limit` of them (all without it), as `runs events --json` gives
+/// them; with `limit`, `next_after` is the `after` of the next page (`null` once the page
+/// reached the last entry). A page reads only its entries, not the run's.
+pub(crate) fn events(home: &Home, id: u64, after: Option<u64>, limit: Option<usize>) -> Answer {
     let record = existing(home, id)?;
-    let args = crate::args::RunEventsArgs { run: id, json: true, follow: false, from: None };
-    let all = captured(|out, _| runs::events(home, &args, out))?;
-    let entries: Vec<Value> = all
-        .as_array()
-        .map(|list| {
-            list.iter()
-                .filter(|e| after.is_none_or(|a| e["seq"].as_u64().is_some_and(|s| s > a)))
-                .cloned()
-                .collect()
-        })
-        .unwrap_or_default();
+    let journal =
+        home.reading_journal()?.ok_or_else(|| ApiFailure::bad_input("no journal".into()))?;
+    let from = after.map_or(0, |a| a.saturating_add(1));
+    let entries = match limit {
+        Some(limit) => journal.entries_page(record.id, from, limit),
+        None => journal.entries_from(record.id, from),
+    }
+    .map_err(journal_error)?;
+    let next_after = match (limit, entries.last()) {
+        (Some(limit), Some(last)) if entries.len() == limit => Some(last.seq),
+        _ => None,
+    };
+    let entries =
+        serde_json::to_value(&entries).map_err(|e| ApiFailure::of(CliError::internal(e)))?;
     let status = runs::status_name(record.status);
-    Ok(json!({ "run": id, "status": status, "entries": entries }))
+    let mut answer = json!({ "run": id, "status": status, "entries": entries });
+    if limit.is_some() {
+        answer["next_after"] = json!(next_after);
+    }
+    Ok(answer)
 }
 
 /// Returns the entries of run `id` after `after` (all with `None`), and whether the run

@@ -438,6 +438,8 @@ struct ListQuery {
 #[derive(Debug, Default, Deserialize)]
 struct AfterQuery {
     after: Option<u64>,
+    /// The most entries one answer holds (`events`; a page).
+    limit: Option<usize>,
 }
 
 /// Reads a query string, or answers its mistake as the API's JSON error (400).
@@ -485,7 +487,7 @@ async fn events(
         Ok(q) => q,
         Err(refused) => return *refused,
     };
-    app.answer(move |home| api::events(home, run_id(&id)?, q.after)).await
+    app.answer(move |home| api::events(home, run_id(&id)?, q.after, q.limit)).await
 }
 
 async fn questions(State(app): State<App>, Path(id): Path<String>) -> Response {

@@ -1,7 +1,8 @@
 //! Issue 44 item 7, `clio serve`'s HTTP side: every error is the API's JSON error (a method
 //! a route does not take, 405; a query string that does not read, 400; a body past the
 //! limit, 413), the `Host` check ignores case, and a connection that sends half a request
-//! and stops is closed once silent for the idle time (`$CLIO_SERVE_IDLE_SECS`).
+//! and stops is closed once silent for the idle time (`$CLIO_SERVE_IDLE_SECS`). And item 4:
+//! a run's events page (`?after=&limit=`).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -15,6 +16,7 @@ use crate::support::{temp_home, workspace_root};
 /// A `clio serve --port 0` on a home of its own, killed when dropped.
 struct Serve {
     child: Child,
+    home: std::path::PathBuf,
     /// `127.0.0.1:PORT`.
     addr: String,
     token: String,
@@ -37,7 +39,7 @@ impl Serve {
         BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
         let rest = line.trim().strip_prefix("http://").unwrap_or_else(|| panic!("{line}"));
         let (addr, token) = rest.split_once("/#token=").unwrap();
-        Serve { child, addr: addr.to_owned(), token: token.to_owned() }
+        Serve { child, home, addr: addr.to_owned(), token: token.to_owned() }
     }
 
     /// Sends `head` (the request line and headers, without the blank line) and `body`;
@@ -153,4 +155,57 @@ fn a_half_sent_request_is_closed_once_silent_for_the_idle_time() {
     let (code, _, text) =
         serve.send(&format!("GET /api/v1/runs HTTP/1.1\r\nHost: {}", serve.addr), "");
     assert_eq!(code, 200, "{text}");
+}
+
+/// Issue 44 item 4: a run's events come in pages (`?after=SEQ&limit=N`, each answer naming
+/// the next page's `after`), which together are every entry, in order.
+#[test]
+fn a_runs_events_come_in_pages() {
+    let serve = Serve::start("pages", "30");
+    let h = serve.home.to_str().unwrap();
+    let ran = crate::support::clio(&[
+        "--home",
+        h,
+        "run",
+        "examples/agents/minimal.toml",
+        "--input",
+        "x",
+        "--models",
+        "examples/models/models.toml",
+        "--detach",
+    ]);
+    assert_eq!(ran.code, 0, "{}", ran.render());
+    let host = format!("Host: {}", serve.addr);
+    let get = |path: &str| -> Value {
+        let (code, _, body) = serve.send(&format!("GET {path} HTTP/1.1\r\n{host}"), "");
+        assert_eq!(code, 200, "{path}: {body}");
+        serde_json::from_str(&body).unwrap()
+    };
+    for _ in 0..600 {
+        if get("/api/v1/runs/1")["run"]["status"] == "succeeded" {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let all = get("/api/v1/runs/1/events");
+    let all = all["entries"].as_array().unwrap().clone();
+    assert!(all.len() > 2, "{all:?}");
+    assert!(get("/api/v1/runs/1/events").get("next_after").is_none(), "no page without a limit");
+    let mut paged = Vec::new();
+    let mut after: Option<u64> = None;
+    for _ in 0..all.len() + 1 {
+        let path = match after {
+            Some(a) => format!("/api/v1/runs/1/events?after={a}&limit=2"),
+            None => "/api/v1/runs/1/events?limit=2".to_owned(),
+        };
+        let page = get(&path);
+        let entries = page["entries"].as_array().unwrap();
+        assert!(entries.len() <= 2, "{page}");
+        paged.extend(entries.iter().cloned());
+        match page["next_after"].as_u64() {
+            Some(next) => after = Some(next),
+            None => break,
+        }
+    }
+    assert_eq!(paged, all, "the pages are every entry, in order");
 }

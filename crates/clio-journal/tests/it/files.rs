@@ -368,3 +368,27 @@ fn a_new_journal_and_its_log_are_their_owners_only() {
     let mode = std::fs::metadata(&copy).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600, "the salvaged copy is {mode:o}");
 }
+
+/// Issue 44 item 4: a page of a run's entries reads only that page, in order, and says
+/// nothing past the run's end.
+#[test]
+fn a_page_of_entries_is_the_entries_from_its_start_up_to_its_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = Journal::open(dir.path().join("journal.redb"), JournalConfig::default()).unwrap();
+    let run = journal.create_run(new_run("paged", "proc-p")).unwrap();
+    for i in 0..10 {
+        journal.append(run, step(i)).unwrap();
+    }
+    let seqs = |from: u64, limit: usize| -> Vec<u64> {
+        journal.entries_page(run, from, limit).unwrap().iter().map(|e| e.seq).collect()
+    };
+    assert_eq!(seqs(0, 3), vec![0, 1, 2]);
+    assert_eq!(seqs(8, 5), vec![8, 9]);
+    assert_eq!(seqs(10, 5), Vec::<u64>::new());
+    assert_eq!(seqs(3, 0), Vec::<u64>::new());
+    assert_eq!(seqs(0, usize::MAX).len(), 10);
+    let all = journal.entries(run).unwrap();
+    assert_eq!(journal.entries_page(run, 4, 2).unwrap(), all[4..6].to_vec());
+    let missing = journal.entries_page(RunId(99), 0, 5);
+    assert!(matches!(missing, Err(JournalError::RunNotFound { .. })), "{missing:?}");
+}
