@@ -56,8 +56,10 @@ const ALLOWED_INTERNAL: &[(&str, &[&str])] = &[
             "clio-postgres",
         ],
     ),
-    // The Python package's native module: the rules of the crates below, for Python.
-    ("clio-py", &["clio-spec", "clio-plugins", "clio-workflow"]),
+    // The Python package's native module: the rules of the crates below, for Python, and
+    // the `clio` command's library, which the embedded runtime (`clio_agent.runtime`) drives
+    // in-process: the top of the stack, so nothing depends on it.
+    ("clio-py", &["clio-spec", "clio-plugins", "clio-workflow", "clio-cli"]),
     ("xtask", &[]),
 ];
 

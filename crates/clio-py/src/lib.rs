@@ -135,6 +135,25 @@ fn plugin_check(path: &str) -> String {
     json.to_string()
 }
 
+/// Runs the `clio` command in this process (clio-cli's library, the Rust runtime itself,
+/// not a subprocess) with `args` (without the program name), the interpreter's lock
+/// released while it runs; returns its exit code, what it wrote on stdout and on stderr.
+/// The embedded runtime of `clio_agent.runtime` drives runs with it, on the same journal
+/// a `clio` command uses.
+#[pyfunction]
+fn clio(py: Python<'_>, args: Vec<String>) -> (u8, String, String) {
+    py.detach(|| {
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let argv = std::iter::once("clio".to_owned()).chain(args);
+        let code = clio_cli::run(argv, &mut out, &mut err);
+        (
+            code,
+            String::from_utf8_lossy(&out).into_owned(),
+            String::from_utf8_lossy(&err).into_owned(),
+        )
+    })
+}
+
 /// The native half of `clio_agent`: CLIO's rules from its Rust crates.
 #[pymodule]
 #[pyo3(name = "_native")]
@@ -157,5 +176,6 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(hook_events, m)?)?;
     m.add_function(wrap_pyfunction!(plugin_describe, m)?)?;
     m.add_function(wrap_pyfunction!(plugin_check, m)?)?;
+    m.add_function(wrap_pyfunction!(clio, m)?)?;
     Ok(())
 }
