@@ -186,6 +186,43 @@ fn read_run(dir: &Path, n: u64) -> BenchResult<(f64, f64)> {
     Ok((round3(best), round3(first)))
 }
 
+/// Issue 44 item 4: the last page (100 entries) of the run of [`read_run`], read with
+/// `Journal::entries_page`, best of six, in milliseconds; and the time to open that journal
+/// for reading as a killed writer leaves it (records in its log: recovered in memory under a
+/// shared lock), best of three.
+fn read_page_and_crashed_open(dir: &Path, n: u64) -> BenchResult<(f64, f64)> {
+    let journal = Journal::open(dir.join("read.redb"), JournalConfig::default())?;
+    let runs = journal.runs(&clio_journal::RunFilter::default())?;
+    let run = runs.iter().find(|r| r.flow == "read").map(|r| r.id).ok_or("no run read")?;
+    let mut page_best = f64::MAX;
+    for _ in 0..6 {
+        let start = Instant::now();
+        let page = journal.entries_page(run, n - 100, 100)?;
+        page_best = page_best.min(start.elapsed().as_secs_f64() * 1000.0);
+        if page.len() != 100 {
+            return Err("short page".into());
+        }
+    }
+    // A crash copy: the file and its log copied while the journal is open after appends.
+    journal.append(run, entry(n))?;
+    let crashed = dir.join("crashed");
+    std::fs::create_dir_all(&crashed)?;
+    std::fs::copy(dir.join("read.redb"), crashed.join("read.redb"))?;
+    std::fs::copy(dir.join("read.redb-wal"), crashed.join("read.redb-wal"))?;
+    drop(journal);
+    let mut open_best = f64::MAX;
+    for _ in 0..3 {
+        let start = Instant::now();
+        let reader = Journal::open_read_only(crashed.join("read.redb"), JournalConfig::default())?;
+        let count = reader.entry_count(run)?;
+        open_best = open_best.min(start.elapsed().as_secs_f64() * 1000.0);
+        if count != n + 1 {
+            return Err("the crashed journal lost entries".into());
+        }
+    }
+    Ok((round3(page_best), round3(open_best)))
+}
+
 /// Fills a journal with `total` entries (in runs of 10,000) and closes it cleanly.
 fn build_large(path: &Path, total: u64) -> BenchResult<Duration> {
     let journal = Journal::open(path, JournalConfig::default())?;
@@ -323,6 +360,18 @@ fn main() -> BenchResult {
         "read_run_10000_entries",
         "reading one run's 10,000 entries back with Journal::entries: the first read and the best of six",
         json!({"warm_ms": best, "first_ms": first, "goal_ms": 30}),
+    );
+
+    let (page_ms, crashed_open_ms) = read_page_and_crashed_open(dir, 10_000)?;
+    emit(
+        "read_page_of_10000_entries",
+        "the last 100 of one run's 10,000 entries with Journal::entries_page (a page of `runs events` or GET events?after=&limit=), best of six; beside it the whole run's warm read",
+        json!({"page_ms": page_ms, "whole_run_warm_ms": best, "goal_ms": 5}),
+    );
+    emit(
+        "read_only_open_after_crash",
+        "Journal::open_read_only and an entry count of that journal copied while open (a killed writer's files: 10,001 entries, records in the log), recovered in memory under a shared lock, best of three",
+        json!({"open_ms": crashed_open_ms}),
     );
 
     let path = dir.join("large.redb");
