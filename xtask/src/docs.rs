@@ -4,8 +4,8 @@
 //! - The guide is `docs/` as mdBook reads it (`docs/book.toml`, `docs/SUMMARY.md`): the
 //!   pages stay where code and the README point at them. They are staged first into
 //!   `target/guide-src`, where the generated pages join them (`cli-reference.md`, the help
-//!   of every command from `clio man --markdown`, and `api.md`, the index of the API
-//!   docs), and where links are rewritten for the site: a link to another page of the
+//!   of every command from `clio man --markdown`, `api.md`, the index of the API docs,
+//!   and `python-reference.md`, the Python package's docstrings), and where links are rewritten for the site: a link to another page of the
 //!   guide is pointed at that page's place in the guide, a link to any other file of the
 //!   repository (a source file, a crate's README) at the file in the repository online.
 //! - The API docs are `cargo doc --no-deps --workspace` with rustdoc's warnings denied,
@@ -33,7 +33,7 @@ use crate::{cargo, project_root, tidy};
 const MDBOOK_VERSION: &str = "0.5.4";
 
 /// The pages of the guide that `cargo xtask docs` writes rather than `docs/` holding them.
-const GENERATED: [&str; 2] = ["cli-reference.md", "api.md"];
+const GENERATED: [&str; 3] = ["cli-reference.md", "api.md", "python-reference.md"];
 
 /// `cargo xtask docs`.
 pub(crate) fn docs(args: &[String]) -> Result<(), String> {
@@ -56,6 +56,7 @@ pub(crate) fn docs(args: &[String]) -> Result<(), String> {
 
     api_docs()?;
     let reference = clio_reference(&root)?;
+    let python = python_reference(&root)?;
     let mdbook = mdbook()?;
 
     let site = target.join("site");
@@ -63,7 +64,9 @@ pub(crate) fn docs(args: &[String]) -> Result<(), String> {
     let stage = target.join("guide-src");
     let members = release::publishable(&metadata)?;
     let repository = repository_url(&metadata)?;
-    stage_guide(&root, &stage, &repository, &reference, &api_page(&metadata, &members))?;
+    let generated =
+        Generated { reference: &reference, api: &api_page(&metadata, &members), python: &python };
+    stage_guide(&root, &stage, &repository, &generated)?;
     let guide = site.join("guide");
     eprintln!("$ {} build {} --dest-dir {}", mdbook.display(), stage.display(), guide.display());
     let status = Command::new(&mdbook)
@@ -144,6 +147,29 @@ fn markdown_sources(root: &Path) -> Result<Vec<PathBuf>, String> {
 /// Builds the API docs of every workspace crate with rustdoc's warnings denied.
 fn api_docs() -> Result<(), String> {
     cargo(&["doc", "--no-deps", "--workspace"], &[("RUSTDOCFLAGS", "-D warnings")])
+}
+
+/// Returns the Python reference: the `clio_agent` package's docstrings and signatures, as
+/// `python/clio_agent/_apidoc.py` renders them (standard library only; the native module is
+/// not needed).
+fn python_reference(root: &Path) -> Result<String, String> {
+    let script = root.join("python/clio_agent/_apidoc.py");
+    eprintln!("$ python3 -I {}", script.display());
+    let output = Command::new("python3")
+        .arg("-I")
+        .arg(&script)
+        .current_dir(root)
+        .output()
+        .map_err(|e| format!("cannot run python3 for the Python reference: {e}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "{} failed: {}",
+            script.display(),
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    String::from_utf8(output.stdout)
+        .map_err(|e| format!("{} wrote non-UTF-8: {e}", script.display()))
 }
 
 /// Returns `clio man --markdown`: every command's help, from clap.
@@ -338,6 +364,16 @@ fn relative(from: &Path, to: &Path) -> PathBuf {
     path
 }
 
+/// The guide's generated pages.
+struct Generated<'a> {
+    /// `cli-reference.md`: every command's help.
+    reference: &'a str,
+    /// `api.md`: the crates' API pages.
+    api: &'a str,
+    /// `python-reference.md`: the Python package's docstrings.
+    python: &'a str,
+}
+
 /// Lays out the guide's sources in `stage`: `docs/book.toml`, each page `SUMMARY.md`
 /// lists with its links rewritten, and the generated pages. Fails when a page under
 /// `docs/` is missing from SUMMARY.md, so none is left out of the guide unnoticed, or has
@@ -346,8 +382,7 @@ fn stage_guide(
     root: &Path,
     stage: &Path,
     repository: &str,
-    reference: &str,
-    api: &str,
+    generated: &Generated<'_>,
 ) -> Result<(), String> {
     remove_dir(stage)?;
     create_dir(stage)?;
@@ -374,8 +409,9 @@ fn stage_guide(
         let name = page.staged.to_string_lossy();
         // The generated pages link only within the site, as they are.
         let text = match name.as_ref() {
-            "cli-reference.md" => reference.to_owned(),
-            "api.md" => api.to_owned(),
+            "cli-reference.md" => generated.reference.to_owned(),
+            "api.md" => generated.api.to_owned(),
+            "python-reference.md" => generated.python.to_owned(),
             _ => rewrite_links(&read(&root.join(&page.source))?, page, &pages, repository),
         };
         let staged = stage.join(&page.staged);
