@@ -99,6 +99,10 @@ pub(crate) fn dispatch_in(
         }
         Command::Journal(JournalCommand::Check(args)) => journal::check(&home, &args, out),
         Command::Journal(JournalCommand::Salvage(args)) => journal::salvage(&home, &args, out),
+        // On a shared journal, the viewer and the API only: workers drive its runs.
+        Command::Serve(args) if home.shared_journal().is_some() => {
+            http::serve_shared(&home, &args, out, err)
+        }
         Command::Serve(args) => run::serve(&home, &args, out, err),
         Command::Worker(args) => worker::work(&home, &args, err),
         Command::Complete(args) => manual::values(&home, args.kind, out),

@@ -224,8 +224,22 @@ pub(crate) fn questions(home: &Home, id: u64) -> Answer {
 }
 
 fn questions_of(home: &Home, id: u64) -> Answer {
-    let held = home.held().ok_or_else(|| ApiFailure::bad_input("not served".into()))?;
-    let list = held.runtime.questions(RunId(id)).map_err(|e| ApiFailure::of(e.into()))?;
+    let list = match home.held() {
+        Some(held) => held.runtime.questions(RunId(id)),
+        // A shared journal's serve drives nothing: the questions are read from the journal.
+        None => {
+            let journal = home
+                .reading_journal()?
+                .ok_or_else(|| ApiFailure::bad_input("no journal".into()))?;
+            let runtime = clio_flow::Runtime::new(
+                journal,
+                clio_flow::Registry::new(),
+                clio_flow::RuntimeConfig::default(),
+            );
+            runtime.questions(RunId(id))
+        }
+    }
+    .map_err(|e| ApiFailure::of(e.into()))?;
     Ok(Value::Array(list.iter().map(run::question_json).collect()))
 }
 

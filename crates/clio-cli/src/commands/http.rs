@@ -269,6 +269,51 @@ pub(crate) async fn serve(
     }
 }
 
+/// `clio serve` on a shared (PostgreSQL) journal: the viewer and the HTTP API only, read
+/// from the shared journal (workers drive its runs: no socket, no drives here), until
+/// Ctrl-C or SIGTERM. The team's view of its fleet.
+pub(crate) fn serve_shared(
+    home: &Home,
+    args: &ServeArgs,
+    out: &mut dyn std::io::Write,
+    err: &mut dyn std::io::Write,
+) -> Result<(), CliError> {
+    let config = Config::of(args)?;
+    // The journal answers, or this says why, before anything listens.
+    home.reading_journal()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(CliError::internal)?;
+    let token = crate::serve::token::load_or_create(home)?;
+    let listener = rt.block_on(config.bind())?;
+    let url = config.url(&listener, &token)?;
+    writeln!(out, "{url}")?;
+    out.flush()?;
+    writeln!(
+        err,
+        "serving the viewer and the HTTP API of the shared journal {} on {} (workers drive its runs); Ctrl-C stops it",
+        home.journal_path().display(),
+        url.split('#').next().unwrap_or(&url)
+    )?;
+    let server = rt.spawn(serve(listener, config, home.clone(), token));
+    rt.block_on(async {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut interrupt =
+            signal(SignalKind::interrupt()).map_err(|e| CliError::internal(anyhow!(e)))?;
+        let mut terminate =
+            signal(SignalKind::terminate()).map_err(|e| CliError::internal(anyhow!(e)))?;
+        tokio::select! {
+            _ = interrupt.recv() => {}
+            _ = terminate.recv() => {}
+        }
+        Ok::<_, CliError>(())
+    })?;
+    server.abort();
+    rt.shutdown_timeout(Duration::from_secs(2));
+    Ok(())
+}
+
 fn router(app: App) -> Router {
     Router::new()
         .route("/api/v1/runs", get(list).post(create))

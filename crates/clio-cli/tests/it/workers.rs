@@ -398,8 +398,12 @@ fn a_journal_that_is_not_a_postgres_url_is_refused_by_flag_and_by_config() {
     assert!(out.stderr.contains("config.toml: journal: expected a string"), "{}", out.stderr);
 }
 
+/// A shared journal named in config.toml is used; `clio serve` on it serves the viewer and
+/// the HTTP API from it (issue 44 item 6: a team on PostgreSQL has a viewer), while workers
+/// drive its runs.
 #[test]
-fn a_shared_journal_from_config_toml_is_used_and_serve_refuses_it() {
+fn a_shared_journal_from_config_toml_is_used_and_serve_shows_it() {
+    use std::io::{BufRead, BufReader, Read, Write};
     let url = clio_postgres::test_server::fresh_database();
     let home = temp_home("worker-config-journal");
     let h = home.to_str().unwrap();
@@ -407,9 +411,68 @@ fn a_shared_journal_from_config_toml_is_used_and_serve_refuses_it() {
     let out = clio(&["--home", h, "runs", "list"]);
     assert_eq!(out.code, 0, "{}", out.render());
     assert!(!home.join("journal.redb").exists(), "the shared journal is used, not a file");
-    let out = clio(&["--home", h, "serve", "--port", "0"]);
-    assert_eq!(out.code, 2, "{}", out.render());
-    assert!(out.stderr.contains("run `clio worker` against it instead"), "{}", out.stderr);
+    // A run submitted to the workers (none runs here: it waits for one).
+    let out = clio(&["--home", h, "plugin", "trust", PLUGIN]);
+    assert_eq!(out.code, 0, "{}", out.render());
+    let ws = home.join("workspace");
+    std::fs::create_dir_all(&ws).unwrap();
+    let submitted = clio(&[
+        "--home",
+        h,
+        "workflow",
+        "run",
+        WORKFLOW,
+        "--task",
+        "viewed",
+        "--plugin",
+        PLUGIN,
+        "--workspace",
+        ws.to_str().unwrap(),
+        "--detach",
+        "--quiet",
+        "--no-input",
+    ]);
+    assert_eq!(submitted.code, 0, "{}", submitted.render());
+    let run: u64 = submitted.stdout.trim().parse().unwrap();
+    let mut serve = Command::new(env!("CARGO_BIN_EXE_clio"))
+        .args(["--home", h, "serve", "--port", "0"])
+        .current_dir(workspace_root())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(serve.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let rest = line.trim().strip_prefix("http://").unwrap_or_else(|| panic!("{line}"));
+    let addr = rest.split_once("/#token=").unwrap().0.to_owned();
+    let get = |path: &str| -> (u16, String) {
+        let mut stream = std::net::TcpStream::connect(&addr).unwrap();
+        let request = format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n");
+        stream.write_all(request.as_bytes()).unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).unwrap();
+        let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+        (head.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0), body.to_owned())
+    };
+    let (code, body) = get("/api/v1/runs");
+    let (show_code, show) = get(&format!("/api/v1/runs/{run}"));
+    let (events_code, events) = get(&format!("/api/v1/runs/{run}/events?limit=1"));
+    let (page_code, page) = get("/");
+    let _ = serve.kill();
+    let _ = serve.wait();
+    assert_eq!(code, 200, "{body}");
+    let list: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert!(list.to_string().contains("viewed"), "{list}");
+    assert_eq!(show_code, 200, "{show}");
+    let shown: serde_json::Value = serde_json::from_str(&show).unwrap();
+    assert_eq!(shown["summary"]["task"], "viewed", "{shown}");
+    assert_eq!(events_code, 200, "{events}");
+    assert_eq!(page_code, 200, "the viewer's page");
+    assert!(
+        page.contains("<html") || page.contains("<!doctype") || page.contains("<!DOCTYPE"),
+        "{page}"
+    );
 }
 
 #[test]
