@@ -445,7 +445,8 @@ fn a_shared_journal_from_config_toml_is_used_and_serve_shows_it() {
     let mut line = String::new();
     BufReader::new(serve.stdout.take().unwrap()).read_line(&mut line).unwrap();
     let rest = line.trim().strip_prefix("http://").unwrap_or_else(|| panic!("{line}"));
-    let addr = rest.split_once("/#token=").unwrap().0.to_owned();
+    let (addr, token) = rest.split_once("/#token=").unwrap();
+    let (addr, token) = (addr.to_owned(), token.to_owned());
     let get = |path: &str| -> (u16, String) {
         let mut stream = std::net::TcpStream::connect(&addr).unwrap();
         let request = format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n");
@@ -459,6 +460,17 @@ fn a_shared_journal_from_config_toml_is_used_and_serve_shows_it() {
     let (show_code, show) = get(&format!("/api/v1/runs/{run}"));
     let (events_code, events) = get(&format!("/api/v1/runs/{run}/events?limit=1"));
     let (page_code, page) = get("/");
+    // And it steers: a cancel through the API cancels the run in the shared journal.
+    let cancelled = {
+        let mut stream = std::net::TcpStream::connect(&addr).unwrap();
+        let request = format!(
+            "POST /api/v1/runs/{run}/cancel HTTP/1.0\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nContent-Length: 0\r\n\r\n"
+        );
+        stream.write_all(request.as_bytes()).unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).unwrap();
+        response
+    };
     let _ = serve.kill();
     let _ = serve.wait();
     assert_eq!(code, 200, "{body}");
@@ -473,6 +485,9 @@ fn a_shared_journal_from_config_toml_is_used_and_serve_shows_it() {
         page.contains("<html") || page.contains("<!doctype") || page.contains("<!DOCTYPE"),
         "{page}"
     );
+    assert!(cancelled.contains(" 200 "), "{cancelled}");
+    let listed = clio(&["--home", h, "runs", "list", "--json"]);
+    assert!(listed.stdout.contains("cancelled"), "{}", listed.render());
 }
 
 #[test]
