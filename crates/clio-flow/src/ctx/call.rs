@@ -524,6 +524,15 @@ impl Call {
             }
             other => Ready::child(other, input)?,
         };
+        // A call that waited (for its slot, the history or the gate) while its run or its
+        // scope stopped starts nothing: it is not written, so a resume issues it again
+        // rather than finding a task it would take for one cut short.
+        if let Some(why) = run.suspension() {
+            return Err(FlowError::CallInterrupted { handle: None, message: why });
+        }
+        if run.is_cancelled() || self.ctx.scope.cancel.is_cancelled() {
+            return Err(FlowError::CallCancelled { handle: None });
+        }
         run.reserve_entry()?;
         if kind != CallKind::Tool {
             run.count_model_call();

@@ -387,3 +387,76 @@ async fn a_plugins_python_functions_run_in_its_child() {
     assert!(text.starts_with("5 \"HI\" "), "{text}");
     assert!(text.contains("tool boom raised KeyError at ai.iowarp.clio/tools.py:12"), "{text}");
 }
+
+const KILLED_IN_GATHER: &str = r#"
+import asyncio
+import os
+
+from clio_agent.sdk import Flow
+
+
+class Killed(Flow):
+    id = "killed"
+
+    async def forward(self, task, ctx):
+        async def kill_once():
+            await ctx.call("wait_for", {"count": 2})
+            if not os.path.exists(task):
+                open(task, "w").close()
+                os.kill(os.getpid(), 9)
+
+        calls = [ctx.call("slow_effect", {"i": i}) for i in range(6)]
+        gathered = ctx.gather(calls, limit=1, return_exceptions=True)
+        results, _ = await asyncio.gather(gathered, kill_once())
+        return ",".join(getattr(r, "reason", "ok") for r in results)
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_killed_during_a_limited_gather_loses_no_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = plugin(dir.path(), &[("killed.py", KILLED_IN_GATHER)]);
+    let marker = dir.path().join("killed-once");
+    let counter = Counter::default();
+    let seen = counter.clone();
+    let wait_for = Tool::new("wait_for", move |args: Value| {
+        let seen = seen.clone();
+        async move {
+            let count = args["count"].as_u64().unwrap_or(0);
+            while seen.get() < count {
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+            Ok(json!(count))
+        }
+    })
+    .read_only();
+    let effects = counter.clone();
+    let slow_effect = Tool::new("slow_effect", move |args: Value| {
+        let effects = effects.clone();
+        async move {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            effects.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Ok(args["i"].clone())
+        }
+    });
+    let journal = Journal::open_in_memory().unwrap();
+    let input = json!(marker.to_string_lossy());
+    let reg = registry(&counter).tool(wait_for).tool(slow_effect);
+    let first =
+        python_runtime(&journal, reg.clone(), &plugin).run(sel("killed"), input).await.unwrap();
+    assert!(
+        matches!(&first.outcome, RunOutcome::Failed(FlowError::CallInterrupted { .. })),
+        "{:?}",
+        first.outcome
+    );
+    assert!(counter.get() < 6, "the child died before the gather ended");
+    let resumed = python_runtime(&journal, reg, &plugin).resume(first.run).await.unwrap();
+    // The call running when the child died is cut short (its effect uncertain, never
+    // done again); every call queued behind it runs on resume: none is lost.
+    let outcomes: Vec<String> = answer(&resumed).split(',').map(str::to_owned).collect();
+    assert_eq!(outcomes.len(), 6, "{outcomes:?}");
+    let ok = outcomes.iter().filter(|o| *o == "ok").count();
+    let cut = outcomes.iter().filter(|o| *o == "call_interrupted").count();
+    assert_eq!(ok + cut, 6, "{outcomes:?}");
+    assert!(cut <= 1, "only the call in flight may be cut short: {outcomes:?}");
+    assert_eq!(counter.get(), ok as u64, "each effect once");
+}
