@@ -120,10 +120,21 @@ pub(super) fn show(args: &WorkflowShowArgs, out: &mut dyn Write) -> Result<(), C
 /// The editing limits a workflow run recorded when it started (its `wf-limits` entry), as
 /// `clio runs show` prints them: each limit in force, and the workflow's own bound and the
 /// person's setting (config.toml's `[workflows]`) it is the tighter of; `None` for a run
-/// that recorded none (not a workflow run).
+/// that recorded none (not a workflow run), or whose limits are all open.
 pub(super) fn limits_line(entries: &[clio_journal::JournalEntry]) -> Option<String> {
     let logged = entries.iter().find(|e| e.identity.as_deref() == Some("key:wf-limits"))?;
     let result = logged.payload.get("result")?;
+    // A workflow without any limit, of its own or of the settings, has nothing to show.
+    let set = |part: &str| {
+        result.get(part).and_then(serde_json::Value::as_object).is_some_and(|limits| {
+            ["max_added_steps", "max_edit_rounds"]
+                .iter()
+                .any(|f| limits.get(*f).is_some_and(|v| !v.is_null()))
+        })
+    };
+    if !set("limits") && !set("workflow") && !set("settings") {
+        return None;
+    }
     let show = |value: Option<&serde_json::Value>| match value.and_then(serde_json::Value::as_u64) {
         Some(n) => n.to_string(),
         None => "open".to_owned(),

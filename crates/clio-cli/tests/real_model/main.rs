@@ -529,3 +529,70 @@ fn healthy(port: u16) -> bool {
     let _ = stream.read_to_string(&mut response);
     response.starts_with("HTTP/1.1 200")
 }
+
+/// Issue 46 item 1 on a real model: the tool agent tallies five labels, one call a turn,
+/// under a compaction threshold so small (`compact_at = 0.01` of an 8,192-token window:
+/// about 80 tokens) that every turn past the second compacts the older ones. The run ends;
+/// each compaction's summary was written by the real model as a recorded `compact` task and
+/// left fewer tokens than before; no tally ran twice.
+#[test]
+fn a_conversation_past_a_small_window_is_compacted_on_a_real_model() {
+    let url = required_env("CLIO_TEST_MODEL_URL");
+    let home = Home::new("compact", &url, &required_env("CLIO_TEST_TOOL_MODEL_URL"));
+    let config = std::fs::read_to_string(home.dir.join("config.toml")).unwrap();
+    let config = config.replace("max_iters = 6", "max_iters = 8\ncompact_at = 0.01");
+    std::fs::write(home.dir.join("config.toml"), config).unwrap();
+    let ws = home.workspace();
+    let out = home.clio(&[
+        "run",
+        TALLIER,
+        "--model",
+        "tools/qwen-coder",
+        "--input",
+        "Call the tally tool five times, one call per turn, with the labels \"alpha\", \
+         \"beta\", \"gamma\", \"delta\" and \"epsilon\". After the fifth, reply: done.",
+        "--plugin",
+        TALLIES,
+        "--trust",
+        "--no-input",
+        "--workspace",
+        ws.to_str().unwrap(),
+        "--quiet",
+    ]);
+    let export = home.export(1, &out);
+    assert_ended(export.status(), &out.render());
+    let model_turns = export
+        .entries
+        .iter()
+        .filter(|e| e["identity"].as_str().is_some_and(|i| i.contains("model:")))
+        .count();
+    let compactions: Vec<&Value> = export
+        .entries
+        .iter()
+        .map(|e| &e["payload"]["command"]["event"])
+        .filter(|e| e["event"] == "compacted")
+        .collect();
+    eprintln!(
+        "compaction on a real model: {} (exit {}) in {:.1?}; {model_turns} model turns, {} compactions",
+        export.status(),
+        out.code,
+        out.took,
+        compactions.len()
+    );
+    if model_turns >= 3 {
+        assert!(
+            !compactions.is_empty(),
+            "three turns past the threshold compact: {}",
+            out.render()
+        );
+    }
+    for event in &compactions {
+        let before = event["tokens_before"].as_u64().unwrap();
+        let after = event["tokens_after"].as_u64().unwrap();
+        assert!(after < before, "{event}");
+    }
+    let summaries = export.tasks.iter().filter(|t| t["target"] == "compact").count();
+    assert_eq!(summaries, compactions.len(), "each summary is a recorded task");
+    assert_tool_arguments_valid(&export);
+    assert_eq!(home.tallies().len(), export.tallies_done(), "each tally that ran, once");
+}
