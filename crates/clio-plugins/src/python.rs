@@ -56,6 +56,16 @@ pub enum PythonError {
         #[source]
         source: std::io::Error,
     },
+    /// The reader ran past its time (an interpreter that never exits).
+    #[error(
+        "reading Python flows with {interpreter:?} did not finish within {secs} s; it was stopped"
+    )]
+    TimedOut {
+        /// The interpreter.
+        interpreter: PathBuf,
+        /// The limit.
+        secs: u64,
+    },
     /// The reader failed without a report.
     #[error("reading Python flows with {interpreter:?} failed ({status}): {stderr}")]
     Failed {
@@ -155,6 +165,57 @@ fn is_complete_and_ours(dir: &Path, digest: &str, uid: u32) -> bool {
         && std::fs::read_to_string(dir.join(".complete")).is_ok_and(|d| d == digest)
 }
 
+/// How long reading declarations may take: the reader only parses, so an interpreter that
+/// has not answered by then is stuck (a `CLIO_PYTHON` that never exits), not slow.
+pub const READ_WITHIN: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Runs `command` (its stdin closed, Python's I/O in UTF-8) and returns its output, killing
+/// it when it runs past `limit` (an error saying so).
+pub(crate) fn output_within(
+    mut command: Command,
+    limit: std::time::Duration,
+) -> std::io::Result<std::process::Output> {
+    use std::io::Read as _;
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .env("PYTHONUTF8", "1")
+        .env("PYTHONIOENCODING", "utf-8")
+        .spawn()?;
+    let drain = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let stdout = drain(child.stdout.take().map(|p| Box::new(p) as _));
+    let stderr = drain(child.stderr.take().map(|p| Box::new(p) as _));
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("it did not finish within {} s and was stopped", limit.as_secs()),
+            ));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    Ok(std::process::Output {
+        status,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
+    })
+}
+
 /// A flow read from a `.py` file's syntax tree.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct PythonFlowInfo {
@@ -219,18 +280,23 @@ pub fn discover(
         return Ok(Discovery::default());
     }
     let package = package_dir()?;
-    let output = Command::new(interpreter)
+    let mut command = Command::new(interpreter);
+    command
         .arg("-I")
         .arg("-B")
         .arg(package.join("clio_agent").join("_discover.py"))
         .arg("--root")
         .arg(root)
-        .args(files)
-        .stdin(Stdio::null())
-        .env("PYTHONUTF8", "1")
-        .env("PYTHONIOENCODING", "utf-8")
-        .output()
-        .map_err(|source| PythonError::Start { interpreter: interpreter.to_path_buf(), source })?;
+        .args(files);
+    let output = output_within(command, READ_WITHIN).map_err(|source| {
+        let interpreter = interpreter.to_path_buf();
+        match source.kind() {
+            std::io::ErrorKind::TimedOut => {
+                PythonError::TimedOut { interpreter, secs: READ_WITHIN.as_secs() }
+            }
+            _ => PythonError::Start { interpreter, source },
+        }
+    })?;
     let stdout = String::from_utf8_lossy(&output.stdout);
     match serde_json::from_str::<Discovery>(stdout.trim()) {
         Ok(found) if matches!(output.status.code(), Some(0 | 1)) => Ok(found),
@@ -270,6 +336,14 @@ mod tests {
         assert!(first.join("clio_agent/_flow_host.py").is_file());
         let mode = std::fs::metadata(&first).unwrap().mode();
         assert_eq!(mode & 0o077, 0, "the package folder is its owner's only");
+    }
+
+    #[test]
+    fn an_interpreter_that_never_exits_is_stopped() {
+        let mut command = Command::new("sh");
+        command.arg("-c").arg("sleep 30");
+        let err = output_within(command, std::time::Duration::from_millis(200)).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::TimedOut);
     }
 
     #[test]

@@ -11,7 +11,7 @@
 //! plugin is trusted ([`ToolImpl::Python`], [`HookHandler::Python`]).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use clio_spec::{FlowSelection, PluginRef, Prefers, Requires, parse_plugin_version};
 use serde_json::{Map, Value as Json};
@@ -447,18 +447,10 @@ fn read_declaration(interpreter: &Path, root: &Path, path: &Path) -> Result<Json
     if !reader.is_file() {
         return Err("this build's clio_agent package has no _plugin_decl.py".into());
     }
-    let output = Command::new(interpreter)
-        .arg("-I")
-        .arg("-B")
-        .arg(&reader)
-        .arg("--root")
-        .arg(root)
-        .arg(path)
-        .stdin(Stdio::null())
-        .env("PYTHONUTF8", "1")
-        .env("PYTHONIOENCODING", "utf-8")
-        .output()
-        .map_err(|e| {
+    let mut command = Command::new(interpreter);
+    command.arg("-I").arg("-B").arg(&reader).arg("--root").arg(root).arg(path);
+    let output =
+        crate::python::output_within(command, crate::python::READ_WITHIN).map_err(|e| {
             format!(
                 "cannot start {}: {e} (install python3, or name one with {})",
                 interpreter.display(),
