@@ -515,3 +515,65 @@ fn runs_stop_ends_the_models_current_turn() {
     let again = clio(&["--home", &h, "runs", "stop", "1"]);
     assert_eq!(again.code, 1, "{}", again.render());
 }
+
+/// Issue 46 item 7 on the built binary: a read-only tool a workflow step runs was invisible
+/// while it ran (`runs tree` did not show it, `runs cancel` said "0 unfinished"). Now it is
+/// in the tree as running, and a cancel counts it and ends the run.
+#[test]
+fn a_running_read_only_tool_is_in_the_tree_and_counted_by_cancel() {
+    use std::os::unix::fs::PermissionsExt;
+    let home = temp_home("slow-read");
+    let h = home.to_str().unwrap().to_owned();
+    let plugin = home.join("slow");
+    let clio_dir = plugin.join("ai.iowarp.clio");
+    std::fs::create_dir_all(clio_dir.join("bin")).unwrap();
+    std::fs::write(
+        clio_dir.join("plugin.toml"),
+        "id = \"slow\"\nversion = \"0.1.0\"\ndescription = \"A slow reader.\"\n\n\
+         [[tools]]\nname = \"slow_read\"\ndescription = \"Reads, slowly.\"\nread_only = true\n\
+         command = \"bin/slow_read\"\n",
+    )
+    .unwrap();
+    let program = clio_dir.join("bin/slow_read");
+    std::fs::write(&program, "#!/bin/sh\ncat > /dev/null\nsleep 60\necho '{\"read\": true}'\n")
+        .unwrap();
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let workflow = home.join("wf.json");
+    std::fs::write(&workflow, r#"{"steps": [{"id": "read", "target": "slow_read", "input": {}}]}"#)
+        .unwrap();
+    let workspace = home.join("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_clio"))
+        .args(["--home", &h, "workflow", "run", workflow.to_str().unwrap(), "--task", "t"])
+        .args(["--plugin", plugin.to_str().unwrap(), "--trust", "--no-input", "--quiet"])
+        .args(["--workspace", workspace.to_str().unwrap()])
+        .current_dir(workspace_root())
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut running = None;
+    for _ in 0..300 {
+        let tree = clio(&["--home", &h, "runs", "tree", "1", "--json"]);
+        if let Ok(value) = serde_json::from_str::<serde_json::Value>(&tree.stdout) {
+            running = value["tasks"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|t| t["target"] == "slow_read" && t["status"] == "running")
+                .cloned();
+        }
+        if running.is_some() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(running.is_some(), "the running read-only tool is in the tree");
+    let cancelled = clio(&["--home", &h, "runs", "cancel", "1"]);
+    assert_eq!(cancelled.code, 0, "{}", cancelled.render());
+    assert!(!cancelled.stdout.contains("(0 unfinished"), "{}", cancelled.render());
+    assert!(cancelled.stdout.contains("unfinished"), "{}", cancelled.render());
+    let output = child.wait_with_output().unwrap();
+    assert_ne!(output.status.code(), Some(0), "a cancelled run does not succeed");
+}
