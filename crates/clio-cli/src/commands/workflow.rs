@@ -150,7 +150,7 @@ pub(super) fn limits_line(entries: &[clio_journal::JournalEntry]) -> Option<Stri
     };
     Some(format!(
         "{}; {}",
-        limit("max_added_steps", "steps editors may add"),
-        limit("max_edit_rounds", "editing rounds")
+        limit("max_added_steps", "max_added_steps"),
+        limit("max_edit_rounds", "max_edit_rounds")
     ))
 }

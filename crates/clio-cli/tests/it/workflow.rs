@@ -179,7 +179,7 @@ fn issue_46_structured_launch_input_and_the_persons_workflow_limits() {
     assert_eq!(shown.code, 0, "{}", shown.render());
     assert!(
         shown.stdout.contains(
-            "limits: steps editors may add 1 (workflow 3, settings 1); editing rounds open (workflow open, settings open)"
+            "limits: max_added_steps 1 (workflow 3, settings 1); max_edit_rounds open (workflow open, settings open)"
         ),
         "{}",
         shown.stdout
