@@ -577,3 +577,67 @@ fn a_running_read_only_tool_is_in_the_tree_and_counted_by_cancel() {
     let output = child.wait_with_output().unwrap();
     assert_ne!(output.status.code(), Some(0), "a cancelled run does not succeed");
 }
+
+/// Issue 46 item 6 on the built binary: a plugin whose only content is a `fail_closed`
+/// `tool_call` hook, passed untrusted, used to deny every tool without a word (the run
+/// "succeeded" with its steps denied). Now the run asks to trust it before the hook decides
+/// anything; a yes runs the hook and the step; under `--no-input` it is refused, naming it.
+#[test]
+fn an_untrusted_fail_closed_hook_asks_for_trust_instead_of_denying_every_tool() {
+    use std::os::unix::fs::PermissionsExt;
+    const COUNTER: &str = "crates/clio-cli/tests/data/side-effects/counter";
+    let home = temp_home("guard-hook");
+    let h = home.to_str().unwrap().to_owned();
+    let guard = home.join("guard");
+    let clio_dir = guard.join("ai.iowarp.clio");
+    std::fs::create_dir_all(clio_dir.join("hooks")).unwrap();
+    std::fs::write(
+        clio_dir.join("plugin.toml"),
+        "id = \"guard\"\nversion = \"0.1.0\"\ndescription = \"Guards every call.\"\n\n\
+         [[hooks]]\nevent = \"tool_call\"\nid = \"watch\"\ncommand = \"hooks/watch\"\n\
+         fail_closed = true\n",
+    )
+    .unwrap();
+    let program = clio_dir.join("hooks/watch");
+    std::fs::write(&program, "#!/bin/sh\ncat > /dev/null\necho watch >> watched.log\necho '{}'\n")
+        .unwrap();
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let workflow = home.join("wf.json");
+    std::fs::write(
+        &workflow,
+        r#"{"steps": [{"id": "mark", "target": "checkpoint", "input": {"label": "seen"}}]}"#,
+    )
+    .unwrap();
+    let workspace = home.join("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let trusted = clio(&["--home", &h, "plugin", "trust", COUNTER]);
+    assert_eq!(trusted.code, 0, "{}", trusted.render());
+    let run = |extra: &[&str]| {
+        let mut args = vec!["--home", h.as_str(), "workflow", "run", workflow.to_str().unwrap()];
+        args.extend(["--task", "t", "--plugin", COUNTER, "--plugin", guard.to_str().unwrap()]);
+        args.extend(["--workspace", workspace.to_str().unwrap(), "--quiet"]);
+        args.extend(extra.iter().copied());
+        clio(&args)
+    };
+    let refused = run(&["--no-input"]);
+    assert_eq!(refused.code, 1, "{}", refused.render());
+    assert!(refused.stderr.contains("guard"), "{}", refused.render());
+
+    let asked = run(&["--json"]);
+    let value: serde_json::Value =
+        serde_json::from_str(&asked.stdout).unwrap_or_else(|e| panic!("{e}: {}", asked.render()));
+    assert_eq!(value["status"], "awaiting_input", "asked, not denied: {value}");
+    let question = &value["questions"][0];
+    assert!(question.to_string().contains("trust plugin guard"), "{value}");
+    assert!(!workspace.join("watched.log").exists(), "the hook did not run before the yes");
+    let run_id = value["run"].as_u64().unwrap().to_string();
+    let id = question["id"].as_u64().unwrap().to_string();
+    let answered = clio(&["--home", &h, "runs", "answer", &run_id, &id, "yes", "--json"]);
+    assert_eq!(answered.code, 0, "{}", answered.render());
+    let resumed = clio(&["--home", &h, "runs", "resume", &run_id, "--json"]);
+    let ended: serde_json::Value = serde_json::from_str(&resumed.stdout).unwrap_or_default();
+    let shown = clio(&["--home", &h, "runs", "show", &run_id, "--json"]);
+    let shown: serde_json::Value = serde_json::from_str(&shown.stdout).unwrap();
+    assert_eq!(shown["run"]["status"], "succeeded", "{ended} {shown}");
+    assert!(workspace.join("watched.log").exists(), "the trusted hook ran");
+}
