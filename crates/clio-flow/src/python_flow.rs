@@ -46,6 +46,10 @@ const CANCEL_GRACE: Duration = Duration::from_secs(3);
 /// that only waits on a person.
 const SETTLE: Duration = Duration::from_millis(100);
 
+/// How long the requests of an instance whose child died may take to end (a tool call
+/// running then finishes and is recorded; see `Instance::settle`).
+const SETTLE_AFTER_LOSS: Duration = Duration::from_secs(40);
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -421,8 +425,16 @@ impl<'a> Instance<'a> {
                     }
                     let message = match message {
                         Some(Incoming::Message(message)) => message,
-                        Some(Incoming::Lost(loss)) => return Err(lost(self.ctx, self.name, self.file, &loss)),
-                        None => return Err(lost(self.ctx, self.name, self.file, &Loss::Died("ended".into()))),
+                        Some(Incoming::Lost(loss)) => {
+                            let err = lost(self.ctx, self.name, self.file, &loss);
+                            self.settle(&mut handlers).await;
+                            return Err(err);
+                        }
+                        None => {
+                            let err = lost(self.ctx, self.name, self.file, &Loss::Died("ended".into()));
+                            self.settle(&mut handlers).await;
+                            return Err(err);
+                        }
                     };
                     match message.get("type").and_then(Value::as_str).unwrap_or("") {
                         "end" => return self.end(&message, cancel_sent.is_some()),
@@ -460,6 +472,17 @@ impl<'a> Instance<'a> {
                 }
             }
         }
+    }
+
+    /// Lets the requests of an instance whose child died end before the flow does: the run
+    /// is suspended, so a tool call running now finishes and is recorded (a resume replays
+    /// it instead of reporting it cut short), calls not started yet start nothing, and a
+    /// step whose function the dead child was running is left unrecorded (it runs again).
+    /// Bounded by [`SETTLE_AFTER_LOSS`].
+    async fn settle(&self, handlers: &mut FuturesUnordered<Handler<'a>>) {
+        lock(&self.steps).clear();
+        let drained = async { while handlers.next().await.is_some() {} };
+        let _ = tokio::time::timeout(SETTLE_AFTER_LOSS, drained).await;
     }
 
     /// Returns what the instance's `end` says.

@@ -151,6 +151,9 @@ fn kind_of_task(kind: CallKind) -> TaskKind {
     }
 }
 
+/// How long a tool running when its run is suspended may take to finish and be recorded.
+const FINISH_ON_SUSPEND: std::time::Duration = std::time::Duration::from_secs(30);
+
 impl Call {
     pub(crate) fn new(ctx: Ctx, target: Target, input: CallInput, site: &Location<'_>) -> Call {
         let resolved_input = input.resolve(&ctx.scope.task);
@@ -861,11 +864,24 @@ impl Call {
         }
         let target = self.target.name().to_owned();
         tracing::debug!(task = task.0, target = %target, "call started");
+        // A tool running in this process when its run is suspended (not cancelled) is let
+        // finish, for a while, and its result recorded: its effect is then known, and a
+        // resume replays it instead of reporting it cut short.
+        let finishes_on_suspend = matches!(&ready, Ready::Tool(tool, _) if !tool.is_contextual());
         // Boxed: what the call runs is freed before it waits for its result's commit.
-        let work = Box::pin(self.execute(task, ready, token.clone()));
+        let mut work = Box::pin(self.execute(task, ready, token.clone()));
         let res = tokio::select! {
-            res = work => res,
-            () = token.cancelled() => Err(FlowError::CallCancelled { handle: Some(task) }),
+            res = &mut work => res,
+            () = token.cancelled() => {
+                if finishes_on_suspend && run.suspension().is_some() && !run.is_cancelled() {
+                    match tokio::time::timeout(FINISH_ON_SUSPEND, &mut work).await {
+                        Ok(res) => res,
+                        Err(_) => Err(FlowError::CallCancelled { handle: Some(task) }),
+                    }
+                } else {
+                    Err(FlowError::CallCancelled { handle: Some(task) })
+                }
+            }
             () = stop.cancelled() => Err(FlowError::CallStopped { handle: Some(task), message: "stopped by Stop".into() }),
         };
         let (res, tokens) = match res {

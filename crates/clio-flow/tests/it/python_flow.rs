@@ -6,6 +6,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use clio_flow::{
     FlowError, Registry, RunOutcome, Runtime, RuntimeConfig, Sandbox, Tool, Workspace,
@@ -459,4 +460,77 @@ async fn a_child_killed_during_a_limited_gather_loses_no_call() {
     assert_eq!(ok + cut, 6, "{outcomes:?}");
     assert!(cut <= 1, "only the call in flight may be cut short: {outcomes:?}");
     assert_eq!(counter.get(), ok as u64, "each effect once");
+}
+
+const KILLED_DURING_A_CALL: &str = r#"
+import asyncio
+import os
+
+from clio_agent.sdk import Flow
+
+
+class KilledDuringACall(Flow):
+    id = "killed-during-a-call"
+
+    async def forward(self, task, ctx):
+        async def kill_once():
+            await ctx.call("wait_for", {"count": 1})
+            if not os.path.exists(task):
+                open(task, "w").close()
+                os.kill(os.getpid(), 9)
+
+        first = await ctx.call("slow_effect", {"i": 0})
+        second, _ = await asyncio.gather(ctx.call("slow_effect", {"i": 1}), kill_once())
+        third = await ctx.call("slow_effect", {"i": 2})
+        return f"{first.value},{second.value},{third.value}"
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_running_when_the_child_dies_finishes_and_is_replayed() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = plugin(dir.path(), &[("killed_call.py", KILLED_DURING_A_CALL)]);
+    let marker = dir.path().join("killed-once");
+    let effects = Counter::default();
+    let (started, done) = (effects.clone(), effects.clone());
+    // `wait_for` waits until the second effect has started (its count is the effects done).
+    let running = Arc::new(AtomicBool::new(false));
+    let seen = Arc::clone(&running);
+    let wait_for = Tool::new("wait_for", move |_args: Value| {
+        let seen = Arc::clone(&seen);
+        async move {
+            while !seen.load(Ordering::SeqCst) {
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+            Ok(json!(true))
+        }
+    })
+    .read_only();
+    let slow_effect = Tool::new("slow_effect", move |args: Value| {
+        let (done, running) = (done.clone(), Arc::clone(&running));
+        let _ = &started;
+        async move {
+            if args["i"] == 1 {
+                running.store(true, Ordering::SeqCst);
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            done.0.fetch_add(1, Ordering::SeqCst);
+            Ok(args["i"].clone())
+        }
+    });
+    let reg = registry(&Counter::default()).tool(wait_for).tool(slow_effect);
+    let journal = Journal::open_in_memory().unwrap();
+    let input = json!(marker.to_string_lossy());
+    let first = python_runtime(&journal, reg.clone(), &plugin)
+        .run(sel("killed-during-a-call"), input)
+        .await
+        .unwrap();
+    assert!(
+        matches!(&first.outcome, RunOutcome::Failed(FlowError::CallInterrupted { .. })),
+        "{:?}",
+        first.outcome
+    );
+    assert_eq!(effects.get(), 2, "the call running when the child died finished");
+    let resumed = python_runtime(&journal, reg, &plugin).resume(first.run).await.unwrap();
+    assert_eq!(answer(&resumed), "0,1,2", "the same answer as an uninterrupted run");
+    assert_eq!(effects.get(), 3, "each effect once");
 }
