@@ -19,6 +19,7 @@ mod orchestration;
 mod pinning;
 mod plugin;
 mod python_flows;
+mod question_beside_chain;
 mod readme;
 mod replay;
 mod run;
@@ -55,6 +56,7 @@ fn no_forgotten_test_files() {
         "pinning",
         "plugin",
         "python_flows",
+        "question_beside_chain",
         "readme",
         "replay",
         "run",
