@@ -315,6 +315,18 @@ pub(crate) fn prepare_runtime(
     home: &Home,
     launch: &Launch,
 ) -> Result<(PreparedRuntime, Vec<Untrusted>), CliError> {
+    prepare_runtime_vouching(home, launch, false)
+}
+
+/// As [`prepare_runtime`]; with `vouch_passed`, the plugin folders passed with `--plugin`
+/// count as trusted (the person vouches for them with `--trust`) without being put on the
+/// trust list yet: the command records that trust only once everything it checks before
+/// a run exists has passed, so a refused command trusts nothing.
+pub(crate) fn prepare_runtime_vouching(
+    home: &Home,
+    launch: &Launch,
+    vouch_passed: bool,
+) -> Result<(PreparedRuntime, Vec<Untrusted>), CliError> {
     let settings = HomeConfig::load(home)?;
     let mut sandbox = settings.sandbox();
     // No sandboxed program sees the home: its journal, its control socket's key, its token.
@@ -377,6 +389,7 @@ pub(crate) fn prepare_runtime(
     let mut untrusted = Vec::new();
     for (plugin, folder, trust_with, passed) in &loaded {
         let (is_trusted, digest) = trusted(&store, plugin, folder)?;
+        let is_trusted = is_trusted || (vouch_passed && *passed);
         if !is_trusted {
             untrusted.push(Untrusted {
                 id: plugin.id.clone(),
