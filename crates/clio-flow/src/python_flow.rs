@@ -182,6 +182,18 @@ impl Pool {
     }
 }
 
+/// A pool dropped (its registry, its runtime) ends its child: the child's reader holds it
+/// alive otherwise, and it would outlive everything that could send it work.
+impl Drop for Pool {
+    fn drop(&mut self) {
+        if let Ok(slot) = self.child.try_lock()
+            && let Some(child) = slot.as_ref()
+        {
+            child.kill();
+        }
+    }
+}
+
 /// A flow a plugin declares in a `.py` file (`class Review(Flow)`), as read from the
 /// file's syntax tree; its `forward` runs in the plugin's child.
 #[derive(Debug)]

@@ -534,3 +534,38 @@ async fn a_tool_running_when_the_child_dies_finishes_and_is_replayed() {
     assert_eq!(answer(&resumed), "0,1,2", "the same answer as an uninterrupted run");
     assert_eq!(effects.get(), 3, "each effect once");
 }
+
+/// Returns the processes whose command line holds `needle`.
+fn processes_with(needle: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline"))
+            && String::from_utf8_lossy(&cmdline).contains(needle)
+        {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_runtime_leaves_no_python_child() {
+    let dir = tempfile::tempdir().unwrap();
+    // A flow that tells its own process id, so the test can look for it afterwards.
+    let flow = "import os\nfrom clio_agent.sdk import Flow\n\n\nclass Pid(Flow):\n    id = \"pid\"\n\n    async def forward(self, task, ctx):\n        return str(os.getpid())\n";
+    let plugin = plugin(dir.path(), &[("pid.py", flow)]);
+    let journal = Journal::open_in_memory().unwrap();
+    let rt = python_runtime(&journal, registry(&Counter::default()), &plugin);
+    let report = rt.run(sel("pid"), json!(null)).await.unwrap();
+    let pid: u32 = answer(&report).parse().unwrap();
+    assert!(std::path::Path::new(&format!("/proc/{pid}")).exists(), "the child serves on");
+    drop(rt);
+    let deadline = clio_flow::instant() + std::time::Duration::from_secs(10);
+    while processes_with("_flow_host.py").contains(&pid) && clio_flow::instant() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let alive = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .is_ok_and(|status| !status.contains("State:\tZ"));
+    assert!(!alive, "the child of a dropped runtime ended");
+}
