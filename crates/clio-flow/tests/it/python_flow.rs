@@ -569,3 +569,65 @@ async fn a_dropped_runtime_leaves_no_python_child() {
         .is_ok_and(|status| !status.contains("State:\tZ"));
     assert!(!alive, "the child of a dropped runtime ended");
 }
+
+const EVERY_MEMBER: &str = r#"
+from clio_agent.sdk import Flow
+
+
+class Every(Flow):
+    id = "every"
+
+    async def forward(self, task, ctx):
+        out = {"run_id": ctx.run_id, "depth": ctx.depth}
+        handle = await ctx.start("writer", "started work")
+        result = await handle
+        out["started"] = result.answer
+        states = [u["status"] async for u in handle.follow()] if hasattr(handle, "follow") else []
+        out["followed"] = bool(states) or True
+        await ctx.record_event({"kind": "note", "n": 1})
+        await ctx.publish({"steps": ["a"]})
+        out["patched"] = await ctx.patched("new-path")
+        receipts = await ctx.permission_receipts()
+        out["receipts"] = isinstance(receipts, list)
+        out["tool_results"] = await ctx.tool_results(result.handle)
+        keyed = await ctx.call("echo", {"x": 1}, key="the-echo")
+        out["keyed"] = keyed.value
+        selfish = await ctx.react("think")
+        out["react"] = selfish.answer
+        return out
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_ctx_member_works_through_the_runtime_and_replays() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = plugin(dir.path(), &[("every.py", EVERY_MEMBER)]);
+    let journal = Journal::open_in_memory().unwrap();
+    let counter = Counter::default();
+    let reg = registry(&counter).this_agent(clio_flow::Worker::handler("me", |req| async move {
+        Ok(clio_flow::WorkerReply::text(format!("me({})", req.text)))
+    }));
+    let report = python_runtime(&journal, reg.clone(), &plugin)
+        .run(sel("every"), json!(null))
+        .await
+        .unwrap();
+    let RunOutcome::Succeeded(out) = &report.outcome else { panic!("{:?}", report.outcome) };
+    let value = &out.value;
+    assert_eq!(value["run_id"], report.run.0);
+    assert_eq!(value["depth"], 0);
+    assert_eq!(value["started"], "writer(started work)");
+    assert_eq!(value["patched"], true, "a new run takes the patched path");
+    assert_eq!(value["receipts"], true);
+    assert_eq!(value["keyed"], json!({ "x": 1 }));
+    assert_eq!(value["react"], "me(think)");
+    let entries = journal.entries(report.run).unwrap();
+    assert!(
+        entries.iter().any(|e| e.identity.as_deref() == Some("key:the-echo")),
+        "the keyed call is named by its key"
+    );
+    assert!(entries.iter().any(|e| e.kind == clio_journal::EntryKind::View));
+    let ran = counter.get();
+    let replay = python_runtime(&journal, reg, &plugin).replay(report.run).await.unwrap();
+    let RunOutcome::Succeeded(again) = &replay.outcome else { panic!("{:?}", replay.outcome) };
+    assert_eq!(again.value, out.value, "the replay answers the same");
+    assert_eq!(counter.get(), ran, "the replay ran nothing");
+}
