@@ -23,7 +23,7 @@ use crate::error::{CliError, journal_error};
 use crate::home::{Held, Home};
 use crate::launch::{
     Launch, Untrusted, agent_flow, agent_spec, installed_flow_provider, open_journal, owner,
-    prepare_runtime, runtime,
+    prepare_runtime_vouching, runtime,
 };
 use crate::paint::{Paint, Verdict};
 use crate::pin::{self, AgentChange, OnAgentChange};
@@ -317,24 +317,15 @@ fn start_checked(
 ) -> Result<(), CliError> {
     let rt = foreground_runtime()?;
     probe_sandbox_ahead(&rt, home);
-    if drive.trust {
-        // The person vouches for the folders named on this command line, as `clio plugin
-        // trust DIR` would, before anything of them runs.
-        let store = clio_plugins::Store::new(home.root());
-        // Noted as progress is: not with --quiet or --json.
-        let mut sink = std::io::sink();
-        let note: &mut dyn Write = if show.progress { &mut *err } else { &mut sink };
-        for folder in &drive.plugins {
-            super::plugin::trust_folder(&store, folder, note)?;
-        }
-    }
     // The journal opens (on a fresh home, creates: mostly waiting for the disk) while this
     // thread reads the plugins, digests them and builds the registry; a journal that does
     // not open is still the error reported first. Without a thread to spare, the journal
     // opens here once the plugins are read.
     let (journal, prepared) = std::thread::scope(|scope| {
         let opening = std::thread::Builder::new().spawn_scoped(scope, || open_journal(home)).ok();
-        let prepared = prepare_runtime(home, &launch);
+        // With --trust the folders passed count as trusted; the trust is recorded below,
+        // once the command's checks have passed.
+        let prepared = prepare_runtime_vouching(home, &launch, drive.trust);
         let journal = match opening {
             Some(opening) => {
                 opening.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
@@ -350,6 +341,18 @@ fn start_checked(
         return Err(refuse_untrusted(&untrusted));
     }
     check(&runtime)?;
+    if drive.trust {
+        // The person vouches for the folders named on this command line, as `clio plugin
+        // trust DIR` would: recorded now that nothing refused the command, before anything
+        // of them runs.
+        let store = clio_plugins::Store::new(home.root());
+        // Noted as progress is: not with --quiet or --json.
+        let mut sink = std::io::sink();
+        let note: &mut dyn Write = if show.progress { &mut *err } else { &mut sink };
+        for folder in &drive.plugins {
+            super::plugin::trust_folder(&store, folder, note)?;
+        }
+    }
     // The launch goes into the run's record in the run's own transaction: there is no
     // moment at which the run exists without it.
     let start = runtime.start(selection, input, Some(launch.to_json()?));

@@ -31,6 +31,7 @@ mod serve_http;
 mod side_effects;
 mod support;
 mod team_crash;
+mod trust_flag;
 mod viewer_e2e;
 mod workers;
 mod workflow;
@@ -69,6 +70,7 @@ fn no_forgotten_test_files() {
         "support",
         "workers",
         "team_crash",
+        "trust_flag",
         "viewer_e2e",
         "workflow",
     ];
