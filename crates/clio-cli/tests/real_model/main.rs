@@ -564,7 +564,7 @@ fn a_conversation_past_a_small_window_is_compacted_on_a_real_model() {
     let model_turns = export
         .entries
         .iter()
-        .filter(|e| e["identity"].as_str().is_some_and(|i| i.contains("model:")))
+        .filter(|e| e["kind"] == "step" && e["payload"]["result"]["finish"].is_string())
         .count();
     let compactions: Vec<&Value> = export
         .entries
