@@ -198,7 +198,7 @@ pub(crate) enum Command {
     /// List the models runs may use, and where they come from
     #[command(
         subcommand,
-        after_help = "Example:\n  clio models list --models examples/models/models.toml"
+        after_help = "Examples:\n  clio models list\n  clio models list --models examples/models/models.toml --json"
     )]
     Models(ModelsCommand),
     /// Inspect and manage the runs in the journal

@@ -2,6 +2,7 @@
 //! here, and `no_forgotten_test_files` fails when one is not.
 
 mod agent;
+mod at_scale;
 mod config;
 mod conventions;
 mod db_outage;
@@ -40,6 +41,7 @@ mod workflow;
 fn no_forgotten_test_files() {
     let listed: &[&str] = &[
         "agent",
+        "at_scale",
         "config",
         "conventions",
         "db_outage",
