@@ -878,6 +878,10 @@ fn finish(
                     json!({"run": run, "status": "awaiting_input", "questions": list}),
                 );
             }
+            // Questions are numbered within the run, and each command shows the answer's
+            // form; answering continues the run (`runs::answer`).
+            let open = journal.entries(report.run).map(|e| super::runs::open_questions(&e));
+            let open = open.unwrap_or_default();
             writeln!(out, "run {run} is waiting for an answer:")?;
             for q in questions {
                 let options = if q.options.is_empty() {
@@ -885,13 +889,19 @@ fn finish(
                 } else {
                     format!(" [{}]", q.options.join("/"))
                 };
-                writeln!(out, "  question {}: {}{options}", q.id, q.text)?;
+                let shown = open.iter().find(|o| o.seq == q.id);
+                let number = shown.map_or(q.id, |o| o.number);
+                writeln!(out, "  question {number}: {}{options}", q.text)?;
                 if !q.reason.is_empty() {
                     writeln!(out, "    why: {}", q.reason)?;
                 }
-                writeln!(out, "  answer with: clio runs answer {run} {} \"…\"", q.id)?;
+                let command = match shown {
+                    Some(o) => super::runs::answer_command(run, o, questions.len() == 1),
+                    None => format!("clio runs answer {run} {} \"…\"", q.id),
+                };
+                writeln!(out, "  answer with: {command}")?;
             }
-            writeln!(out, "then continue with: clio runs resume {run}")?;
+            writeln!(out, "the answer continues the run (--record-only only records it)")?;
             Ok(())
         }
         RunOutcome::Failed(error @ FlowError::Nondeterminism { .. }) => {
@@ -914,9 +924,13 @@ fn finish(
             // What stopped it says what to wait for: a model provider that stayed
             // unreachable, or a flow's Python process that died.
             let hint = if error.to_string().contains("model provider") {
-                format!("`clio runs resume {run}` continues it once the model provider answers again")
+                format!(
+                    "`clio runs resume {run}` continues it once the model provider answers again"
+                )
             } else {
-                format!("`clio runs resume {run}` continues it: finished work is replayed, not done again")
+                format!(
+                    "`clio runs resume {run}` continues it: finished work is replayed, not done again"
+                )
             };
             Err(stopped.hint(hint))
         }
