@@ -333,9 +333,13 @@ impl Call {
             }),
             Accepted::Run { task, ready } => {
                 let run = std::sync::Arc::clone(&self.ctx.run);
+                // Counted busy from the spawn on, so the run never looks idle before the
+                // started work first runs.
+                let starting = crate::runtime::Starting::new(&run);
                 let handle = tokio::spawn(tracing::Instrument::in_current_span(async move {
                     // The result is recorded on the task; the starter reads it from there.
-                    let _ = self.body(task, *ready).await;
+                    let (_, finished) = starting.handing_over(self.body(task, *ready)).await;
+                    drop(finished);
                 }));
                 run.spawn_background(handle);
                 Ok(task)
