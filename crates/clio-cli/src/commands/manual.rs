@@ -94,7 +94,7 @@ fn render(page: &Page, pages: &[Page]) -> Result<Vec<u8>, CliError> {
     let command = page.command.clone().display_name(name.clone()).bin_name(page.path.join(" "));
     let source = format!("clio {}", command.get_version().unwrap_or_default());
     let man = clap_mangen::Man::new(command.clone())
-        .title(name.to_uppercase())
+        .title(name.clone())
         .manual("clio")
         .source(source);
     let mut roff = Vec::new();

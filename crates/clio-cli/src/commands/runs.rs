@@ -524,6 +524,16 @@ pub(super) fn answer(
             )));
         }
     };
+    // A run that waits on nothing (it ended, or its questions are answered) is for
+    // `run::answer` to refuse, with its own reasons (ended, launch lost, no such question).
+    if open.is_empty() {
+        args.question = given.as_deref().and_then(|g| g.parse().ok()).unwrap_or(0);
+        args.text = text;
+        let mut recorded = Vec::new();
+        super::run::answer(home, args, &mut recorded, err)?;
+        out.write_all(&recorded)?;
+        return Ok(());
+    }
     let question = pick_question(args.run, &open, &all, given.as_deref())?;
     args.question = question.seq;
     args.text = text;

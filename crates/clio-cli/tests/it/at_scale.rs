@@ -538,7 +538,7 @@ fn every_command_has_a_man_page_with_exit_status_environment_and_files() {
     }
     let one = clio(&["man", "runs", "list"]);
     assert_eq!(one.code, 0, "{}", one.render());
-    assert!(one.stdout.contains(".TH CLIO-RUNS-LIST 1"), "{}", one.stdout);
+    assert!(one.stdout.contains(".TH clio-runs-list 1"), "{}", one.stdout);
 }
 
 #[test]

@@ -187,7 +187,8 @@ fn the_rest_print_json_too() {
     assert_eq!(waiting["questions"][0]["id"], 0, "{waiting}");
     assert_eq!(waiting["questions"][0]["schema"], "bool", "{waiting}");
     let n = waiting["run"].as_u64().unwrap().to_string();
-    let (code, answered) = json_of(h, &["runs", "answer", &n, "0", "no", "--json"]);
+    let (code, answered) =
+        json_of(h, &["runs", "answer", &n, "0", "no", "--record-only", "--json"]);
     assert_eq!(code, 0, "{answered}");
     assert_eq!(answered["answer"], false, "{answered}");
     let (code, ended) = json_of(h, &["runs", "resume", &n, "--json"]);

@@ -119,10 +119,10 @@ fn an_untrusted_folder_asks_once_and_a_yes_or_plugin_trust_trusts_its_content() 
 
     let asked = run(&[]);
     assert_eq!(asked.code, 0, "{}", asked.render());
-    assert!(asked.stdout.contains("question 0: trust plugin counter 0.1.0 (digest sha256:"));
+    assert!(asked.stdout.contains("question 1: trust plugin counter 0.1.0 (digest sha256:"));
     assert!(asked.stdout.contains("tool tally (claims permission allow"), "{}", asked.stdout);
     assert_eq!(tallies(), "", "nothing of the plugin ran");
-    let answered = clio(&["--home", h, "runs", "answer", "1", "0", "yes"]);
+    let answered = clio(&["--home", h, "runs", "answer", "1", "yes", "--record-only"]);
     assert_eq!(answered.code, 0, "{}", answered.render());
     let resumed = clio(&["--home", h, "runs", "resume", "1", "--quiet"]);
     assert_eq!(resumed.code, 0, "{}", resumed.render());
