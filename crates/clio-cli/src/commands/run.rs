@@ -868,20 +868,24 @@ fn finish(
             Ok(())
         }
         RunOutcome::AwaitingInput(questions) => {
+            // Questions are numbered within the run, and each command shows the answer's
+            // form; answering continues the run (`runs::answer`). JSON keeps the entry's
+            // `id` and gives the `number` beside it.
+            let open = journal.entries(report.run).map(|e| super::runs::open_questions(&e));
+            let open = open.unwrap_or_default();
             if json {
                 let list: Vec<Value> = questions
                     .iter()
-                    .map(|q| json!({"id": q.id, "question": q.text, "schema": q.schema, "options": q.options, "reason": q.reason}))
+                    .map(|q| {
+                        let number = open.iter().find(|o| o.seq == q.id).map(|o| o.number);
+                        json!({"id": q.id, "number": number, "question": q.text, "schema": q.schema, "options": q.options, "reason": q.reason})
+                    })
                     .collect();
                 return write_json(
                     out,
                     json!({"run": run, "status": "awaiting_input", "questions": list}),
                 );
             }
-            // Questions are numbered within the run, and each command shows the answer's
-            // form; answering continues the run (`runs::answer`).
-            let open = journal.entries(report.run).map(|e| super::runs::open_questions(&e));
-            let open = open.unwrap_or_default();
             writeln!(out, "run {run} is waiting for an answer:")?;
             for q in questions {
                 let options = if q.options.is_empty() {
