@@ -596,3 +596,60 @@ fn a_conversation_past_a_small_window_is_compacted_on_a_real_model() {
     assert_tool_arguments_valid(&export);
     assert_eq!(home.tallies().len(), export.tallies_done(), "each tally that ran, once");
 }
+
+/// Issue 46 item 1 on a real model, with a window small enough to matter: the chat model
+/// writes a story longer than its 256 output tokens, so each answer is cut off and the loop
+/// asks it to continue, turn after turn; with `compact_at = 0.05` (about 400 of 8,192
+/// tokens) the older turns are compacted by the real model once three turns are in the
+/// conversation. The run ends, every compaction left fewer tokens than before and its
+/// summary is a recorded `compact` task.
+#[test]
+fn a_long_answer_is_compacted_turn_after_turn_on_a_real_model() {
+    let url = required_env("CLIO_TEST_MODEL_URL");
+    let home = Home::new("compact-story", &url, &required_env("CLIO_TEST_TOOL_MODEL_URL"));
+    let config = std::fs::read_to_string(home.dir.join("config.toml")).unwrap();
+    let config = config.replace("max_iters = 6", "max_iters = 6\ncompact_at = 0.05");
+    std::fs::write(home.dir.join("config.toml"), config).unwrap();
+    let out = home.clio(&[
+        "run",
+        "examples/agents/minimal.toml",
+        "--input",
+        "Write a very long story, of at least three thousand words, about a lighthouse keeper \
+         and the sea. Do not stop early.",
+        "--quiet",
+    ]);
+    let export = home.export(1, &out);
+    assert_ended(export.status(), &out.render());
+    let model_turns = export
+        .entries
+        .iter()
+        .filter(|e| e["kind"] == "step" && e["payload"]["result"]["finish"].is_string())
+        .count();
+    let compactions: Vec<&Value> = export
+        .entries
+        .iter()
+        .map(|e| &e["payload"]["command"]["event"])
+        .filter(|e| e["event"] == "compacted")
+        .collect();
+    eprintln!(
+        "a long answer on a real model: {} (exit {}) in {:.1?}; {model_turns} model turns, {} compactions: {:?}",
+        export.status(),
+        out.code,
+        out.took,
+        compactions.len(),
+        compactions
+            .iter()
+            .map(|e| (e["tokens_before"].as_u64(), e["tokens_after"].as_u64()))
+            .collect::<Vec<_>>()
+    );
+    if model_turns >= 4 {
+        assert!(!compactions.is_empty(), "turns past the threshold compact: {}", out.render());
+    }
+    for event in &compactions {
+        let before = event["tokens_before"].as_u64().unwrap();
+        let after = event["tokens_after"].as_u64().unwrap();
+        assert!(after < before, "{event}");
+    }
+    let summaries = export.tasks.iter().filter(|t| t["target"] == "compact").count();
+    assert_eq!(summaries, compactions.len(), "each summary is a recorded task");
+}

@@ -6,7 +6,9 @@
 //!
 //! 1. The turns to summarise are chosen: everything after the task up to the most recent
 //!    whole turns that fit in half the limit (a turn is never split from its tool
-//!    results). The system prompt and the task stay as they are.
+//!    results). The system prompt and the task stay as they are. The summary may take a
+//!    quarter of the limit (its request's `max_output_tokens`), and nothing is compacted
+//!    when the turns to summarise are no longer than that.
 //! 2. `PreCompact` hooks run first (`<scope>compact:<iteration>`), seeing the agent, its
 //!    model, the iteration, the tokens before and the window; they observe, and their
 //!    `additional_context` is passed to the summariser as instructions.
@@ -143,6 +145,12 @@ pub(super) async fn maybe_compact(
         return Ok(());
     };
     let summarised = &messages[first..cut];
+    // The summary may be at most a quarter of the limit: what it replaces must be more,
+    // or compacting would not shrink the conversation.
+    let summary_tokens = (limit / 4).max(64);
+    if tokens_of(&req.model, &req.id, summarised, &[]) <= summary_tokens {
+        return Ok(());
+    }
     let turns = summarised.iter().filter(|m| matches!(m, Message::Assistant { .. })).count();
     let identity = format!("{}compact:{iteration}", ctx.scope.prefix);
     let about = json!({
@@ -167,6 +175,7 @@ pub(super) async fn maybe_compact(
         "model": req.model,
         "transcript": text,
         "instructions": verdict.additional_context,
+        "max_tokens": summary_tokens,
     });
     let mut call = ctx
         .call(crate::flow::selection(COMPACT_FLOW, json!({})), CallInput::Json(input))
@@ -218,7 +227,7 @@ impl Flow for CompactFlow {
     fn description(&self) -> &str {
         "Summarises the older turns of a react loop's conversation when it outgrows its \
          model's context window (the loop calls it itself). Input: {transcript, \
-         instructions, model}."
+         instructions, model, max_tokens}."
     }
 
     fn forward<'a>(&'a self, task: Value, ctx: Ctx) -> FlowFuture<'a> {
@@ -232,11 +241,13 @@ impl Flow for CompactFlow {
             if !instructions.trim().is_empty() {
                 brief.push_str(&format!("\n\nInstructions for the summary:\n{instructions}"));
             }
-            let request = ModelRequest::new(
+            let mut request = ModelRequest::new(
                 model,
                 COMPACT_FLOW,
                 vec![Message::system(SUMMARISER), Message::user(brief)],
             );
+            // The summary's length is bounded, so that it is shorter than what it replaces.
+            request.max_output_tokens = task.get("max_tokens").and_then(Value::as_u64).unwrap_or(0);
             let models = ctx.config().models.clone();
             let response = ctx
                 .step("summary", || async move {
