@@ -129,11 +129,11 @@ impl Cli {
             },
             Command::Journal(JournalCommand::Check(a)) => a.json,
             Command::Journal(JournalCommand::Salvage(a)) => a.json,
-            Command::Completions(_)
-            | Command::Man(_)
-            | Command::Complete(_)
-            | Command::Serve(_)
-            | Command::Worker(_) => false,
+            Command::Completions(a) => a.json,
+            Command::Man(a) => a.json,
+            Command::Serve(a) => a.json,
+            Command::Worker(a) => a.json,
+            Command::Complete(_) => false,
         }
     }
 }
@@ -168,6 +168,9 @@ pub(crate) struct CompletionsArgs {
     /// The shell to write completions for
     #[arg(value_enum)]
     pub(crate) shell: Shell,
+    /// Print `{"shell": SHELL, "script": TEXT}` instead of the script
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -250,6 +253,9 @@ pub(crate) struct ManArgs {
     /// Print the reference of every command in Markdown instead: each one's --help
     #[arg(long)]
     pub(crate) markdown: bool,
+    /// Print `{"page": NAME, "roff": TEXT}` (with --dir, `{"pages": [FILE, …]}`) instead
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 /// What `clio __complete` lists for the shell completion scripts.
@@ -712,6 +718,10 @@ pub(crate) struct DriveArgs {
 /// How `clio worker` claims runs.
 #[derive(Debug, Args)]
 pub(crate) struct WorkerArgs {
+    /// Print a failure (to open the journal, to start) as JSON on stdout too; what the
+    /// worker logs on stderr stays text
+    #[arg(long)]
+    pub(crate) json: bool,
     /// The most runs this worker drives at once
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub(crate) concurrency: u32,
@@ -729,6 +739,10 @@ pub(crate) struct WorkerArgs {
 /// How `clio serve` listens for HTTP.
 #[derive(Debug, Args)]
 pub(crate) struct ServeArgs {
+    /// Print a failure (to hold the journal, to listen) as JSON on stdout too; the lines it
+    /// prints while it serves stay text
+    #[arg(long)]
+    pub(crate) json: bool,
     /// The TCP port of the HTTP API and the viewer; 0 picks a free one
     #[arg(long, default_value_t = 7411)]
     pub(crate) port: u16,

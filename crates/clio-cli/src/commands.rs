@@ -29,7 +29,7 @@ use crate::paint::Paint;
 pub(crate) fn dispatch(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), CliError> {
     // Completions and the man page are made from the command line's definition alone.
     match &cli.command {
-        Command::Completions(args) => return manual::completions(args.shell, out),
+        Command::Completions(args) => return manual::completions(args, out),
         Command::Man(args) if args.markdown => return reference::markdown(out),
         Command::Man(args) => return manual::man(args, out),
         _ => {}

@@ -21,6 +21,12 @@ use crate::error::CliError;
 pub(super) fn man(args: &ManArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let pages = pages();
     if let Some(dir) = &args.dir {
+        if args.json {
+            let mut listed = Vec::new();
+            write_all(&pages, dir, &mut listed)?;
+            let files: Vec<&str> = std::str::from_utf8(&listed).unwrap_or("").lines().collect();
+            return super::write_json(out, &serde_json::json!({ "pages": files }));
+        }
         return write_all(&pages, dir, out);
     }
     let mut wanted = vec!["clio".to_owned()];
@@ -34,7 +40,12 @@ pub(super) fn man(args: &ManArgs, out: &mut dyn Write) -> Result<(), CliError> {
         }
         return Err(error.hint("`clio --help` lists the commands"));
     };
-    out.write_all(&render(page, &pages)?)?;
+    let roff = render(page, &pages)?;
+    if args.json {
+        let text = String::from_utf8_lossy(&roff);
+        return super::write_json(out, &serde_json::json!({ "page": page.name(), "roff": text }));
+    }
+    out.write_all(&roff)?;
     Ok(())
 }
 
@@ -93,10 +104,8 @@ fn render(page: &Page, pages: &[Page]) -> Result<Vec<u8>, CliError> {
     let name = page.name();
     let command = page.command.clone().display_name(name.clone()).bin_name(page.path.join(" "));
     let source = format!("clio {}", command.get_version().unwrap_or_default());
-    let man = clap_mangen::Man::new(command.clone())
-        .title(name.clone())
-        .manual("clio")
-        .source(source);
+    let man =
+        clap_mangen::Man::new(command.clone()).title(name.clone()).manual("clio").source(source);
     let mut roff = Vec::new();
     man.render_title(&mut roff)?;
     man.render_name_section(&mut roff)?;
@@ -213,7 +222,23 @@ The socket through which the process holding the journal serves other clio comma
 /// Writes the completion script of `shell` for `clio`: clap's script for the commands,
 /// options and fixed values (`--status`, `--color`, `--format`), and a wrapper of our own
 /// that completes run ids and flow ids from the home (`clio __complete`).
-pub(super) fn completions(shell: crate::args::Shell, out: &mut dyn Write) -> Result<(), CliError> {
+pub(super) fn completions(
+    args: &crate::args::CompletionsArgs,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    if args.json {
+        let mut script = Vec::new();
+        completions_of(args.shell, &mut script)?;
+        let name = format!("{:?}", args.shell).to_lowercase();
+        let value =
+            serde_json::json!({ "shell": name, "script": String::from_utf8_lossy(&script) });
+        return super::write_json(out, &value);
+    }
+    completions_of(args.shell, out)
+}
+
+/// Writes the completion script of `shell`.
+fn completions_of(shell: crate::args::Shell, out: &mut dyn Write) -> Result<(), CliError> {
     use clap_complete::Shell as Target;
     let target = match shell {
         crate::args::Shell::Bash => Target::Bash,
