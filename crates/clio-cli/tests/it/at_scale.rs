@@ -6,7 +6,6 @@
 
 use std::process::Command;
 
-use clap::CommandFactory as _;
 use clio_journal::{EntryKind, Journal, JournalConfig, NewEntry, NewRun, RunStatus, RunUpdate};
 use serde_json::{Value, json};
 
@@ -295,7 +294,7 @@ fn clap_command() -> clap::Command {
         let Some((first, rest)) = words.split_first() else { return command };
         // clap's names are `&'static str` without its `string` feature; a test may leak them.
         let first: &'static str = Box::leak((*first).to_owned().into_boxed_str());
-        if command.find_subcommand(&first).is_some() {
+        if command.find_subcommand(first).is_some() {
             command.mut_subcommand(first, |sub| add(sub, rest))
         } else {
             command.subcommand(add(clap::Command::new(first), rest))
