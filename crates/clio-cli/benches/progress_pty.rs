@@ -17,7 +17,11 @@
 //! no-op MCP tool (this bench's own binary, started with `CLIO_CLI_BENCH_MCP_SERVER=1`),
 //! each run in a home of its own.
 
-#![allow(clippy::print_stdout, clippy::print_stderr, reason = "a benchmark reports on stdout, and why it has no line on stderr")]
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a benchmark reports on stdout, and why it has no line on stderr"
+)]
 
 use std::io::{BufRead, Write};
 use std::path::Path;
@@ -155,10 +159,9 @@ fn main() {
     let warm = Case::new(dir, "warm-up", &plugin);
     w8::timed(warm.workflow(&chain), "warm-up");
 
-    for (name, file, what) in [
-        ("chain", &chain, "the 1,000-step chain"),
-        ("fanout", &fanout, "the 1,000-way fan-out"),
-    ] {
+    for (name, file, what) in
+        [("chain", &chain, "the 1,000-step chain"), ("fanout", &fanout, "the 1,000-way fan-out")]
+    {
         let (pty, piped, runs) = compare(dir, name, &plugin, file, &cache);
         let mut extra = json!({
             "includes": format!(

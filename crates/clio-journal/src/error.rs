@@ -296,11 +296,8 @@ mod tests {
         std::fs::write(&path, b"x").expect("file");
         assert_eq!(holders_of(&path), None, "nobody else has it open");
         let reader = std::fs::File::open(&path).expect("open");
-        let mut child = std::process::Command::new("sleep")
-            .arg("30")
-            .stdin(reader)
-            .spawn()
-            .expect("sleep");
+        let mut child =
+            std::process::Command::new("sleep").arg("30").stdin(reader).spawn().expect("sleep");
         let named = holders_of(&path);
         let _ = child.kill();
         let _ = child.wait();

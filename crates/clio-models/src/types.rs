@@ -215,7 +215,9 @@ impl ModelRequest {
     /// compaction summarised away ([`ModelRequest::prior_turns`]) and the assistant
     /// messages the chat holds.
     pub fn turn(&self) -> usize {
-        usize::try_from(self.prior_turns).unwrap_or(usize::MAX).saturating_add(self.assistant_turns())
+        usize::try_from(self.prior_turns)
+            .unwrap_or(usize::MAX)
+            .saturating_add(self.assistant_turns())
     }
 
     /// Returns the deterministic estimate of this request's input tokens that

@@ -49,7 +49,6 @@ pub use hooks::{
     EventPower, HOOK_EVENTS, Hook, HookEventKind, HookHandler, HookOrderError, HookRef, order_hooks,
 };
 pub use manifest::{LoadError, MANIFEST_FILE, PLUGIN_DIR, load_plugin};
-pub use python_decl::{DeclarationProblem, PLUGIN_PY, plugin_from_declaration};
 pub use marketplace::{Listed, ListedAgent, MARKETPLACE_FILE, Marketplace, MarketplaceError};
 pub use permission::{
     CallersRule, PermissionRule, PermissionSettings, PermissionSource, ResolvedPermission,
@@ -57,6 +56,7 @@ pub use permission::{
 };
 pub use plugin::{DeclarationError, Pack, Plugin, PluginBuilder};
 pub use problem::{FlowListing, Problem, ProblemCode, Report, Severity};
+pub use python_decl::{DeclarationProblem, PLUGIN_PY, plugin_from_declaration};
 pub use resolve::{
     Candidate, Index, LOCAL, Link, MAX_STEPS, Resolution, ResolveError, ResolveStats, Resolved,
     resolve, resolve_with_stats,
