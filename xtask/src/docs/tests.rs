@@ -8,7 +8,7 @@ use super::links::{
     check_markdown, check_site, heading_id, html_ids, html_links, is_external,
     markdown_heading_ids, markdown_links,
 };
-use super::{Page, guide_pages, relative, rewrite_links, stage_guide};
+use super::{Generated, Page, guide_pages, relative, rewrite_links, stage_guide};
 
 /// A temporary folder removed when dropped.
 struct TempDir(PathBuf);
@@ -221,7 +221,8 @@ fn the_stage_holds_every_page_and_refuses_a_left_out_one() {
     );
     repo.write("docs/cli.md", "# CLI\nBack to [the intro](../README.md#intro).\n");
     let stage = repo.0.join("stage");
-    stage_guide(&repo.0, &stage, "https://git.example/c", "# Reference\n", "# API\n").unwrap();
+    let generated = Generated { reference: "# Reference\n", api: "# API\n", python: "# Python\n" };
+    stage_guide(&repo.0, &stage, "https://git.example/c", &generated).unwrap();
     let read = |name: &str| std::fs::read_to_string(stage.join(name)).unwrap();
     assert_eq!(
         read("README.md"),
@@ -232,11 +233,12 @@ fn the_stage_holds_every_page_and_refuses_a_left_out_one() {
     assert!(stage.join("book.toml").is_file());
 
     repo.write("docs/forgotten.md", "# Forgotten\n");
-    let error = stage_guide(&repo.0, &stage, "u", "", "").unwrap_err();
+    let none = Generated { reference: "", api: "", python: "" };
+    let error = stage_guide(&repo.0, &stage, "u", &none).unwrap_err();
     assert!(error.contains("does not list docs/forgotten.md"), "{error}");
     std::fs::remove_file(repo.0.join("docs/forgotten.md")).unwrap();
     repo.write("docs/api.md", "# Mine\n");
-    let error = stage_guide(&repo.0, &stage, "u", "", "").unwrap_err();
+    let error = stage_guide(&repo.0, &stage, "u", &none).unwrap_err();
     assert!(error.contains("docs/api.md is a page `cargo xtask docs` writes"), "{error}");
 }
 
