@@ -553,6 +553,13 @@ pub(crate) struct RunEventsArgs {
     /// Keep printing the run's events as they are recorded, until the run ends (or Ctrl-C)
     #[arg(long)]
     pub(crate) follow: bool,
+    /// Print only the events after this sequence number: the next page starts after the
+    /// last one a page showed
+    #[arg(long, value_name = "SEQ", conflicts_with_all = ["from", "follow"])]
+    pub(crate) after: Option<u64>,
+    /// Print at most this many events (a page; the journal reads only that page)
+    #[arg(long, value_name = "N", conflicts_with_all = ["from", "follow"])]
+    pub(crate) limit: Option<usize>,
     /// Print only the entries from this sequence number on, after a header line saying
     /// where the next read starts and whether the run has ended (what --follow reads)
     #[arg(long, hide = true, value_name = "SEQ")]

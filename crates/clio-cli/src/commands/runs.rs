@@ -848,7 +848,15 @@ pub(super) fn events(
 ) -> Result<(), CliError> {
     let (journal, run) = open_run(home, args.run)?;
     let from = args.from.unwrap_or(0);
-    let entries = journal.entries_from(run.id, from).map_err(journal_error)?;
+    // A page (`--after`, `--limit`) reads only its entries, however long the run.
+    let paged = args.after.is_some() || args.limit.is_some();
+    let entries = if paged {
+        let start = args.after.map_or(0, |after| after.saturating_add(1));
+        journal.entries_page(run.id, start, args.limit.unwrap_or(usize::MAX))
+    } else {
+        journal.entries_from(run.id, from)
+    }
+    .map_err(journal_error)?;
     if args.from.is_some() {
         let next = entries.last().map_or(from, |e| e.seq + 1);
         let ended =
@@ -869,6 +877,15 @@ pub(super) fn events(
     let questions = question_numbers(&journal, run.id)?;
     for entry in &entries {
         writeln!(out, "{}", event_line(entry, run.started_at_ms, &numbers, &questions))?;
+    }
+    if let (Some(limit), Some(last)) = (args.limit, entries.last())
+        && entries.len() == limit
+    {
+        writeln!(
+            out,
+            "(more: clio runs events {} --after {} --limit {limit})",
+            run.id.0, last.seq
+        )?;
     }
     Ok(())
 }

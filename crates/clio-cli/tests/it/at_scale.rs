@@ -605,3 +605,40 @@ fn the_live_view_on_a_pseudo_terminal_is_bounded_and_ends_with_the_run() {
     // many tasks the run has (the unit tests of progress.rs check its width and height).
     assert!(plain.matches("ended lately:").count() >= 1, "{plain}");
 }
+
+#[test]
+fn runs_events_pages_with_after_and_limit() {
+    let home = temp_home("scale-events-pages");
+    let journal = Journal::open(home.join("journal.redb"), JournalConfig::default()).unwrap();
+    let run = journal
+        .create_run(NewRun {
+            flow: "campaign".into(),
+            input: json!("a long run"),
+            input_digest: "d".into(),
+            fingerprint: "f".into(),
+            owner: "test".into(),
+            launch: None,
+        })
+        .unwrap();
+    for n in 0..25 {
+        let event = json!({"command": {"command": "event", "event": {"kind": "note", "n": n}}, "result": null});
+        journal.append(run, NewEntry::new(EntryKind::Event, event)).unwrap();
+    }
+    drop(journal);
+    let h = home.to_str().unwrap();
+    let page = clio(&["--home", h, "runs", "events", "1", "--limit", "10"]);
+    assert_eq!(page.code, 0, "{}", page.render());
+    let lines: Vec<&str> = page.stdout.lines().collect();
+    assert_eq!(lines.len(), 11, "ten events and where the next page starts: {}", page.stdout);
+    assert_eq!(lines[10], "(more: clio runs events 1 --after 9 --limit 10)");
+    let next =
+        clio(&["--home", h, "runs", "events", "1", "--after", "9", "--limit", "10", "--json"]);
+    let next: Value = serde_json::from_str(&next.stdout).unwrap();
+    let seqs: Vec<u64> =
+        next.as_array().unwrap().iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, (10..20).collect::<Vec<_>>());
+    let last = clio(&["--home", h, "runs", "events", "1", "--after", "19", "--limit", "10"]);
+    assert_eq!(last.stdout.lines().count(), 5, "the last page, without a next: {}", last.stdout);
+    let conflict = clio(&["--home", h, "runs", "events", "1", "--after", "3", "--follow"]);
+    assert_eq!(conflict.code, 2, "{}", conflict.render());
+}
