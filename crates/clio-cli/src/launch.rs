@@ -63,7 +63,17 @@ impl Launch {
                 .with_context(|| format!("cannot find {}", p.display()))
                 .map_err(CliError::user)
         };
-        self.agent = self.agent.as_deref().map(abs).transpose()?;
+        // An agent class in a Python file (`agents/reviewer.py:Reviewer`): its file made
+        // absolute, the class kept.
+        let agent = |p: &Path| -> Result<PathBuf, CliError> {
+            match python_class(&p.to_string_lossy()) {
+                Some((file, class)) => {
+                    Ok(PathBuf::from(format!("{}:{class}", abs(Path::new(file))?.display())))
+                }
+                None => abs(p),
+            }
+        };
+        self.agent = self.agent.as_deref().map(agent).transpose()?;
         self.plugins = self.plugins.iter().map(|p| abs(p)).collect::<Result<_, _>>()?;
         self.workspace = self.workspace.as_deref().map(abs).transpose()?;
         self.models = self.models.as_deref().map(abs).transpose()?;
@@ -183,7 +193,7 @@ pub(crate) fn agent_spec(path: &Path) -> Result<AgentSpec, CliError> {
 }
 
 /// Splits `agents/reviewer.py:Reviewer` into the file and the class name.
-fn python_class(text: &str) -> Option<(&str, &str)> {
+pub(crate) fn python_class(text: &str) -> Option<(&str, &str)> {
     let (file, class) = text.rsplit_once(':')?;
     let is_name = class.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_')
         && class.chars().all(|c| c.is_alphanumeric() || c == '_');

@@ -181,7 +181,9 @@ pub(super) fn run(
 ) -> Result<(), CliError> {
     let path = std::path::Path::new(&args.target);
     // An agent run is pinned to the spec its file freezes to now (`crate::pin`).
-    let spec = if path.is_file() {
+    // An agent file, or an agent class of a Python file (`agents/reviewer.py:Reviewer`).
+    let python_agent = crate::launch::python_class(&args.target).is_some();
+    let spec = if path.is_file() || python_agent {
         Some(agent_spec(path)?)
     } else if args.target.ends_with(".toml") || args.target.ends_with(".json") {
         // A folder, pipe or device by that name is named as such, a missing file as missing.

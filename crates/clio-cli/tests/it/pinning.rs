@@ -235,3 +235,40 @@ fn an_answer_can_accept_the_changed_agent() {
     assert_eq!(done.code, 0, "{}", done.render());
     assert_eq!(done.stdout, "Noted.\n");
 }
+
+const PY_AGENT: &str = "from clio_agent.sdk import Agent\n\n\nclass Pinned(Agent):\n    id = \"pinned\"\n    version = \"1.0.0\"\n    role = \"Keeps notes.\"\n";
+
+#[test]
+fn an_agent_class_in_a_python_file_runs_and_its_runs_are_pinned_to_it() {
+    let case = Case::new("python");
+    std::fs::write(case.home.join("agent.py"), PY_AGENT).unwrap();
+    let agent = format!("{}:Pinned", case.path("agent.py"));
+    let (models, workspace) = (case.path("models.toml"), case.path("workspace"));
+    let started = case.clio(&[
+        "run",
+        &agent,
+        "--input",
+        "Note the batch",
+        "--models",
+        &models,
+        "--workspace",
+        &workspace,
+        "--json",
+    ]);
+    assert_eq!(started.code, 0, "{}", started.render());
+    let value: Value = serde_json::from_str(&started.stdout).unwrap();
+    assert_eq!(value["status"], "awaiting_input", "{value}");
+    // The run is pinned to the spec the class freezes to, with `agent spec`'s checksum.
+    let spec = case.clio(&["agent", "spec", &agent, "--json"]);
+    assert_eq!(spec.code, 0, "{}", spec.render());
+    let spec: Value = serde_json::from_str(&spec.stdout).unwrap();
+    let launch = case.launch();
+    assert_eq!(launch["agent_checksum"], spec["checksum"], "{launch}");
+    assert!(launch["agent"].as_str().unwrap().ends_with("agent.py:Pinned"), "{launch}");
+    // A changed class refuses the run's resume, naming what changed.
+    let changed = PY_AGENT.replace("Keeps notes.", "Keeps careful notes.");
+    std::fs::write(case.home.join("agent.py"), changed).unwrap();
+    let refused = case.clio(&["runs", "resume", "1"]);
+    assert_eq!(refused.code, 1, "{}", refused.render());
+    assert!(refused.stderr.contains("role"), "{}", refused.render());
+}
