@@ -535,20 +535,6 @@ async fn a_tool_running_when_the_child_dies_finishes_and_is_replayed() {
     assert_eq!(effects.get(), 3, "each effect once");
 }
 
-/// Returns the processes whose command line holds `needle`.
-fn processes_with(needle: &str) -> Vec<u32> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
-        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline"))
-            && String::from_utf8_lossy(&cmdline).contains(needle)
-        {
-            found.push(pid);
-        }
-    }
-    found
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_runtime_leaves_no_python_child() {
     let dir = tempfile::tempdir().unwrap();
@@ -561,12 +547,17 @@ async fn a_dropped_runtime_leaves_no_python_child() {
     let pid: u32 = answer(&report).parse().unwrap();
     assert!(std::path::Path::new(&format!("/proc/{pid}")).exists(), "the child serves on");
     drop(rt);
-    let deadline = clio_flow::instant() + std::time::Duration::from_secs(10);
-    while processes_with("_flow_host.py").contains(&pid) && clio_flow::instant() < deadline {
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    // The runtime's last holders (its journal's writer, work it had spawned) let go soon
+    // after; on a loaded machine that may take a while.
+    let alive = || {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .is_ok_and(|status| !status.contains("State:\tZ") && status.contains("python"))
+    };
+    let deadline = clio_flow::instant() + std::time::Duration::from_secs(60);
+    while alive() && clio_flow::instant() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
-    let alive = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .is_ok_and(|status| !status.contains("State:\tZ"));
+    let alive = alive();
     assert!(!alive, "the child of a dropped runtime ended");
 }
 
