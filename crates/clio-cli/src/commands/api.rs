@@ -369,6 +369,9 @@ pub(crate) fn stop(home: &Home, id: u64, task: Option<u64>) -> Answer {
 pub(crate) fn resume(home: &Home, id: u64) -> Answer {
     let record = existing(home, id)?;
     refuse_ended(&record, "resume")?;
+    if home.held().is_none() && home.shared_journal().is_some() {
+        return resume_for_workers(home, &record);
+    }
     let live = home.held().and_then(|h| h.drivers.as_ref()).is_some_and(|d| d.is_live(record.id));
     if live || record.status == RunStatus::Running {
         let error = CliError::user(anyhow!("run {id} is running already, in this process"));
@@ -376,6 +379,40 @@ pub(crate) fn resume(home: &Home, id: u64) -> Answer {
     }
     let args = RunResumeArgs { run: id, json: true, accept_changed_agent: false };
     captured(|out, err| run::resume(home, &args, true, run::quiet_paint(), out, err))
+}
+
+/// `POST runs/{id}/resume` on a shared journal, whose runs `clio worker`s drive (serve
+/// drives none: a run is driven by one process at a time, the one holding its lease): a
+/// run that nobody drives (interrupted, or running under a lease that has lapsed, its
+/// worker gone) is claimed here and given up at once, which records what its last
+/// driver left active as cut short and makes it claimable now; the next worker to look
+/// (woken by the commit's notice) claims it and goes on. Answers `{"run", "status":
+/// "resumed", "continues": "workers"}`; 409 when a live worker holds the run or it waits
+/// for answers.
+fn resume_for_workers(home: &Home, record: &RunRecord) -> Answer {
+    let id = record.id.0;
+    let journal =
+        home.reading_journal()?.ok_or_else(|| ApiFailure::bad_input("no journal".into()))?;
+    if record.status == RunStatus::AwaitingInput {
+        let error = CliError::user(anyhow!("run {id} waits for answers to its questions"))
+            .hint(format!("answer them with POST /api/v1/runs/{id}/answer; a worker then goes on"));
+        return Err(ApiFailure::new(409, error));
+    }
+    let claimer = format!("clio-serve-{}", std::process::id());
+    let claimed = journal
+        .claim_this_run(record.id, &claimer, std::time::Duration::from_secs(10))
+        .map_err(journal_error)?;
+    if claimed.is_none() {
+        let error = CliError::user(anyhow!(
+            "run {id} is being driven by a worker that holds its lease"
+        ))
+        .hint(format!(
+            "a worker that dies gives it up once its lease lapses; GET /api/v1/runs/{id} shows how far it is"
+        ));
+        return Err(ApiFailure::new(409, error));
+    }
+    journal.release_run(record.id).map_err(journal_error)?;
+    Ok(json!({ "run": id, "status": "resumed", "continues": "workers" }))
 }
 
 /// `POST workflows/check` with a workflow's text (JSON, or TOML): what `workflow check

@@ -237,6 +237,9 @@ struct App {
     hosts: Arc<[String]>,
     origins: Arc<[String]>,
     remote: bool,
+    /// On a shared journal (no journal held here), a handle of it kept open for the
+    /// notices of every process's commits (`LISTEN`), which wake the live event streams.
+    notices: Option<clio_journal::Journal>,
 }
 
 /// Serves the API and the viewer on `listener` until the task is aborted.
@@ -253,12 +256,26 @@ pub(crate) async fn serve(
         vec![SocketAddr::new(config.bind, port).to_string()]
     };
     let origins: Vec<String> = hosts.iter().map(|h| format!("http://{h}")).collect();
+    let notices = if home.held().is_none() && home.shared_journal().is_some() {
+        let home = home.clone();
+        tokio::task::spawn_blocking(move || home.reading_journal().ok().flatten())
+            .await
+            .ok()
+            .flatten()
+    } else {
+        None
+    };
+    // Its listener starts now, not with the first stream.
+    if let Some(journal) = &notices {
+        drop(journal.changes());
+    }
     let app = App {
         home,
         token: token.into(),
         hosts: hosts.into(),
         origins: origins.into(),
         remote: config.remote,
+        notices,
     };
     let drivers = app.home.held().and_then(|held| held.drivers.clone());
     let listener = Listener { inner: listener, idle: idle_timeout() };
@@ -662,7 +679,11 @@ async fn stream(
     let resumed = headers.get("last-event-id").and_then(|v| v.to_str().ok()?.parse().ok());
     let after = resumed.or(q.after);
     // Taken before the first read, so that no commit after it goes unnoticed.
-    let changes = app.home.held().map(|held| held.journal.changes());
+    let changes = match app.home.held() {
+        Some(held) => Some(held.journal.changes()),
+        // A worker's commit reaches this process as a notice of the shared journal's.
+        None => app.notices.as_ref().map(clio_journal::Journal::changes),
+    };
     let first = app.blocking(move |home| api::entries_after(home, run, after)).await;
     let (entries, ended) = match first {
         Ok(first) => first,

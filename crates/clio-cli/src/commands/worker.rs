@@ -16,6 +16,11 @@
 //! worker too, rather than staying `running` with nobody driving it; the next claim marks
 //! what it left active interrupted, and a side effect cut short is reported, never redone.
 //! Trouble with the database is a warning in the worker's log, never its end.
+//!
+//! Other processes steer the runs a worker drives through the journal: a cancel is the
+//! run's status (`supervise` stops the drive), a stop of a model's turn is a
+//! `stop_requested` event appended to the run, which the worker reads when the commit's
+//! notice wakes it, acts on and answers with a `stop_done` event (`super::stop`).
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -25,6 +30,7 @@ use anyhow::{Context, anyhow};
 use clio_journal::{Journal, RunId, RunStatus};
 
 use super::run::{Driving, driving, serve_drive, tokio_runtime};
+use super::stop::StopRequests;
 use crate::args::WorkerArgs;
 use crate::drivers::Drivers;
 use crate::error::CliError;
@@ -77,6 +83,9 @@ pub(super) fn work(home: &Home, args: &WorkerArgs, err: &mut dyn Write) -> Resul
     // The runs this worker claimed, and for those it could not drive, since when: their
     // claims are given up once their drives end (see `give_up_ended`).
     let mut mine: HashMap<RunId, Option<Instant>> = HashMap::new();
+    // The `runs stop` requests of other processes (`clio serve`'s API, say) reach the runs
+    // driven here through the journal.
+    let mut stops = StopRequests::default();
     loop {
         while drivers.n_live() < args.concurrency as usize {
             let got = match journal.claim_run(&name, lease) {
@@ -91,6 +100,15 @@ pub(super) fn work(home: &Home, args: &WorkerArgs, err: &mut dyn Write) -> Resul
             };
             claimed += 1;
             mine.insert(got.run, None);
+            // Stop requests appended to the run from now on are this drive's.
+            if let Err(error) = stops.watch(&journal, got.run) {
+                let error = format!("{:#}", error.error);
+                writeln!(
+                    err,
+                    "warning: run {}: cannot read its stop requests now: {error}",
+                    got.run.0
+                )?;
+            }
             let mut note = Vec::new();
             match serve_drive(
                 &served,
@@ -114,6 +132,19 @@ pub(super) fn work(home: &Home, args: &WorkerArgs, err: &mut dyn Write) -> Resul
             }
         }
         supervise(&journal, &drivers, err)?;
+        stops.forget(|run| drivers.is_live(run));
+        match stops.serve(&journal, |run| drivers.runtime_of(run)) {
+            Ok(said) => {
+                for line in said {
+                    writeln!(err, "{line}")?;
+                }
+            }
+            Err(error) => writeln!(
+                err,
+                "warning: cannot serve stop requests now: {:#}; trying again",
+                error.error
+            )?,
+        }
         give_up_ended(&journal, &drivers, &mut mine, lease, err)?;
         if drivers.n_live() > 0 {
             idle_since = Instant::now();

@@ -29,6 +29,7 @@ mod sandbox_env;
 mod serve;
 mod serve_errors;
 mod serve_http;
+mod serve_postgres;
 mod side_effects;
 mod support;
 mod team_crash;
@@ -68,6 +69,7 @@ fn no_forgotten_test_files() {
         "serve",
         "serve_errors",
         "serve_http",
+        "serve_postgres",
         "side_effects",
         "support",
         "workers",
