@@ -19,6 +19,7 @@ mod native_tools;
 mod orchestration;
 mod pinning;
 mod plugin;
+mod python_fleet;
 mod python_flows;
 mod question_beside_chain;
 mod readme;
