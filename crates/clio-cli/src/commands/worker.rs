@@ -224,6 +224,7 @@ fn give_up_ended(
         // run's last write: nothing is held any more.
         if since.is_none() && journal.lease(run).is_none() {
             let _ = journal.release_run(run);
+            answered_meanwhile(journal, run, err)?;
             continue;
         }
         match journal.release_run(run) {
@@ -239,6 +240,55 @@ fn give_up_ended(
                 run.0
             )?,
         }
+    }
+    Ok(())
+}
+
+/// Hands back to the workers a run whose drive here ended waiting on questions that were
+/// all answered meanwhile: an answer given by another process (`runs answer`, `clio
+/// serve`'s API) while the run was still running here reaches the journal, not this
+/// worker's live run, and the process that answered left the run alone since it was not
+/// waiting yet. Marked interrupted, the run is claimable, and the worker that claims it
+/// (this one too) replays it with the answers. One of the two always sees the other: the
+/// answerer writes its answer before it reads the run's status, this worker writes the
+/// status before it reads the answers.
+fn answered_meanwhile(journal: &Journal, run: RunId, err: &mut dyn Write) -> Result<(), CliError> {
+    let waiting = match journal.run(run) {
+        Ok(record) => record.is_some_and(|r| r.status == RunStatus::AwaitingInput),
+        Err(error) => {
+            writeln!(err, "warning: cannot read run {} now: {error}", run.0)?;
+            return Ok(());
+        }
+    };
+    if !waiting {
+        return Ok(());
+    }
+    let reader = clio_flow::Runtime::new(
+        journal.clone(),
+        clio_flow::Registry::new(),
+        clio_flow::RuntimeConfig::default(),
+    );
+    let open = match reader.questions(run) {
+        Ok(open) => open,
+        Err(error) => {
+            writeln!(err, "warning: cannot read the questions of run {} now: {error}", run.0)?;
+            return Ok(());
+        }
+    };
+    if !open.is_empty() {
+        return Ok(());
+    }
+    let update = clio_journal::RunUpdate {
+        status: Some(RunStatus::Interrupted),
+        ..clio_journal::RunUpdate::default()
+    };
+    match journal.update_run(run, update) {
+        Ok(_) => writeln!(
+            err,
+            "run {}: its questions were answered while it ran; it goes on in the next worker to claim it",
+            run.0
+        )?,
+        Err(error) => writeln!(err, "warning: cannot hand run {} back now: {error}", run.0)?,
     }
     Ok(())
 }

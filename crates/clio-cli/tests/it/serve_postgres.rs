@@ -418,24 +418,37 @@ fn a_cancel_and_a_stop_through_the_api_reach_the_worker_driving_the_run() {
     fleet.stop_workers();
 }
 
-/// A read-only tool that takes 3 s: a call of it cut short is done again on resume.
-fn pause_plugin(home: &Path) -> PathBuf {
+/// A plugin of one read-only tool `name` that runs `script` (sh, in the workspace) and
+/// answers `{}`: a call of it cut short is done again on resume.
+fn waiting_plugin(home: &Path, name: &str, script: &str) -> PathBuf {
+    plugin_of(home, name, "read_only = true", script)
+}
+
+/// A plugin of one tool `name` declared with `declared` (its permission) that runs `script`.
+fn plugin_of(home: &Path, name: &str, declared: &str, script: &str) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
-    let plugin = home.join("pause");
+    let plugin = home.join(name);
     let dir = plugin.join("ai.iowarp.clio");
     std::fs::create_dir_all(dir.join("bin")).unwrap();
     std::fs::write(
         dir.join("plugin.toml"),
-        "id = \"pause\"\nversion = \"0.1.0\"\ndescription = \"Waits, reading nothing.\"\n\n\
-         [[tools]]\nname = \"pause\"\ndescription = \"Waits three seconds.\"\nread_only = true\n\
-         command = \"bin/pause\"\n",
+        format!(
+            "id = \"{name}\"\nversion = \"0.1.0\"\ndescription = \"A test tool.\"\n\n\
+             [[tools]]\nname = \"{name}\"\ndescription = \"A test tool.\"\n{declared}\n\
+             command = \"bin/{name}\"\n"
+        ),
     )
     .unwrap();
-    let program = dir.join("bin/pause");
-    std::fs::write(&program, "#!/bin/sh\ncat > /dev/null\nsleep 3\necho '{\"paused\": true}'\n")
+    let program = dir.join("bin").join(name);
+    std::fs::write(&program, format!("#!/bin/sh\ncat > /dev/null\n{script}\necho '{{}}'\n"))
         .unwrap();
     std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
     plugin
+}
+
+/// A read-only tool that takes 3 s.
+fn pause_plugin(home: &Path) -> PathBuf {
+    waiting_plugin(home, "pause", "sleep 3")
 }
 
 /// (c) A run whose worker is SIGKILLed mid-call is resumed through the API: refused (409)
@@ -554,5 +567,65 @@ fn the_event_stream_follows_a_run_a_worker_drives() {
     let (again, end) = read_stream(open_stream(fleet.serve(), &path));
     assert_eq!(again, seqs);
     assert_eq!(end["status"], "succeeded");
+    fleet.stop_workers();
+}
+
+/// (e) A question in one branch answered through the API while a worker still drives the
+/// run's other branch (the run is `running`, not waiting): the answer reaches the journal,
+/// not the worker's live run; once the other branch ends and the run waits, the worker sees
+/// that its questions are answered and hands it back, and a worker finishes it with the
+/// answer: the asking step's effect exactly once.
+#[test]
+fn an_answer_given_while_a_worker_drives_the_run_is_not_lost() {
+    let mut fleet = Fleet::new("serve-pg-answer-live", "");
+    // Waits for `release` in the workspace (at most two minutes).
+    let hold = waiting_plugin(
+        &fleet.home,
+        "hold",
+        "i=0; while [ ! -e release ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); done",
+    );
+    let hold = hold.to_str().unwrap().to_owned();
+    fleet.trust(&hold);
+    // A side effect that asks the person each time, from a trusted plugin.
+    let asker = plugin_of(
+        &fleet.home,
+        "asker",
+        "read_only = false\npermission = \"ask\"",
+        "echo 'l1 q' >> ledger.log",
+    );
+    let asker = asker.to_str().unwrap().to_owned();
+    fleet.trust(&asker);
+    let workflow = fleet.home.join("wf.json");
+    std::fs::write(
+        &workflow,
+        r#"{"steps": [
+            {"id": "q", "target": "asker", "input": {}},
+            {"id": "h1", "target": "hold", "input": {}},
+            {"id": "h2", "target": "hold", "input": {"again": true}, "after": ["h1"]}
+        ]}"#,
+    )
+    .unwrap();
+    let run = fleet.submit(workflow.to_str().unwrap(), "l1", &[&asker, &hold], true);
+    fleet.start_serve();
+    fleet.start_worker("5");
+    fleet.start_worker("5");
+    let end = Instant::now() + PATIENCE;
+    let question = loop {
+        let questions = fleet.serve().get(&format!("/api/v1/runs/{run}/questions"), 200);
+        if let Some(q) = questions["questions"].as_array().and_then(|l| l.first()) {
+            break q["id"].as_u64().unwrap();
+        }
+        assert!(Instant::now() < end, "no question: {}", fleet.logs());
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let shown = fleet.serve().get(&format!("/api/v1/runs/{run}"), 200);
+    assert_eq!(shown["run"]["status"], "running", "the held branch keeps it running: {shown}");
+    let body = format!(r#"{{"question": {question}, "answer": "yes"}}"#);
+    fleet.serve().post(&format!("/api/v1/runs/{run}/answer"), &body, 200);
+    std::fs::write(fleet.workspace.join("release"), "").unwrap();
+    let shown = fleet.wait_for(run, &["succeeded", "failed", "cancelled"]);
+    assert_eq!(shown["run"]["status"], "succeeded", "{shown}: {}", fleet.logs());
+    assert_eq!(fleet.ledger(), ["l1 q"], "the asking step's effect once");
+    driven_by_workers_only(&fleet, run);
     fleet.stop_workers();
 }
