@@ -149,13 +149,13 @@ const REQUESTED: &str = "stop_requested";
 const DONE: &str = "stop_done";
 
 /// How long `runs stop` on a shared journal waits for the worker driving the run to say
-/// what it stopped: `$CLIO_STOP_WAIT_SECS`, else 30 s.
+/// what it stopped: `$CLIO_STOP_WAIT_SECS`, else 10 s.
 fn stop_wait() -> Duration {
     std::env::var("CLIO_STOP_WAIT_SECS")
         .ok()
         .and_then(|v| v.trim().parse::<f64>().ok())
         .filter(|s| s.is_finite() && *s >= 0.0)
-        .map_or(Duration::from_secs(30), Duration::from_secs_f64)
+        .map_or(Duration::from_secs(10), Duration::from_secs_f64)
 }
 
 /// Stops turns of a run a worker drives: appends a `stop_requested` event to the run (its
