@@ -416,7 +416,7 @@ async fn call_as_session(source: &TeamSource, tool: &str, args: Value, ctx: &Ctx
     let member = seat.as_ref().and_then(|s| s.session.clone());
     let leader = member.is_none().then(|| run_leader(ctx.run_id()));
     if let Some(leader) = &leader
-        && let Err(err) = team.begin_leading(leader).await
+        && let Err(err) = team.begin_leading_in(leader, Some(ctx.run_id())).await
     {
         return err.to_json();
     }

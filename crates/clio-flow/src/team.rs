@@ -33,7 +33,8 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use clio_journal::{
-    Journal, JournalError, NewSession, SessionId, SessionRecord, SessionStatus, SessionUpdate,
+    Journal, JournalError, NewSession, RunId, SessionId, SessionRecord, SessionStatus,
+    SessionUpdate,
 };
 use serde_json::{Value, json};
 use tokio::sync::{oneshot, watch};
@@ -91,6 +92,9 @@ pub struct LeaderSettings {
     pub router: SessionAllowlist,
     /// How many model iterations it may claim; `None` is unbounded.
     pub iteration_budget: Option<u64>,
+    /// The run whose flow it leads, if any: the team's sessions belong to it (on a shared
+    /// journal their writes are fenced by its lease); `None` for a team of no run.
+    pub run: Option<RunId>,
 }
 
 /// How one subagent turn ended.
@@ -418,6 +422,7 @@ impl Team {
             iteration_budget: settings.iteration_budget,
             router_allowlist: settings.router.encode(),
             owner: self.inner.config.owner.clone(),
+            run: settings.run,
         };
         let journal = self.inner.journal.clone();
         blocking(move || journal.create_session(new)).await
@@ -426,13 +431,28 @@ impl Team {
     /// Starts a call made as leader `id`: creates the leader session the first time
     /// (running, owned by this process), else marks it running and owned by this process,
     /// as a run resumed by a new process finds it. Pair each with [`Team::end_leading`].
+    /// A leader created here belongs to no run (see [`Team::begin_leading_in`]).
     pub async fn begin_leading(&self, id: &SessionId) -> Result<SessionRecord, TeamError> {
+        self.begin_leading_in(id, None).await
+    }
+
+    /// As [`Team::begin_leading`], for the leader of run `run`'s team: a leader created
+    /// here belongs to `run`, and so do the subagents it starts, so that on a shared
+    /// journal their writes are fenced by the run's lease as the run's own are.
+    pub async fn begin_leading_in(
+        &self,
+        id: &SessionId,
+        run: Option<RunId>,
+    ) -> Result<SessionRecord, TeamError> {
         let _guard = self.inner.writes.lock().await;
         let (journal, sid) = (self.inner.journal.clone(), id.clone());
         let found = blocking(move || journal.session(&sid)).await?;
         let owner = self.inner.config.owner.clone();
         let rec = match found {
-            None => self.create_leader(id.clone(), LeaderSettings::default()).await?,
+            None => {
+                let settings = LeaderSettings { run, ..LeaderSettings::default() };
+                self.create_leader(id.clone(), settings).await?
+            }
             Some(rec) if rec.status == SessionStatus::Running && rec.owner == owner => rec,
             Some(_) => {
                 let update = SessionUpdate {

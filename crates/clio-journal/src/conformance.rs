@@ -68,6 +68,8 @@ macro_rules! journal_conformance {
             concurrent_appends_get_distinct_dense_numbers
             nonblocking_writes_are_durable_when_ready
             leases_fence_a_worker_whose_run_was_claimed
+            sessions_belong_to_their_run
+            sessions_of_a_claimed_run_pass_to_its_new_worker
         );
     };
     (@cases $fresh:expr, $another:expr; $($case:ident)*) => {
@@ -120,6 +122,7 @@ fn new_session(id: &str, owner: &str, budget: Option<u64>) -> NewSession {
         iteration_budget: budget,
         router_allowlist: None,
         owner: owner.to_owned(),
+        run: None,
     }
 }
 
@@ -457,6 +460,137 @@ pub fn sessions_keep_their_budget_durably(open: Open<'_>) {
     assert_eq!(ids, vec!["s-a".to_owned(), "s-b".to_owned()]);
 }
 
+/// A session names the run that drives it, and reads back with it; a session of a run
+/// that does not exist is refused and not stored; a session of no run (a standalone team)
+/// is written as before, its record without a `run` key, and a record without one reads
+/// back as a session of no run.
+pub fn sessions_belong_to_their_run(open: Open<'_>) {
+    let j = open.open();
+    let run = ok("create", j.create_run(new_run("a", "p")));
+    let leader = NewSession { run: Some(run), ..new_session("run-a", "p", Some(2)) };
+    let rec = ok("leader", j.create_session(leader));
+    assert_eq!(rec.run, Some(run));
+    let id = rec.id.clone();
+    assert_eq!(ok("claim", j.claim_iteration(&id)), Some(1));
+    let update = SessionUpdate { status: Some(SessionStatus::Idle), ..SessionUpdate::default() };
+    let rec = ok("update", j.update_session(&id, update));
+    assert_eq!((rec.run, rec.iterations_used, rec.status), (Some(run), 1, SessionStatus::Idle));
+    assert_eq!(ok("read", j.session(&id)).expect("exists").run, Some(run));
+    let missing = RunId(run.0 + 1000);
+    let res = j.create_session(NewSession { run: Some(missing), ..new_session("s-x", "p", None) });
+    assert!(matches!(res, Err(JournalError::RunNotFound { run: r }) if r == missing), "{res:?}");
+    assert!(ok("refused", j.session(&SessionId("s-x".into()))).is_none(), "nothing stored");
+    let solo = ok("solo", j.create_session(new_session("s-solo", "p", Some(1))));
+    assert_eq!(solo.run, None);
+    assert_eq!(ok("solo claim", j.claim_iteration(&solo.id)), Some(1));
+    assert_eq!(ok("solo spent", j.claim_iteration(&solo.id)), None);
+    let text = serde_json::to_value(&solo).expect("a session encodes");
+    assert!(text.get("run").is_none(), "a session of no run has no run key: {text}");
+    let mut old = serde_json::to_value(&rec).expect("a session encodes");
+    old.as_object_mut().expect("an object").remove("run");
+    let old: crate::SessionRecord = serde_json::from_value(old).expect("an older record reads");
+    assert_eq!(old.run, None);
+}
+
+/// On a store with leases, the sessions of a run belong to the worker that holds its lease:
+/// a worker that claims the run (its last holder's lease lapsed) becomes their owner, so
+/// that a reconcile knowing the live workers spares them; the last holder's writes of them
+/// (creating one, changing one, claiming an iteration) are refused with
+/// [`JournalError::Fenced`] naming the run and the session, and leave nothing; the new
+/// holder writes them, and a handle holding no lease (an answer, a cancel) is not fenced.
+/// A session of no run is not fenced and keeps its owner. A store without leases has no
+/// claims: nothing to check.
+pub fn sessions_of_a_claimed_run_pass_to_its_new_worker(open: Open<'_>) {
+    let first = open.open();
+    if !first.is_shared() {
+        return;
+    }
+    let second = open.another(&first);
+    let submitter = open.another(&first);
+    let run = ok("create", submitter.create_run(new_run("a", "submitter")));
+    ok("release", submitter.release_run(run));
+    let lease = ok("claim", first.claim_run("w1", Duration::from_millis(300))).expect("runnable");
+    assert_eq!(lease.run, run);
+    let leader = SessionId(format!("run-{}", run.0));
+    let child = SessionId(format!("run-{}.1", run.0));
+    let of_run = |id: &SessionId, budget| NewSession {
+        id: id.clone(),
+        leader: None,
+        run: Some(run),
+        ..new_session("", "w1", budget)
+    };
+    ok("leader", first.create_session(of_run(&leader, Some(3))));
+    ok("child", first.create_session(of_run(&child, None)));
+    ok("solo", first.create_session(new_session("s-solo", "w1", Some(5))));
+    assert_eq!(ok("holder claims", first.claim_iteration(&leader)), Some(1));
+    let stalled = first;
+    stalled.stop_renewing(run);
+    std::thread::sleep(Duration::from_millis(600));
+    let taken = ok("reclaim", second.claim_run("w2", Duration::from_secs(30))).expect("lapsed");
+    assert_eq!(taken.run, run);
+    for id in [&leader, &child] {
+        let rec = ok("read", second.session(id)).expect("exists");
+        assert_eq!(rec.owner, "w2", "session {id} passed to the worker that claimed its run");
+    }
+    let solo = SessionId("s-solo".into());
+    assert_eq!(ok("solo", second.session(&solo)).expect("exists").owner, "w1");
+    let fenced = |what: &str, res: Result<(), JournalError>, session: &SessionId| {
+        let text = res.as_ref().err().map(ToString::to_string).unwrap_or_default();
+        match res {
+            Err(JournalError::Fenced { run: r, epoch, current, session: Some(s) }) => {
+                assert_eq!((r, epoch, current), (run, lease.epoch, taken.epoch), "{what}");
+                assert_eq!(&s, session, "{what}");
+                assert!(text.contains(&format!("run {run} ")), "{what}: {text}");
+                assert!(text.contains(&format!("session {session}")), "{what}: {text}");
+            }
+            other => panic!("{what}: a stale worker's session write must be fenced, got {other:?}"),
+        }
+    };
+    let late = SessionId(format!("run-{}.2", run.0));
+    fenced("create", stalled.create_session(of_run(&late, None)).map(drop), &late);
+    assert!(ok("not created", second.session(&late)).is_none(), "the fenced create left nothing");
+    let done = SessionUpdate {
+        status: Some(SessionStatus::Done),
+        checkpoint: Some(json!({"stale": true})),
+        ..SessionUpdate::default()
+    };
+    fenced("update", stalled.update_session(&child, done.clone()).map(drop), &child);
+    fenced("claim", stalled.claim_iteration(&leader).map(drop), &leader);
+    let rec = ok("leader", second.session(&leader)).expect("exists");
+    assert_eq!(rec.iterations_used, 1, "the fenced claim spent nothing");
+    let rec = ok("child", second.session(&child)).expect("exists");
+    assert_eq!((rec.status, rec.checkpoint), (SessionStatus::Running, None), "nothing changed");
+    // A session of no run is no run's: the stalled worker still writes it.
+    assert_eq!(ok("solo claim", stalled.claim_iteration(&solo)), Some(1));
+    // The new holder writes the run's sessions, and spends the budget where it stood.
+    ok(
+        "new holder creates",
+        second.create_session(NewSession { owner: "w2".into(), ..of_run(&late, None) }),
+    );
+    assert_eq!(ok("new holder claims", second.claim_iteration(&leader)), Some(2));
+    assert_eq!(ok("new holder claims", second.claim_iteration(&leader)), Some(3));
+    assert_eq!(ok("spent", second.claim_iteration(&leader)), None);
+    ok("new holder updates", second.update_session(&child, done));
+    // A handle holding no lease of the run (an answer, a cancel) is not fenced.
+    let cancel = SessionUpdate { status: Some(SessionStatus::Cancelled), ..Default::default() };
+    ok("bystander", submitter.update_session(&late, cancel));
+    // A reconcile that knows the live workers spares the sessions of the run it drives.
+    ok(
+        "running again",
+        second.update_session(
+            &leader,
+            SessionUpdate { status: Some(SessionStatus::Running), ..SessionUpdate::default() },
+        ),
+    );
+    let done = ok("reconcile", second.reconcile(&["w2", "submitter"]));
+    assert_eq!(done.sessions, 1, "only the session of no run, whose owner is gone: {done:?}");
+    assert_eq!(
+        ok("leader", second.session(&leader)).expect("exists").status,
+        SessionStatus::Running
+    );
+    assert_eq!(ok("solo", second.session(&solo)).expect("exists").status, SessionStatus::Lost);
+}
+
 /// Reconcile marks what owners not live left running, spares the live, and is idempotent.
 pub fn reconcile_marks_only_what_gone_owners_left(open: Open<'_>) {
     let j = open.open();
@@ -626,7 +760,7 @@ pub fn leases_fence_a_worker_whose_run_was_claimed(open: Open<'_>) {
     assert!(taken.epoch > lease.epoch, "epochs grow: {} then {}", lease.epoch, taken.epoch);
     let res = stalled.append(run, event(1));
     match res {
-        Err(JournalError::Fenced { run: r, epoch, current }) => {
+        Err(JournalError::Fenced { run: r, epoch, current, session: None }) => {
             assert_eq!((r, epoch, current), (run, lease.epoch, taken.epoch));
         }
         other => panic!("a write after the run was claimed must be fenced, got {other:?}"),

@@ -24,10 +24,13 @@ pub enum JournalError {
         location: PathBuf,
     },
     /// A write into a run this handle held a lease on, after another worker claimed the
-    /// run: the write was refused and nothing of it was stored.
+    /// run: the write was refused and nothing of it was stored. A write of a subagent
+    /// session of the run (its creation, a change, a claimed iteration) is fenced the same
+    /// way, and names the session.
     #[error(
         "run {run} was claimed by another worker (lease epoch {current}, this worker held \
-         {epoch}); the write was refused"
+         {epoch}); the write{} was refused",
+        fenced_session(.session.as_ref())
     )]
     Fenced {
         /// The run.
@@ -36,6 +39,8 @@ pub enum JournalError {
         epoch: u64,
         /// The run's epoch now.
         current: u64,
+        /// The session of the run the refused write was to, if it was a session's.
+        session: Option<SessionId>,
     },
     /// The store behind the journal (a database server) failed or refused an operation.
     #[error("journal {location}: {detail}")]
@@ -283,6 +288,11 @@ pub(crate) fn holders_of(path: &Path) -> Option<String> {
         found.push(format!("pid {pid} ({command}), {doing}"));
     }
     (!found.is_empty()).then(|| found.join("; "))
+}
+
+/// The words naming the session of a fenced write, if it was one's.
+fn fenced_session(session: Option<&SessionId>) -> String {
+    session.map(|s| format!(" to its session {s}")).unwrap_or_default()
 }
 
 #[cfg(test)]

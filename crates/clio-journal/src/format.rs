@@ -417,8 +417,14 @@ pub struct SessionRecord {
     pub router_allowlist: Option<Vec<String>>,
     /// The last complete model input before an in-flight tool call.
     pub checkpoint: Option<Value>,
-    /// The process that owns it; reconcile spares live owners.
+    /// The process that owns it; reconcile spares live owners. On a journal with leases,
+    /// a worker that claims the session's run becomes its owner.
     pub owner: String,
+    /// The run whose flow drives it (its team's run), if any: on a journal with leases its
+    /// writes are fenced by that run's lease. Absent for a team of no run, and in records
+    /// written before sessions named their run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<RunId>,
     /// When it was created.
     pub created_at_ms: u64,
     /// When it last changed.

@@ -300,6 +300,9 @@ pub struct NewSession {
     pub router_allowlist: Option<Vec<String>>,
     /// The process that owns it.
     pub owner: String,
+    /// The run whose flow drives it (see [`crate::SessionRecord::run`]); `None` for a team
+    /// of no run. A run that does not exist is refused.
+    pub run: Option<RunId>,
 }
 
 /// A change to a session; `None` fields stay as they are.

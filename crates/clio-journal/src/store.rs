@@ -494,6 +494,9 @@ impl<'a> Tx<'a> {
     }
 
     pub(crate) fn create_session(&mut self, new: NewSession) -> Result<SessionRecord> {
+        if let Some(run) = new.run {
+            self.check_run(run)?;
+        }
         if self.load_session(&new.id)?.is_some() {
             return Err(JournalError::SessionExists { session: new.id });
         }

@@ -11,7 +11,7 @@ use postgres::Client;
 use crate::pool::{backend, describe};
 
 /// The newest schema this build reads and writes.
-pub const SCHEMA_VERSION: u64 = 1;
+pub const SCHEMA_VERSION: u64 = 2;
 
 /// The key of an advisory lock that serialises migrations ("clio" in ASCII).
 const MIGRATION_LOCK: i64 = 0x636c_696f;
@@ -19,8 +19,11 @@ const MIGRATION_LOCK: i64 = 0x636c_696f;
 /// The migrations, in order: migration `i` brings the schema from version `i` to `i + 1`.
 ///
 /// Records are kept as the same JSON the redb journal stores (`docs/journal-format.md`);
-/// the columns beside them are what queries select and lock on.
-const MIGRATIONS: &[&str] = &[r"
+/// the columns beside them are what queries select and lock on. Version 2 keeps each
+/// session's run beside it (`clio_sessions.run`), by which a session's writes are fenced
+/// and a claim of the run finds its sessions.
+const MIGRATIONS: &[&str] = &[
+    r"
     CREATE TABLE clio_runs (
         id bigint PRIMARY KEY,
         status text NOT NULL,
@@ -64,7 +67,12 @@ const MIGRATIONS: &[&str] = &[r"
     );
     CREATE SEQUENCE clio_run_ids;
     CREATE SEQUENCE clio_task_ids;
-"];
+",
+    r"
+    ALTER TABLE clio_sessions ADD COLUMN run bigint;
+    CREATE INDEX clio_sessions_by_run ON clio_sessions (run) WHERE run IS NOT NULL;
+",
+];
 
 /// Brings the database's schema to [`SCHEMA_VERSION`]; returns the version it found
 /// (0 for an empty database).

@@ -24,6 +24,10 @@ use crate::lease::{Held, HeldState, Leases, Shared, listen, renew};
 use crate::pool::{self, LOST, Link, Pool, Target, backend, describe};
 use crate::schema;
 
+/// Subagent sessions, fenced by their run's lease.
+#[path = "sessions.rs"]
+mod sessions;
+
 /// The PostgreSQL journal behind a [`clio_journal::Journal`].
 pub(crate) struct PgStore {
     shared: Arc<Shared>,
@@ -271,6 +275,8 @@ impl PgStore {
                     conn.store_run(&rec)?;
                 }
             }
+            // The run's subagent sessions pass to this worker with it (`sessions.rs`).
+            conn.pass_sessions(run, &worker)?;
             Ok(Some((run, epoch)))
         })?;
         Ok(claimed.map(|(run, epoch)| {
@@ -407,7 +413,12 @@ impl Conn<'_> {
         if current == Some(epoch) {
             return Ok(());
         }
-        Err(JournalError::Fenced { run, epoch: epoch as u64, current: current.unwrap_or(0) as u64 })
+        Err(JournalError::Fenced {
+            run,
+            epoch: epoch as u64,
+            current: current.unwrap_or(0) as u64,
+            session: None,
+        })
     }
 
     /// Locks run `run`'s row and returns its head (next sequence number).
@@ -1140,41 +1151,15 @@ impl JournalBackend for PgStore {
     }
 
     fn create_session(&self, new: NewSession) -> Result<SessionRecord> {
-        self.blocking(move |conn| {
-            let rec = records::new_session(new.clone(), records::now_ms());
-            let text = to_json(conn.location, "a session", &rec)?;
-            let n = conn.execute(
-                "INSERT INTO clio_sessions (id, live, record) VALUES ($1, $2, $3) \
-                 ON CONFLICT (id) DO NOTHING",
-                &[&rec.id.0, &rec.status.is_live(), &text],
-            )?;
-            if n == 0 {
-                return Err(JournalError::SessionExists { session: rec.id });
-            }
-            Ok(rec)
-        })
+        self.create_fenced_session(new)
     }
 
     fn update_session(&self, id: &SessionId, update: SessionUpdate) -> Result<SessionRecord> {
-        let id = id.clone();
-        self.blocking(move |conn| {
-            let mut rec = conn.existing_session(&id)?;
-            records::update_session(&mut rec, update.clone(), records::now_ms());
-            conn.store_session(&rec)?;
-            Ok(rec)
-        })
+        self.update_fenced_session(id, update)
     }
 
     fn claim_iteration(&self, id: &SessionId) -> Result<Option<u64>> {
-        let id = id.clone();
-        self.blocking(move |conn| {
-            let mut rec = conn.existing_session(&id)?;
-            let claimed = records::claim_iteration(&mut rec, records::now_ms());
-            if claimed.is_some() {
-                conn.store_session(&rec)?;
-            }
-            Ok(claimed)
-        })
+        self.claim_fenced_iteration(id)
     }
 
     fn reconcile(&self, live: &HashSet<String>) -> Result<Reconciled> {

@@ -378,6 +378,8 @@ impl AgentEnv {
                 iteration_budget: spec.iteration_budget,
                 router_allowlist: allow.encode(),
                 owner: self.team.config().owner.clone(),
+                // A child belongs to the run its parent belongs to.
+                run: parent.run,
             };
             let journal = self.team.journal().clone();
             match blocking(move || journal.create_session(new)).await {

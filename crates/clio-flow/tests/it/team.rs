@@ -2,11 +2,13 @@
 //! ownership and control, enabled inheritance, durable budgets across a journal reopen,
 //! orphan reconciliation, cancellation of subtrees with queued work, `ask` timeouts,
 //! queueing past 16 tasks, timeouts then `wait_agents`, lost children, wake rules, the
-//! router allowlist on fallbacks — and the same functions as tools.
+//! router allowlist on fallbacks — and the same functions as tools; a team's sessions
+//! belong to its run, and on a shared journal are fenced by the run's lease (`fenced`).
 //!
 //! Time is tokio's paused clock: a subagent that "works for 300 s" costs nothing.
 
 mod crash;
+mod fenced;
 mod props;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -147,6 +149,7 @@ fn session(id: &str, parent: Option<&str>, leader: Option<&str>, managed: bool) 
         iteration_budget: None,
         router_allowlist: None,
         owner: "dead-process".into(),
+        run: None,
     }
 }
 

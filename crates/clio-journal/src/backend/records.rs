@@ -149,9 +149,21 @@ pub fn new_session(new: NewSession, now: u64) -> SessionRecord {
         router_allowlist: new.router_allowlist,
         checkpoint: None,
         owner: new.owner,
+        run: new.run,
         created_at_ms: now,
         updated_at_ms: now,
     }
+}
+
+/// Gives a session of a run that `worker` has claimed to that worker, as a claim on a
+/// journal with leases does; returns whether it changed.
+pub fn pass_session(rec: &mut SessionRecord, worker: &str, now: u64) -> bool {
+    if rec.owner == worker {
+        return false;
+    }
+    rec.owner = worker.to_owned();
+    rec.updated_at_ms = now;
+    true
 }
 
 /// Applies `update` to a session.

@@ -179,6 +179,7 @@ fn new_session(id: &str, leader: Option<&str>, owner: &str) -> NewSession {
         iteration_budget: Some(2),
         router_allowlist: Some(vec!["local/llama".into()]),
         owner: owner.into(),
+        run: None,
     }
 }
 

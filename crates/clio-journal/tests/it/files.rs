@@ -221,6 +221,7 @@ fn write_v1_fixture(path: &Path) -> TestResult {
         iteration_budget: Some(10),
         router_allowlist: None,
         owner: "proc-a".into(),
+        run: None,
     })?;
     journal.update_run(
         run,

@@ -94,6 +94,7 @@ pub(crate) fn write_journal(dir: &Path) -> Result<PathBuf, JournalError> {
             iteration_budget: Some(5),
             router_allowlist: None,
             owner: "proc-a".into(),
+            run: None,
         })?;
     }
     journal.close()?;

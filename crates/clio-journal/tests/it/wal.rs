@@ -222,6 +222,7 @@ fn apply(
                 iteration_budget: Some(3),
                 router_allowlist: None,
                 owner: "proc-w".into(),
+                run: None,
             })?;
             sessions.push(id);
         }

@@ -112,6 +112,7 @@ fn trees() -> impl Strategy<Value = Vec<SessionRecord>> {
                 router_allowlist: None,
                 checkpoint: None,
                 owner: "p".into(),
+                run: None,
                 created_at_ms: 0,
                 updated_at_ms: 0,
             })
