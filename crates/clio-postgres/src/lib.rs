@@ -34,6 +34,7 @@ use std::time::Duration;
 
 pub use clio_journal::{Journal, JournalError, Result};
 
+pub use crate::pool::Traffic;
 pub use crate::schema::SCHEMA_VERSION;
 
 /// How a PostgreSQL journal is opened.
@@ -50,6 +51,12 @@ pub struct PostgresConfig {
     /// failing over), trying again with backoff, before it fails with an error
     /// [`is_unavailable`] recognises. Zero tries once.
     pub reconnect: Duration,
+    /// Whether the writes into a run that wait together for a connection are written
+    /// together, in a few statements whatever their number (the default). Off, each is
+    /// written on its own in a savepoint of the batch's transaction, a round trip per
+    /// statement, as before they were grouped: for measuring what grouping saves
+    /// (`docs/performance.md`).
+    pub group_writes: bool,
 }
 
 /// The reconnect window of [`PostgresConfig::new`]: long enough to ride out a restart or a
@@ -57,14 +64,16 @@ pub struct PostgresConfig {
 pub const DEFAULT_RECONNECT: Duration = Duration::from_secs(30);
 
 impl PostgresConfig {
-    /// A configuration for `url` with the defaults: 4 connections, a 10 s lease, and a
-    /// server that cannot be reached waited for up to [`DEFAULT_RECONNECT`].
+    /// A configuration for `url` with the defaults: 4 connections, a 10 s lease, a
+    /// server that cannot be reached waited for up to [`DEFAULT_RECONNECT`], and writes
+    /// grouped.
     pub fn new(url: impl Into<String>) -> Self {
         Self {
             url: url.into(),
             connections: 4,
             lease: Duration::from_secs(10),
             reconnect: DEFAULT_RECONNECT,
+            group_writes: true,
         }
     }
 }
@@ -107,6 +116,16 @@ pub fn open(config: &PostgresConfig) -> Result<Journal> {
     let location = PathBuf::from(redacted(&config.url));
     let store = store::PgStore::connect(config, location)?;
     Ok(Journal::from_backend(Arc::new(store)))
+}
+
+/// Opens the journal as [`open`] does, with the count of the round trips its connections
+/// make to the server and of their commits ([`Traffic`]): a bench or a test reads what a
+/// write costs.
+pub fn open_counted(config: &PostgresConfig) -> Result<(Journal, Traffic)> {
+    let location = PathBuf::from(redacted(&config.url));
+    let store = store::PgStore::connect(config, location)?;
+    let traffic = store.traffic();
+    Ok((Journal::from_backend(Arc::new(store)), traffic))
 }
 
 /// Opens the journal at `url` with the default configuration.

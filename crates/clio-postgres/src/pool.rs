@@ -11,7 +11,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
@@ -57,6 +57,48 @@ pub(crate) struct Target {
     pub(crate) url: Arc<str>,
     pub(crate) location: PathBuf,
     pub(crate) reconnect: Duration,
+    /// What this handle's connections asked of the server.
+    pub(crate) traffic: Traffic,
+}
+
+/// What a journal handle's connection threads asked of the server: round trips and
+/// commits.
+///
+/// A round trip is a statement (or a string of statements sent together) sent and waited
+/// for, `BEGIN`, `COMMIT`, savepoints and rollbacks included; a statement's preparation
+/// (once per connection) counts one more. Not counted: making a connection, and the lease
+/// renewer's and the listener's connections. A commit is a transaction of the handle's
+/// that committed (a write, a claim; reads commit nothing). A bench or a test reads them
+/// to see what a write costs ([`crate::open_counted`]).
+#[derive(Clone, Default, Debug)]
+pub struct Traffic(Arc<Tally>);
+
+#[derive(Default, Debug)]
+struct Tally {
+    round_trips: AtomicU64,
+    commits: AtomicU64,
+}
+
+impl Traffic {
+    /// The round trips made so far.
+    pub fn round_trips(&self) -> u64 {
+        self.0.round_trips.load(Ordering::Relaxed)
+    }
+
+    /// The transactions committed so far.
+    pub fn commits(&self) -> u64 {
+        self.0.commits.load(Ordering::Relaxed)
+    }
+
+    /// Counts one round trip.
+    pub(crate) fn add(&self) {
+        self.0.round_trips.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts one commit.
+    pub(crate) fn committed(&self) {
+        self.0.commits.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 /// A connection thread's client, made when first needed and made again once lost.
@@ -69,6 +111,11 @@ impl Link {
     /// The reconnect window: how long an operation waits for the server.
     pub(crate) fn window(&self) -> Duration {
         self.target.reconnect
+    }
+
+    /// The handle's count of round trips and commits.
+    pub(crate) fn traffic(&self) -> Traffic {
+        self.target.traffic.clone()
     }
 
     /// Returns the client, connecting first when there is none or it was closed; a server

@@ -21,7 +21,7 @@ use serde_json::value::RawValue;
 
 use crate::PostgresConfig;
 use crate::lease::{Held, HeldState, Leases, Shared, listen, renew};
-use crate::pool::{self, LOST, Link, Pool, Target, backend, describe};
+use crate::pool::{self, LOST, Link, Pool, Target, Traffic, backend, describe};
 use crate::schema;
 
 /// Subagent sessions, fenced by their run's lease.
@@ -41,6 +41,10 @@ pub(crate) struct PgStore {
     /// watcher of [`JournalBackend::commits`]); it is not joined: it sees the handle close
     /// within 200 ms and ends by itself.
     listening: std::sync::Once,
+    /// What its connection threads asked of the server.
+    traffic: Traffic,
+    /// Whether a batch's writes of entries are grouped ([`crate::PostgresConfig::group_writes`]).
+    group_writes: bool,
 }
 
 impl PgStore {
@@ -55,6 +59,7 @@ impl PgStore {
             url: Arc::from(config.url.as_str()),
             location: location.clone(),
             reconnect: config.reconnect,
+            traffic: Traffic::default(),
         };
         let mut first = pool::connect_within(&target, &mut None)?;
         schema::migrate(&mut first, &location)?;
@@ -75,7 +80,14 @@ impl PgStore {
             url: config.url.clone(),
             renewer: Mutex::new(None),
             listening: std::sync::Once::new(),
+            traffic: target.traffic.clone(),
+            group_writes: config.group_writes,
         })
+    }
+
+    /// The count of the round trips and commits of this handle's connection threads.
+    pub(crate) fn traffic(&self) -> Traffic {
+        self.traffic.clone()
     }
 
     /// Notes that this handle holds run `run`'s lease at `epoch`, starting the renewer
@@ -135,7 +147,39 @@ impl PgStore {
         f: impl FnMut(&mut Conn<'_>) -> Result<T> + Send + 'static,
     ) -> Pending<T> {
         let (reply, pending) = pending_reply(self.location());
-        let write: RunWrite = Box::new(Queued { f, reply, outcome: None });
+        self.queue(run, RunWrite::Other(Box::new(Queued { f, reply, outcome: None })));
+        pending
+    }
+
+    /// Sends a write of `entries` into run `run`, and of a task with its entries `task`,
+    /// to run in a batch as [`PgStore::pending_in_run`] does; written with the batch's other
+    /// such writes in a few statements ([`write_group`]). Its answer is `answer` of what
+    /// was written (`None` only if a task write made no task, which it always does).
+    fn entries_in_run<T: Send + 'static>(
+        &self,
+        run: RunId,
+        entries: Vec<NewEntry>,
+        task: Option<TaskPart>,
+        answer: impl FnOnce(Written) -> Option<T> + Send + 'static,
+    ) -> Pending<T> {
+        let (reply, pending) = pending_reply(self.location());
+        let location = self.location().to_path_buf();
+        let answer = move |res: Result<Written>| {
+            let answer = res.and_then(|written| {
+                answer(written).ok_or_else(|| {
+                    backend(&location, "a write of a task was answered without its task")
+                })
+            });
+            reply.send(answer);
+        };
+        let write = EntryWrite { run, entries, task, outcome: None, answer: Box::new(answer) };
+        self.queue(run, RunWrite::Entries(Box::new(write)));
+        pending
+    }
+
+    /// Queues `write` into run `run`; the first write of a batch sends the job that runs
+    /// the batch.
+    fn queue(&self, run: RunId, write: RunWrite) {
         let first = {
             let mut queued = self.queued.lock().unwrap_or_else(PoisonError::into_inner);
             let waiting = queued.entry(run.0).or_default();
@@ -143,6 +187,7 @@ impl PgStore {
             waiting.len() == 1
         };
         if first {
+            let group = self.group_writes;
             let shared = Arc::clone(&self.shared);
             let queued = Arc::clone(&self.queued);
             let job = Box::new(move |link: &mut Link| {
@@ -151,7 +196,7 @@ impl PgStore {
                     .unwrap_or_else(PoisonError::into_inner)
                     .remove(&run.0)
                     .unwrap_or_default();
-                in_batch(link, &shared, writes);
+                in_batch(link, &shared, run, group, writes);
             });
             if !self.pool.send(job) {
                 let writes =
@@ -161,7 +206,6 @@ impl PgStore {
                 }
             }
         }
-        pending
     }
 
     /// Runs the read `f` on a pooled connection, each statement on its own (a read of
@@ -175,10 +219,17 @@ impl PgStore {
         self.pool.run(self.location(), move |link| {
             let location = shared.location.as_path();
             let mut backoff = None;
+            let trips = link.traffic();
             loop {
                 let client = link.connect(&mut backoff)?;
-                let mut conn =
-                    Conn { client, location, shared: &shared, wrote: false, lost: false };
+                let mut conn = Conn {
+                    client,
+                    location,
+                    shared: &shared,
+                    traffic: &trips,
+                    wrote: false,
+                    lost: false,
+                };
                 match f(&mut conn) {
                     Err(err) if conn.lost => {
                         link.reset();
@@ -331,6 +382,8 @@ pub(crate) struct Conn<'a> {
     client: &'a mut Client,
     location: &'a Path,
     shared: &'a Shared,
+    /// The handle's count of round trips (one more for each statement sent) and commits.
+    traffic: &'a Traffic,
     /// Whether the transaction changed anything: only then is its commit announced (an
     /// announcement wakes every watcher, and a worker that looks for runs must not wake
     /// itself by looking).
@@ -345,6 +398,7 @@ impl Conn<'_> {
         if let Some(st) = pool::prepared(sql) {
             return Ok(st);
         }
+        self.traffic.add();
         let st = match self.client.prepare(sql) {
             Ok(st) => st,
             Err(err) => return Err(self.fail(sql, &err)),
@@ -365,6 +419,7 @@ impl Conn<'_> {
 
     fn query(&mut self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>> {
         let st = self.statement(sql)?;
+        self.traffic.add();
         match self.client.query(&st, params) {
             Ok(rows) => Ok(rows),
             Err(err) => Err(self.fail(sql, &err)),
@@ -377,6 +432,7 @@ impl Conn<'_> {
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Option<Row>> {
         let st = self.statement(sql)?;
+        self.traffic.add();
         match self.client.query_opt(&st, params) {
             Ok(row) => Ok(row),
             Err(err) => Err(self.fail(sql, &err)),
@@ -385,6 +441,7 @@ impl Conn<'_> {
 
     fn execute(&mut self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> Result<u64> {
         let st = self.statement(sql)?;
+        self.traffic.add();
         let n = match self.client.execute(&st, params) {
             Ok(n) => n,
             Err(err) => return Err(self.fail(sql, &err)),
@@ -602,9 +659,14 @@ impl Ended {
             return Ok((*id, update.clone()));
         }
         let id = conn.next_task_id()?;
+        Ok(self.make(id))
+    }
+
+    /// Makes the update for the task `id`, once.
+    fn make(&mut self, id: TaskId) -> (TaskId, TaskUpdate) {
         let update = self.update.take().map(|f| f(id)).unwrap_or_default();
         self.made = Some((id, update.clone()));
-        Ok((id, update))
+        (id, update)
     }
 }
 
@@ -614,7 +676,9 @@ impl Ended {
 /// with backoff for the reconnect window, since nothing of the transaction has run yet.
 fn begin<'l>(link: &'l mut Link, location: &Path) -> Result<(&'l mut Client, i64)> {
     let mut backoff = None;
+    let trips = link.traffic();
     let xid = loop {
+        trips.add();
         let err = match link.connect(&mut backoff)?.simple_query("BEGIN; SELECT txid_current()") {
             Ok(messages) => {
                 let xid = messages.iter().find_map(|m| match m {
@@ -654,7 +718,9 @@ fn settled(link: &mut Link, xid: i64, backoff: &mut Option<pool::Backoff>) -> Se
     if xid == 0 {
         return Settled::Unknown;
     }
+    let trips = link.traffic();
     loop {
+        trips.add();
         let status = match link.connect(backoff) {
             Ok(client) => client.query_opt("SELECT txid_status($1)", &[&xid]),
             Err(_) => return Settled::Unknown,
@@ -692,13 +758,21 @@ fn in_tx<T>(
 ) -> Result<T> {
     let location = shared.location.as_path();
     let mut backoff = None;
+    let trips = link.traffic();
     loop {
         let (client, xid) = begin(link, location)?;
-        let mut conn = Conn { client: &mut *client, location, shared, wrote: false, lost: false };
+        let mut conn = Conn {
+            client: &mut *client,
+            location,
+            shared,
+            traffic: &trips,
+            wrote: false,
+            lost: false,
+        };
         let res = f(&mut conn);
         let (wrote, lost) = (conn.wrote, conn.lost);
         match res {
-            Ok(value) => match commit(client, shared, wrote) {
+            Ok(value) => match commit(client, shared, &trips, wrote) {
                 Ok(()) => return Ok(value),
                 Err(Commit::Failed(err)) => return Err(err),
                 Err(Commit::Lost(err)) => {
@@ -709,6 +783,7 @@ fn in_tx<T>(
                     }
                     match settled(link, xid, &mut backoff) {
                         Settled::Committed => {
+                            trips.committed();
                             shared.commits.bump();
                             return Ok(value);
                         }
@@ -722,6 +797,7 @@ fn in_tx<T>(
                 }
             },
             Err(err) => {
+                trips.add();
                 let _ = client.batch_execute("ROLLBACK");
                 if !lost {
                     return Err(err);
@@ -754,15 +830,23 @@ impl Commit {
 /// Commits the transaction open on `client`, announcing it when it `wrote` something (a
 /// transaction that changed nothing must not wake the handles that watch); a failed commit
 /// is rolled back.
-fn commit(client: &mut Client, shared: &Shared, wrote: bool) -> std::result::Result<(), Commit> {
+fn commit(
+    client: &mut Client,
+    shared: &Shared,
+    trips: &Traffic,
+    wrote: bool,
+) -> std::result::Result<(), Commit> {
+    trips.add();
     match client.batch_execute(if wrote { "NOTIFY clio_changes; COMMIT" } else { "COMMIT" }) {
         Ok(()) => {
+            trips.committed();
             if wrote {
                 shared.commits.bump();
             }
             Ok(())
         }
         Err(err) => {
+            trips.add();
             let _ = client.batch_execute("ROLLBACK");
             if pool::is_lost(&err) {
                 return Err(Commit::Lost(backend(
@@ -779,7 +863,37 @@ fn commit(client: &mut Client, shared: &Shared, wrote: bool) -> std::result::Res
 }
 
 /// A write into a run, waiting in its run's queue for the batch that runs it.
-type RunWrite = Box<dyn QueuedWrite>;
+enum RunWrite {
+    /// Entries, and maybe a task they name: written with the batch's other such writes
+    /// in a few statements ([`write_group`]).
+    Entries(Box<EntryWrite>),
+    /// Any other write (a run's update): run on its own, in a savepoint when the batch
+    /// has others, since it may fail half-way.
+    Other(Box<dyn QueuedWrite>),
+}
+
+impl RunWrite {
+    fn as_queued(&mut self) -> &mut dyn QueuedWrite {
+        match self {
+            RunWrite::Entries(write) => &mut **write,
+            RunWrite::Other(write) => &mut **write,
+        }
+    }
+
+    fn settle(self, commit: Result<()>) {
+        match self {
+            RunWrite::Entries(write) => write.settle(commit),
+            RunWrite::Other(write) => write.settle(commit),
+        }
+    }
+
+    fn refuse(self, error: JournalError) {
+        match self {
+            RunWrite::Entries(write) => write.refuse(error),
+            RunWrite::Other(write) => write.refuse(error),
+        }
+    }
+}
 
 /// A write of a batch: it runs inside the batch's transaction, saying whether it
 /// succeeded (and runs again, should the batch be tried again on a new connection), then
@@ -812,14 +926,7 @@ where
     }
 
     fn settle(self: Box<Self>, commit: Result<()>) {
-        let answer = match self.outcome {
-            Some(Ok(value)) => commit.map(|()| value),
-            Some(Err(err)) => Err(err),
-            None => commit.and(Err(JournalError::Backend {
-                location: PathBuf::from("postgres"),
-                detail: "a write of a batch was answered without running".to_owned(),
-            })),
-        };
+        let answer = settled_answer(self.outcome, commit);
         self.reply.send(answer);
     }
 
@@ -828,16 +935,356 @@ where
     }
 }
 
-/// Runs `writes` (into one run) in one transaction, each in a savepoint when there are
-/// several, then answers each with its own result or the commit's failure. A batch whose
-/// connection was lost before its commit is run again, every write of it, on a new
-/// connection, for as long as the reconnect window lasts (as [`in_tx`]).
-fn in_batch(link: &mut Link, shared: &Shared, mut writes: Vec<RunWrite>) {
+/// A write's answer: its own error, or its value once `commit` succeeded.
+fn settled_answer<T>(outcome: Option<Result<T>>, commit: Result<()>) -> Result<T> {
+    match outcome {
+        Some(Ok(value)) => commit.map(|()| value),
+        Some(Err(err)) => Err(err),
+        None => commit.and(Err(JournalError::Backend {
+            location: PathBuf::from("postgres"),
+            detail: "a write of a batch was answered without running".to_owned(),
+        })),
+    }
+}
+
+/// What an entry write stored: the task it made, if it made one, and its entries'
+/// sequence numbers.
+type Written = (Option<TaskRecord>, Vec<u64>);
+
+/// A task written with entries: `after` name it once its id is known; `ended` when it is
+/// recorded already ended.
+struct TaskPart {
+    task: NewTask,
+    after: Vec<NewEntry>,
+    ended: Option<Ended>,
+}
+
+/// A write of entries into a run (an `append`), or of a task with its entries: data the
+/// batch can plan with the others, rather than statements of its own.
+struct EntryWrite {
+    run: RunId,
+    /// The entries (before the task's, when there is one).
+    entries: Vec<NewEntry>,
+    task: Option<TaskPart>,
+    /// What the last run of the write made of it.
+    outcome: Option<Result<Written>>,
+    answer: Box<dyn FnOnce(Result<Written>) + Send>,
+}
+
+impl QueuedWrite for EntryWrite {
+    /// Runs the write on its own, as the batch does once a statement of its group failed.
+    fn run(&mut self, conn: &mut Conn<'_>) -> bool {
+        let run = self.run;
+        let res = match &mut self.task {
+            None => conn.append(run, self.entries.clone()).map(|seqs| (None, seqs)),
+            Some(part) => conn
+                .task_with_entries(
+                    run,
+                    self.entries.clone(),
+                    part.task.clone(),
+                    part.after.clone(),
+                    part.ended.as_mut(),
+                )
+                .map(|(rec, seqs)| (Some(rec), seqs)),
+        };
+        let ok = res.is_ok();
+        self.outcome = Some(res);
+        ok
+    }
+
+    fn settle(self: Box<Self>, commit: Result<()>) {
+        let answer = settled_answer(self.outcome, commit);
+        (self.answer)(answer);
+    }
+
+    fn refuse(self: Box<Self>, error: JournalError) {
+        (self.answer)(Err(error));
+    }
+}
+
+/// What a batch's transaction holds of its run once a group has locked it: the run's head
+/// (its row locked), and the check of the lease (its row share-locked), so that the
+/// batch's later groups ask for neither again.
+#[derive(Default)]
+struct Locked {
+    head: Option<u64>,
+    /// `Some` once the lease was checked: the error that fences the run's writes, if any.
+    fence: Option<Option<(u64, u64)>>,
+}
+
+/// The check of a group's writes, in one statement after the run's row is locked: the
+/// identities of the group's entries already taken (kind 0: identity, seq), the parent
+/// tasks that exist (1: id), `$5` new task ids (2: id) and, when `$2`, the run's lease
+/// epoch (3: epoch), share-locked as [`Conn::fence`] locks it.
+const GROUP_CHECK: &str = "WITH lease AS ( \
+       SELECT epoch FROM clio_leases WHERE run = $1 AND $2::boolean FOR SHARE) \
+     SELECT 0, identity, seq FROM clio_entries WHERE run = $1 AND identity = ANY($3::text[]) \
+     UNION ALL SELECT 1, NULL::text, id FROM clio_tasks WHERE id = ANY($4::bigint[]) \
+     UNION ALL SELECT 2, NULL::text, nextval('clio_task_ids') \
+       FROM generate_series(1, $5::integer) \
+     UNION ALL SELECT 3, NULL::text, epoch FROM lease";
+
+/// The write of a group, in one statement: its entries, its tasks, and the run's head.
+const GROUP_WRITE: &str = "WITH added AS ( \
+       INSERT INTO clio_entries (run, seq, identity, kind, task, at_ms, payload) \
+       SELECT $1, s, i, k, t, $2, p FROM unnest($3::bigint[], $4::text[], $5::text[], \
+       $6::bigint[], $7::text[]) AS e(s, i, k, t, p)), \
+     tasks AS ( \
+       INSERT INTO clio_tasks (id, run, active, record) \
+       SELECT id, $1, a, r FROM unnest($8::bigint[], $9::boolean[], $10::text[]) AS t(id, a, r)) \
+     UPDATE clio_runs SET head = $11 WHERE id = $1";
+
+/// Writes `group`, consecutive writes of entries (and tasks) of one batch into `run`, in
+/// a few statements whatever its size: the run's row locked (once a batch), one statement
+/// that checks the lease, the identities and the parent tasks of every write and takes the
+/// new tasks' ids, and one that stores every entry and task and moves the head. Each write
+/// is checked as it would be on its own, in order (a write's identity taken by an earlier
+/// write of the group is taken), and one refused is answered with its error while the
+/// others are stored: no statement of the group can fail for one write alone, so no
+/// savepoint is needed.
+///
+/// Returns whether anything was stored; an error is a statement's failure (the connection
+/// lost, or the server refusing it), after which the transaction is spoilt.
+fn write_group(
+    conn: &mut Conn<'_>,
+    run: RunId,
+    group: &mut [RunWrite],
+    locked: &mut Locked,
+) -> Result<bool> {
+    let mut writes: Vec<&mut EntryWrite> = group
+        .iter_mut()
+        .filter_map(|w| match w {
+            RunWrite::Entries(write) => Some(&mut **write),
+            RunWrite::Other(_) => None,
+        })
+        .collect();
+    for write in &mut writes {
+        write.outcome = None;
+        if let Some(part) = &write.task
+            && part.task.run != run
+        {
+            write.outcome = Some(Err(JournalError::RunNotFound { run: part.task.run }));
+        }
+    }
+    let head = match locked.head {
+        Some(head) => head,
+        None => {
+            let row = conn.query_opt(
+                "SELECT head FROM clio_runs WHERE id = $1 FOR UPDATE",
+                &[&(run.0 as i64)],
+            )?;
+            let Some(row) = row else {
+                for write in writes.iter_mut().filter(|w| w.outcome.is_none()) {
+                    write.outcome = Some(Err(JournalError::RunNotFound { run }));
+                }
+                return Ok(false);
+            };
+            row.get::<_, i64>(0) as u64
+        }
+    };
+    locked.head = Some(head);
+    // What the check needs: every identity, every parent, how many new ids.
+    let mut identities: Vec<&str> = Vec::new();
+    let mut parents: Vec<i64> = Vec::new();
+    let mut new_ids = 0i32;
+    for write in writes.iter().filter(|w| w.outcome.is_none()) {
+        identities.extend(write.entries.iter().filter_map(|e| e.identity.as_deref()));
+        if let Some(part) = &write.task {
+            identities.extend(part.after.iter().filter_map(|e| e.identity.as_deref()));
+            parents.extend(part.task.parent.map(|p| p.0 as i64));
+            if part.ended.as_ref().is_none_or(|e| e.made.is_none()) {
+                new_ids += 1;
+            }
+        }
+    }
+    let fenced_epoch = conn.shared.leases.fence(run);
+    let check_lease = fenced_epoch.is_some() && locked.fence.is_none();
+    let mut taken: HashMap<String, u64> = HashMap::new();
+    let mut found_parents: HashSet<i64> = HashSet::new();
+    let mut ids: Vec<TaskId> = Vec::new();
+    let mut epoch: Option<i64> = None;
+    if !identities.is_empty() || !parents.is_empty() || new_ids > 0 || check_lease {
+        let rows = conn.query(
+            GROUP_CHECK,
+            &[&(run.0 as i64), &check_lease, &identities, &parents, &new_ids],
+        )?;
+        for row in rows {
+            let value: i64 = row.get(2);
+            match row.get::<_, i32>(0) {
+                0 => {
+                    let identity: String = row.get(1);
+                    taken.insert(identity, value as u64);
+                }
+                1 => {
+                    found_parents.insert(value);
+                }
+                2 => ids.push(TaskId(value as u64)),
+                _ => epoch = Some(value),
+            }
+        }
+    }
+    drop(identities);
+    if check_lease && let Some(mine) = fenced_epoch {
+        locked.fence =
+            Some((epoch != Some(mine)).then(|| (mine as u64, epoch.unwrap_or(0) as u64)));
+    }
+    let fence = locked.fence.flatten();
+    // Each write in turn, as it would be checked alone.
+    let now = records::now_ms();
+    let mut next = head;
+    let mut ids = ids.into_iter();
+    let mut rows = GroupRows::default();
+    for write in writes.iter_mut().filter(|w| w.outcome.is_none()) {
+        let res = plan_write(run, write, next, fence, &taken, &found_parents, &mut ids, now);
+        if let Ok((rec, entries)) = &res {
+            for (i, entry) in entries.iter().enumerate() {
+                let seq = next + i as u64;
+                if let Some(identity) = &entry.identity {
+                    taken.insert(identity.clone(), seq);
+                }
+                rows.entry(seq, entry);
+            }
+            next += entries.len() as u64;
+            if let Some(rec) = rec {
+                rows.task(conn.location, rec)?;
+            }
+        }
+        write.outcome = Some(res.map(|(rec, entries)| {
+            let first = next - entries.len() as u64;
+            (rec, (first..next).collect())
+        }));
+    }
+    if next == head && rows.task_ids.is_empty() {
+        return Ok(false);
+    }
+    conn.execute(
+        GROUP_WRITE,
+        &[
+            &(run.0 as i64),
+            &(now as i64),
+            &rows.seqs,
+            &rows.identities,
+            &rows.kinds,
+            &rows.tasks,
+            &rows.payloads,
+            &rows.task_ids,
+            &rows.task_active,
+            &rows.task_records,
+            &(next as i64),
+        ],
+    )?;
+    conn.changed();
+    locked.head = Some(next);
+    Ok(true)
+}
+
+/// Checks `write`, to be written at `first`, as it would be checked on its own, and makes
+/// its task's record; returns the task and the entries to store.
+#[allow(clippy::too_many_arguments, reason = "the group's state, passed to each write")]
+fn plan_write(
+    run: RunId,
+    write: &mut EntryWrite,
+    first: u64,
+    fence: Option<(u64, u64)>,
+    taken: &HashMap<String, u64>,
+    parents: &HashSet<i64>,
+    ids: &mut impl Iterator<Item = TaskId>,
+    now: u64,
+) -> Result<(Option<TaskRecord>, Vec<NewEntry>)> {
+    if let Some((epoch, current)) = fence {
+        return Err(JournalError::Fenced { run, epoch, current, session: None });
+    }
+    let mut all = write.entries.clone();
+    let n_before = all.len();
+    if let Some(part) = &write.task {
+        all.extend(part.after.iter().cloned());
+    }
+    records::check_batch_identities(run, first, &all)?;
+    if let Some(parent) = write.task.as_ref().and_then(|p| p.task.parent)
+        && !parents.contains(&(parent.0 as i64))
+    {
+        return Err(JournalError::TaskNotFound { task: parent });
+    }
+    // The first of its identities taken (by the journal, or by an earlier write of the
+    // group), as `append_at` finds it.
+    let clash = all
+        .iter()
+        .filter_map(|e| e.identity.as_deref())
+        .filter_map(|identity| taken.get(identity).map(|seq| (*seq, identity)))
+        .min();
+    if let Some((seq, identity)) = clash {
+        return Err(JournalError::DuplicateIdentity { run, identity: identity.to_owned(), seq });
+    }
+    let Some(part) = &mut write.task else { return Ok((None, all)) };
+    let mut next_id = || {
+        ids.next().ok_or_else(|| JournalError::Backend {
+            location: PathBuf::from("postgres"),
+            detail: "a batch of writes took fewer task ids than it has tasks".to_owned(),
+        })
+    };
+    let rec = match &mut part.ended {
+        Some(ended) => {
+            let (id, update) = match &ended.made {
+                Some(made) => made.clone(),
+                None => ended.make(next_id()?),
+            };
+            records::ended_task(id, part.task.clone(), update, now)
+        }
+        None => records::new_task(next_id()?, part.task.clone(), now),
+    };
+    for entry in all.iter_mut().skip(n_before) {
+        entry.task = Some(rec.id);
+    }
+    Ok((Some(rec), all))
+}
+
+/// The rows a group stores, as the arrays [`GROUP_WRITE`] takes.
+#[derive(Default)]
+struct GroupRows {
+    seqs: Vec<i64>,
+    identities: Vec<Option<String>>,
+    kinds: Vec<String>,
+    tasks: Vec<Option<i64>>,
+    payloads: Vec<String>,
+    task_ids: Vec<i64>,
+    task_active: Vec<bool>,
+    task_records: Vec<String>,
+}
+
+impl GroupRows {
+    fn entry(&mut self, seq: u64, entry: &NewEntry) {
+        self.seqs.push(seq as i64);
+        self.identities.push(entry.identity.clone());
+        self.kinds.push(kind_text(entry.kind));
+        self.tasks.push(entry.task.map(|t| t.0 as i64));
+        self.payloads.push(records::payload_text(entry).get().to_owned());
+    }
+
+    fn task(&mut self, location: &Path, rec: &TaskRecord) -> Result<()> {
+        self.task_records.push(to_json(location, "a task", rec)?);
+        self.task_ids.push(rec.id.0 as i64);
+        self.task_active.push(rec.status.is_active());
+        Ok(())
+    }
+}
+
+/// Runs `writes` (into run `run`) in one transaction, then answers each with its own
+/// result or the commit's failure: consecutive writes of entries and tasks together
+/// ([`write_group`]), each other write in a savepoint when there are several. A batch
+/// whose connection was lost before its commit is run again, every write of it, on a new
+/// connection, for as long as the reconnect window lasts (as [`in_tx`]); one whose group
+/// statement the server refused (a value it cannot store, say) is run again with each
+/// write on its own in a savepoint, so that the one at fault gets the error alone.
+fn in_batch(link: &mut Link, shared: &Shared, run: RunId, group: bool, mut writes: Vec<RunWrite>) {
     let location = shared.location.as_path();
     let fail =
         |what: &str, err: &postgres::Error| backend(location, format!("{what}: {}", describe(err)));
     let alone = writes.len() == 1;
+    let trips = link.traffic();
     let mut backoff = None;
+    // Once a group's statement failed (or when writes are not grouped): every write on
+    // its own.
+    let mut one_by_one = !group;
     loop {
         let (client, xid) = match begin(link, location) {
             Ok(begun) => begun,
@@ -852,26 +1299,66 @@ fn in_batch(link: &mut Link, shared: &Shared, mut writes: Vec<RunWrite>) {
         let mut wrote = false;
         let mut broken: Option<String> = None;
         let mut lost = false;
-        for write in &mut writes {
-            if !alone && let Err(err) = client.batch_execute("SAVEPOINT w") {
+        let mut regroup = false;
+        let mut locked = Locked::default();
+        let mut i = 0;
+        while i < writes.len() {
+            let grouped = |w: &RunWrite| matches!(w, RunWrite::Entries(_));
+            if !one_by_one && grouped(&writes[i]) {
+                let end =
+                    writes[i..].iter().position(|w| !grouped(w)).map_or(writes.len(), |n| i + n);
+                let mut conn = Conn {
+                    client: &mut *client,
+                    location,
+                    shared,
+                    traffic: &trips,
+                    wrote: false,
+                    lost: false,
+                };
+                match write_group(&mut conn, run, &mut writes[i..end], &mut locked) {
+                    Ok(stored) => wrote |= stored,
+                    Err(err) => {
+                        lost = conn.lost;
+                        regroup = !lost;
+                        broken = Some(if lost {
+                            format!("{LOST} during a batch of writes")
+                        } else {
+                            detail_of(err)
+                        });
+                        break;
+                    }
+                }
+                i = end;
+                continue;
+            }
+            // A write that may fail half-way: alone, or in a savepoint.
+            locked.head = None;
+            if !alone && let Err(err) = savepoint(client, &trips, "SAVEPOINT w") {
                 lost = pool::is_lost(&err);
                 broken = Some(fail("SAVEPOINT", &err).to_string());
                 break;
             }
-            let mut conn =
-                Conn { client: &mut *client, location, shared, wrote: false, lost: false };
-            let ok = write.run(&mut conn);
+            let mut conn = Conn {
+                client: &mut *client,
+                location,
+                shared,
+                traffic: &trips,
+                wrote: false,
+                lost: false,
+            };
+            let ok = writes[i].as_queued().run(&mut conn);
             let changed = conn.wrote;
             if conn.lost {
                 lost = true;
                 broken = Some(format!("{LOST} during a batch of writes"));
                 break;
             }
+            i += 1;
             if alone {
                 wrote = ok && changed;
                 if !ok {
                     // The write's own error answers it; the transaction goes.
-                    let _ = client.batch_execute("ROLLBACK");
+                    let _ = savepoint(client, &trips, "ROLLBACK");
                     for write in writes {
                         write.settle(Ok(()));
                     }
@@ -884,7 +1371,7 @@ fn in_batch(link: &mut Link, shared: &Shared, mut writes: Vec<RunWrite>) {
             } else {
                 "ROLLBACK TO SAVEPOINT w; RELEASE SAVEPOINT w"
             };
-            match client.batch_execute(end) {
+            match savepoint(client, &trips, end) {
                 Ok(()) => wrote |= ok && changed,
                 Err(err) => {
                     lost = pool::is_lost(&err);
@@ -893,8 +1380,14 @@ fn in_batch(link: &mut Link, shared: &Shared, mut writes: Vec<RunWrite>) {
                 }
             }
         }
+        if regroup {
+            let _ = savepoint(client, &trips, "ROLLBACK");
+            tracing::debug!(detail = ?broken, "a group of writes failed: each on its own now");
+            one_by_one = true;
+            continue;
+        }
         if lost {
-            let _ = client.batch_execute("ROLLBACK");
+            let _ = savepoint(client, &trips, "ROLLBACK");
             link.reset();
             if pool::retry(&mut backoff, link.window()) {
                 continue;
@@ -907,15 +1400,16 @@ fn in_batch(link: &mut Link, shared: &Shared, mut writes: Vec<RunWrite>) {
         }
         let outcome = match broken {
             Some(detail) => {
-                let _ = client.batch_execute("ROLLBACK");
+                let _ = savepoint(client, &trips, "ROLLBACK");
                 Err(detail)
             }
-            None => match commit(client, shared, wrote) {
+            None => match commit(client, shared, &trips, wrote) {
                 Ok(()) => Ok(()),
                 Err(Commit::Lost(err)) if wrote => {
                     link.reset();
                     match settled(link, xid, &mut backoff) {
                         Settled::Committed => {
+                            trips.committed();
                             shared.commits.bump();
                             Ok(())
                         }
@@ -936,6 +1430,16 @@ fn in_batch(link: &mut Link, shared: &Shared, mut writes: Vec<RunWrite>) {
         }
         return;
     }
+}
+
+/// Sends `sql` (a savepoint's statement, or a rollback), counted as one round trip.
+fn savepoint(
+    client: &mut Client,
+    trips: &Traffic,
+    sql: &str,
+) -> std::result::Result<(), postgres::Error> {
+    trips.add();
+    client.batch_execute(sql)
 }
 
 /// The detail of a backend error, or the whole text of another.
@@ -1076,7 +1580,7 @@ impl JournalBackend for PgStore {
     }
 
     fn append(&self, run: RunId, entries: Vec<NewEntry>) -> Pending<Vec<u64>> {
-        self.pending_in_run(run, move |conn| conn.append(run, entries.clone()))
+        self.entries_in_run(run, entries, None, |(_, seqs)| Some(seqs))
     }
 
     fn create_task(&self, new: NewTask) -> Result<TaskId> {
@@ -1100,11 +1604,8 @@ impl JournalBackend for PgStore {
         task: NewTask,
         after: Vec<NewEntry>,
     ) -> Pending<(TaskId, Vec<u64>)> {
-        self.pending_in_run(run, move |conn| {
-            let (rec, seqs) =
-                conn.task_with_entries(run, before.clone(), task.clone(), after.clone(), None)?;
-            Ok((rec.id, seqs))
-        })
+        let task = TaskPart { task, after, ended: None };
+        self.entries_in_run(run, before, Some(task), |(rec, seqs)| rec.map(|rec| (rec.id, seqs)))
     }
 
     fn record_ended_task(
@@ -1115,16 +1616,9 @@ impl JournalBackend for PgStore {
         after: Vec<NewEntry>,
         update: EndedTaskUpdate,
     ) -> Pending<(TaskRecord, Vec<u64>)> {
-        let mut ended = Ended { update: Some(update), made: None };
-        self.pending_in_run(run, move |conn| {
-            conn.task_with_entries(
-                run,
-                before.clone(),
-                task.clone(),
-                after.clone(),
-                Some(&mut ended),
-            )
-        })
+        let ended = Ended { update: Some(update), made: None };
+        let task = TaskPart { task, after, ended: Some(ended) };
+        self.entries_in_run(run, before, Some(task), |(rec, seqs)| rec.map(|rec| (rec, seqs)))
     }
 
     fn update_task(&self, task: TaskId, update: TaskUpdate) -> Pending<TaskRecord> {

@@ -11,6 +11,7 @@
 
 mod support;
 
+mod batches;
 mod conformance;
 mod leases;
 mod outage;
@@ -24,6 +25,7 @@ fn no_forgotten_test_files() {
     let listed = [
         "main.rs",
         "support.rs",
+        "batches.rs",
         "conformance.rs",
         "leases.rs",
         "outage.rs",
