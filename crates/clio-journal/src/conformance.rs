@@ -490,6 +490,13 @@ pub fn sessions_belong_to_their_run(open: Open<'_>) {
     old.as_object_mut().expect("an object").remove("run");
     let old: crate::SessionRecord = serde_json::from_value(old).expect("an older record reads");
     assert_eq!(old.run, None);
+    // A session outlives its run's pruning, and is still written.
+    let done = RunUpdate { status: Some(RunStatus::Succeeded), ..RunUpdate::default() };
+    ok("finish", j.update_run(run, done));
+    assert_eq!(ok("prune", j.prune(u64::MAX)).runs, 1);
+    let rec = ok("after the prune", j.update_session(&id, SessionUpdate::default()));
+    assert_eq!(rec.run, Some(run));
+    assert_eq!(ok("claim after the prune", j.claim_iteration(&id)), Some(2));
 }
 
 /// On a store with leases, the sessions of a run belong to the worker that holds its lease:

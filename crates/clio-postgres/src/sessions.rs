@@ -25,7 +25,9 @@ impl PgStore {
     pub(super) fn create_fenced_session(&self, new: NewSession) -> Result<SessionRecord> {
         self.blocking(move |conn| {
             if let Some(run) = new.run {
-                conn.lock_session_run(run)?;
+                if !conn.lock_session_run(run)? {
+                    return Err(JournalError::RunNotFound { run });
+                }
                 conn.fence_session(run, &new.id)?;
             }
             let rec = records::new_session(new.clone(), records::now_ms());
@@ -82,9 +84,11 @@ impl Conn<'_> {
         let row = self.query_opt("SELECT run FROM clio_sessions WHERE id = $1", &[&id.0])?;
         let row = row.ok_or_else(|| JournalError::SessionNotFound { session: id.clone() })?;
         let run = row.get::<_, Option<i64>>(0).map(|r| RunId(r as u64));
-        if let Some(run) = run {
-            self.lock_session_run(run)?;
-        }
+        // A session whose run was pruned since is no run's any more: written as before.
+        let run = match run {
+            Some(run) => self.lock_session_run(run)?.then_some(run),
+            None => None,
+        };
         let rec = self.existing_session(id)?;
         if let Some(run) = run {
             self.fence_session(run, id)?;
@@ -94,11 +98,11 @@ impl Conn<'_> {
 
     /// Locks run `run`'s row for a write of one of its sessions: shared, so that the
     /// run's sessions are written side by side, while a claim of the run (and a write into
-    /// its journal) waits for them.
-    fn lock_session_run(&mut self, run: RunId) -> Result<()> {
+    /// its journal) waits for them. Returns whether the run exists.
+    fn lock_session_run(&mut self, run: RunId) -> Result<bool> {
         let row =
             self.query_opt("SELECT 1 FROM clio_runs WHERE id = $1 FOR SHARE", &[&(run.0 as i64)])?;
-        row.map(drop).ok_or(JournalError::RunNotFound { run })
+        Ok(row.is_some())
     }
 
     /// Refuses the write of `session`, a session of run `run`, as [`Conn::fence`] refuses
