@@ -230,6 +230,11 @@ async fn the_team_tools_act_as_the_leader_session_of_the_run() {
         ["run-1 idle -", "run-1.1 done did a", "run-1.2 done did b", "run-1.3 cancelled -"],
         "the leader is idle once its last call ended with no child at work"
     );
+    // The team's sessions belong to the run whose tools made them (fenced by its lease on
+    // a shared journal).
+    for s in journal.sessions().unwrap() {
+        assert_eq!(s.run, Some(report.run), "session {}", s.id);
+    }
 }
 
 /// Waits until run `run` has a task for `target` in `status`, and returns it.
