@@ -545,6 +545,13 @@ fn drive_run(
         // tick only moves the clocks a terminal shows while nothing is written.
         const GAP: Duration = Duration::from_millis(40);
         let mut changes = journal.changes();
+        // On a shared journal, `runs stop` from another process reaches this drive as a
+        // `stop_requested` event in the run (`super::stop`), read when a commit is heard.
+        let mut stop_requests = super::stop::StopRequests::default();
+        let mut stop_notices = journal.is_shared().then(|| journal.changes());
+        if stop_notices.is_some() {
+            let _ = stop_requests.watch(journal, run);
+        }
         let clock = Duration::from_millis(if tty { 250 } else { 2_000 });
         let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + clock, clock);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -567,6 +574,14 @@ fn drive_run(
                     ticks.reset();
                 }
                 _ = ticks.tick() => if let Some(p) = progress.as_mut() { p.tick(err) },
+                () = async {
+                    match stop_notices.as_mut() {
+                        Some(notices) => notices.changed().await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    let _ = stop_requests.serve(journal, |r| (r == run).then(|| runtime.clone()));
+                }
                 _ = interrupt.recv() => {
                     // The drive stops where it is, and is gone before anything else runs.
                     drive.0.abort();

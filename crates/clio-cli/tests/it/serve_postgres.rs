@@ -629,3 +629,50 @@ fn an_answer_given_while_a_worker_drives_the_run_is_not_lost() {
     driven_by_workers_only(&fleet, run);
     fleet.stop_workers();
 }
+
+/// `clio runs stop` from another terminal reaches a run that `clio run` drives in the
+/// foreground on a shared journal (no socket there: each process opens the database), as
+/// it reaches a worker's: the foreground drive reads the `stop_requested` event, ends the
+/// turn and answers; the run ends with the turn's call `call_stopped`.
+#[test]
+fn runs_stop_reaches_a_run_driven_in_the_foreground_on_a_shared_journal() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let release = Arc::new(AtomicBool::new(false));
+    let held = Arc::clone(&release);
+    let server = ChatServer::start(move |_| {
+        for _ in 0..1_200 {
+            if held.load(Ordering::SeqCst) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        ChatServer::answer("too late")
+    });
+    let fleet = Fleet::new("serve-pg-stop-foreground", &slow_model(&server));
+    let child = Command::new(env!("CARGO_BIN_EXE_clio"))
+        .args(["--home", fleet.h(), "run", "examples/agents/minimal.toml"])
+        .args(["--input", "Take your time", "--no-input", "--json"])
+        .current_dir(workspace_root())
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let end = Instant::now() + PATIENCE;
+    while server.requests().is_empty() {
+        assert!(Instant::now() < end, "the model was never asked");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let stopped = fleet.clio(&["runs", "stop", "1", "--json"]);
+    release.store(true, Ordering::SeqCst);
+    assert_eq!(stopped.code, 0, "{}", stopped.render());
+    let value: Value = serde_json::from_str(&stopped.stdout).unwrap();
+    let ids = value["stopped"].as_array().cloned().unwrap_or_default();
+    assert_eq!(ids.len(), 1, "{value}");
+    let output = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("call_stopped"), "{stdout}");
+    assert_eq!(server.requests().len(), 1, "the stopped turn is not asked again");
+}
