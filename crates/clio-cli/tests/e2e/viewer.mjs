@@ -5,6 +5,11 @@
 // and the run finish. It saves a screenshot of the run page to $CLIO_SCREENSHOT (default
 // target/viewer.png). Run by the Rust test viewer_e2e (crates/clio-cli/tests/it), which
 // passes CLIO_BIN; any failure exits 1.
+//
+// With CLIO_VIEWER_HOME, that home is used (and kept): serve_postgres gives one whose
+// config.toml names a PostgreSQL journal and runs `clio worker`s on it, so the same page
+// is tried on a shared journal, with workers driving the run; the page then also cancels
+// a second run with its Cancel button.
 
 import { spawn, execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -17,7 +22,8 @@ const root = resolve(import.meta.dirname, "../../../..");
 const bin = process.env.CLIO_BIN || join(root, "target/debug/clio");
 const shot = process.env.CLIO_SCREENSHOT || join(root, "target/viewer.png");
 const chromiumPath = process.env.CLIO_CHROMIUM || "/usr/bin/chromium";
-const home = mkdtempSync(join(tmpdir(), "clio-viewer-"));
+const given = process.env.CLIO_VIEWER_HOME;
+const home = given || mkdtempSync(join(tmpdir(), "clio-viewer-"));
 const env = { ...process.env, CLIO_HOME: home, NO_COLOR: "1" };
 
 let serve;
@@ -95,6 +101,26 @@ async function main() {
   await page.waitForTimeout(300);
   await page.screenshot({ path: shot, fullPage: true });
   step(`screenshot ${shot}`);
+  if (given) {
+    // A run that waits on a question (its plugin is not trusted), cancelled from its page.
+    const held = execFileSync(bin, [
+      "workflow", "run", "crates/clio-cli/tests/data/workers/slow.json", "--task", "c1",
+      "--plugin", "crates/clio-cli/tests/data/workers/ledger",
+      "--workspace", "examples/workspace", "--detach", "--quiet",
+    ], { cwd: root, env, encoding: "utf8" }).trim();
+    // A tab of its own, opened as the person would, from the address serve printed.
+    const tab = await browser.newPage();
+    tab.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
+    tab.on("dialog", (d) => { problems.push(`dialog: ${d.message()}`); d.dismiss(); });
+    await tab.goto(url);
+    await tab.locator(`tr[data-run="${held}"] a`).click({ timeout: 20000 });
+    await tab.waitForURL(`**/runs/${held}`);
+    const cancel = tab.locator('h1 button[data-action="cancel"]');
+    await cancel.waitFor({ timeout: 30000 });
+    await cancel.click();
+    await tab.locator('h1 .badge[data-status="cancelled"]').waitFor({ timeout: 30000 });
+    step(`cancelled run ${held} from its page`);
+  }
   if (problems.length) throw new Error(problems.join("\n"));
 }
 
@@ -107,5 +133,5 @@ try {
 } finally {
   if (browser) await browser.close().catch(() => {});
   if (serve && serve.exitCode === null) serve.kill("SIGTERM");
-  rmSync(home, { recursive: true, force: true });
+  if (!given) rmSync(home, { recursive: true, force: true });
 }

@@ -676,3 +676,35 @@ fn runs_stop_reaches_a_run_driven_in_the_foreground_on_a_shared_journal() {
     assert!(stdout.contains("call_stopped"), "{stdout}");
     assert_eq!(server.requests().len(), 1, "the stopped turn is not asked again");
 }
+
+/// The viewer's page on a shared journal in headless Chromium (`tests/e2e/viewer.mjs`, as
+/// `viewer_e2e` runs it, given this fleet's home): the runs list, a run's page with its
+/// DAG, the editor's question answered with the page's Approve button while two workers
+/// drive the run, the run's end seen live, and the Cancel button of a waiting run.
+#[test]
+fn the_viewer_reads_and_steers_a_shared_journal_in_headless_chromium() {
+    let mut fleet = Fleet::new("serve-pg-viewer", "");
+    fleet.start_worker("5");
+    fleet.start_worker("5");
+    let dir = workspace_root().join("crates/clio-cli/tests/e2e");
+    assert!(
+        dir.join("node_modules/playwright-core").is_dir(),
+        "playwright-core is missing: `cargo xtask test` installs it (or `npm ci` in {})",
+        dir.display()
+    );
+    let output = Command::new("node")
+        .arg("viewer.mjs")
+        .current_dir(&dir)
+        .env("CLIO_BIN", env!("CARGO_BIN_EXE_clio"))
+        .env("CLIO_VIEWER_HOME", &fleet.home)
+        .env("CLIO_SCREENSHOT", fleet.home.join("viewer.png"))
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run node (install nodejs): {e}"));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "viewer e2e failed:\n{stdout}\n{stderr}\n{}", fleet.logs());
+    assert!(stdout.contains("viewer e2e: ok"), "{stdout}\n{stderr}");
+    assert!(stdout.contains("from its page"), "the Cancel button was tried: {stdout}");
+    fleet.stop_workers();
+}
