@@ -8,10 +8,13 @@
 //! since: a worker frozen past its lease can no longer spend a session's budget, write its
 //! checkpoint or end it. A claim of the run gives the run's sessions to the worker that
 //! claimed it ([`Conn::pass_sessions`]), so that a reconcile that knows the live workers
-//! treats them as that worker's. A session of no run (a team no run drives) is written as
-//! before, by whoever writes it.
+//! treats them as that worker's; a reconcile spares the sessions of a run whose lease a
+//! worker holds now ([`Conn::reconcile_sessions`]). A session of no run (a team no run
+//! drives) is written as before, by whoever writes it.
 //!
 //! A child of `store.rs`, whose private connection type it extends.
+
+use std::collections::HashSet;
 
 use clio_journal::{
     JournalError, NewSession, Result, RunId, SessionId, SessionRecord, SessionUpdate, records,
@@ -114,6 +117,32 @@ impl Conn<'_> {
             }
             other => other,
         }
+    }
+
+    /// Marks lost the sessions left queued or running by processes not in `live`
+    /// ([`records::reconcile_session`]), sparing the sessions of a run whose lease a worker
+    /// holds now: on a fleet the lease, not a process name, says who drives a run (the
+    /// worker holding it is alive, renewing it). Returns how many it marked.
+    pub(super) fn reconcile_sessions(&mut self, live: &HashSet<String>, now: u64) -> Result<u64> {
+        let rows = self.query(
+            "SELECT s.record, l.expires_at_ms > (extract(epoch from clock_timestamp()) * 1000)::bigint \
+             FROM clio_sessions s LEFT JOIN clio_leases l ON l.run = s.run \
+             WHERE s.live FOR UPDATE OF s",
+            &[],
+        )?;
+        let mut marked = 0;
+        for row in rows {
+            if row.get::<_, Option<bool>>(1) == Some(true) {
+                continue;
+            }
+            let mut rec: SessionRecord =
+                from_json(self.location, "a session", &row.get::<_, String>(0))?;
+            if records::reconcile_session(&mut rec, live, now) {
+                self.store_session(&rec)?;
+                marked += 1;
+            }
+        }
+        Ok(marked)
     }
 
     /// Gives the sessions of run `run`, which `worker` has just claimed, to that worker.

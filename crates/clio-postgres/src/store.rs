@@ -1670,15 +1670,7 @@ impl JournalBackend for PgStore {
                     done.tasks += 1;
                 }
             }
-            let rows = conn.query("SELECT record FROM clio_sessions WHERE live FOR UPDATE", &[])?;
-            for row in rows {
-                let mut rec: SessionRecord =
-                    from_json(conn.location, "a session", &row.get::<_, String>(0))?;
-                if records::reconcile_session(&mut rec, &live, now) {
-                    conn.store_session(&rec)?;
-                    done.sessions += 1;
-                }
-            }
+            done.sessions += conn.reconcile_sessions(&live, now)?;
             let rows = conn
                 .query("SELECT record FROM clio_runs WHERE status = 'running' FOR UPDATE", &[])?;
             for row in rows {

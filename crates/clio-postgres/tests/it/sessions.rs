@@ -1,7 +1,8 @@
 //! Subagent sessions fenced as runs are: a worker whose run was claimed by another spends
 //! none of the run's sessions' budgets, whatever the order of the two workers' claims; one
 //! budget claimed from many handles at once is spent once; a session of no run is
-//! written as before; a database of the first schema gains the sessions' run column.
+//! written as before; a database of the first schema gains the sessions' run column; a
+//! reconcile spares the sessions of a run a worker holds.
 //! (The contract's own cases, `sessions_belong_to_their_run` and
 //! `sessions_of_a_claimed_run_pass_to_its_new_worker`, run in `conformance.rs`.)
 
@@ -242,4 +243,30 @@ fn a_database_of_the_first_schema_keeps_its_sessions() {
         .expect("version")
         .get(0);
     assert_eq!(version as u64, clio_postgres::SCHEMA_VERSION);
+}
+
+/// A reconcile on a fleet spares the sessions of a run whose lease a worker holds, whatever
+/// their owner's name (the lease, renewed, says the worker is alive), and marks lost those
+/// of a run nobody holds and those of no run whose owner is gone.
+#[test]
+fn a_reconcile_spares_the_sessions_of_a_run_a_worker_holds() {
+    let url = fresh_database();
+    let (submitter, worker, reconciler) = (open(&url), open(&url), open(&url));
+    let run = submitter.create_run(new_run("submitter")).expect("create");
+    submitter.release_run(run).expect("release");
+    worker.claim_this_run(run, "w", Duration::from_secs(30)).expect("claim").expect("runnable");
+    let held = SessionId(format!("run-{}", run.0));
+    worker.create_session(session(&held.0, Some(run), "w", None)).expect("of the run");
+    worker.create_session(session("solo", None, "w", None)).expect("of no run");
+    let done = reconciler.reconcile(&["someone-else"]).expect("reconcile");
+    assert_eq!(done.sessions, 1, "only the session of no run: {done:?}");
+    let status = |id: &SessionId| reconciler.session(id).expect("read").expect("exists").status;
+    assert_eq!(status(&held), SessionStatus::Running, "its run's lease is held");
+    assert_eq!(status(&SessionId("solo".into())), SessionStatus::Lost);
+    // Given up, the lease no longer speaks for the session: its owner's name does.
+    worker.release_run(run).expect("release");
+    let done = reconciler.reconcile(&["w"]).expect("reconcile");
+    assert_eq!((done.sessions, status(&held)), (0, SessionStatus::Running), "w is live");
+    let done = reconciler.reconcile(&["someone-else"]).expect("reconcile");
+    assert_eq!((done.sessions, status(&held)), (1, SessionStatus::Lost));
 }
