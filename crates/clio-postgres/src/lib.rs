@@ -11,7 +11,10 @@
 //! - every write into a run this handle holds a lease on checks, in its own transaction,
 //!   that the lease's epoch is still the run's: a worker that stalled past its lease and
 //!   woke up after another worker claimed the run is refused with
-//!   [`JournalError::Fenced`] and writes nothing;
+//!   [`JournalError::Fenced`] and writes nothing; so is every write of a subagent session
+//!   of that run ([`clio_journal::SessionRecord::run`]: its creation, a change, a claimed
+//!   iteration), the error naming the session, and a claim gives the run's sessions to
+//!   the worker that claimed it;
 //! - a run's entries are numbered under a lock on the run's row, so writers on many
 //!   machines still get dense numbers and one entry per identity;
 //! - each commit is announced (`NOTIFY clio_changes`), so a view or a waiting run in any
@@ -19,7 +22,7 @@
 //!
 //! What it deliberately does not do: it exposes no async API (its connections live on
 //! threads of its own, so a caller on any executor, or none, can use it), and it leaves
-//! sessions unfenced (a session belongs to its team's leader, not to a run's lease).
+//! a session of no run (a team no run leads) unfenced.
 
 mod lease;
 mod pool;
