@@ -5,7 +5,10 @@ the round's folder), then runs W1-W4 of every system, the systems in a rotated o
 that none always goes first: CLIO's in-process flow bench (`CLIO_FLOW_BENCH_ONLY=W1,W2,
 W3,W4 cargo bench -p clio-flow --bench flow`), CLIO's Python front end (W1-W3 written
 as a plugin's Python flows: `CLIO_FLOW_BENCH_ONLY=W1py,W2py,W3py` of the same bench), CLIO's
-CLI bench (W8, `cargo bench -p clio-cli --bench cli`), DBOS on SQLite and on PostgreSQL, LangGraph with SqliteSaver,
+CLI bench (W8, `cargo bench -p clio-cli --bench cli`), CLIO on the PostgreSQL journal (W1-W3 of
+`cargo bench -p clio-flow --bench postgres`, on the same cluster as DBOS on PostgreSQL, with
+its writes grouped and, beside it from the same process, not: clio-postgres-ungrouped),
+DBOS on SQLite and on PostgreSQL, LangGraph with SqliteSaver,
 Restate and Temporal. It prints one table of medians over the rounds, each with its ratio
 to CLIO's flow bench, and keeps every measurement in $CACHE/results-<time>.jsonl.
 
@@ -32,13 +35,15 @@ ROUNDS = int(ROUNDS)
 PY = os.path.join(CACHE, "venv", "bin", "python")
 NODE_DIR = os.path.join(CACHE, "node")
 WORKLOADS = ["W1", "W2", "W3", "W4"]
-ALL = ["clio", "clio-py", "clio-cli", "dbos-sqlite", "dbos-postgres", "langgraph", "restate",
-       "temporal"]
+ALL = ["clio", "clio-py", "clio-cli", "clio-postgres", "dbos-sqlite", "dbos-postgres",
+       "langgraph", "restate", "temporal"]
+# Systems measured by another's runner (it returns them under "also"), in the table after it.
+ALSO = {"clio-postgres": ["clio-postgres-ungrouped"]}
 # The peers written in Python, against which CLIO's Python front end has its goal (issue 42):
 # each of its W1-W3 at least 3x faster than the best of them.
 PYTHON_PEERS = ["dbos-sqlite", "dbos-postgres", "langgraph", "temporal"]
 # The workloads a system does not run (its cell says so rather than "failed").
-NOT_RUN = {"clio-py": {"W4"}}
+NOT_RUN = {"clio-py": {"W4"}, "clio-postgres": {"W4"}, "clio-postgres-ungrouped": {"W4"}}
 SYSTEMS = ALL if WANT == "all" else WANT.split(",")
 skipped = {}
 
@@ -95,7 +100,9 @@ def json_lines(text):
 def cargo_bench(package, target, env):
     # CLIO_PEERS_FLOW_BENCH=<the flow bench's executable> runs that build instead of
     # `cargo bench` (which rebuilds from the work tree as it is at each round).
-    built = os.environ.get("CLIO_PEERS_FLOW_BENCH") if (package, target) == ("clio-flow", "flow") else None
+    # CLIO_PEERS_PG_BENCH the same for the PostgreSQL bench.
+    built = {("clio-flow", "flow"): os.environ.get("CLIO_PEERS_FLOW_BENCH"),
+             ("clio-flow", "postgres"): os.environ.get("CLIO_PEERS_PG_BENCH")}.get((package, target))
     command = [built, "--bench"] if built else ["cargo", "bench", "-q", "-p", package, "--bench", target]
     res = subprocess.run(command, cwd=ROOT, env={**os.environ, **env}, capture_output=True, text=True)
     if res.returncode != 0:
@@ -160,7 +167,9 @@ def run_dbos_sqlite(folder):
 PG = {}
 
 
-def run_dbos_postgres(folder):
+def postgres_url():
+    """Returns the URL of the run's PostgreSQL cluster, started (by .ci/postgres) at the
+    first use: DBOS on PostgreSQL and CLIO on PostgreSQL run on the same one."""
     if "url" not in PG:
         pg_dir = tempfile.mkdtemp(prefix="clio-peers-pg-")
         res = subprocess.run([os.path.join(ROOT, ".ci", "postgres"), "start", pg_dir],
@@ -168,7 +177,28 @@ def run_dbos_postgres(folder):
         if res.returncode != 0:
             raise RuntimeError(f".ci/postgres start: {res.stderr.strip()}")
         PG["dir"], PG["url"] = pg_dir, res.stdout.strip()
-    base = PG["url"].rsplit("/", 1)[0]
+    return PG["url"]
+
+
+def run_clio_postgres(_folder):
+    """CLIO on the PostgreSQL journal: W1-W3 of crates/clio-flow/benches/postgres.rs (the
+    flow bench's workloads, each on a fresh database of the run's cluster), one round each
+    of the journal's writes grouped (the default) and not (each write of a batch on its own
+    in a savepoint, as before grouping), alternated in the bench's process; the second is
+    reported as clio-postgres-ungrouped."""
+    lines = cargo_bench("clio-flow", "postgres", {
+        "CLIO_PG_BENCH_ONLY": "W1,W2,W3", "CLIO_PG_BENCH_ROUNDS": "1",
+        "CLIO_TEST_POSTGRES": postgres_url()})
+    names = {"W1": "pg_W1_sequential_steps", "W2": "pg_W2_gather_1000_tools",
+             "W3": "pg_W3_dag_10x100"}
+    out = {w: lines[n]["total_ms"] for w, n in names.items()}
+    out["also"] = {"clio-postgres-ungrouped":
+                   {w: lines[n + "_ungrouped"]["total_ms"] for w, n in names.items()}}
+    return out
+
+
+def run_dbos_postgres(folder):
+    base = postgres_url().rsplit("/", 1)[0]
     # One database per round and workload: a finished workflow "w4" in a reused database
     # would be returned at once instead of run.
     tag = os.path.basename(os.path.dirname(folder)).replace("-", "_").lower()
@@ -285,7 +315,7 @@ def run_temporal(folder):
 
 
 RUNNERS = {"clio": run_clio, "clio-py": run_clio_py, "clio-cli": run_clio_cli,
-           "dbos-sqlite": run_dbos_sqlite,
+           "clio-postgres": run_clio_postgres, "dbos-sqlite": run_dbos_sqlite,
            "dbos-postgres": run_dbos_postgres, "langgraph": run_langgraph,
            "restate": run_restate, "temporal": run_temporal}
 
@@ -294,8 +324,8 @@ def available(system):
     """Returns why `system` cannot run here, or None."""
     if system in ("dbos-sqlite", "dbos-postgres", "langgraph", "temporal") and not os.path.exists(PY):
         return "the Python peers are not installed"
-    if system == "dbos-postgres" and not (os.path.isdir("/usr/lib/postgresql")
-                                          or shutil.which("initdb")):
+    if system in ("dbos-postgres", "clio-postgres") and not (os.path.isdir("/usr/lib/postgresql")
+                                                             or shutil.which("initdb")):
         return "no PostgreSQL server (apt-get install postgresql)"
     if system == "restate" and not os.path.isdir(os.path.join(NODE_DIR, "node_modules", "@restatedev")):
         return "the Node peers are not installed"
@@ -330,14 +360,17 @@ def main():
                     log(f"  {s}: failed: {e}")
                     results.append({"round": r + 1, "system": s, "error": str(e)[-500:]})
                     continue
-                log(f"  {s}: " + ", ".join(f"{w} {got[w]:.0f} ms" for w in WORKLOADS if w in got))
-                results.append({"round": r + 1, "system": s, "ms": got,
-                                "fdatasync_us": round(us, 1)})
+                also = got.pop("also", {})
+                for name, ms in [(s, got), *also.items()]:
+                    log(f"  {name}: " + ", ".join(f"{w} {ms[w]:.0f} ms" for w in WORKLOADS if w in ms))
+                    results.append({"round": r + 1, "system": name, "ms": ms,
+                                    "fdatasync_us": round(us, 1)})
             shutil.rmtree(base, ignore_errors=True)
     finally:
         if "dir" in PG:
             subprocess.run([os.path.join(ROOT, ".ci", "postgres"), "stop", PG["dir"]])
             shutil.rmtree(PG["dir"], ignore_errors=True)
+    systems = [x for s in systems for x in [s, *ALSO.get(s, [])]]
     path = os.path.join(CACHE, f"results-{stamp}.jsonl")
     with open(path, "w") as f:
         for line in results:
@@ -378,6 +411,34 @@ def table(results, rates, systems):
     for s, why in skipped.items():
         print(f"| {s} | skipped: {why} |" + " |" * (len(WORKLOADS) - 1))
     python_goals(results, systems)
+    postgres_pair(results, systems)
+
+
+def postgres_pair(results, systems):
+    """Prints CLIO on PostgreSQL beside DBOS on PostgreSQL (the same cluster, the same
+    rounds): the median of each round's ratio, and CLIO's writes not grouped beside."""
+    if "clio-postgres" not in systems or "dbos-postgres" not in systems:
+        return
+    print()
+    print("CLIO on PostgreSQL beside DBOS on PostgreSQL (one cluster; medians over the rounds):")
+    print()
+    print("| workload | clio-postgres ms | clio-postgres-ungrouped ms | dbos-postgres ms"
+          " | dbos / clio-postgres |")
+    print("| --- | --- | --- | --- | --- |")
+    for w in ["W1", "W2", "W3"]:
+        cells, ratios = [], []
+        for s in ["clio-postgres", "clio-postgres-ungrouped", "dbos-postgres"]:
+            xs = [x["ms"][w] for x in results if x["system"] == s and "ms" in x and w in x["ms"]]
+            cells.append(f"{statistics.median(xs):,.0f}" if xs else "-")
+        for r in sorted({x["round"] for x in results}):
+            mine = [x["ms"][w] for x in results if x["round"] == r and x["system"] == "clio-postgres"
+                    and "ms" in x and w in x["ms"]]
+            theirs = [x["ms"][w] for x in results if x["round"] == r
+                      and x["system"] == "dbos-postgres" and "ms" in x and w in x["ms"]]
+            if mine and theirs:
+                ratios.append(theirs[0] / mine[0])
+        ratio = f"{statistics.median(ratios):.1f} x" if ratios else "-"
+        print(f"| {w} | " + " | ".join(cells) + f" | {ratio} |")
 
 
 def python_goals(results, systems):
@@ -418,7 +479,7 @@ if sys.argv[1] == "--table":
     # peers.py --table RESULTS.jsonl: the table of a run again, from its measurements.
     kept = [json.loads(line) for line in open(sys.argv[2])]
     rounds = sorted({r["round"]: r.get("fdatasync_us") for r in kept if "fdatasync_us" in r}.items())
-    names = [s for s in ALL if any(r["system"] == s for r in kept)]
+    names = [x for s in ALL for x in [s, *ALSO.get(s, [])] if any(r["system"] == x for r in kept)]
     table(kept, [(us, 1e6 / us) for _, us in rounds], names)
 else:
     main()

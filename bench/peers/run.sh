@@ -3,8 +3,9 @@
 #
 #   bench/peers/run.sh [ROUNDS] [SYSTEMS]
 #
-# ROUNDS: 3 by default. SYSTEMS: comma-separated, from clio, clio-py, clio-cli, dbos-sqlite,
-# dbos-postgres, langgraph, restate, temporal; all by default. The peers are installed on
+# ROUNDS: 3 by default. SYSTEMS: comma-separated, from clio, clio-py, clio-cli, clio-postgres
+# (which also reports clio-postgres-ungrouped), dbos-sqlite, dbos-postgres, langgraph,
+# restate, temporal; all by default. The peers are installed on
 # first use into $CLIO_PEERS_CACHE (default ~/.cache/clio-peers): a Python venv with
 # requirements.txt, and node_modules with package.json, both pinned. Not part of .ci/run.
 set -euo pipefail
@@ -36,6 +37,8 @@ if [ "$(cat "$cache/node/.pins" 2>/dev/null)" != "$(stamp "$here/package.json")"
 fi
 
 # CLIO's benches, built once before the first round (release profile).
-(cd "$here/../.." && cargo bench -q -p clio-flow --bench flow --no-run && cargo bench -q -p clio-cli --bench cli --no-run)
+(cd "$here/../.." && cargo bench -q -p clio-flow --bench flow --no-run \
+    && cargo bench -q -p clio-flow --bench postgres --no-run \
+    && cargo bench -q -p clio-cli --bench cli --no-run)
 
 exec python3 "$here/peers.py" "$cache" "$rounds" "$systems"

@@ -64,10 +64,13 @@
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
+#[path = "support/dag.rs"]
+mod dag;
 #[path = "support/python.rs"]
 mod python;
 #[path = "support/report.rs"]
 mod report;
+use dag::dag_of;
 use report::round2;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -221,24 +224,6 @@ fn shaped(n: usize, chain: bool, target: &str) -> Value {
 
 fn dag() -> Value {
     dag_of("noop")
-}
-
-fn dag_of(target: &str) -> Value {
-    let mut steps = Vec::new();
-    for layer in 0..10 {
-        for i in 0..100 {
-            let mut step =
-                json!({ "id": format!("s{layer}_{i}"), "target": target, "input": { "i": i } });
-            if layer > 0 {
-                step["after"] = json!([
-                    format!("s{}_{}", layer - 1, i),
-                    format!("s{}_{}", layer - 1, (i + 1) % 100)
-                ]);
-            }
-            steps.push(step);
-        }
-    }
-    json!({ "workflow": { "steps": steps } })
 }
 
 /// Returns whether workload `name` runs: all of them, or those named in

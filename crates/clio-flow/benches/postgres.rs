@@ -10,6 +10,15 @@
 //! - `pg_W1`: 1,000 sequential no-op `ctx.step`s in one flow, each one durable journal
 //!   commit;
 //! - `pg_W2`: a 1,000-way `ctx.gather` of read-only no-op tool calls in one flow;
+//! - `pg_W3`: the 1,000-step workflow DAG of read-only no-op tools (10 layers of 100, each
+//!   step after 2 of the layer before: `support/dag.rs`, the flow bench's W3);
+//!
+//!   W1–W3 each run `CLIO_PG_BENCH_ROUNDS` times (3 unless set), each round alternating
+//!   the journal's writes grouped (the default: a batch's writes in a few statements) and
+//!   not (`_ungrouped`: each write of a batch on its own in a savepoint, a round trip a
+//!   statement, as before grouping), each on a fresh database; a line gives the median
+//!   round's time, the handle's round trips and commits per operation, and for the grouped
+//!   line the ratio to the ungrouped one of the same round;
 //! - `pg_throughput_<w>w`: `CLIO_PG_BENCH_RUNS` runs (10,000 unless set) of
 //!   `CLIO_PG_BENCH_STEPS` sequential no-op steps each (3 unless set), created first and
 //!   then driven by `w` = 1, 2 and 4 workers, each a thread with its own journal handle
@@ -19,9 +28,11 @@
 //!   there (`bench/postgres/setup-dbos` makes it; `CLIO_DBOS_PYTHON` names another
 //!   Python): its lines follow CLIO's, or one line says why they are missing.
 //!
-//! `CLIO_PG_BENCH_ONLY=bare,W1,W2,throughput,dbos` runs only the workloads named.
+//! `CLIO_PG_BENCH_ONLY=bare,W1,W2,W3,throughput,dbos` runs only the workloads named.
 #![allow(clippy::print_stdout, reason = "a benchmark reports on stdout")]
 
+#[path = "support/dag.rs"]
+mod dag;
 #[path = "support/report.rs"]
 mod report;
 use report::round2;
@@ -33,7 +44,7 @@ use clio_flow::{
     FlowOutput, FnFlow, Registry, RunOutcome, Runtime, RuntimeConfig, Tool, instant, selection,
 };
 use clio_journal::{Journal, RunFilter, RunStatus};
-use clio_postgres::{PostgresConfig, test_server};
+use clio_postgres::{PostgresConfig, Traffic, test_server};
 use serde_json::{Value, json};
 
 /// How long a worker's lease lasts: far longer than a run, so none lapses mid-drive.
@@ -83,8 +94,14 @@ fn registry(small_steps: u64) -> Registry {
 }
 
 fn open(url: &str, connections: usize) -> Journal {
-    let config = PostgresConfig { connections, lease: LEASE, ..PostgresConfig::new(url) };
-    clio_postgres::open(&config).expect("the PostgreSQL journal opens")
+    open_counted(url, connections, true).0
+}
+
+/// Opens the journal at `url`, its writes grouped or not, with the count of its traffic.
+fn open_counted(url: &str, connections: usize, group_writes: bool) -> (Journal, Traffic) {
+    let config =
+        PostgresConfig { connections, lease: LEASE, group_writes, ..PostgresConfig::new(url) };
+    clio_postgres::open_counted(&config).expect("the PostgreSQL journal opens")
 }
 
 fn runtime(journal: &Journal, owner: &str, small_steps: u64) -> Runtime {
@@ -125,37 +142,104 @@ fn bare(server: &str) -> (f64, f64) {
     rates
 }
 
-/// Runs `flow` once on a fresh database and reports it as `bench` over 1,000 operations.
+/// One run of a workload: its time, and what its journal handle asked of the server.
+struct Measured {
+    ms: f64,
+    round_trips: u64,
+    commits: u64,
+    entries: usize,
+}
+
+/// Runs `flow` on `input` (the run's input) once on a fresh database, the journal's writes grouped or not.
 ///
 /// The journal is opened outside `tokio`: the driver's synchronous client connects with a
 /// runtime of its own, which cannot start inside another.
-fn one_run(tokio: &tokio::runtime::Runtime, bench: &str, flow: &str, includes: &str, bare_1: f64) {
+fn measure(
+    tokio: &tokio::runtime::Runtime,
+    bench: &str,
+    flow: &str,
+    input: &Value,
+    group_writes: bool,
+) -> Measured {
     let url = test_server::fresh_database();
-    let journal = open(&url, 4);
+    let (journal, traffic) = open_counted(&url, 4, group_writes);
     let rt = runtime(&journal, "bench", 1);
-    let before = journal.commits();
+    let (trips, commits) = (traffic.round_trips(), traffic.commits());
     let t = instant();
-    let r = tokio.block_on(rt.run(selection(flow, json!({})), Value::Null)).expect(bench);
+    let r = tokio.block_on(rt.run(selection(flow, json!({})), input.clone())).expect(bench);
     let ms = t.elapsed().as_secs_f64() * 1000.0;
-    let commits = journal.commits() - before;
+    let (round_trips, commits) = (traffic.round_trips() - trips, traffic.commits() - commits);
     ok(&r.outcome);
     let entries = journal.entries(r.run).expect("entries").len();
     drop(rt);
     drop(journal);
+    Measured { ms, round_trips, commits, entries }
+}
+
+/// The median of `xs`.
+fn median(xs: &[f64]) -> f64 {
+    let mut xs = xs.to_vec();
+    xs.sort_by(f64::total_cmp);
+    xs.get(xs.len() / 2).copied().unwrap_or(0.0)
+}
+
+/// Runs `flow` in `rounds` rounds, each alternating grouped and ungrouped writes, and
+/// reports `bench` and `bench`_ungrouped over 1,000 operations.
+fn one_run(
+    tokio: &tokio::runtime::Runtime,
+    bench: &str,
+    (flow, input): (&str, Value),
+    includes: &str,
+    bare_1: f64,
+    rounds: u64,
+) {
+    let mut grouped = Vec::new();
+    let mut ungrouped = Vec::new();
+    for round in 0..rounds.max(1) {
+        // Each goes first in every other round.
+        let first = round % 2 == 0;
+        let a = measure(tokio, bench, flow, &input, first);
+        let b = measure(tokio, bench, flow, &input, !first);
+        let (g, u) = if first { (a, b) } else { (b, a) };
+        grouped.push(g);
+        ungrouped.push(u);
+    }
+    let ratios: Vec<f64> = grouped.iter().zip(&ungrouped).map(|(g, u)| g.ms / u.ms).collect();
     let per_commit_bare_us = if bare_1 > 0.0 { 1e6 / bare_1 } else { 0.0 };
-    report(
-        bench,
-        1_000,
-        ms,
-        json!({
-            "includes": includes,
-            "commits": commits,
-            "commits_per_op": round2(commits as f64 / 1_000.0),
-            "entries": entries,
+    for (name, runs, is_grouped, how) in [
+        (
+            bench.to_owned(),
+            &grouped,
+            true,
+            "the journal's writes grouped (a batch's writes in a few statements: the default)",
+        ),
+        (
+            format!("{bench}_ungrouped"),
+            &ungrouped,
+            false,
+            "each write of a batch on its own in a savepoint, a round trip per statement (group_writes off: as before grouping)",
+        ),
+    ] {
+        let ms = median(&runs.iter().map(|m| m.ms).collect::<Vec<_>>());
+        let mid = runs.iter().find(|m| m.ms == ms).unwrap_or(&runs[0]);
+        let mut extra = json!({
+            "includes": format!("{includes}; {how}; the median of {} round(s), each on a fresh database, alternated with the other mode", runs.len()),
+            "runs_ms": runs.iter().map(|m| round2(m.ms)).collect::<Vec<_>>(),
+            "round_trips": mid.round_trips,
+            "round_trips_per_op": round2(mid.round_trips as f64 / 1_000.0),
+            "commits": mid.commits,
+            "commits_per_op": round2(mid.commits as f64 / 1_000.0),
+            "entries": mid.entries,
             "bare_commit_us": round2(per_commit_bare_us),
             "ratio_to_bare_commit": if per_commit_bare_us > 0.0 { round2(ms * 1000.0 / 1_000.0 / per_commit_bare_us) } else { 0.0 },
-        }),
-    );
+        });
+        if is_grouped {
+            extra["ratio_to_ungrouped"] = json!(round2(median(&ratios)));
+            extra["ratios_to_ungrouped"] =
+                json!(ratios.iter().map(|r| round2(*r)).collect::<Vec<_>>());
+        }
+        report(&name, 1_000, ms, extra);
+    }
 }
 
 /// What the workers of one throughput point did.
@@ -322,22 +406,35 @@ fn main() {
         if want("bare") || want("throughput") || want("W1") { bare(server) } else { (0.0, 0.0) };
     let tokio =
         tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
+    let rounds = env_number("CLIO_PG_BENCH_ROUNDS", 3);
     if want("W1") {
         one_run(
             &tokio,
             "pg_W1_sequential_steps",
-            "steps",
+            ("steps", Value::Null),
             "1,000 ctx.step in one flow, each one durable journal commit, on the PostgreSQL journal",
             bare_1,
+            rounds,
         );
     }
     if want("W2") {
         one_run(
             &tokio,
             "pg_W2_gather_1000_tools",
-            "fan",
+            ("fan", Value::Null),
             "ctx.gather of 1,000 read-only no-op tool calls in one flow, on the PostgreSQL journal",
             bare_1,
+            rounds,
+        );
+    }
+    if want("W3") {
+        one_run(
+            &tokio,
+            "pg_W3_dag_10x100",
+            ("workflow", dag::dag_of("noop")),
+            "the 10x100 DAG workflow of read-only no-op tools (each step after 2 of the layer before), given as the run's input, on the PostgreSQL journal",
+            bare_1,
+            rounds,
         );
     }
     drop(tokio);
