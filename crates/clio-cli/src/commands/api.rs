@@ -244,7 +244,8 @@ fn questions_of(home: &Home, id: u64) -> Answer {
 }
 
 /// `POST runs/{id}/answer` with `{"question": ID, "answer": TEXT}`: answers as `runs
-/// answer --json` does, and the run goes on in this process.
+/// answer --json` does, and the run goes on in this process; on a shared journal, in the
+/// workers (`continues`: the run's questions are all answered).
 pub(crate) fn answer(home: &Home, id: u64, body: &[u8]) -> Answer {
     let body_bytes = body;
     let record = existing(home, id)?;
@@ -356,7 +357,8 @@ pub(crate) fn create(home: &Home, body: &[u8]) -> Answer {
 
 /// `POST runs/{id}/stop` with an optional `{"task": n}`: ends the model's current turn (every
 /// live one, or task `n`'s), as `runs stop --json` does: `{"run", "stopped": [task ids]}`.
-/// Its calls fail with `call_stopped`; started flows keep running.
+/// Its calls fail with `call_stopped`; started flows keep running. On a shared journal the
+/// request goes to the worker driving the run through the journal (`super::stop`).
 pub(crate) fn stop(home: &Home, id: u64, task: Option<u64>) -> Answer {
     let record = existing(home, id)?;
     refuse_ended(&record, "stop")?;

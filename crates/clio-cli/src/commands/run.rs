@@ -1097,12 +1097,13 @@ fn answered_for_workers(
 ) -> Result<(), CliError> {
     let run = RunId(args.run);
     let open = runtime.questions(run)?;
-    let waiting = journal
-        .run(run)
-        .map_err(journal_error)?
-        .is_some_and(|r| r.status == clio_journal::RunStatus::AwaitingInput);
-    let continues = open.is_empty() && waiting;
-    if continues {
+    let status = journal.run(run).map_err(journal_error)?.map(|r| r.status);
+    let waiting = status == Some(clio_journal::RunStatus::AwaitingInput);
+    // A run still running (its other work busy) stays with the worker driving it, which
+    // hands it back with its answers once it waits (`worker::answered_meanwhile`).
+    let running = status == Some(clio_journal::RunStatus::Running);
+    let continues = open.is_empty() && (waiting || running);
+    if open.is_empty() && waiting {
         let update = clio_journal::RunUpdate {
             status: Some(clio_journal::RunStatus::Interrupted),
             ..clio_journal::RunUpdate::default()
@@ -1117,7 +1118,9 @@ fn answered_for_workers(
         return write_json(out, &json);
     }
     writeln!(out, "answered question {} of run {} with {value}", args.question, args.run)?;
-    if continues {
+    if continues && running {
+        writeln!(out, "run {} goes on in the worker driving it", args.run)?;
+    } else if continues {
         writeln!(
             out,
             "run {} goes on in the next `clio worker` of {}",

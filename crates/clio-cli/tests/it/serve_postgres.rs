@@ -621,7 +621,8 @@ fn an_answer_given_while_a_worker_drives_the_run_is_not_lost() {
     let shown = fleet.serve().get(&format!("/api/v1/runs/{run}"), 200);
     assert_eq!(shown["run"]["status"], "running", "the held branch keeps it running: {shown}");
     let body = format!(r#"{{"question": {question}, "answer": "yes"}}"#);
-    fleet.serve().post(&format!("/api/v1/runs/{run}/answer"), &body, 200);
+    let answered = fleet.serve().post(&format!("/api/v1/runs/{run}/answer"), &body, 200);
+    assert_eq!(answered["continues"], true, "the worker driving it goes on: {answered}");
     std::fs::write(fleet.workspace.join("release"), "").unwrap();
     let shown = fleet.wait_for(run, &["succeeded", "failed", "cancelled"]);
     assert_eq!(shown["run"]["status"], "succeeded", "{shown}: {}", fleet.logs());
