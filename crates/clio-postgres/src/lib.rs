@@ -18,7 +18,12 @@
 //! - a run's entries are numbered under a lock on the run's row, so writers on many
 //!   machines still get dense numbers and one entry per identity;
 //! - each commit is announced (`NOTIFY clio_changes`), so a view or a waiting run in any
-//!   process reads again when something changed.
+//!   process reads again when something changed;
+//! - the writes into one run that wait together for a connection (a gather's calls) are
+//!   one transaction, each write checked as it would be alone (one refused leaves the
+//!   others), and the entries and tasks among them reach the server in a few statements
+//!   whatever their number ([`PostgresConfig::group_writes`]; [`open_counted`] counts the
+//!   round trips).
 //!
 //! What it deliberately does not do: it exposes no async API (its connections live on
 //! threads of its own, so a caller on any executor, or none, can use it), and it leaves
