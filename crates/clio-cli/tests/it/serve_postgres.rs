@@ -4,7 +4,9 @@
 //! to the workers, and one of them finishes it, each effect once), a cancel and a stop (they
 //! reach the worker holding the run's lease through the journal), a resume of a run whose
 //! worker was SIGKILLed (a worker finishes it; serve never drives it), and the event stream
-//! of a run a worker writes (every entry, in order). No worker may exit non-zero.
+//! of a run a worker writes (every entry, in order). No worker may exit non-zero. Beside
+//! them: an answer given while the worker still drives the run, `runs stop` reaching a run
+//! driven in the foreground, and the viewer's page itself in headless Chromium.
 //!
 //! The server is the test server of `clio_postgres::test_server` (`$CLIO_TEST_POSTGRES`, or
 //! a throwaway cluster). The HTTP client is a few lines of HTTP/1.0 over a TCP stream.
@@ -113,6 +115,8 @@ impl Fleet {
             .args(["--home", self.h(), "serve", "--port", "0"])
             .current_dir(workspace_root())
             .env_remove("RUST_LOG")
+            // A stop waits for the worker's answer: a loaded machine is slow, never wrong.
+            .env("CLIO_STOP_WAIT_SECS", "120")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(self.home.join("serve.log")).unwrap())
@@ -666,10 +670,18 @@ fn runs_stop_reaches_a_run_driven_in_the_foreground_on_a_shared_journal() {
         assert!(Instant::now() < end, "the model was never asked");
         std::thread::sleep(Duration::from_millis(50));
     }
-    let stopped = fleet.clio(&["runs", "stop", "1", "--json"]);
+    let stopped = Command::new(env!("CARGO_BIN_EXE_clio"))
+        .args(["--home", fleet.h(), "runs", "stop", "1", "--json"])
+        .current_dir(workspace_root())
+        .env_remove("RUST_LOG")
+        .env("CLIO_STOP_WAIT_SECS", "120")
+        .output()
+        .unwrap();
     release.store(true, Ordering::SeqCst);
-    assert_eq!(stopped.code, 0, "{}", stopped.render());
-    let value: Value = serde_json::from_str(&stopped.stdout).unwrap();
+    let stdout = String::from_utf8_lossy(&stopped.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&stopped.stderr);
+    assert_eq!(stopped.status.code(), Some(0), "{stdout}{stderr}");
+    let value: Value = serde_json::from_str(&stdout).unwrap();
     let ids = value["stopped"].as_array().cloned().unwrap_or_default();
     assert_eq!(ids.len(), 1, "{value}");
     let output = child.wait_with_output().unwrap();
