@@ -675,23 +675,51 @@ impl Ended {
 /// connection found lost (the server restarted since it was last used) is made again,
 /// with backoff for the reconnect window, since nothing of the transaction has run yet.
 fn begin<'l>(link: &'l mut Link, location: &Path) -> Result<(&'l mut Client, i64)> {
+    begin_locking(link, location, None).map(|(client, xid, _)| (client, xid))
+}
+
+/// Opens a transaction as [`begin`] does and, when `run` is given, locks the run's row in
+/// the same round trip: returns its head too (`None` when there is no such run).
+fn begin_locking<'l>(
+    link: &'l mut Link,
+    location: &Path,
+    run: Option<RunId>,
+) -> Result<(&'l mut Client, i64, Option<u64>)> {
+    let sql = match run {
+        // A number, formatted: nothing of a caller's text goes into the statement.
+        Some(run) => format!(
+            "BEGIN; SELECT txid_current() AS xid; \
+             SELECT head FROM clio_runs WHERE id = {} FOR UPDATE",
+            run.0 as i64
+        ),
+        None => "BEGIN; SELECT txid_current() AS xid".to_owned(),
+    };
     let mut backoff = None;
     let trips = link.traffic();
-    let xid = loop {
+    let (xid, head) = loop {
         trips.add();
-        let err = match link.connect(&mut backoff)?.simple_query("BEGIN; SELECT txid_current()") {
+        let err = match link.connect(&mut backoff)?.simple_query(&sql) {
             Ok(messages) => {
-                let xid = messages.iter().find_map(|m| match m {
-                    postgres::SimpleQueryMessage::Row(row) => {
-                        row.get(0).and_then(|t| t.parse::<i64>().ok())
+                let (mut xid, mut head) = (None, None);
+                for m in &messages {
+                    let postgres::SimpleQueryMessage::Row(row) = m else { continue };
+                    let value = row.get(0).and_then(|t| t.parse::<i64>().ok());
+                    match row.columns().first().map(|c| c.name()) {
+                        Some("xid") => xid = value,
+                        Some("head") => head = value.map(|h| h as u64),
+                        _ => {}
                     }
-                    _ => None,
-                });
-                break xid.unwrap_or(0);
+                }
+                break (xid.unwrap_or(0), head);
             }
             Err(err) => err,
         };
         if !pool::is_lost(&err) {
+            // Whatever of it ran is not left open on the connection.
+            if let Ok(client) = link.connect(&mut backoff) {
+                trips.add();
+                let _ = client.batch_execute("ROLLBACK");
+            }
             return Err(backend(location, format!("BEGIN: {}", describe(&err))));
         }
         link.reset();
@@ -699,7 +727,7 @@ fn begin<'l>(link: &'l mut Link, location: &Path) -> Result<(&'l mut Client, i64
             return Err(backend(location, format!("{LOST} (BEGIN): {}", describe(&err))));
         }
     };
-    Ok((link.connect(&mut backoff)?, xid))
+    Ok((link.connect(&mut backoff)?, xid, head))
 }
 
 /// How a transaction whose commit lost its answer ended, as the server says once it can
@@ -1007,6 +1035,8 @@ impl QueuedWrite for EntryWrite {
 /// batch's later groups ask for neither again.
 #[derive(Default)]
 struct Locked {
+    /// The run's head, once its row is locked (`None` also for a run that does not exist:
+    /// the group then looks, and refuses its writes).
     head: Option<u64>,
     /// `Some` once the lease was checked: the error that fences the run's writes, if any.
     fence: Option<Option<(u64, u64)>>,
@@ -1286,7 +1316,11 @@ fn in_batch(link: &mut Link, shared: &Shared, run: RunId, group: bool, mut write
     // its own.
     let mut one_by_one = !group;
     loop {
-        let (client, xid) = match begin(link, location) {
+        // The run's row is locked with the transaction's start, in one round trip, when
+        // the batch has writes to group (they need its head).
+        let lock = (!one_by_one && writes.iter().any(|w| matches!(w, RunWrite::Entries(_))))
+            .then_some(run);
+        let (client, xid, head) = match begin_locking(link, location, lock) {
             Ok(begun) => begun,
             Err(err) => {
                 let detail = detail_of(err);
@@ -1300,7 +1334,7 @@ fn in_batch(link: &mut Link, shared: &Shared, run: RunId, group: bool, mut write
         let mut broken: Option<String> = None;
         let mut lost = false;
         let mut regroup = false;
-        let mut locked = Locked::default();
+        let mut locked = Locked { head, fence: None };
         let mut i = 0;
         while i < writes.len() {
             let grouped = |w: &RunWrite| matches!(w, RunWrite::Entries(_));
