@@ -552,6 +552,9 @@ fn drive_run(
         if stop_notices.is_some() {
             let _ = stop_requests.watch(journal, run);
         }
+        // The requests are read `GAP` after a commit is heard: a burst of the run's own
+        // commits is one read.
+        let mut stop_due: Option<tokio::time::Instant> = None;
         let clock = Duration::from_millis(if tty { 250 } else { 2_000 });
         let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + clock, clock);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -579,7 +582,16 @@ fn drive_run(
                         Some(notices) => notices.changed().await,
                         None => std::future::pending().await,
                     }
+                }, if stop_due.is_none() => {
+                    stop_due = Some(tokio::time::Instant::now() + GAP);
+                }
+                () = async {
+                    match stop_due {
+                        Some(due) => tokio::time::sleep_until(due).await,
+                        None => std::future::pending().await,
+                    }
                 } => {
+                    stop_due = None;
                     let _ = stop_requests.serve(journal, |r| (r == run).then(|| runtime.clone()));
                 }
                 _ = interrupt.recv() => {

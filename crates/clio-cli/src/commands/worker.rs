@@ -41,6 +41,9 @@ use crate::pin::OnAgentChange;
 /// How often a worker looks for runs and checks the ones it drives when nothing wakes it.
 const POLL: Duration = Duration::from_millis(250);
 
+/// The least time between two reads of the stop requests of the runs a worker drives.
+const STOP_GAP: Duration = Duration::from_millis(100);
+
 /// Runs the worker until Ctrl-C or SIGTERM (or, with `--exit-when-idle`, until nothing was
 /// runnable for that long).
 pub(super) fn work(home: &Home, args: &WorkerArgs, err: &mut dyn Write) -> Result<(), CliError> {
@@ -86,6 +89,7 @@ pub(super) fn work(home: &Home, args: &WorkerArgs, err: &mut dyn Write) -> Resul
     // The `runs stop` requests of other processes (`clio serve`'s API, say) reach the runs
     // driven here through the journal.
     let mut stops = StopRequests::default();
+    let mut last_scan = Instant::now();
     loop {
         while drivers.n_live() < args.concurrency as usize {
             let got = match journal.claim_run(&name, lease) {
@@ -133,7 +137,17 @@ pub(super) fn work(home: &Home, args: &WorkerArgs, err: &mut dyn Write) -> Resul
         }
         supervise(&journal, &drivers, err)?;
         stops.forget(|run| drivers.is_live(run));
-        match stops.serve(&journal, |run| drivers.runtime_of(run)) {
+        // At most every `STOP_GAP`: a busy fleet's commits wake the loop far more often,
+        // and the loop wakes again within `POLL` anyway.
+        let scan = last_scan.elapsed() >= STOP_GAP;
+        if scan {
+            last_scan = Instant::now();
+        }
+        match if scan {
+            stops.serve(&journal, |run| drivers.runtime_of(run))
+        } else {
+            Ok(Vec::new())
+        } {
             Ok(said) => {
                 for line in said {
                     writeln!(err, "{line}")?;
