@@ -288,7 +288,9 @@ pub(crate) async fn serve(
 
 /// `clio serve` on a shared (PostgreSQL) journal: the viewer and the HTTP API only, read
 /// from the shared journal (workers drive its runs: no socket, no drives here), until
-/// Ctrl-C or SIGTERM. The team's view of its fleet.
+/// Ctrl-C or SIGTERM. The team's view of its fleet. It steers the runs through the journal,
+/// never by driving one: an answer or a resume hands a run to the workers, a cancel marks
+/// it, a stop is an event the run's worker reads (docs/deploy.md).
 pub(crate) fn serve_shared(
     home: &Home,
     args: &ServeArgs,
