@@ -571,6 +571,23 @@ fn the_event_stream_follows_a_run_a_worker_drives() {
     let (again, end) = read_stream(open_stream(fleet.serve(), &path));
     assert_eq!(again, seqs);
     assert_eq!(end["status"], "succeeded");
+    // A run created through the API is submitted to the workers, and one finishes it.
+    let workflow: Value =
+        serde_json::from_str(&std::fs::read_to_string(workspace_root().join(WORKFLOW)).unwrap())
+            .unwrap();
+    let body = serde_json::json!({
+        "target": "workflow",
+        "input": {"workflow": workflow, "task": "s2"},
+        "plugins": [workspace_root().join(PLUGIN)],
+        "workspace": fleet.workspace,
+    });
+    let created = fleet.serve().post("/api/v1/runs", &body.to_string(), 200);
+    assert_eq!(created["status"], "submitted", "{created}");
+    let second = created["run"].as_u64().unwrap();
+    let shown = fleet.wait_for(second, &["succeeded", "failed", "cancelled"]);
+    assert_eq!(shown["run"]["status"], "succeeded", "{shown}: {}", fleet.logs());
+    assert_eq!(fleet.ledger(), ["s1 a", "s1 b", "s1 c", "s2 a", "s2 b", "s2 c"]);
+    driven_by_workers_only(&fleet, second);
     fleet.stop_workers();
 }
 
