@@ -60,6 +60,7 @@ fn no_forgotten_test_files() {
         "orchestration",
         "pinning",
         "plugin",
+        "python_fleet",
         "python_flows",
         "question_beside_chain",
         "readme",
