@@ -59,6 +59,11 @@ pub(crate) struct Target {
     pub(crate) reconnect: Duration,
     /// What this handle's connections asked of the server.
     pub(crate) traffic: Traffic,
+    /// How long the server lets a transaction of these connections wait on its client
+    /// (`idle_in_transaction_session_timeout`) before it ends the session: a process frozen
+    /// inside a transaction (stopped, swapped out) would otherwise hold its run's row, and
+    /// no other worker could claim the run once its lease lapsed. The handle's lease.
+    pub(crate) idle_in_transaction: Duration,
 }
 
 /// What a journal handle's connection threads asked of the server: round trips and
@@ -300,8 +305,10 @@ pub(crate) fn connect(url: &str, location: &Path) -> Result<Client> {
 /// Opens one connection, trying again with backoff for `target`'s window while the server
 /// cannot be reached (it refuses connections, or says it is starting or shutting down).
 pub(crate) fn connect_within(target: &Target, backoff: &mut Option<Backoff>) -> Result<Client> {
+    let config = client_config(&target.url, target.idle_in_transaction)
+        .map_err(|err| connect_error(&target.location, &err))?;
     loop {
-        match Client::connect(&target.url, NoTls) {
+        match config.connect(NoTls) {
             Ok(client) => return Ok(client),
             Err(err) if is_lost(&err) => {
                 if !retry(backoff, target.reconnect) {
@@ -318,6 +325,24 @@ pub(crate) fn connect_within(target: &Target, backoff: &mut Option<Backoff>) -> 
             Err(err) => return Err(connect_error(&target.location, &err)),
         }
     }
+}
+
+/// The client configuration of `url`, with the server told to end a session whose
+/// transaction waits on its client longer than `idle` (at least 1 s), besides the options
+/// the URL gives.
+pub(crate) fn client_config(
+    url: &str,
+    idle: Duration,
+) -> std::result::Result<postgres::Config, postgres::Error> {
+    let mut config: postgres::Config = url.parse()?;
+    let ms = idle.as_millis().max(1_000);
+    let option = format!("-c idle_in_transaction_session_timeout={ms}");
+    let options = match config.get_options() {
+        Some(given) if !given.trim().is_empty() => format!("{given} {option}"),
+        _ => option,
+    };
+    config.options(&options);
+    Ok(config)
 }
 
 fn connect_error(location: &Path, err: &postgres::Error) -> JournalError {
@@ -342,6 +367,9 @@ pub(crate) fn is_lost(err: &postgres::Error) -> bool {
                 || *code == SqlState::CRASH_SHUTDOWN
                 || *code == SqlState::CANNOT_CONNECT_NOW
                 || *code == SqlState::TOO_MANY_CONNECTIONS
+                // The server ended a session whose transaction waited on it too long (this
+                // process was frozen): the transaction did not commit.
+                || *code == SqlState::IDLE_IN_TRANSACTION_SESSION_TIMEOUT
         }
         // Not the server's answer: the socket failed, or the connection was closed.
         None => {
@@ -378,5 +406,45 @@ pub(crate) fn describe(err: &postgres::Error) -> String {
             }
             text
         }
+    }
+}
+
+#[cfg(all(test, feature = "test-server"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_transaction_left_waiting_on_a_frozen_process_is_ended_by_the_server() {
+        // A process frozen inside a transaction (stopped, swapped out) would hold its run's
+        // row for good; the server ends its session once the transaction has waited on it
+        // for the handle's lease, and the error counts as a lost connection, so the
+        // transaction is run again (and fenced, if another worker took the run meanwhile).
+        let target = Target {
+            url: Arc::from(crate::test_server::fresh_database().as_str()),
+            location: PathBuf::from("test"),
+            reconnect: Duration::ZERO,
+            traffic: Traffic::default(),
+            idle_in_transaction: Duration::from_secs(1),
+        };
+        let mut client = connect_within(&target, &mut None).expect("a connection");
+        let shown = client.query_one("SHOW idle_in_transaction_session_timeout", &[]).unwrap();
+        assert_eq!(shown.get::<_, String>(0), "1s");
+        client.batch_execute("BEGIN; SELECT 1").expect("a transaction");
+        thread::sleep(Duration::from_millis(2_500));
+        let err = client.batch_execute("SELECT 1").expect_err("the session was ended");
+        assert!(is_lost(&err), "not a lost connection: {}", describe(&err));
+    }
+
+    #[test]
+    fn the_urls_own_options_are_kept() {
+        let config = client_config(
+            "postgres://u@h/db?options=-c%20search_path%3Dclio",
+            Duration::from_millis(200),
+        )
+        .expect("a configuration");
+        assert_eq!(
+            config.get_options(),
+            Some("-c search_path=clio -c idle_in_transaction_session_timeout=1000")
+        );
     }
 }

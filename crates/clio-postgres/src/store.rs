@@ -60,6 +60,7 @@ impl PgStore {
             location: location.clone(),
             reconnect: config.reconnect,
             traffic: Traffic::default(),
+            idle_in_transaction: config.lease,
         };
         let mut first = pool::connect_within(&target, &mut None)?;
         schema::migrate(&mut first, &location)?;
