@@ -17,8 +17,8 @@ use crate::backend::{JournalBackend, Lease};
 use crate::changes::Changes;
 use crate::error::{JournalError, Result};
 use crate::format::{
-    ExportLine, JournalEntry, RawEntry, RunId, RunRecord, SessionId, SessionRecord, TaskId,
-    TaskRecord,
+    EntryKind, ExportLine, JournalEntry, RawEntry, RunId, RunRecord, SessionId, SessionRecord,
+    TaskId, TaskRecord,
 };
 use crate::input::{
     JournalConfig, NewEntry, NewRun, NewSession, NewTask, Pruned, Reconciled, RunFilter, RunUpdate,
@@ -467,6 +467,22 @@ impl Journal {
         }
     }
 
+    /// Returns the entries of `run` whose kind is one of `kinds`, in order. On a file only
+    /// those entries are decoded (a reader that needs a run's questions, answers and events
+    /// skips the bulk of a long run's calls and views); a shared store decodes the payloads
+    /// of those only.
+    pub fn entries_of_kinds(&self, run: RunId, kinds: &[EntryKind]) -> Result<Vec<JournalEntry>> {
+        match &self.store {
+            Store::Embedded(e) => e.entries_of_kinds(run, kinds),
+            Store::Backend(b) => b
+                .raw_entries(run, 0)?
+                .into_iter()
+                .filter(|r| kinds.contains(&r.kind))
+                .map(|r| decoded(b.location(), r))
+                .collect(),
+        }
+    }
+
     /// Returns entry `seq` of `run`, if it exists.
     pub fn entry(&self, run: RunId, seq: u64) -> Result<Option<JournalEntry>> {
         match &self.store {
@@ -516,6 +532,17 @@ impl Journal {
         match &self.store {
             Store::Embedded(e) => e.tasks_without_results(run),
             Store::Backend(b) => b.tasks_without_results(run),
+        }
+    }
+
+    /// Returns the ids of the tasks of `run` in creation order, reading only the run's
+    /// index of its tasks on a file (no task is decoded).
+    pub fn task_ids(&self, run: RunId) -> Result<Vec<TaskId>> {
+        match &self.store {
+            Store::Embedded(e) => e.task_ids(run),
+            Store::Backend(b) => {
+                Ok(b.tasks_without_results(run)?.into_iter().map(|t| t.id).collect())
+            }
         }
     }
 

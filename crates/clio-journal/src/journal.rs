@@ -21,8 +21,8 @@ use crate::checksum::{self, Place, decode};
 use crate::error::{JournalError, Result};
 use crate::flushes::{CountedBackend, Flushes};
 use crate::format::{
-    FORMAT_VERSION, JournalEntry, RawEntry, RunId, RunRecord, SessionId, SessionRecord, TaskId,
-    TaskRecord, TaskWithoutResult,
+    EntryKind, FORMAT_VERSION, JournalEntry, RawEntry, RunId, RunRecord, SessionId, SessionRecord,
+    TaskId, TaskRecord, TaskWithoutResult,
 };
 use crate::guard::{self, Held};
 use crate::input::{
@@ -215,9 +215,14 @@ impl Embedded {
         }
         let expected = expected_log(&txn, &path)?;
         drop(txn);
+        // A log that is not live holds nothing the file lacks (a writer makes it live,
+        // durably, before it appends a record): a reader need not read it, which for a
+        // long run's log is most of the open's cost (issue 44 item 4).
         let pending = match expected {
-            Some(expected) => !wal::read(&wal::path_for(&path), &expected)?.is_empty(),
-            None => false,
+            Some(expected) if expected.live || expected.generation.is_none() => {
+                !wal::read(&wal::path_for(&path), &expected)?.is_empty()
+            }
+            Some(_) | None => false,
         };
         if pending {
             drop(db);
@@ -746,6 +751,47 @@ impl Embedded {
         })
     }
 
+    /// Returns the entries of `run` whose kind is one of `kinds`, in order, decoding only
+    /// those: an entry's kind is read from the head of its stored text, so the others (a
+    /// long run's calls and views, whose payloads are the bulk of its bytes) are never
+    /// decoded. An entry whose head is not in the form this crate writes is decoded whole
+    /// to learn its kind. The run's sequence numbers are still checked to be dense.
+    pub(crate) fn entries_of_kinds(
+        &self,
+        run: RunId,
+        kinds: &[EntryKind],
+    ) -> Result<Vec<JournalEntry>> {
+        self.reading(format_args!("reading the entries of run {run} by kind"), |path, txn| {
+            let heads = txn.open_table(RUN_HEADS).at(path)?;
+            let head = heads.get(run.0).at(path)?.ok_or(JournalError::RunNotFound { run })?.value();
+            let table = txn.open_table(ENTRIES).at(path)?;
+            let mut out = Vec::new();
+            let mut next = 0;
+            for item in table.range((run.0, 0)..(run.0, head)).at(path)? {
+                let (key, bytes) = item.at(path)?;
+                let (_, seq) = key.value();
+                if seq != next {
+                    return Err(head_mismatch(path, run, head));
+                }
+                next += 1;
+                let bytes = bytes.value();
+                match peek_kind(bytes) {
+                    Some(kind) if !kinds.contains(&kind) => {}
+                    _ => {
+                        let entry: JournalEntry = read_entry(path, run, seq, bytes)?;
+                        if kinds.contains(&entry.kind) {
+                            out.push(entry);
+                        }
+                    }
+                }
+            }
+            if next < head || table.get((run.0, head)).at(path)?.is_some() {
+                return Err(head_mismatch(path, run, head));
+            }
+            Ok(out)
+        })
+    }
+
     /// Reads the entries of `run` from `from` on, with payloads decoded as `P`.
     ///
     /// Besides each entry's checksum, the read confirms that the sequence numbers are dense
@@ -854,6 +900,19 @@ impl Embedded {
     pub(crate) fn tasks_without_results(&self, run: RunId) -> Result<Vec<TaskRecord>> {
         let heads = self.read_tasks::<TaskWithoutResult>(run, TaskWithoutResult::run)?;
         Ok(heads.into_iter().map(TaskRecord::from).collect())
+    }
+
+    /// Returns the ids of the tasks of `run` in creation order, from its index alone.
+    pub(crate) fn task_ids(&self, run: RunId) -> Result<Vec<TaskId>> {
+        self.reading(format_args!("reading the task ids of run {run}"), |path, txn| {
+            let index = txn.open_table(RUN_TASKS).at(path)?;
+            let mut out = Vec::new();
+            for item in index.range((run.0, 0)..=(run.0, u64::MAX)).at(path)? {
+                let (key, _) = item.at(path)?;
+                out.push(TaskId(key.value().1));
+            }
+            Ok(out)
+        })
     }
 
     /// Reads the tasks of `run` through its index, each decoded as a `T`, whose run
@@ -1278,6 +1337,35 @@ fn read_entry<P: serde::de::DeserializeOwned>(
         ));
     }
     Ok(entry)
+}
+
+/// Returns the kind of a stored entry from the head of its text, `{"run":N,"seq":N,
+/// "kind":"…",`, as serde writes a [`JournalEntry`]; `None` when the text does not start
+/// so (the caller then decodes it whole).
+pub(crate) fn peek_kind(bytes: &[u8]) -> Option<EntryKind> {
+    fn number(rest: &[u8]) -> Option<&[u8]> {
+        let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+        (digits > 0).then(|| &rest[digits..])
+    }
+    let rest = bytes.strip_prefix(b"{\"run\":")?;
+    let rest = number(rest)?.strip_prefix(b",\"seq\":")?;
+    let rest = number(rest)?.strip_prefix(b",\"kind\":\"")?;
+    let len = rest.iter().take_while(|b| b.is_ascii_lowercase() || **b == b'_').count();
+    if rest.get(len) != Some(&b'"') {
+        return None;
+    }
+    Some(match &rest[..len] {
+        b"call" => EntryKind::Call,
+        b"step" => EntryKind::Step,
+        b"question" => EntryKind::Question,
+        b"answer" => EntryKind::Answer,
+        b"event" => EntryKind::Event,
+        b"proposal" => EntryKind::Proposal,
+        b"decision" => EntryKind::Decision,
+        b"view" => EntryKind::View,
+        b"permission_receipt" => EntryKind::PermissionReceipt,
+        _ => return None,
+    })
 }
 
 /// The error for a run whose head and entries disagree (invariant 2).

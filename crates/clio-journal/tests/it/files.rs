@@ -255,6 +255,8 @@ fn the_committed_format_1_file_opens() -> TestResult {
     let kinds: Vec<_> = entries.iter().map(|e| e.kind).collect();
     assert_eq!(kinds, vec![EntryKind::Call, EntryKind::Question, EntryKind::Answer]);
     assert_eq!(journal.entry_by_identity(RunId(1), "ask-0")?.map(|e| e.seq), Some(1));
+    let asked = journal.entries_of_kinds(RunId(1), &[EntryKind::Question, EntryKind::Answer])?;
+    assert_eq!(asked, entries[1..].to_vec());
     let tasks = journal.tasks(RunId(1))?;
     assert_eq!(tasks.len(), 1);
     assert_eq!(tasks[0].result, Some(json!("hi")));
@@ -392,4 +394,57 @@ fn a_page_of_entries_is_the_entries_from_its_start_up_to_its_limit() {
     assert_eq!(journal.entries_page(run, 4, 2).unwrap(), all[4..6].to_vec());
     let missing = journal.entries_page(RunId(99), 0, 5);
     assert!(matches!(missing, Err(JournalError::RunNotFound { .. })), "{missing:?}");
+}
+
+const KINDS: [EntryKind; 9] = [
+    EntryKind::Call,
+    EntryKind::Step,
+    EntryKind::Question,
+    EntryKind::Answer,
+    EntryKind::Event,
+    EntryKind::Proposal,
+    EntryKind::Decision,
+    EntryKind::View,
+    EntryKind::PermissionReceipt,
+];
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+
+    /// Issue 44 item 4: the entries of some kinds, read by kind without decoding the
+    /// others, are exactly a whole read's entries of those kinds, in order, whatever the
+    /// identities and payloads hold (quotes, backslashes, text that looks like a kind).
+    #[test]
+    fn entries_read_by_kind_are_a_whole_reads_of_those_kinds(
+        entries in proptest::collection::vec(
+            (0..9usize, proptest::option::of("[a-z\"\\:,{}]{0,12}"), "[ -~]{0,20}"),
+            0..40,
+        ),
+        wanted in proptest::collection::vec(proptest::bool::ANY, 9),
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let journal =
+            Journal::open(dir.path().join("journal.redb"), JournalConfig::default()).unwrap();
+        let run = journal.create_run(new_run("kinds", "proc-k")).unwrap();
+        for (i, (kind, identity, text)) in entries.iter().enumerate() {
+            let payload = json!({ "kind": "question", "text": text, "view": [i] });
+            let mut entry = NewEntry::new(KINDS[*kind], payload);
+            if let Some(identity) = identity {
+                entry = entry.with_identity(format!("{identity}#{i}"));
+            }
+            journal.append(run, entry).unwrap();
+        }
+        let kinds: Vec<EntryKind> =
+            KINDS.iter().zip(&wanted).filter(|(_, w)| **w).map(|(k, _)| *k).collect();
+        let whole: Vec<_> = journal
+            .entries(run)
+            .unwrap()
+            .into_iter()
+            .filter(|e| kinds.contains(&e.kind))
+            .collect();
+        proptest::prop_assert_eq!(journal.entries_of_kinds(run, &kinds).unwrap(), whole);
+        let missing = journal.entries_of_kinds(RunId(99), &kinds);
+        let not_found = matches!(missing, Err(JournalError::RunNotFound { .. }));
+        proptest::prop_assert!(not_found, "{:?}", missing);
+    }
 }
