@@ -26,6 +26,14 @@ impl TaskNumbers {
         TaskNumbers { by_id: ids.into_iter().enumerate().map(|(i, id)| (id, i + 1)).collect() }
     }
 
+    /// Numbers the tasks of one run by their journal ids (see [`TaskNumbers::of`]).
+    pub(crate) fn of_ids(ids: &[clio_journal::TaskId]) -> TaskNumbers {
+        let mut ids: Vec<u64> = ids.iter().map(|t| t.0).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        TaskNumbers { by_id: ids.into_iter().enumerate().map(|(i, id)| (id, i + 1)).collect() }
+    }
+
     /// Returns the run-local number of the task with journal id `id`; a task not among
     /// the numbered ones keeps its journal id, so no number is ever lost.
     pub(crate) fn number(&self, id: u64) -> u64 {

@@ -9,7 +9,7 @@ use std::io::Write;
 use anyhow::anyhow;
 use clio_flow::SessionSummary;
 use clio_journal::{
-    Journal, JournalEntry, RunFilter, RunId, RunRecord, RunStatus, SessionId, TaskRecord,
+    EntryKind, Journal, JournalEntry, RunFilter, RunId, RunRecord, RunStatus, SessionId, TaskRecord,
 };
 use serde_json::Value;
 
@@ -587,6 +587,16 @@ pub(super) fn answer(
     super::run::resume(home, &resume, quiet, paint, out, err)
 }
 
+/// As [`question_numbers_of`], of entries read raw.
+fn question_numbers_of_raw(entries: &[clio_journal::RawEntry]) -> BTreeMap<u64, u64> {
+    entries
+        .iter()
+        .filter(|e| e.kind == EntryKind::Question)
+        .enumerate()
+        .map(|(i, e)| (e.seq, i as u64 + 1))
+        .collect()
+}
+
 /// The run-local number of each question of a run's entries, by its entry's sequence.
 fn question_numbers_of(entries: &[JournalEntry]) -> BTreeMap<u64, u64> {
     entries
@@ -692,19 +702,58 @@ fn renumber(line: &str, question: &OpenQuestion) -> String {
     )
 }
 
+/// The kinds of entries `runs show` reads without `--entries`: every kind that can hold a
+/// question, an answer, the workflow's limits or an event a person must see. Calls, steps
+/// and views never do (their payloads hold a command and its result, not an event).
+const SHOWN_KINDS: &[EntryKind] = &[
+    EntryKind::Question,
+    EntryKind::Answer,
+    EntryKind::Event,
+    EntryKind::Proposal,
+    EntryKind::Decision,
+    EntryKind::PermissionReceipt,
+];
+
 /// Shows one run: its record, tasks, team (as `runs tree` draws it), the questions it
 /// waits on with the command that answers each, and (with `--entries`) its entries.
 /// `--json` gives `{"run": ..., "tasks": [...], "team": [...], "entries": [...]}`.
 pub(super) fn show(home: &Home, args: &RunShowArgs, out: &mut dyn Write) -> Result<(), CliError> {
+    buffered(out, |out| show_to(home, args, out))
+}
+
+/// Runs `write` on a buffer, then writes what it wrote to `out` at once (also when it
+/// failed part-way): a long run's page is thousands of lines, and `out` may write each
+/// piece of each line with a system call of its own.
+fn buffered(
+    out: &mut dyn Write,
+    write: impl FnOnce(&mut dyn Write) -> Result<(), CliError>,
+) -> Result<(), CliError> {
+    let mut buf = Vec::new();
+    let done = write(&mut buf);
+    out.write_all(&buf)?;
+    done
+}
+
+fn show_to(home: &Home, args: &RunShowArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let (journal, run) = open_run(home, args.run)?;
-    let tasks: Vec<TaskRecord> = journal
-        .tasks(run.id)
-        .map_err(journal_error)?
-        .into_iter()
-        .map(|t| home.task_seen(t))
-        .collect();
+    // The page for people reads what it prints: the tasks without their results, and of
+    // the entries only those that can be a question, an answer or an event (a long run's
+    // calls and views, the bulk of its bytes, are counted, not read). `--json` and
+    // `--entries` give every entry, so they read them all.
+    let whole = args.json || args.entries;
+    let tasks =
+        if args.json { journal.tasks(run.id) } else { journal.tasks_without_results(run.id) };
+    let tasks: Vec<TaskRecord> =
+        tasks.map_err(journal_error)?.into_iter().map(|t| home.task_seen(t)).collect();
     let team = clio_flow::run_team(&journal, run.id).map_err(journal_error)?;
-    let entries = journal.entries(run.id).map_err(journal_error)?;
+    let entries =
+        if whole { journal.entries(run.id) } else { journal.entries_of_kinds(run.id, SHOWN_KINDS) }
+            .map_err(journal_error)?;
+    let entry_count = if whole {
+        entries.len() as u64
+    } else {
+        journal.entry_count(run.id).map_err(journal_error)?
+    };
     // Only the launch's agent is shown: a launch record that cannot be read is reported
     // by the commands that need it (resume, answer, replay), not here.
     let launch = Launch::find(home, &run).ok().flatten();
@@ -792,8 +841,7 @@ pub(super) fn show(home: &Home, args: &RunShowArgs, out: &mut dyn Write) -> Resu
         }
         writeln!(
             out,
-            "entries: {} in the journal (`clio runs show {} --entries` lists them)",
-            entries.len(),
+            "entries: {entry_count} in the journal (`clio runs show {} --entries` lists them)",
             run.id.0
         )?;
     }
@@ -818,6 +866,10 @@ pub(super) fn show(home: &Home, args: &RunShowArgs, out: &mut dyn Write) -> Resu
 /// Draws a run's task tree, then its team: the subagent sessions its agents started with
 /// the orchestration plugin's team tools. `--json` gives `{"tasks": [...], "team": [...]}`.
 pub(super) fn tree(home: &Home, args: &RunArgs, out: &mut dyn Write) -> Result<(), CliError> {
+    buffered(out, |out| tree_to(home, args, out))
+}
+
+fn tree_to(home: &Home, args: &RunArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let (journal, run) = open_run(home, args.run)?;
     let tasks: Vec<TaskRecord> = journal
         .tasks(run.id)
@@ -846,10 +898,17 @@ pub(super) fn events(
     args: &RunEventsArgs,
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
+    buffered(out, |out| events_to(home, args, out))
+}
+
+fn events_to(home: &Home, args: &RunEventsArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let (journal, run) = open_run(home, args.run)?;
     let from = args.from.unwrap_or(0);
     // A page (`--after`, `--limit`) reads only its entries, however long the run.
     let paged = args.after.is_some() || args.limit.is_some();
+    if !paged && !args.json && args.from.is_none() {
+        return event_lines(&journal, &run, out);
+    }
     let entries = if paged {
         let start = args.after.map_or(0, |after| after.saturating_add(1));
         journal.entries_page(run.id, start, args.limit.unwrap_or(usize::MAX))
@@ -872,9 +931,11 @@ pub(super) fn events(
         let value = serde_json::to_value(&entries).map_err(CliError::internal)?;
         return write_json(out, &value);
     }
-    let tasks = journal.tasks_without_results(run.id).map_err(journal_error)?;
-    let numbers = TaskNumbers::of(&tasks);
-    let questions = question_numbers(&journal, run.id)?;
+    let numbers = TaskNumbers::of_ids(&journal.task_ids(run.id).map_err(journal_error)?);
+    // A question's number counts the run's questions before it: read only when the page
+    // shows a question or an answer.
+    let asks = entries.iter().any(|e| matches!(e.kind, EntryKind::Question | EntryKind::Answer));
+    let questions = if asks { question_numbers(&journal, run.id)? } else { BTreeMap::new() };
     for entry in &entries {
         writeln!(out, "{}", event_line(entry, run.started_at_ms, &numbers, &questions))?;
     }
@@ -890,12 +951,134 @@ pub(super) fn events(
     Ok(())
 }
 
+/// Writes every event of `run` as a line for people, decoding each payload only as far as
+/// its line needs: a view (a long workflow's views hold every step, and are the bulk of
+/// its journal) is measured, not decoded.
+fn event_lines(journal: &Journal, run: &RunRecord, out: &mut dyn Write) -> Result<(), CliError> {
+    let entries = journal.raw_entries(run.id).map_err(journal_error)?;
+    let numbers = TaskNumbers::of_ids(&journal.task_ids(run.id).map_err(journal_error)?);
+    let questions = question_numbers_of_raw(&entries);
+    let mut text = String::new();
+    for raw in entries {
+        let view = (raw.kind == EntryKind::View).then(|| view_summary(raw.payload.get()));
+        let line = match view.flatten() {
+            Some(summary) => {
+                line_of(&with_payload(raw, Value::Null), run.started_at_ms, &numbers, summary)
+            }
+            None => {
+                let payload = raw.payload_value().map_err(CliError::internal)?;
+                let entry = with_payload(raw, payload);
+                event_line(&entry, run.started_at_ms, &numbers, &questions)
+            }
+        };
+        text.push_str(&line);
+        text.push('\n');
+    }
+    out.write_all(text.as_bytes())?;
+    Ok(())
+}
+
+/// Returns `raw` with its payload `payload`.
+fn with_payload(raw: clio_journal::RawEntry, payload: Value) -> JournalEntry {
+    let JournalEntry { run, seq, kind, identity, task, at_ms, payload: _ } = raw;
+    JournalEntry { run, seq, kind, identity, task, at_ms, payload }
+}
+
+/// The summary of a published view, as [`event_summary`] words it (`published a view:
+/// workflow (120 items)`), read without building the view: each top-level part is skipped
+/// over, an array counted. `None` when the payload is not a view command (the caller then
+/// decodes it).
+fn view_summary(payload: &str) -> Option<String> {
+    use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+    /// A view's part: an array's length, or `None` for any other value.
+    struct Part(Option<usize>);
+    impl<'de> serde::Deserialize<'de> for Part {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Part, D::Error> {
+            struct Visit;
+            impl<'de> Visitor<'de> for Visit {
+                type Value = Part;
+                fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                    f.write_str("a value")
+                }
+                fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Part, A::Error> {
+                    let mut n = 0;
+                    while seq.next_element::<IgnoredAny>()?.is_some() {
+                        n += 1;
+                    }
+                    Ok(Part(Some(n)))
+                }
+                fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Part, A::Error> {
+                    while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                    Ok(Part(None))
+                }
+                fn visit_str<E>(self, _: &str) -> Result<Part, E> {
+                    Ok(Part(None))
+                }
+                fn visit_bool<E>(self, _: bool) -> Result<Part, E> {
+                    Ok(Part(None))
+                }
+                fn visit_i64<E>(self, _: i64) -> Result<Part, E> {
+                    Ok(Part(None))
+                }
+                fn visit_u64<E>(self, _: u64) -> Result<Part, E> {
+                    Ok(Part(None))
+                }
+                fn visit_f64<E>(self, _: f64) -> Result<Part, E> {
+                    Ok(Part(None))
+                }
+                fn visit_unit<E>(self) -> Result<Part, E> {
+                    Ok(Part(None))
+                }
+            }
+            d.deserialize_any(Visit)
+        }
+    }
+    /// A view's parts in their order.
+    struct Parts(Vec<(String, Option<usize>)>);
+    impl<'de> serde::Deserialize<'de> for Parts {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Parts, D::Error> {
+            struct Visit;
+            impl<'de> Visitor<'de> for Visit {
+                type Value = Parts;
+                fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                    f.write_str("a view object")
+                }
+                fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Parts, A::Error> {
+                    let mut parts = Vec::new();
+                    while let Some((key, Part(len))) = map.next_entry::<String, Part>()? {
+                        parts.push((key, len));
+                    }
+                    Ok(Parts(parts))
+                }
+            }
+            d.deserialize_map(Visit)
+        }
+    }
+    #[derive(serde::Deserialize)]
+    struct Command {
+        view: Option<Parts>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Payload {
+        command: Option<Command>,
+    }
+    let parts = serde_json::from_str::<Payload>(payload).ok()?.command?.view?.0;
+    let parts: Vec<String> = parts
+        .into_iter()
+        .map(|(key, len)| match len {
+            Some(n) => format!("{key} ({n} items)"),
+            None => key,
+        })
+        .collect();
+    Some(format!("published a view: {}", parts.join(", ")))
+}
+
 /// The run-local number (1, 2, …) of each question of a run, by its entry's sequence.
 pub(crate) fn question_numbers(
     journal: &Journal,
     run: RunId,
 ) -> Result<BTreeMap<u64, u64>, CliError> {
-    let entries = journal.entries(run).map_err(journal_error)?;
+    let entries = journal.entries_of_kinds(run, &[EntryKind::Question]).map_err(journal_error)?;
     Ok(question_numbers_of(&entries))
 }
 
@@ -907,11 +1090,21 @@ pub(crate) fn event_line(
     numbers: &TaskNumbers,
     questions: &BTreeMap<u64, u64>,
 ) -> String {
+    line_of(entry, started_at_ms, numbers, event_summary(entry, questions))
+}
+
+/// One event's line (see [`event_line`]) with its summary in words given.
+fn line_of(
+    entry: &JournalEntry,
+    started_at_ms: u64,
+    numbers: &TaskNumbers,
+    summary: String,
+) -> String {
     let since = entry.at_ms.saturating_sub(started_at_ms);
     let task = entry.task.map(|t| format!("#{}", numbers.number(t.0))).unwrap_or_default();
     let kind = serde_json::to_value(entry.kind).ok();
     let kind = kind.as_ref().and_then(Value::as_str).unwrap_or("entry");
-    let summary = cut(&event_summary(entry, questions), 110);
+    let summary = cut(&summary, 110);
     format!(
         "{:>5}  {} {:>9}  {kind:<8} {task:<5} {summary}",
         entry.seq,
@@ -1406,6 +1599,42 @@ fn python_traceback(error: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 44: `runs events` words a view read without building it exactly as it words
+    /// the view decoded, and leaves what is not a view command to the whole decode.
+    #[test]
+    fn a_view_is_summed_up_without_decoding_it_as_when_decoded() {
+        let payloads = [
+            serde_json::json!({ "command": { "command": "publish", "view": {
+                "workflow": [{ "id": "s0", "status": "finished" }, { "id": "s1" }],
+                "title": "t", "counts": { "done": 1 }, "empty": [], "n": 3, "none": null,
+            } } }),
+            serde_json::json!({ "command": { "command": "publish", "view": {} } }),
+        ];
+        for payload in payloads {
+            let entry = JournalEntry {
+                run: RunId(1),
+                seq: 4,
+                kind: EntryKind::View,
+                identity: None,
+                task: None,
+                at_ms: 0,
+                payload: payload.clone(),
+            };
+            let decoded = event_summary(&entry, &BTreeMap::new());
+            assert_eq!(view_summary(&payload.to_string()).as_deref(), Some(decoded.as_str()));
+        }
+        assert_eq!(
+            view_summary(
+                r#"{"command":{"command":"publish","view":{"workflow":[1,2,3],"x":true}}}"#
+            )
+            .as_deref(),
+            Some("published a view: workflow (3 items), x")
+        );
+        for other in [r#"{"view":{"a":[1]}}"#, r#"{"command":"publish"}"#, r#"[1]"#, "{"] {
+            assert_eq!(view_summary(other), None, "{other}");
+        }
+    }
 
     /// Issue 44: a running run took until now, not "0 ms" (its record's last change is its
     /// start); a run that waits took until its last change; an ended one, until its end.
