@@ -43,6 +43,9 @@ pub(crate) struct PgStore {
     listening: std::sync::Once,
     /// What its connection threads asked of the server.
     traffic: Traffic,
+    /// The run of each task this handle made that may still change, so that an update of
+    /// the task joins the run's batch of writes (`update_task`).
+    task_runs: Arc<Mutex<HashMap<u64, u64>>>,
     /// Whether a batch's writes of entries are grouped ([`crate::PostgresConfig::group_writes`]).
     group_writes: bool,
 }
@@ -83,6 +86,7 @@ impl PgStore {
             listening: std::sync::Once::new(),
             traffic: target.traffic.clone(),
             group_writes: config.group_writes,
+            task_runs: Arc::default(),
         })
     }
 
@@ -1477,6 +1481,18 @@ fn savepoint(
     client.batch_execute(sql)
 }
 
+/// Notes that task `task` of run `run` was made by this handle and may still change. The
+/// table forgets a task once an update ends it; should it grow past 100,000 tasks (tasks
+/// ended by other processes), it starts again empty: an update of a task it does not know
+/// is written in a transaction of its own, which is slower, never wrong.
+fn remember_task(runs: &Mutex<HashMap<u64, u64>>, task: TaskId, run: RunId) {
+    let mut runs = runs.lock().unwrap_or_else(PoisonError::into_inner);
+    if runs.len() >= 100_000 {
+        runs.clear();
+    }
+    runs.insert(task.0, run.0);
+}
+
 /// The detail of a backend error, or the whole text of another.
 fn detail_of(err: JournalError) -> String {
     match err {
@@ -1619,7 +1635,8 @@ impl JournalBackend for PgStore {
     }
 
     fn create_task(&self, new: NewTask) -> Result<TaskId> {
-        self.blocking(move |conn| {
+        let run = new.run;
+        let made = self.blocking(move |conn| {
             conn.check_run(new.run)?;
             conn.fence(new.run)?;
             if let Some(parent) = new.parent {
@@ -1629,7 +1646,9 @@ impl JournalBackend for PgStore {
             let rec = records::new_task(id, new.clone(), records::now_ms());
             conn.store_task(&rec, true)?;
             Ok(id)
-        })
+        })?;
+        remember_task(&self.task_runs, made, run);
+        Ok(made)
     }
 
     fn create_task_with_entries(
@@ -1640,7 +1659,13 @@ impl JournalBackend for PgStore {
         after: Vec<NewEntry>,
     ) -> Pending<(TaskId, Vec<u64>)> {
         let task = TaskPart { task, after, ended: None };
-        self.entries_in_run(run, before, Some(task), |(rec, seqs)| rec.map(|rec| (rec.id, seqs)))
+        let runs = Arc::clone(&self.task_runs);
+        self.entries_in_run(run, before, Some(task), move |(rec, seqs)| {
+            rec.map(|rec| {
+                remember_task(&runs, rec.id, run);
+                (rec.id, seqs)
+            })
+        })
     }
 
     fn record_ended_task(
@@ -1657,7 +1682,9 @@ impl JournalBackend for PgStore {
     }
 
     fn update_task(&self, task: TaskId, update: TaskUpdate) -> Pending<TaskRecord> {
-        self.pending(move |conn| {
+        let runs = Arc::clone(&self.task_runs);
+        let run = runs.lock().unwrap_or_else(PoisonError::into_inner).get(&task.0).copied();
+        let write = move |conn: &mut Conn<'_>| {
             // Locks in the order every write and claim takes them: the run's row, then the
             // task's, then the lease (a claim holding the run's row and waiting for a task
             // the update held would otherwise deadlock with it).
@@ -1676,6 +1703,18 @@ impl JournalBackend for PgStore {
             records::update_task(&mut rec, update.clone(), records::now_ms())?;
             conn.store_task(&rec, false)?;
             Ok(rec)
+        };
+        // A task this handle made is updated in its run's batch (a gather's calls end
+        // together: one commit for them all); another in a transaction of its own.
+        let pending = match run {
+            Some(run) => self.pending_in_run(RunId(run), write),
+            None => self.pending(write),
+        };
+        pending.map(move |rec| {
+            if rec.status.is_terminal() {
+                runs.lock().unwrap_or_else(PoisonError::into_inner).remove(&task.0);
+            }
+            rec
         })
     }
 

@@ -413,3 +413,56 @@ fn batches_whose_connections_are_cut_are_run_again_and_stored_once() {
     assert_eq!(j.tasks(run).expect("tasks").len(), 1_000, "each task is stored once");
     assert!(traffic.commits() < 1_000, "the writes went in batches: {} commits", traffic.commits());
 }
+
+#[test]
+fn updates_of_the_tasks_a_handle_made_join_their_runs_batch() {
+    // A side-effecting gather's calls end together: their tasks' updates are written in
+    // the run's batch, one commit for them all, each checked alone (a finished task's
+    // update refused, the others stored). A task another handle made is updated in a
+    // transaction of its own.
+    let url = fresh_database();
+    let (j, traffic) = open_one(&url, true);
+    let run = j.create_run(new_run("me")).expect("create");
+    let made: Vec<TaskId> = (0..50)
+        .map(|i| {
+            let call = format!("call-{i}");
+            j.create_task_with_entries(
+                run,
+                vec![event(i).with_identity(call.clone())],
+                new_task(run, None, &call),
+                Vec::new(),
+            )
+            .expect("a started call")
+            .0
+        })
+        .collect();
+    j.update_task(made[7], succeeded(made[7])).expect("one ends early");
+    let other = crate::support::open(&url);
+    let theirs = other.create_task(new_task(run, None, "theirs")).expect("another's task");
+    drop(other);
+
+    let mut lock = RowLock::take(&url, run);
+    let commits = traffic.commits();
+    let first = j.nonblocking().append(run, event(100));
+    lock.wait_for_a_waiter();
+    let updates: Vec<_> =
+        made.iter().map(|id| j.nonblocking().update_task(*id, succeeded(*id))).collect();
+    let their_update = j.nonblocking().update_task(theirs, succeeded(theirs));
+    lock.release();
+    first.wait().expect("the first write");
+    for (i, update) in updates.into_iter().enumerate() {
+        match update.wait() {
+            Ok(rec) => assert_eq!(rec.status, TaskStatus::Succeeded),
+            Err(JournalError::TaskFinished { task, .. }) if i == 7 => assert_eq!(task, made[7]),
+            other => panic!("update {i}: {other:?}"),
+        }
+    }
+    assert_eq!(their_update.wait().expect("their task's update").status, TaskStatus::Succeeded);
+    assert_eq!(
+        traffic.commits() - commits,
+        3,
+        "the first write, the run's batch of 50 updates, the other handle's task alone"
+    );
+    let tasks = j.tasks(run).expect("tasks");
+    assert!(tasks.iter().all(|t| t.status == TaskStatus::Succeeded), "{tasks:?}");
+}
