@@ -10,13 +10,16 @@
 //! - `pg_W1`: 1,000 sequential no-op `ctx.step`s in one flow, each one durable journal
 //!   commit;
 //! - `pg_W2`: a 1,000-way `ctx.gather` of read-only no-op tool calls in one flow;
+//! - `pg_W2s`: the same gather of side-effecting no-op tool calls (each writes its intent
+//!   and task before it runs and ends the task after);
 //! - `pg_W3`: the 1,000-step workflow DAG of read-only no-op tools (10 layers of 100, each
 //!   step after 2 of the layer before: `support/dag.rs`, the flow bench's W3);
 //!
-//!   W1–W3 each run `CLIO_PG_BENCH_ROUNDS` times (3 unless set), each round alternating
-//!   the journal's writes grouped (the default: a batch's writes in a few statements) and
-//!   not (`_ungrouped`: each write of a batch on its own in a savepoint, a round trip a
-//!   statement, as before grouping), each on a fresh database; a line gives the median
+//!   W1, W2, W2s and W3 each run `CLIO_PG_BENCH_ROUNDS` times (3 unless set), each round
+//!   alternating the journal's writes grouped (the default: a batch's writes in a few
+//!   statements) and not (`_ungrouped`: each write of a batch on its own in a savepoint, a
+//!   round trip a statement, each task's end a transaction of its own, as before grouping),
+//!   each on a fresh database; a line gives the median
 //!   round's time, the handle's round trips and commits per operation, and for the grouped
 //!   line the ratio to the ungrouped one of the same round;
 //! - `pg_throughput_<w>w`: `CLIO_PG_BENCH_RUNS` runs (10,000 unless set) of
@@ -28,7 +31,7 @@
 //!   there (`bench/postgres/setup-dbos` makes it; `CLIO_DBOS_PYTHON` names another
 //!   Python): its lines follow CLIO's, or one line says why they are missing.
 //!
-//! `CLIO_PG_BENCH_ONLY=bare,W1,W2,W3,throughput,dbos` runs only the workloads named.
+//! `CLIO_PG_BENCH_ONLY=bare,W1,W2,W2s,W3,throughput,dbos` runs only the workloads named.
 #![allow(clippy::print_stdout, reason = "a benchmark reports on stdout")]
 
 #[path = "support/dag.rs"]
@@ -88,6 +91,13 @@ fn registry(small_steps: u64) -> Registry {
         .flow(steps_flow("small", small_steps))
         .flow(FnFlow::new("fan", |_t: Value, ctx| async move {
             let calls = (0..1_000).map(|i| ctx.call("noop", json!({ "i": i }))).collect();
+            let res = ctx.gather(calls).await?;
+            Ok(FlowOutput::text(res.len().to_string()))
+        }))
+        // Side-effecting: intent and acceptance written before each runs, its end after.
+        .tool(Tool::new("effect", |args: Value| async move { Ok(args) }))
+        .flow(FnFlow::new("fan_effect", |_t: Value, ctx| async move {
+            let calls = (0..1_000).map(|i| ctx.call("effect", json!({ "i": i }))).collect();
             let res = ctx.gather(calls).await?;
             Ok(FlowOutput::text(res.len().to_string()))
         }))
@@ -423,6 +433,16 @@ fn main() {
             "pg_W2_gather_1000_tools",
             ("fan", Value::Null),
             "ctx.gather of 1,000 read-only no-op tool calls in one flow, on the PostgreSQL journal",
+            bare_1,
+            rounds,
+        );
+    }
+    if want("W2s") {
+        one_run(
+            &tokio,
+            "pg_W2s_gather_1000_side_effecting_tools",
+            ("fan_effect", Value::Null),
+            "ctx.gather of 1,000 side-effecting no-op tool calls in one flow (intent and acceptance durable before each runs, then its end), on the PostgreSQL journal",
             bare_1,
             rounds,
         );

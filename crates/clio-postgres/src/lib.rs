@@ -60,10 +60,11 @@ pub struct PostgresConfig {
     /// [`is_unavailable`] recognises. Zero tries once.
     pub reconnect: Duration,
     /// Whether the writes into a run that wait together for a connection are written
-    /// together, in a few statements whatever their number (the default). Off, each is
-    /// written on its own in a savepoint of the batch's transaction, a round trip per
-    /// statement, as before they were grouped: for measuring what grouping saves
-    /// (`docs/performance.md`).
+    /// together, in a few statements whatever their number, and the updates of the tasks
+    /// this handle made join their run's batch (the default). Off, each write of a batch
+    /// is written on its own in a savepoint of the batch's transaction, a round trip per
+    /// statement, and each task's update in a transaction of its own, as before: for
+    /// measuring what grouping saves (`docs/performance.md`).
     pub group_writes: bool,
 }
 

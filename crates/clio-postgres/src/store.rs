@@ -1683,7 +1683,13 @@ impl JournalBackend for PgStore {
 
     fn update_task(&self, task: TaskId, update: TaskUpdate) -> Pending<TaskRecord> {
         let runs = Arc::clone(&self.task_runs);
-        let run = runs.lock().unwrap_or_else(PoisonError::into_inner).get(&task.0).copied();
+        // Not when writes are not grouped: then every write goes as it did before.
+        let run = runs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&task.0)
+            .copied()
+            .filter(|_| self.group_writes);
         let write = move |conn: &mut Conn<'_>| {
             // Locks in the order every write and claim takes them: the run's row, then the
             // task's, then the lease (a claim holding the run's row and waiting for a task
