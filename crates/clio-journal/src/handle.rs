@@ -413,6 +413,42 @@ impl Journal {
         }
     }
 
+    /// Returns the run `run` with its input, answer and launch left as JSON text, if it
+    /// exists: a reader that needs its status and times does not decode a long workflow's
+    /// whole input (on a file; a shared store decodes the record and writes them back).
+    pub fn run_raw(
+        &self,
+        run: RunId,
+    ) -> Result<Option<RunRecord<Box<serde_json::value::RawValue>>>> {
+        match &self.store {
+            Store::Embedded(e) => e.raw_run(run),
+            Store::Backend(b) => {
+                let Some(record) = b.run(run)? else { return Ok(None) };
+                let raw = |value: &serde_json::Value| {
+                    serde_json::value::to_raw_value(value).map_err(|e| JournalError::Corrupted {
+                        path: b.location().to_path_buf(),
+                        detail: format!("run {run}: its record does not encode again: {e}"),
+                    })
+                };
+                Ok(Some(RunRecord {
+                    id: record.id,
+                    flow: record.flow,
+                    input: raw(&record.input)?,
+                    input_digest: record.input_digest,
+                    fingerprint: record.fingerprint,
+                    owner: record.owner,
+                    status: record.status,
+                    started_at_ms: record.started_at_ms,
+                    updated_at_ms: record.updated_at_ms,
+                    finished_at_ms: record.finished_at_ms,
+                    answer: record.answer.as_ref().map(raw).transpose()?,
+                    error: record.error,
+                    launch: record.launch.as_ref().map(raw).transpose()?,
+                }))
+            }
+        }
+    }
+
     /// Lists the runs that `filter` selects, newest first.
     pub fn runs(&self, filter: &RunFilter) -> Result<Vec<RunRecord>> {
         match &self.store {

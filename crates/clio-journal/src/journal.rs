@@ -21,8 +21,8 @@ use crate::checksum::{self, Place, decode};
 use crate::error::{JournalError, Result};
 use crate::flushes::{CountedBackend, Flushes};
 use crate::format::{
-    EntryKind, FORMAT_VERSION, JournalEntry, RawEntry, RunId, RunRecord, SessionId, SessionRecord,
-    TaskId, TaskRecord, TaskWithoutResult,
+    EntryKind, FORMAT_VERSION, JournalEntry, RawEntry, RawRunRecord, RunId, RunRecord, SessionId,
+    SessionRecord, TaskId, TaskRecord, TaskWithoutResult,
 };
 use crate::guard::{self, Held};
 use crate::input::{
@@ -646,6 +646,19 @@ impl Embedded {
 
     /// Returns the run `run`, if it exists.
     pub(crate) fn run(&self, run: RunId) -> Result<Option<RunRecord>> {
+        self.run_as(run)
+    }
+
+    /// Returns the run `run` with its input, answer and launch as JSON text, if it exists.
+    pub(crate) fn raw_run(&self, run: RunId) -> Result<Option<RawRunRecord>> {
+        self.run_as(run)
+    }
+
+    /// Returns the run `run`, its input, answer and launch decoded as `P`.
+    fn run_as<P: serde::de::DeserializeOwned + Default>(
+        &self,
+        run: RunId,
+    ) -> Result<Option<RunRecord<P>>> {
         self.reading(format_args!("reading run {run}"), |path, txn| {
             let table = txn.open_table(RUNS).at(path)?;
             if let Some(bytes) = table.get(run.0).at(path)? {
