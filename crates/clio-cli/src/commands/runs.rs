@@ -145,6 +145,47 @@ fn open_run(home: &Home, id: u64) -> Result<(Journal, RunRecord), CliError> {
     Ok((journal, run))
 }
 
+/// As [`open_run`], for a page for people: the run's input is decoded only as far as the
+/// page shows it. A workflow run's input is the whole workflow (as long as the run), of
+/// which the page shows the task: its input reads `{"workflow": {}, "task": …}`. Any other
+/// input, and the answer and launch, are decoded whole.
+fn open_run_for_people(home: &Home, id: u64) -> Result<(Journal, RunRecord), CliError> {
+    let journal = home.reading_journal()?.ok_or_else(|| no_journal(home))?;
+    let raw = journal.run_raw(RunId(id)).map_err(journal_error)?.ok_or_else(|| {
+        CliError::user(anyhow!("run {id} not found in {}", home.journal_path().display()))
+            .hint("`clio runs list` shows the runs there are")
+    })?;
+    #[derive(serde::Deserialize)]
+    struct WorkflowInput {
+        #[serde(rename = "workflow")]
+        _workflow: serde::de::IgnoredAny,
+        task: Option<Value>,
+    }
+    let decode = |text: &str| serde_json::from_str::<Value>(text).map_err(CliError::internal);
+    let input = match serde_json::from_str::<WorkflowInput>(raw.input.get()) {
+        Ok(WorkflowInput { task: Some(task @ Value::String(_)), .. }) => {
+            serde_json::json!({ "workflow": {}, "task": task })
+        }
+        _ => decode(raw.input.get())?,
+    };
+    let run = RunRecord {
+        id: raw.id,
+        flow: raw.flow,
+        input,
+        input_digest: raw.input_digest,
+        fingerprint: raw.fingerprint,
+        owner: raw.owner,
+        status: raw.status,
+        started_at_ms: raw.started_at_ms,
+        updated_at_ms: raw.updated_at_ms,
+        finished_at_ms: raw.finished_at_ms,
+        answer: raw.answer.filter(|a| a.get() != "null").map(|a| decode(a.get())).transpose()?,
+        error: raw.error,
+        launch: raw.launch.filter(|l| l.get() != "null").map(|l| decode(l.get())).transpose()?,
+    };
+    Ok((journal, home.seen(run)))
+}
+
 fn no_journal(home: &Home) -> CliError {
     CliError::user(anyhow!(
         "no journal at {}: no run has been recorded there",
@@ -735,7 +776,8 @@ fn buffered(
 }
 
 fn show_to(home: &Home, args: &RunShowArgs, out: &mut dyn Write) -> Result<(), CliError> {
-    let (journal, run) = open_run(home, args.run)?;
+    let (journal, run) =
+        if args.json { open_run(home, args.run)? } else { open_run_for_people(home, args.run)? };
     // The page for people reads what it prints: the tasks without their results, and of
     // the entries only those that can be a question, an answer or an event (a long run's
     // calls and views, the bulk of its bytes, are counted, not read). `--json` and
@@ -902,7 +944,8 @@ pub(super) fn events(
 }
 
 fn events_to(home: &Home, args: &RunEventsArgs, out: &mut dyn Write) -> Result<(), CliError> {
-    let (journal, run) = open_run(home, args.run)?;
+    // Of the run, the events read only its status and start.
+    let (journal, run) = open_run_for_people(home, args.run)?;
     let from = args.from.unwrap_or(0);
     // A page (`--after`, `--limit`) reads only its entries, however long the run.
     let paged = args.after.is_some() || args.limit.is_some();
