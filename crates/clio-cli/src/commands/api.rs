@@ -14,7 +14,7 @@ use clio_journal::{RunId, RunRecord, RunStatus};
 use serde_json::{Value, json};
 
 use super::{plugin, run, runs, workflow};
-use crate::args::{JsonArgs, RunAnswerArgs, RunArgs, RunResumeArgs, RunShowArgs, RunsListArgs};
+use crate::args::{JsonArgs, RunAnswerArgs, RunArgs, RunResumeArgs, RunsListArgs};
 use crate::error::{CliError, ErrorKind, journal_error};
 use crate::home::Home;
 
@@ -125,8 +125,7 @@ pub(crate) fn list(home: &Home, limit: Option<usize>) -> Answer {
 /// waits on and, for a workflow, the workflow as it stands.
 pub(crate) fn show(home: &Home, id: u64) -> Answer {
     let record = existing(home, id)?;
-    let args = RunShowArgs { run: id, json: true, entries: false };
-    let mut value = captured(|out, _| runs::show(home, &args, out))?;
+    let mut value = runs::show_json_without_entries(home, id)?;
     let journal =
         home.reading_journal()?.ok_or_else(|| ApiFailure::bad_input("no journal".into()))?;
     let tasks = journal.tasks(record.id).map_err(journal_error)?;

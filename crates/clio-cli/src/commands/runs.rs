@@ -775,18 +775,62 @@ fn buffered(
     done
 }
 
+/// `runs show --json` without its entries: what `GET /api/v1/runs/{id}` gives (the entries
+/// are at `events`), read without reading them.
+pub(super) fn show_json_without_entries(home: &Home, id: u64) -> Result<Value, CliError> {
+    let (journal, run) = open_run(home, id)?;
+    json_of_run(home, &journal, &run, None)
+}
+
+/// `{"run": ..., "tasks": [...], "team": [...], "entries": [...], "agent": ...}`, the
+/// entries when given.
+fn json_of_run(
+    home: &Home,
+    journal: &Journal,
+    run: &RunRecord,
+    entries: Option<Vec<JournalEntry>>,
+) -> Result<Value, CliError> {
+    let tasks: Vec<TaskRecord> = journal
+        .tasks(run.id)
+        .map_err(journal_error)?
+        .into_iter()
+        .map(|t| home.task_seen(t))
+        .collect();
+    let team = clio_flow::run_team(journal, run.id).map_err(journal_error)?;
+    let team: Vec<Value> = team.iter().map(SessionSummary::to_json).collect();
+    let mut value = serde_json::json!({
+        "run": run_json(run)?, "tasks": tasks_json(&tasks)?, "team": team
+    });
+    if let Some(entries) = entries {
+        value["entries"] = serde_json::to_value(entries).map_err(CliError::internal)?;
+    }
+    // Only the launch's agent is shown (see `show_to`).
+    let launch = Launch::find(home, run).ok().flatten();
+    if let Some(agent) = launch.as_ref().and_then(|l| l.agent.as_ref()) {
+        let checksum = launch.as_ref().and_then(|l| l.agent_checksum.clone());
+        value["agent"] = serde_json::json!({ "file": agent, "checksum": checksum });
+    }
+    Ok(value)
+}
+
 fn show_to(home: &Home, args: &RunShowArgs, out: &mut dyn Write) -> Result<(), CliError> {
-    let (journal, run) =
-        if args.json { open_run(home, args.run)? } else { open_run_for_people(home, args.run)? };
+    if args.json {
+        let (journal, run) = open_run(home, args.run)?;
+        let entries = journal.entries(run.id).map_err(journal_error)?;
+        return write_json(out, &json_of_run(home, &journal, &run, Some(entries))?);
+    }
+    let (journal, run) = open_run_for_people(home, args.run)?;
     // The page for people reads what it prints: the tasks without their results, and of
     // the entries only those that can be a question, an answer or an event (a long run's
-    // calls and views, the bulk of its bytes, are counted, not read). `--json` and
-    // `--entries` give every entry, so they read them all.
-    let whole = args.json || args.entries;
-    let tasks =
-        if args.json { journal.tasks(run.id) } else { journal.tasks_without_results(run.id) };
-    let tasks: Vec<TaskRecord> =
-        tasks.map_err(journal_error)?.into_iter().map(|t| home.task_seen(t)).collect();
+    // calls and views, the bulk of its bytes, are counted, not read). `--entries` gives
+    // every entry, so it reads them all.
+    let whole = args.entries;
+    let tasks: Vec<TaskRecord> = journal
+        .tasks_without_results(run.id)
+        .map_err(journal_error)?
+        .into_iter()
+        .map(|t| home.task_seen(t))
+        .collect();
     let team = clio_flow::run_team(&journal, run.id).map_err(journal_error)?;
     let entries =
         if whole { journal.entries(run.id) } else { journal.entries_of_kinds(run.id, SHOWN_KINDS) }
@@ -799,17 +843,6 @@ fn show_to(home: &Home, args: &RunShowArgs, out: &mut dyn Write) -> Result<(), C
     // Only the launch's agent is shown: a launch record that cannot be read is reported
     // by the commands that need it (resume, answer, replay), not here.
     let launch = Launch::find(home, &run).ok().flatten();
-    if args.json {
-        let team: Vec<Value> = team.iter().map(SessionSummary::to_json).collect();
-        let mut value = serde_json::json!({
-            "run": run_json(&run)?, "tasks": tasks_json(&tasks)?, "team": team, "entries": entries
-        });
-        if let Some(agent) = launch.as_ref().and_then(|l| l.agent.as_ref()) {
-            let checksum = launch.as_ref().and_then(|l| l.agent_checksum.clone());
-            value["agent"] = serde_json::json!({ "file": agent, "checksum": checksum });
-        }
-        return write_json(out, &value);
-    }
     writeln!(out, "run {}  {}  {}", run.id.0, flow_label(&run.flow), status_name(run.status))?;
     // A workflow run's input is the whole workflow: its task is what a person reads, the
     // steps are in the tree below.
