@@ -448,3 +448,27 @@ proptest::proptest! {
         proptest::prop_assert!(not_found, "{:?}", missing);
     }
 }
+
+/// Issue 44 item 4: a reader of a journal closed cleanly (its log not live) does not read
+/// the log, which holds nothing the file lacks (reading it was most of a reader's open
+/// after a long run): with a folder where the log was, which no read can get through, the
+/// read-only open still reads every record.
+#[test]
+fn a_reader_of_a_journal_closed_cleanly_does_not_read_its_log() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("journal.redb");
+    let wal = dir.path().join("journal.redb-wal");
+    let journal = Journal::open(&path, JournalConfig::default())?;
+    let run = journal.create_run(new_run("closed", "proc-c"))?;
+    for i in 0..20 {
+        journal.append(run, step(i))?;
+    }
+    let entries = journal.entries(run)?;
+    journal.close()?;
+    fs::remove_file(&wal)?;
+    fs::create_dir(&wal)?;
+    let reader = Journal::open_read_only(&path, JournalConfig::default())?;
+    assert_eq!(reader.entries(run)?, entries);
+    assert_eq!(reader.entries_of_kinds(run, &[EntryKind::Step])?.len(), entries.len());
+    Ok(())
+}
