@@ -607,6 +607,26 @@ impl Conn<'_> {
             .ok_or_else(|| JournalError::SessionNotFound { session: id.clone() })
     }
 
+    /// Updates `task` on its own, locking in the order every write and claim takes them:
+    /// the run's row, then the task's, then the lease (a claim holding the run's row and
+    /// waiting for a task the update held would otherwise deadlock with it).
+    fn update_task_alone(&mut self, task: TaskId, update: TaskUpdate) -> Result<TaskRecord> {
+        let owner =
+            self.query_opt("SELECT run FROM clio_tasks WHERE id = $1", &[&(task.0 as i64)])?;
+        let run = RunId(owner.ok_or(JournalError::TaskNotFound { task })?.get::<_, i64>(0) as u64);
+        self.lock_head(run)?;
+        let row = self.query_opt(
+            "SELECT run, record FROM clio_tasks WHERE id = $1 FOR UPDATE",
+            &[&(task.0 as i64)],
+        )?;
+        let row = row.ok_or(JournalError::TaskNotFound { task })?;
+        self.fence(run)?;
+        let mut rec: TaskRecord = from_json(self.location, "a task", &row.get::<_, String>(1))?;
+        records::update_task(&mut rec, update, records::now_ms())?;
+        self.store_task(&rec, false)?;
+        Ok(rec)
+    }
+
     /// Creates `task` with `before` and `after` (naming it) in `run`, every check first.
     fn task_with_entries(
         &mut self,
@@ -900,15 +920,23 @@ enum RunWrite {
     /// Entries, and maybe a task they name: written with the batch's other such writes
     /// in a few statements ([`write_group`]).
     Entries(Box<EntryWrite>),
+    /// The update of a task of the run: written with the batch's writes of entries.
+    Update(Box<UpdateWrite>),
     /// Any other write (a run's update): run on its own, in a savepoint when the batch
     /// has others, since it may fail half-way.
     Other(Box<dyn QueuedWrite>),
 }
 
 impl RunWrite {
+    /// Whether the write is written with the others of its group ([`write_group`]).
+    fn grouped(&self) -> bool {
+        matches!(self, RunWrite::Entries(_) | RunWrite::Update(_))
+    }
+
     fn as_queued(&mut self) -> &mut dyn QueuedWrite {
         match self {
             RunWrite::Entries(write) => &mut **write,
+            RunWrite::Update(write) => &mut **write,
             RunWrite::Other(write) => &mut **write,
         }
     }
@@ -916,6 +944,7 @@ impl RunWrite {
     fn settle(self, commit: Result<()>) {
         match self {
             RunWrite::Entries(write) => write.settle(commit),
+            RunWrite::Update(write) => write.settle(commit),
             RunWrite::Other(write) => write.settle(commit),
         }
     }
@@ -923,6 +952,7 @@ impl RunWrite {
     fn refuse(self, error: JournalError) {
         match self {
             RunWrite::Entries(write) => write.refuse(error),
+            RunWrite::Update(write) => write.refuse(error),
             RunWrite::Other(write) => write.refuse(error),
         }
     }
@@ -1035,6 +1065,34 @@ impl QueuedWrite for EntryWrite {
     }
 }
 
+/// The update of a task of the batch's run (one this handle made).
+struct UpdateWrite {
+    task: TaskId,
+    update: TaskUpdate,
+    /// What the last run of the write made of it.
+    outcome: Option<Result<TaskRecord>>,
+    reply: PendingReply<TaskRecord>,
+}
+
+impl QueuedWrite for UpdateWrite {
+    /// Runs the update on its own, as the batch does once a statement of its group failed.
+    fn run(&mut self, conn: &mut Conn<'_>) -> bool {
+        let res = conn.update_task_alone(self.task, self.update.clone());
+        let ok = res.is_ok();
+        self.outcome = Some(res);
+        ok
+    }
+
+    fn settle(self: Box<Self>, commit: Result<()>) {
+        let answer = settled_answer(self.outcome, commit);
+        self.reply.send(answer);
+    }
+
+    fn refuse(self: Box<Self>, error: JournalError) {
+        self.reply.send(Err(error));
+    }
+}
+
 /// What a batch's transaction holds of its run once a group has locked it: the run's head
 /// (its row locked), and the check of the lease (its row share-locked), so that the
 /// batch's later groups ask for neither again.
@@ -1049,34 +1107,66 @@ struct Locked {
 
 /// The check of a group's writes, in one statement after the run's row is locked: the
 /// identities of the group's entries already taken (kind 0: identity, seq), the parent
-/// tasks that exist (1: id), `$5` new task ids (2: id) and, when `$2`, the run's lease
-/// epoch (3: epoch), share-locked as [`Conn::fence`] locks it.
+/// tasks that exist (1: id), `$5` new task ids (2: id), when `$2` the run's lease epoch
+/// (3: epoch), share-locked as [`Conn::fence`] locks it, and the records of the tasks the
+/// group updates (4: record, id), locked.
 const GROUP_CHECK: &str = "WITH lease AS ( \
-       SELECT epoch FROM clio_leases WHERE run = $1 AND $2::boolean FOR SHARE) \
+       SELECT epoch FROM clio_leases WHERE run = $1 AND $2::boolean FOR SHARE), \
+     updated AS ( \
+       SELECT id, record FROM clio_tasks WHERE id = ANY($6::bigint[]) AND run = $1 FOR UPDATE) \
      SELECT 0, identity, seq FROM clio_entries WHERE run = $1 AND identity = ANY($3::text[]) \
      UNION ALL SELECT 1, NULL::text, id FROM clio_tasks WHERE id = ANY($4::bigint[]) \
      UNION ALL SELECT 2, NULL::text, nextval('clio_task_ids') \
        FROM generate_series(1, $5::integer) \
-     UNION ALL SELECT 3, NULL::text, epoch FROM lease";
+     UNION ALL SELECT 3, NULL::text, epoch FROM lease \
+     UNION ALL SELECT 4, record, id FROM updated";
 
-/// The write of a group, in one statement: its entries, its tasks, and the run's head.
+/// The write of a group, in one statement: its entries, its new tasks, its tasks'
+/// updates, and the run's head.
 const GROUP_WRITE: &str = "WITH added AS ( \
        INSERT INTO clio_entries (run, seq, identity, kind, task, at_ms, payload) \
        SELECT $1, s, i, k, t, $2, p FROM unnest($3::bigint[], $4::text[], $5::text[], \
        $6::bigint[], $7::text[]) AS e(s, i, k, t, p)), \
      tasks AS ( \
        INSERT INTO clio_tasks (id, run, active, record) \
-       SELECT id, $1, a, r FROM unnest($8::bigint[], $9::boolean[], $10::text[]) AS t(id, a, r)) \
+       SELECT id, $1, a, r FROM unnest($8::bigint[], $9::boolean[], $10::text[]) AS t(id, a, r)), \
+     updated AS ( \
+       UPDATE clio_tasks SET active = u.a, record = u.r \
+       FROM unnest($12::bigint[], $13::boolean[], $14::text[]) AS u(id, a, r) \
+       WHERE clio_tasks.id = u.id) \
      UPDATE clio_runs SET head = $11 WHERE id = $1";
 
-/// Writes `group`, consecutive writes of entries (and tasks) of one batch into `run`, in
-/// a few statements whatever its size: the run's row locked (once a batch), one statement
-/// that checks the lease, the identities and the parent tasks of every write and takes the
-/// new tasks' ids, and one that stores every entry and task and moves the head. Each write
-/// is checked as it would be on its own, in order (a write's identity taken by an earlier
-/// write of the group is taken), and one refused is answered with its error while the
-/// others are stored: no statement of the group can fail for one write alone, so no
-/// savepoint is needed.
+/// A write of a group.
+enum Member<'a> {
+    Entries(&'a mut EntryWrite),
+    Update(&'a mut UpdateWrite),
+}
+
+impl Member<'_> {
+    fn refused(&self) -> bool {
+        match self {
+            Member::Entries(w) => w.outcome.as_ref().is_some_and(Result::is_err),
+            Member::Update(w) => w.outcome.as_ref().is_some_and(Result::is_err),
+        }
+    }
+
+    fn refuse(&mut self, error: JournalError) {
+        match self {
+            Member::Entries(w) => w.outcome = Some(Err(error)),
+            Member::Update(w) => w.outcome = Some(Err(error)),
+        }
+    }
+}
+
+/// Writes `group`, consecutive writes of entries (and tasks) and updates of tasks of one
+/// batch into `run`, in a few statements whatever its size: the run's row locked (with
+/// the batch's BEGIN), one statement that checks the lease, the identities and the parent
+/// tasks of every write, takes the new tasks' ids and locks the updated tasks, and one that
+/// stores every entry and task, every task's update, and moves the head. Each write is
+/// checked as it would be on its own, in order (a write's identity taken by an earlier
+/// write of the group is taken; an update sees the group's earlier updates of its task),
+/// and one refused is answered with its error while the others are stored: no statement
+/// of the group can fail for one write alone, so no savepoint is needed.
 ///
 /// Returns whether anything was stored; an error is a statement's failure (the connection
 /// lost, or the server refusing it), after which the transaction is spoilt.
@@ -1086,19 +1176,25 @@ fn write_group(
     group: &mut [RunWrite],
     locked: &mut Locked,
 ) -> Result<bool> {
-    let mut writes: Vec<&mut EntryWrite> = group
+    let mut writes: Vec<Member<'_>> = group
         .iter_mut()
         .filter_map(|w| match w {
-            RunWrite::Entries(write) => Some(&mut **write),
+            RunWrite::Entries(write) => Some(Member::Entries(write)),
+            RunWrite::Update(write) => Some(Member::Update(write)),
             RunWrite::Other(_) => None,
         })
         .collect();
     for write in &mut writes {
-        write.outcome = None;
-        if let Some(part) = &write.task
-            && part.task.run != run
-        {
-            write.outcome = Some(Err(JournalError::RunNotFound { run: part.task.run }));
+        match write {
+            Member::Entries(w) => {
+                w.outcome = None;
+                if let Some(part) = &w.task
+                    && part.task.run != run
+                {
+                    w.outcome = Some(Err(JournalError::RunNotFound { run: part.task.run }));
+                }
+            }
+            Member::Update(w) => w.outcome = None,
         }
     }
     let head = match locked.head {
@@ -1109,8 +1205,8 @@ fn write_group(
                 &[&(run.0 as i64)],
             )?;
             let Some(row) = row else {
-                for write in writes.iter_mut().filter(|w| w.outcome.is_none()) {
-                    write.outcome = Some(Err(JournalError::RunNotFound { run }));
+                for write in writes.iter_mut().filter(|w| !w.refused()) {
+                    write.refuse(JournalError::RunNotFound { run });
                 }
                 return Ok(false);
             };
@@ -1118,18 +1214,24 @@ fn write_group(
         }
     };
     locked.head = Some(head);
-    // What the check needs: every identity, every parent, how many new ids.
+    // What the check needs: every identity, every parent, how many new ids, which tasks.
     let mut identities: Vec<&str> = Vec::new();
     let mut parents: Vec<i64> = Vec::new();
     let mut new_ids = 0i32;
-    for write in writes.iter().filter(|w| w.outcome.is_none()) {
-        identities.extend(write.entries.iter().filter_map(|e| e.identity.as_deref()));
-        if let Some(part) = &write.task {
-            identities.extend(part.after.iter().filter_map(|e| e.identity.as_deref()));
-            parents.extend(part.task.parent.map(|p| p.0 as i64));
-            if part.ended.as_ref().is_none_or(|e| e.made.is_none()) {
-                new_ids += 1;
+    let mut updated: Vec<i64> = Vec::new();
+    for write in writes.iter().filter(|w| !w.refused()) {
+        match write {
+            Member::Entries(write) => {
+                identities.extend(write.entries.iter().filter_map(|e| e.identity.as_deref()));
+                if let Some(part) = &write.task {
+                    identities.extend(part.after.iter().filter_map(|e| e.identity.as_deref()));
+                    parents.extend(part.task.parent.map(|p| p.0 as i64));
+                    if part.ended.as_ref().is_none_or(|e| e.made.is_none()) {
+                        new_ids += 1;
+                    }
+                }
             }
+            Member::Update(write) => updated.push(write.task.0 as i64),
         }
     }
     let fenced_epoch = conn.shared.leases.fence(run);
@@ -1138,10 +1240,12 @@ fn write_group(
     let mut found_parents: HashSet<i64> = HashSet::new();
     let mut ids: Vec<TaskId> = Vec::new();
     let mut epoch: Option<i64> = None;
-    if !identities.is_empty() || !parents.is_empty() || new_ids > 0 || check_lease {
+    let mut stored: HashMap<i64, String> = HashMap::new();
+    let any = !identities.is_empty() || !parents.is_empty() || !updated.is_empty();
+    if any || new_ids > 0 || check_lease {
         let rows = conn.query(
             GROUP_CHECK,
-            &[&(run.0 as i64), &check_lease, &identities, &parents, &new_ids],
+            &[&(run.0 as i64), &check_lease, &identities, &parents, &new_ids, &updated],
         )?;
         for row in rows {
             let value: i64 = row.get(2);
@@ -1154,7 +1258,10 @@ fn write_group(
                     found_parents.insert(value);
                 }
                 2 => ids.push(TaskId(value as u64)),
-                _ => epoch = Some(value),
+                3 => epoch = Some(value),
+                _ => {
+                    stored.insert(value, row.get(1));
+                }
             }
         }
     }
@@ -1169,7 +1276,34 @@ fn write_group(
     let mut next = head;
     let mut ids = ids.into_iter();
     let mut rows = GroupRows::default();
-    for write in writes.iter_mut().filter(|w| w.outcome.is_none()) {
+    // The tasks the group updates as they stand after its updates so far, and the order
+    // in which they were first changed.
+    let mut current: HashMap<i64, TaskRecord> = HashMap::new();
+    let mut changed: Vec<i64> = Vec::new();
+    for write in writes.iter_mut().filter(|w| !w.refused()) {
+        let write = match write {
+            Member::Update(write) => {
+                let res = plan_update(
+                    conn.location,
+                    write,
+                    fence.map(|(epoch, current)| JournalError::Fenced {
+                        run,
+                        epoch,
+                        current,
+                        session: None,
+                    }),
+                    &stored,
+                    &mut current,
+                    now,
+                );
+                if res.is_ok() && !changed.contains(&(write.task.0 as i64)) {
+                    changed.push(write.task.0 as i64);
+                }
+                write.outcome = Some(res);
+                continue;
+            }
+            Member::Entries(write) => write,
+        };
         let res = plan_write(run, write, next, fence, &taken, &found_parents, &mut ids, now);
         if let Ok((rec, entries)) = &res {
             for (i, entry) in entries.iter().enumerate() {
@@ -1189,7 +1323,13 @@ fn write_group(
             (rec, (first..next).collect())
         }));
     }
-    if next == head && rows.task_ids.is_empty() {
+    let mut updates = GroupRows::default();
+    for id in &changed {
+        if let Some(rec) = current.get(id) {
+            updates.task(conn.location, rec)?;
+        }
+    }
+    if next == head && rows.task_ids.is_empty() && updates.task_ids.is_empty() {
         return Ok(false);
     }
     conn.execute(
@@ -1206,11 +1346,43 @@ fn write_group(
             &rows.task_active,
             &rows.task_records,
             &(next as i64),
+            &updates.task_ids,
+            &updates.task_active,
+            &updates.task_records,
         ],
     )?;
     conn.changed();
     locked.head = Some(next);
     Ok(true)
+}
+
+/// Checks the update `write` as it would be checked on its own (its task locked by the
+/// group's check, `stored` as read, `current` as the group's earlier updates left it) and
+/// applies it to `current`; returns the task's record after it.
+fn plan_update(
+    location: &Path,
+    write: &UpdateWrite,
+    fenced: Option<JournalError>,
+    stored: &HashMap<i64, String>,
+    current: &mut HashMap<i64, TaskRecord>,
+    now: u64,
+) -> Result<TaskRecord> {
+    let task = write.task;
+    let key = task.0 as i64;
+    let rec = match current.entry(key) {
+        std::collections::hash_map::Entry::Occupied(held) => held.into_mut(),
+        std::collections::hash_map::Entry::Vacant(empty) => {
+            let text = stored.get(&key).ok_or(JournalError::TaskNotFound { task })?;
+            empty.insert(from_json(location, "a task", text)?)
+        }
+    };
+    if let Some(err) = fenced {
+        return Err(err);
+    }
+    let mut after = rec.clone();
+    records::update_task(&mut after, write.update.clone(), now)?;
+    *rec = after.clone();
+    Ok(after)
 }
 
 /// Checks `write`, to be written at `first`, as it would be checked on its own, and makes
@@ -1323,8 +1495,7 @@ fn in_batch(link: &mut Link, shared: &Shared, run: RunId, group: bool, mut write
     loop {
         // The run's row is locked with the transaction's start, in one round trip, when
         // the batch has writes to group (they need its head).
-        let lock = (!one_by_one && writes.iter().any(|w| matches!(w, RunWrite::Entries(_))))
-            .then_some(run);
+        let lock = (!one_by_one && writes.iter().any(RunWrite::grouped)).then_some(run);
         let (client, xid, head) = match begin_locking(link, location, lock) {
             Ok(begun) => begun,
             Err(err) => {
@@ -1342,10 +1513,9 @@ fn in_batch(link: &mut Link, shared: &Shared, run: RunId, group: bool, mut write
         let mut locked = Locked { head, fence: None };
         let mut i = 0;
         while i < writes.len() {
-            let grouped = |w: &RunWrite| matches!(w, RunWrite::Entries(_));
-            if !one_by_one && grouped(&writes[i]) {
+            if !one_by_one && writes[i].grouped() {
                 let end =
-                    writes[i..].iter().position(|w| !grouped(w)).map_or(writes.len(), |n| i + n);
+                    writes[i..].iter().position(|w| !w.grouped()).map_or(writes.len(), |n| i + n);
                 let mut conn = Conn {
                     client: &mut *client,
                     location,
@@ -1690,31 +1860,16 @@ impl JournalBackend for PgStore {
             .get(&task.0)
             .copied()
             .filter(|_| self.group_writes);
-        let write = move |conn: &mut Conn<'_>| {
-            // Locks in the order every write and claim takes them: the run's row, then the
-            // task's, then the lease (a claim holding the run's row and waiting for a task
-            // the update held would otherwise deadlock with it).
-            let owner =
-                conn.query_opt("SELECT run FROM clio_tasks WHERE id = $1", &[&(task.0 as i64)])?;
-            let run =
-                RunId(owner.ok_or(JournalError::TaskNotFound { task })?.get::<_, i64>(0) as u64);
-            conn.lock_head(run)?;
-            let row = conn.query_opt(
-                "SELECT run, record FROM clio_tasks WHERE id = $1 FOR UPDATE",
-                &[&(task.0 as i64)],
-            )?;
-            let row = row.ok_or(JournalError::TaskNotFound { task })?;
-            conn.fence(run)?;
-            let mut rec: TaskRecord = from_json(conn.location, "a task", &row.get::<_, String>(1))?;
-            records::update_task(&mut rec, update.clone(), records::now_ms())?;
-            conn.store_task(&rec, false)?;
-            Ok(rec)
-        };
         // A task this handle made is updated in its run's batch (a gather's calls end
         // together: one commit for them all); another in a transaction of its own.
         let pending = match run {
-            Some(run) => self.pending_in_run(RunId(run), write),
-            None => self.pending(write),
+            Some(run) => {
+                let (reply, pending) = pending_reply(self.location());
+                let write = UpdateWrite { task, update, outcome: None, reply };
+                self.queue(RunId(run), RunWrite::Update(Box::new(write)));
+                pending
+            }
+            None => self.pending(move |conn| conn.update_task_alone(task, update.clone())),
         };
         pending.map(move |rec| {
             if rec.status.is_terminal() {

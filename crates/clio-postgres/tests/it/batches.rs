@@ -445,10 +445,21 @@ fn updates_of_the_tasks_a_handle_made_join_their_runs_batch() {
     let commits = traffic.commits();
     let first = j.nonblocking().append(run, event(100));
     lock.wait_for_a_waiter();
+    // An update of a task the batch updates again later: each sees the ones before it.
+    let trips = traffic.round_trips();
+    let modelled = j
+        .nonblocking()
+        .update_task(made[0], TaskUpdate { model: Some("m".into()), ..TaskUpdate::default() });
     let updates: Vec<_> =
         made.iter().map(|id| j.nonblocking().update_task(*id, succeeded(*id))).collect();
+    let again = j.nonblocking().update_task(made[0], succeeded(made[0]));
     let their_update = j.nonblocking().update_task(theirs, succeeded(theirs));
     lock.release();
+    assert_eq!(modelled.wait().expect("the model's update").model.as_deref(), Some("m"));
+    match again.wait() {
+        Err(JournalError::TaskFinished { task, .. }) => assert_eq!(task, made[0]),
+        other => panic!("an update after the batch's own end of the task, got {other:?}"),
+    }
     first.wait().expect("the first write");
     for (i, update) in updates.into_iter().enumerate() {
         match update.wait() {
@@ -461,8 +472,15 @@ fn updates_of_the_tasks_a_handle_made_join_their_runs_batch() {
     assert_eq!(
         traffic.commits() - commits,
         3,
-        "the first write, the run's batch of 50 updates, the other handle's task alone"
+        "the first write, the run's batch of 52 updates, the other handle's task alone"
     );
+    // The first write and the batch, 4 round trips each, and the other's task on its own
+    // (its statements prepared on first use): 52 updates each on their own would take
+    // more than 250.
+    let trips = traffic.round_trips() - trips;
+    assert!(trips <= 30, "the updates took {trips} round trips");
     let tasks = j.tasks(run).expect("tasks");
     assert!(tasks.iter().all(|t| t.status == TaskStatus::Succeeded), "{tasks:?}");
+    let first_task = tasks.iter().find(|t| t.id == made[0]).expect("the first task");
+    assert_eq!(first_task.model.as_deref(), Some("m"), "both updates of a batch stand");
 }
