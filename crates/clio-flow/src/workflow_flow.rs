@@ -103,15 +103,21 @@ impl<'a> LoggedEvents<'a> {
 /// a proposal waiting for their yes); a run of fast steps writes a view only now and then,
 /// so a workflow step costs about one journal entry whatever the workflow's size (see
 /// `docs/performance.md`). Views beyond the end's are also bounded by the events applied
-/// (8, and one per 40 events), so a large run of slow steps stays within its entry cap.
-/// Views are not commands the code must reach again, so their rhythm may differ from one
-/// drive to the next.
+/// (8, and one per 40 events), so a large run of slow steps stays within its entry cap,
+/// and by their bytes ([`VIEW_BYTES_FREE`], and [`VIEW_BYTES_PER_EVENT`] more per event):
+/// each view holds every step, so without it a workflow of n steps would write O(n²) bytes
+/// of views that every reader of the run then reads (issue 44: 248 MB of views in a
+/// 9,500-step run). Views are not commands the code must reach again, so their rhythm may
+/// differ from one drive to the next.
 struct ViewRhythm {
     last: std::time::Instant,
     /// Events applied since the last view (a change to show), and in all.
     unshown: u64,
     events: u64,
     published: u64,
+    /// The bytes of the views published, and of the last one (the next is about its size).
+    bytes: u64,
+    last_bytes: u64,
     /// Off in a strict replay, which publishes no view.
     on: bool,
 }
@@ -119,9 +125,23 @@ struct ViewRhythm {
 /// The least time between two published views.
 const VIEW_INTERVAL: std::time::Duration = std::time::Duration::from_millis(250);
 
+/// The bytes of views a workflow may publish before its events earn it more.
+const VIEW_BYTES_FREE: u64 = 1 << 20;
+
+/// The bytes of views each applied event (a step's end, say) earns.
+const VIEW_BYTES_PER_EVENT: u64 = 1 << 10;
+
 impl ViewRhythm {
     fn new(on: bool) -> ViewRhythm {
-        ViewRhythm { last: crate::clock::instant(), unshown: 0, events: 0, published: 0, on }
+        ViewRhythm {
+            last: crate::clock::instant(),
+            unshown: 0,
+            events: 0,
+            published: 0,
+            bytes: 0,
+            last_bytes: 0,
+            on,
+        }
     }
 
     fn applied(&mut self, events: u64) {
@@ -129,9 +149,13 @@ impl ViewRhythm {
         self.events += events;
     }
 
-    /// Whether a change waits to be shown and the bound allows one more view.
+    /// Whether a change waits to be shown and the bounds allow one more view.
     fn wants(&self) -> bool {
-        self.on && self.unshown > 0 && self.published < 8 + self.events / 40
+        let byte_budget = VIEW_BYTES_FREE + self.events * VIEW_BYTES_PER_EVENT;
+        self.on
+            && self.unshown > 0
+            && self.published < 8 + self.events / 40
+            && self.bytes + self.last_bytes <= byte_budget
     }
 
     /// How long until a view of the change not shown yet is due, if one is wanted.
@@ -144,9 +168,12 @@ impl ViewRhythm {
         self.wait().is_some_and(|w| w.is_zero())
     }
 
-    fn shown(&mut self) {
+    /// Notes a view of `bytes` bytes published now.
+    fn shown(&mut self, bytes: u64) {
         self.unshown = 0;
         self.published += 1;
+        self.bytes += bytes;
+        self.last_bytes = bytes;
         self.last = crate::clock::instant();
     }
 }
@@ -425,8 +452,8 @@ async fn run(input: Value, ctx: Ctx) -> Result<FlowOutput, FlowError> {
                         None => Some(live.next().await),
                     };
                     let Some(next) = next else {
-                        publish_view(&ctx, &sched, &mut views, &mut views_sent).await?;
-                        rhythm.shown();
+                        let bytes = publish_view(&ctx, &sched, &mut views, &mut views_sent).await?;
+                        rhythm.shown(bytes);
                         continue;
                     };
                     let Some(done) = next else {
@@ -492,8 +519,8 @@ async fn run(input: Value, ctx: Ctx) -> Result<FlowOutput, FlowError> {
         }
         // The end publishes its own view.
         if rhythm.due() && !sched.is_done() {
-            publish_view(&ctx, &sched, &mut views, &mut views_sent).await?;
-            rhythm.shown();
+            let bytes = publish_view(&ctx, &sched, &mut views, &mut views_sent).await?;
+            rhythm.shown(bytes);
         }
     }
     if let Some(last) = unconfirmed.take() {
@@ -640,19 +667,22 @@ fn logged_events(ctx: &Ctx, batch: u64, n: u64) -> Result<Option<(Vec<Applied>, 
 }
 
 /// Publishes the scheduler's state as live view `wf-view-<views>` without waiting for its
-/// commit (the write joins `sent`), and confirms the views already committed.
+/// commit (the write joins `sent`), and confirms the views already committed; returns the
+/// view's size in bytes.
 async fn publish_view(
     ctx: &Ctx,
     sched: &Scheduler,
     views: &mut u64,
     sent: &mut Vec<Pending<Vec<u64>>>,
-) -> Result<(), FlowError> {
+) -> Result<u64, FlowError> {
     let key = format!("wf-view-{views}");
     *views += 1;
     let text = view_text(sched)?;
+    let bytes = text.get().len() as u64;
     sent.extend(ctx.publish_text(&key, text, || object([("workflow", view(sched))])).await?);
     // The views already committed are confirmed now; the rest by the end.
-    confirm_ready(sent)
+    confirm_ready(sent)?;
+    Ok(bytes)
 }
 
 /// Drops the writes of `sent` that have committed, failing with the first that failed.
@@ -1063,6 +1093,36 @@ pub fn workflow_state(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// Publishes a view whenever the rhythm wants one over `events` single events, each
+    /// view of `size` bytes; returns how many views and how many bytes it published.
+    fn views_over(events: u64, size: u64) -> (u64, u64) {
+        let mut rhythm = ViewRhythm::new(true);
+        for _ in 0..events {
+            rhythm.applied(1);
+            if rhythm.wants() {
+                rhythm.shown(size);
+            }
+        }
+        (rhythm.published, rhythm.bytes)
+    }
+
+    /// A small workflow's views are bounded by their count (8, and one per 40 events); a
+    /// large one's by their bytes, so that its views grow with its steps, not their square.
+    #[test]
+    fn views_are_bounded_by_count_and_by_bytes() {
+        assert_eq!(views_over(3, 300), (3, 900));
+        assert_eq!(views_over(400, 2_000).0, 8 + 400 / 40);
+        // 9,500 steps, a view of about 70 bytes each: 665 KB a view.
+        let (views, bytes) = views_over(9_500, 665_000);
+        assert!(
+            bytes <= VIEW_BYTES_FREE + 9_500 * VIEW_BYTES_PER_EVENT,
+            "{views} views, {bytes} B"
+        );
+        assert!((10..=17).contains(&views), "{views} views");
+        // Before the byte bound: 245 views, 163 MB.
+        assert!(bytes < 12_000_000, "{bytes} B");
+    }
 
     /// The editor's proposal tools are offered with schemas that arguments are checked
     /// against (as every built-in tool is, `every_built_in_tool_offers_a_real_schema`): an
