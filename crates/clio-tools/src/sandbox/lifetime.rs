@@ -4,7 +4,8 @@
 //! What holds the processes a program starts, on every path:
 //! - **Its own process group.** Every program starts as the leader of a new group (under
 //!   bubblewrap, bubblewrap does); when its `Confined` is dropped (the call succeeded,
-//!   failed, ran out of time or was cancelled) the whole group is sent `SIGKILL`.
+//!   failed, ran out of time or was cancelled) the whole group is sent `SIGKILL`, and its
+//!   members (found before the kill) are waited for until they run no more.
 //! - **Death with `clio`.** Under bubblewrap, `--die-with-parent` and the pid namespace:
 //!   when `clio` dies, bubblewrap's child dies, and with it every process of the namespace
 //!   (`setsid` daemons included). Under Landlock and with mode `off`, the program is started
@@ -128,17 +129,21 @@ impl Lifetime {
         if let Some(group) = self.group.take().and_then(|g| i32::try_from(g).ok())
             && let Some(pid) = rustix::process::Pid::from_raw(group)
         {
+            // Its processes were all started after it: after its pid, in the order the
+            // kernel hands pids out, when the call was short enough that the counter
+            // cannot have come round to it again; else every process is looked at.
+            let short = self.since.is_some_and(|t| t.elapsed() < WINDOW_WITHIN);
+            let after = u32::try_from(group).ok().filter(|_| short);
+            // The group's members are found before the kill: a process that is exiting
+            // shows no environment, so the marker's scan would not wait for it.
+            let members = group_members(group.unsigned_abs(), after);
             // A group that is gone already is not an error.
             let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
             if self.scan {
                 let marker = self.marker.as_bytes();
-                // Its processes were all started after it: after its pid, in the order the
-                // kernel hands pids out, when the call was short enough that the counter
-                // cannot have come round to it again; else every process is looked at.
-                let short = self.since.is_some_and(|t| t.elapsed() < WINDOW_WITHIN);
-                let after = u32::try_from(group).ok().filter(|_| short);
                 kill_marked(|found| found == marker, after);
             }
+            wait_gone(&members);
         }
         self.keeper = None;
     }
@@ -293,6 +298,26 @@ fn started_after(pid: u32, leader: u32, last: u32) -> bool {
 /// Returns the last pid the kernel handed out in this process's pid namespace.
 fn last_pid() -> Option<u32> {
     std::fs::read_to_string("/proc/sys/kernel/ns_last_pid").ok()?.trim().parse().ok()
+}
+
+/// Returns the processes of process group `group` (looking, with `after`, only at those
+/// started after process `after`, see [`started_after`]).
+fn group_members(group: u32, after: Option<u32>) -> Vec<u32> {
+    let window = after.and_then(|leader| last_pid().map(|last| (leader, last)));
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()))
+        .filter(|pid| window.is_none_or(|(leader, last)| started_after(*pid, leader, last)))
+        .filter(|pid| {
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                return false;
+            };
+            // After the command's closing parenthesis: state, parent, group.
+            let fields = stat.rsplit_once(')').map(|(_, rest)| rest.split_whitespace());
+            fields.and_then(|mut f| f.nth(2)).and_then(|g| g.parse::<u32>().ok()) == Some(group)
+        })
+        .collect()
 }
 
 /// Waits until every process of `pids` has ended (gone, or a zombie: it runs no more).
@@ -514,5 +539,32 @@ mod tests {
         assert!(!running(u32::MAX));
         assert!(running(std::process::id()));
         assert_eq!(kill_leftovers("no-such-owner-ever/1/"), 0);
+    }
+
+    /// A group's members are found by their group, the leader and what it forked, and
+    /// nothing outside it.
+    #[test]
+    fn a_groups_members_are_its_leader_and_what_it_forked() {
+        use std::os::unix::process::CommandExt;
+        let mut leader = std::process::Command::new("sh")
+            .args(["-c", "sleep 30 & sleep 30 & wait"])
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let group = leader.id();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut members = group_members(group, Some(group));
+        while members.len() < 3 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+            members = group_members(group, Some(group));
+        }
+        let _ = rustix::process::kill_process_group(
+            rustix::process::Pid::from_raw(group as i32).unwrap(),
+            rustix::process::Signal::KILL,
+        );
+        let _ = leader.wait();
+        assert!(members.contains(&group), "{members:?}");
+        assert_eq!(members.len(), 3, "sh and its two sleeps: {members:?}");
+        assert!(!members.contains(&std::process::id()));
     }
 }
