@@ -479,6 +479,30 @@ impl Journal {
         }
     }
 
+    /// Calls `visit` with each entry of `run` in order, its payload as the JSON text it was
+    /// stored with, holding one entry at a time: a reader that words a long run line by
+    /// line (`clio runs events`) scans each payload once, neither copying every payload nor
+    /// holding the run in memory as [`Journal::raw_entries`] does. The entries are checked
+    /// as a whole read checks them; on an error, the entries before the damaged one were
+    /// visited.
+    pub fn visit_entry_texts(
+        &self,
+        run: RunId,
+        mut visit: impl FnMut(&JournalEntry<&str>),
+    ) -> Result<()> {
+        match &self.store {
+            Store::Embedded(e) => e.visit_entry_texts(run, &mut visit),
+            Store::Backend(b) => {
+                for raw in b.raw_entries(run, 0)? {
+                    let JournalEntry { run, seq, kind, identity, task, at_ms, payload } = raw;
+                    let payload = payload.get();
+                    visit(&JournalEntry { run, seq, kind, identity, task, at_ms, payload });
+                }
+                Ok(())
+            }
+        }
+    }
+
     /// Returns the entries of `run` from sequence number `from` on, in order.
     pub fn entries_from(&self, run: RunId, from: u64) -> Result<Vec<JournalEntry>> {
         match &self.store {

@@ -764,6 +764,71 @@ impl Embedded {
         })
     }
 
+    /// Calls `visit` with each entry of `run` in order, its payload as the JSON text it was
+    /// stored with, borrowed from the read: the text is found after the entry's head (the
+    /// payload is the last field serde writes), so it is neither copied nor scanned here,
+    /// and a reader that words it scans it once. The record's checksum is verified first,
+    /// and an entry whose text is not in that form is decoded whole instead. The sequence
+    /// numbers are checked to be dense up to the run's head, as a whole read checks them.
+    pub(crate) fn visit_entry_texts(
+        &self,
+        run: RunId,
+        visit: &mut dyn FnMut(&JournalEntry<&str>),
+    ) -> Result<()> {
+        self.reading(format_args!("reading the entries of run {run}"), |path, txn| {
+            let heads = txn.open_table(RUN_HEADS).at(path)?;
+            let head = heads.get(run.0).at(path)?.ok_or(JournalError::RunNotFound { run })?.value();
+            let table = txn.open_table(ENTRIES).at(path)?;
+            let mut next = 0;
+            for item in table.range((run.0, 0)..(run.0, head)).at(path)? {
+                let (key, bytes) = item.at(path)?;
+                let (_, seq) = key.value();
+                if seq != next {
+                    return Err(head_mismatch(path, run, head));
+                }
+                next += 1;
+                let place = Place::Entry { run: run.0, seq };
+                let json = checksum::unseal(place, bytes.value())
+                    .map_err(|why| checksum::damage(path, place, why))?;
+                let entry = match split_entry_text(json) {
+                    Some((head, payload)) => {
+                        // The head has no payload: read as a missing (`None`) one.
+                        let head: JournalEntry<Option<serde::de::IgnoredAny>> =
+                            checksum::decode_json(path, place, &head)?;
+                        let JournalEntry { run, seq, kind, identity, task, at_ms, .. } = head;
+                        JournalEntry { run, seq, kind, identity, task, at_ms, payload }
+                    }
+                    None => {
+                        let whole: RawEntry = read_entry(path, run, seq, bytes.value())?;
+                        let JournalEntry { run, seq, kind, identity, task, at_ms, payload } = whole;
+                        visit(&JournalEntry {
+                            run,
+                            seq,
+                            kind,
+                            identity,
+                            task,
+                            at_ms,
+                            payload: payload.get(),
+                        });
+                        continue;
+                    }
+                };
+                if entry.run != run || entry.seq != seq {
+                    return Err(checksum::damage(
+                        path,
+                        place,
+                        format!("it holds entry {} of run {}", entry.seq, entry.run),
+                    ));
+                }
+                visit(&entry);
+            }
+            if next < head || table.get((run.0, head)).at(path)?.is_some() {
+                return Err(head_mismatch(path, run, head));
+            }
+            Ok(())
+        })
+    }
+
     /// Returns the entries of `run` whose kind is one of `kinds`, in order, decoding only
     /// those: an entry's kind is read from the head of its stored text, so the others (a
     /// long run's calls and views, whose payloads are the bulk of its bytes) are never
@@ -1352,6 +1417,20 @@ fn read_entry<P: serde::de::DeserializeOwned>(
     Ok(entry)
 }
 
+/// Splits the JSON text of a stored entry into its head (every field but the payload, as
+/// a JSON object of its own) and its payload's text: serde writes a [`JournalEntry`]'s
+/// `payload` last, and `,"payload":` cannot occur earlier (the head holds no object, and
+/// a quote inside a string is escaped). `None` when the text is not in that form.
+pub(crate) fn split_entry_text(json: &[u8]) -> Option<(Vec<u8>, &str)> {
+    const KEY: &[u8] = b",\"payload\":";
+    let at = json.windows(KEY.len()).position(|w| w == KEY)?;
+    let body = json.strip_suffix(b"}")?;
+    let payload = std::str::from_utf8(body.get(at + KEY.len()..)?).ok()?;
+    let mut head = json[..at].to_vec();
+    head.push(b'}');
+    Some((head, payload))
+}
+
 /// Returns the kind of a stored entry from the head of its text, `{"run":N,"seq":N,
 /// "kind":"…",`, as serde writes a [`JournalEntry`]; `None` when the text does not start
 /// so (the caller then decodes it whole).
@@ -1407,4 +1486,32 @@ fn whole_scan(path: &Path, table: &str, read: u64, recorded: u64) -> Result<()> 
 /// Locks `m`, whose holder cannot leave it inconsistent (a slot written once).
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An entry as serde writes it splits into its head and its payload's text, and the
+    /// head reads back as the entry without its payload; text in another form does not.
+    #[test]
+    fn a_stored_entry_splits_into_its_head_and_its_payload() {
+        let entry = JournalEntry {
+            run: RunId(3),
+            seq: 7,
+            kind: EntryKind::Call,
+            identity: Some("key:a,\"payload\":{}".to_owned()),
+            task: None,
+            at_ms: 12,
+            payload: serde_json::json!({"command": {"target": "noop"}, "result": [1, 2]}),
+        };
+        let text = serde_json::to_vec(&entry).unwrap();
+        let (head, payload) = split_entry_text(&text).expect("the form serde writes");
+        assert_eq!(payload, r#"{"command":{"target":"noop"},"result":[1,2]}"#);
+        let head: JournalEntry<Option<serde::de::IgnoredAny>> =
+            serde_json::from_slice(&head).unwrap();
+        assert_eq!((head.run, head.seq, head.identity), (entry.run, entry.seq, entry.identity));
+        assert_eq!(split_entry_text(br#"{"payload":1,"run":3}"#), None);
+        assert_eq!(split_entry_text(br#"{"run":3,"payload":1"#), None);
+    }
 }

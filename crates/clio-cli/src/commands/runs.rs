@@ -628,16 +628,6 @@ pub(super) fn answer(
     super::run::resume(home, &resume, quiet, paint, out, err)
 }
 
-/// As [`question_numbers_of`], of entries read raw.
-fn question_numbers_of_raw(entries: &[clio_journal::RawEntry]) -> BTreeMap<u64, u64> {
-    entries
-        .iter()
-        .filter(|e| e.kind == EntryKind::Question)
-        .enumerate()
-        .map(|(i, e)| (e.seq, i as u64 + 1))
-        .collect()
-}
-
 /// The run-local number of each question of a run's entries, by its entry's sequence.
 fn question_numbers_of(entries: &[JournalEntry]) -> BTreeMap<u64, u64> {
     entries
@@ -1031,33 +1021,49 @@ fn events_to(home: &Home, args: &RunEventsArgs, out: &mut dyn Write) -> Result<(
 /// its line needs: a view (a long workflow's views hold every step, and are the bulk of
 /// its journal) is measured, not decoded.
 fn event_lines(journal: &Journal, run: &RunRecord, out: &mut dyn Write) -> Result<(), CliError> {
-    let entries = journal.raw_entries(run.id).map_err(journal_error)?;
     let numbers = TaskNumbers::of_ids(&journal.task_ids(run.id).map_err(journal_error)?);
-    let questions = question_numbers_of_raw(&entries);
+    let questions = question_numbers(journal, run.id)?;
     let mut text = String::new();
-    for raw in entries {
-        let view = (raw.kind == EntryKind::View).then(|| view_summary(raw.payload.get()));
-        let line = match view.flatten() {
-            Some(summary) => {
-                line_of(&with_payload(raw, Value::Null), run.started_at_ms, &numbers, summary)
-            }
-            None => {
-                let payload = raw.payload_value().map_err(CliError::internal)?;
-                let entry = with_payload(raw, payload);
-                event_line(&entry, run.started_at_ms, &numbers, &questions)
-            }
-        };
-        text.push_str(&line);
-        text.push('\n');
+    let mut undecodable = None;
+    // One entry at a time, its payload's text borrowed from the read and scanned once: to
+    // measure a view, or to decode anything else.
+    journal
+        .visit_entry_texts(run.id, |entry| {
+            let view = (entry.kind == EntryKind::View).then(|| view_summary(entry.payload));
+            let line = match view.flatten() {
+                Some(summary) => {
+                    line_of(&with_payload(entry, Value::Null), run.started_at_ms, &numbers, summary)
+                }
+                None => match serde_json::from_str(entry.payload) {
+                    Ok(payload) => {
+                        let entry = with_payload(entry, payload);
+                        event_line(&entry, run.started_at_ms, &numbers, &questions)
+                    }
+                    Err(err) => {
+                        undecodable.get_or_insert(anyhow::anyhow!(
+                            "entry {} of run {} does not decode: {err}",
+                            entry.seq,
+                            entry.run
+                        ));
+                        return;
+                    }
+                },
+            };
+            text.push_str(&line);
+            text.push('\n');
+        })
+        .map_err(journal_error)?;
+    if let Some(problem) = undecodable {
+        return Err(CliError::internal(problem));
     }
     out.write_all(text.as_bytes())?;
     Ok(())
 }
 
-/// Returns `raw` with its payload `payload`.
-fn with_payload(raw: clio_journal::RawEntry, payload: Value) -> JournalEntry {
-    let JournalEntry { run, seq, kind, identity, task, at_ms, payload: _ } = raw;
-    JournalEntry { run, seq, kind, identity, task, at_ms, payload }
+/// Returns `entry` with its payload `payload`.
+fn with_payload(entry: &JournalEntry<&str>, payload: Value) -> JournalEntry {
+    let JournalEntry { run, seq, kind, ref identity, task, at_ms, payload: _ } = *entry;
+    JournalEntry { run, seq, kind, identity: identity.clone(), task, at_ms, payload }
 }
 
 /// The summary of a published view, as [`event_summary`] words it (`published a view:

@@ -6,8 +6,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use clio_journal::{
-    EntryKind, FORMAT_VERSION, Journal, JournalConfig, JournalError, NewEntry, NewSession, RunId,
-    RunStatus, RunUpdate, SessionId, SessionStatus, TaskStatus, TaskUpdate,
+    EntryKind, FORMAT_VERSION, Journal, JournalConfig, JournalEntry, JournalError, NewEntry,
+    NewSession, RunId, RunStatus, RunUpdate, SessionId, SessionStatus, TaskStatus, TaskUpdate,
 };
 use serde_json::json;
 
@@ -410,6 +410,49 @@ const KINDS: [EntryKind; 9] = [
 
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+
+    /// Issue 44 item 4: the entries visited with their payloads as text are a whole
+    /// read's, each payload's text decoding to the payload read whole, whatever the
+    /// identities and payloads hold (quotes, backslashes, text that looks like a field).
+    #[test]
+    fn entries_visited_as_text_are_a_whole_reads(
+        entries in proptest::collection::vec(
+            (0..9usize, proptest::option::of("[a-z\"\\:,{}]{0,12}"), "[ -~]{0,20}"),
+            0..40,
+        ),
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let journal =
+            Journal::open(dir.path().join("journal.redb"), JournalConfig::default()).unwrap();
+        let run = journal.create_run(new_run("texts", "proc-t")).unwrap();
+        for (i, (kind, identity, text)) in entries.iter().enumerate() {
+            let payload = json!({ "text": text, ",\"payload\":": [i], "payload": text });
+            let mut entry = NewEntry::new(KINDS[*kind], payload);
+            if let Some(identity) = identity {
+                entry = entry.with_identity(format!("{identity},\"payload\":#{i}"));
+            }
+            journal.append(run, entry).unwrap();
+        }
+        let mut visited = Vec::new();
+        journal
+            .visit_entry_texts(run, |e| {
+                let payload: serde_json::Value = serde_json::from_str(e.payload).unwrap();
+                visited.push(JournalEntry {
+                    run: e.run,
+                    seq: e.seq,
+                    kind: e.kind,
+                    identity: e.identity.clone(),
+                    task: e.task,
+                    at_ms: e.at_ms,
+                    payload,
+                });
+            })
+            .unwrap();
+        proptest::prop_assert_eq!(visited, journal.entries(run).unwrap());
+        let missing = journal.visit_entry_texts(RunId(99), |_| {});
+        let not_found = matches!(missing, Err(JournalError::RunNotFound { .. }));
+        proptest::prop_assert!(not_found, "{:?}", missing);
+    }
 
     /// Issue 44 item 4: the entries of some kinds, read by kind without decoding the
     /// others, are exactly a whole read's entries of those kinds, in order, whatever the
