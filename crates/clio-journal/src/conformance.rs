@@ -500,8 +500,9 @@ pub fn sessions_belong_to_their_run(open: Open<'_>) {
 }
 
 /// On a store with leases, the sessions of a run belong to the worker that holds its lease:
-/// a worker that claims the run (its last holder's lease lapsed) becomes their owner, so
-/// that a reconcile knowing the live workers spares them; the last holder's writes of them
+/// a worker that claims the run (its last holder's lease lapsed) marks lost those the last
+/// holder left working (their turns died with it, as a resume's reconcile finds them on
+/// the embedded journal) and owns the others; the last holder's writes of them
 /// (creating one, changing one, claiming an iteration) are refused with
 /// [`JournalError::Fenced`] naming the run and the session, and leave nothing; the new
 /// holder writes them, and a handle holding no lease (an answer, a cancel) is not fenced.
@@ -535,9 +536,10 @@ pub fn sessions_of_a_claimed_run_pass_to_its_new_worker(open: Open<'_>) {
     std::thread::sleep(Duration::from_millis(600));
     let taken = ok("reclaim", second.claim_run("w2", Duration::from_secs(30))).expect("lapsed");
     assert_eq!(taken.run, run);
+    // What the stalled worker left working died with its turn, as on a resume: lost.
     for id in [&leader, &child] {
         let rec = ok("read", second.session(id)).expect("exists");
-        assert_eq!(rec.owner, "w2", "session {id} passed to the worker that claimed its run");
+        assert_eq!(rec.status, SessionStatus::Lost, "session {id} left working by w1");
     }
     let solo = SessionId("s-solo".into());
     assert_eq!(ok("solo", second.session(&solo)).expect("exists").owner, "w1");
@@ -566,14 +568,21 @@ pub fn sessions_of_a_claimed_run_pass_to_its_new_worker(open: Open<'_>) {
     let rec = ok("leader", second.session(&leader)).expect("exists");
     assert_eq!(rec.iterations_used, 1, "the fenced claim spent nothing");
     let rec = ok("child", second.session(&child)).expect("exists");
-    assert_eq!((rec.status, rec.checkpoint), (SessionStatus::Running, None), "nothing changed");
+    assert_eq!((rec.status, rec.checkpoint), (SessionStatus::Lost, None), "nothing changed");
     // A session of no run is no run's: the stalled worker still writes it.
     assert_eq!(ok("solo claim", stalled.claim_iteration(&solo)), Some(1));
-    // The new holder writes the run's sessions, and spends the budget where it stood.
+    // The new holder writes the run's sessions: it leads the team again (as a resumed
+    // leader is marked running and its own), and spends the budget where it stood.
     ok(
         "new holder creates",
         second.create_session(NewSession { owner: "w2".into(), ..of_run(&late, None) }),
     );
+    let lead_again = SessionUpdate {
+        status: Some(SessionStatus::Running),
+        owner: Some("w2".into()),
+        ..SessionUpdate::default()
+    };
+    ok("new holder leads", second.update_session(&leader, lead_again));
     assert_eq!(ok("new holder claims", second.claim_iteration(&leader)), Some(2));
     assert_eq!(ok("new holder claims", second.claim_iteration(&leader)), Some(3));
     assert_eq!(ok("spent", second.claim_iteration(&leader)), None);

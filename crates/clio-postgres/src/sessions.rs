@@ -6,10 +6,11 @@
 //! run's lease), and is refused with [`JournalError::Fenced`], naming the run and the
 //! session, when this handle held the run's lease and another worker has claimed the run
 //! since: a worker frozen past its lease can no longer spend a session's budget, write its
-//! checkpoint or end it. A claim of the run gives the run's sessions to the worker that
-//! claimed it ([`Conn::pass_sessions`]), so that a reconcile that knows the live workers
-//! treats them as that worker's; a reconcile spares the sessions of a run whose lease a
-//! worker holds now ([`Conn::reconcile_sessions`]). A session of no run (a team no run
+//! checkpoint or end it. A claim of the run marks lost the sessions another process left
+//! working, as the tasks it left are marked interrupted (their turns died with it, as on
+//! the embedded journal's resume), and gives the run's other sessions that have not ended
+//! to the worker that claimed it ([`Conn::pass_sessions`]); a reconcile spares the
+//! sessions of a run whose lease a worker holds now ([`Conn::reconcile_sessions`]). A session of no run (a team no run
 //! drives) is written as before, by whoever writes it.
 //!
 //! A child of `store.rs`, whose private connection type it extends.
@@ -145,17 +146,24 @@ impl Conn<'_> {
         Ok(marked)
     }
 
-    /// Gives the sessions of run `run`, which `worker` has just claimed, to that worker.
+    /// Hands the sessions of run `run`, which `worker` has just claimed, to that worker:
+    /// those another process left working (queued or running) are marked lost, as a
+    /// resume's reconcile marks a dead process's sessions on the embedded journal (their
+    /// turns died with it, and the run's replay does not run them again); the others not
+    /// ended (idle ones, waiting for a reply) pass to the worker.
     pub(super) fn pass_sessions(&mut self, run: RunId, worker: &str) -> Result<()> {
         let rows = self.query(
             "SELECT record FROM clio_sessions WHERE run = $1 ORDER BY id COLLATE \"C\" FOR UPDATE",
             &[&(run.0 as i64)],
         )?;
         let now = records::now_ms();
+        let claimer = HashSet::from([worker.to_owned()]);
         for row in rows {
             let mut rec: SessionRecord =
                 from_json(self.location, "a session", &row.get::<_, String>(0))?;
-            if records::pass_session(&mut rec, worker, now) {
+            let lost = records::reconcile_session(&mut rec, &claimer, now);
+            let passed = !rec.status.is_terminal() && records::pass_session(&mut rec, worker, now);
+            if lost || passed {
                 self.store_session(&rec)?;
             }
         }

@@ -34,6 +34,7 @@ mod serve_postgres;
 mod side_effects;
 mod support;
 mod team_crash;
+mod team_fleet;
 mod trust_flag;
 mod viewer_e2e;
 mod workers;
@@ -76,6 +77,7 @@ fn no_forgotten_test_files() {
         "support",
         "workers",
         "team_crash",
+        "team_fleet",
         "trust_flag",
         "viewer_e2e",
         "workflow",

@@ -72,6 +72,15 @@ fn take(stale: &Journal, holder: &Journal, run: RunId) -> Lease {
     }
 }
 
+/// The update a worker makes to lead a session again: running, and its own.
+fn lead_again() -> SessionUpdate {
+    SessionUpdate {
+        status: Some(SessionStatus::Running),
+        owner: Some("w2".into()),
+        ..SessionUpdate::default()
+    }
+}
+
 fn is_fenced(res: &Result<Option<u64>, JournalError>, run: RunId, id: &SessionId) -> bool {
     matches!(res, Err(JournalError::Fenced { run: r, session: Some(s), .. }) if *r == run && s == id)
 }
@@ -106,6 +115,11 @@ fn a_stale_worker_spends_no_iteration_of_a_run_it_lost_whatever_the_interleaving
                     }
                 }
                 take(&stale, &holder, run);
+                // The claim marked the session the stale worker left running lost; the new
+                // holder leads it again, as a resumed leader does.
+                let status = holder.session(&id).expect("read").expect("exists").status;
+                assert_eq!(status, SessionStatus::Lost);
+                holder.update_session(&id, lead_again()).expect("the new holder leads");
                 let mut turns = 0;
                 loop {
                     turns += 1;

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use clio_flow::{RunOptions, TaskSpec, Team, TeamConfig, TeamError, run_leader};
-use clio_journal::{Journal, JournalError, NewRun, RunId};
+use clio_journal::{Journal, JournalError, NewRun, RunId, SessionStatus};
 use clio_postgres::PostgresConfig;
 
 use super::{TestResult, sid, statuses, team_with};
@@ -105,9 +105,10 @@ async fn stale_and_new_holder(submitter: Journal, stale: Journal, holder: Journa
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     assert_eq!(taken.run, run);
-    for s in [&leader, &child] {
-        assert_eq!(holder.session(s)?.expect("exists").owner, "w2", "{s} passed to w2");
-    }
+    // The leader was working when its worker froze: lost with its turn. The child waits
+    // for a reply (idle): it passes to w2.
+    assert_eq!(holder.session(&leader)?.expect("exists").status, SessionStatus::Lost);
+    assert_eq!(holder.session(&child)?.expect("exists").owner, "w2", "{child} passed to w2");
     // The stale worker's team: no iteration, no new subagent, no change.
     let err = child_env.claim_iteration().await.expect_err("fenced");
     assert_eq!(fenced_session(&err, run).as_deref(), Some(child.0.as_str()), "{err:?}");
