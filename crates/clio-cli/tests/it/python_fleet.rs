@@ -6,117 +6,28 @@
 //! The kills come from the test plugin's own tool (`bin/tally` of pyfx), which kills the
 //! process that runs it at an exact point: here that process is the worker.
 
-use std::path::PathBuf;
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
-
-use crate::support::{Outcome, clio, temp_home, workspace_root};
+use crate::support::{FleetCase, wait_exit};
 
 const PYFX: &str = "crates/clio-cli/tests/data/python-flows/pyfx";
 
-/// A home (sandbox off: the plugin's tools kill the process running them, which the
-/// sandbox is there to prevent), a workspace, and a database of their own.
-struct Case {
-    url: String,
-    home: PathBuf,
-    ws: PathBuf,
-}
-
-impl Case {
-    fn new(name: &str) -> Case {
-        let url = clio_postgres::test_server::fresh_database();
-        let home = temp_home(name);
-        let ws = home.join("ws");
-        std::fs::create_dir_all(&ws).unwrap();
-        std::fs::write(home.join("config.toml"), "[sandbox]\nmode = \"off\"\n").unwrap();
-        let case = Case { url, home, ws };
-        let trusted = case.clio(&["plugin", "trust", PYFX]);
-        assert_eq!(trusted.code, 0, "{}", trusted.render());
-        case
-    }
-
-    fn h(&self) -> &str {
-        self.home.to_str().unwrap()
-    }
-
-    fn clio(&self, args: &[&str]) -> Outcome {
-        let mut all = vec!["--home", self.h(), "--journal", &self.url];
-        all.extend_from_slice(args);
-        clio(&all)
-    }
-
-    /// Submits flow `flow` of pyfx on input "go" to the workers; returns the run's id.
-    fn submit(&self, flow: &str) -> u64 {
-        let ws = self.ws.to_str().unwrap();
-        let out = self.clio(&[
-            "run",
-            flow,
-            "--plugin",
-            PYFX,
-            "--input",
-            "go",
-            "--workspace",
-            ws,
-            "--detach",
-            "--quiet",
-            "--no-input",
-        ]);
-        assert_eq!(out.code, 0, "{}", out.render());
-        out.stdout.trim().parse().expect("the run's id")
-    }
-
-    /// Starts a worker with a 2 s lease that exits once idle for 3 s; its log goes to
-    /// `worker-<n>.log` in the home.
-    fn worker(&self, n: usize) -> Child {
-        let log = std::fs::File::create(self.home.join(format!("worker-{n}.log"))).unwrap();
-        Command::new(env!("CARGO_BIN_EXE_clio"))
-            .args(["--home", self.h(), "--journal", &self.url, "worker"])
-            .args(["--concurrency", "2", "--lease", "2", "--exit-when-idle", "3"])
-            .current_dir(workspace_root())
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("a worker starts")
-    }
-
-    fn log(&self, n: usize) -> String {
-        std::fs::read_to_string(self.home.join(format!("worker-{n}.log"))).unwrap_or_default()
-    }
-
-    /// Leaves kill file `name` in the workspace.
-    fn arm(&self, name: &str) {
-        std::fs::write(self.ws.join(name), "").unwrap();
-    }
-
-    /// The lines of tally.log: one per side effect.
-    fn tallies(&self) -> Vec<String> {
-        let log = std::fs::read_to_string(self.ws.join("tally.log")).unwrap_or_default();
-        log.lines().map(str::to_owned).collect()
-    }
-
-    fn show(&self, run: u64) -> serde_json::Value {
-        let shown = self.clio(&["runs", "show", &run.to_string(), "--json"]);
-        assert_eq!(shown.code, 0, "{}", shown.render());
-        serde_json::from_str(&shown.stdout).unwrap()
-    }
-}
-
-/// Waits up to 120 s for `child` to exit; kills it and fails when it does not.
-fn wait_exit(child: &mut Child, what: &str) -> ExitStatus {
-    let end = Instant::now() + Duration::from_secs(120);
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status;
-        }
-        if Instant::now() > end {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{what} did not exit in 120 s");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+/// Submits flow `flow` of pyfx on input "go" to the workers; returns the run's id.
+fn submit(case: &FleetCase, flow: &str) -> u64 {
+    let ws = case.ws.to_str().unwrap();
+    let out = case.clio(&[
+        "run",
+        flow,
+        "--plugin",
+        PYFX,
+        "--input",
+        "go",
+        "--workspace",
+        ws,
+        "--detach",
+        "--quiet",
+        "--no-input",
+    ]);
+    assert_eq!(out.code, 0, "{}", out.render());
+    out.stdout.trim().parse().expect("the run's id")
 }
 
 /// Fails when a label of `tallies` was done more than once.
@@ -129,10 +40,10 @@ fn assert_once_each(tallies: &[String]) {
 
 #[test]
 fn a_worker_killed_in_a_python_gather_leaves_the_run_to_the_next_worker_each_effect_once() {
-    let case = Case::new("pyfleet-gather");
+    let case = FleetCase::new("pyfleet-gather", PYFX);
     // `g09` does its effect, then kills the process that runs it: the first worker.
     case.arm("kill-after-g09");
-    let run = case.submit("gather20");
+    let run = submit(&case, "gather20");
 
     let mut first = case.worker(0);
     let status = wait_exit(&mut first, "the first worker");
@@ -162,10 +73,10 @@ fn a_worker_killed_in_a_python_gather_leaves_the_run_to_the_next_worker_each_eff
 
 #[test]
 fn a_python_child_killed_under_a_worker_leaves_the_run_for_a_worker_to_finish() {
-    let case = Case::new("pyfleet-child");
+    let case = FleetCase::new("pyfleet-child", PYFX);
     // `two` does its effect, then kills only the worker's Python child.
     case.arm("killchild-after-two");
-    let run = case.submit("effects");
+    let run = submit(&case, "effects");
 
     let mut worker = case.worker(0);
     let status = wait_exit(&mut worker, "the worker");

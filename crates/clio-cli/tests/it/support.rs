@@ -248,3 +248,93 @@ fn serve(mut stream: TcpStream, kept: &Mutex<Vec<Value>>, respond: &Responder) {
     );
     let _ = stream.write_all(response.as_bytes());
 }
+
+/// A case for `clio worker`s on a shared PostgreSQL journal: a database of its own, a home
+/// with the sandbox off (the crash tests' tools kill the process that runs them, which the
+/// sandbox prevents) and a workspace `ws` in it.
+pub(crate) struct FleetCase {
+    pub(crate) url: String,
+    pub(crate) home: PathBuf,
+    pub(crate) ws: PathBuf,
+}
+
+impl FleetCase {
+    /// A fresh case named `name` whose home trusts plugin folder `plugin`.
+    pub(crate) fn new(name: &str, plugin: &str) -> FleetCase {
+        let url = clio_postgres::test_server::fresh_database();
+        let home = temp_home(name);
+        let ws = home.join("ws");
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::write(home.join("config.toml"), "[sandbox]\nmode = \"off\"\n").unwrap();
+        let case = FleetCase { url, home, ws };
+        let trusted = case.clio(&["plugin", "trust", plugin]);
+        assert_eq!(trusted.code, 0, "{}", trusted.render());
+        case
+    }
+
+    pub(crate) fn h(&self) -> &str {
+        self.home.to_str().unwrap()
+    }
+
+    /// Runs `clio` with this case's home and journal and `args`.
+    pub(crate) fn clio(&self, args: &[&str]) -> Outcome {
+        let mut all = vec!["--home", self.h(), "--journal", &self.url];
+        all.extend_from_slice(args);
+        clio(&all)
+    }
+
+    /// Starts a worker with a 2 s lease that exits once idle for 3 s; its log goes to
+    /// `worker-<n>.log` in the home.
+    pub(crate) fn worker(&self, n: usize) -> std::process::Child {
+        let log = std::fs::File::create(self.home.join(format!("worker-{n}.log"))).unwrap();
+        Command::new(env!("CARGO_BIN_EXE_clio"))
+            .args(["--home", self.h(), "--journal", &self.url, "worker"])
+            .args(["--concurrency", "2", "--lease", "2", "--exit-when-idle", "3"])
+            .current_dir(workspace_root())
+            .env_remove("RUST_LOG")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("a worker starts")
+    }
+
+    /// What worker `n` logged.
+    pub(crate) fn log(&self, n: usize) -> String {
+        std::fs::read_to_string(self.home.join(format!("worker-{n}.log"))).unwrap_or_default()
+    }
+
+    /// Leaves kill file `name` in the workspace.
+    pub(crate) fn arm(&self, name: &str) {
+        std::fs::write(self.ws.join(name), "").unwrap();
+    }
+
+    /// The lines of tally.log in the workspace: one per side effect.
+    pub(crate) fn tallies(&self) -> Vec<String> {
+        let log = std::fs::read_to_string(self.ws.join("tally.log")).unwrap_or_default();
+        log.lines().map(str::to_owned).collect()
+    }
+
+    /// `runs show RUN --json`.
+    pub(crate) fn show(&self, run: u64) -> Value {
+        let shown = self.clio(&["runs", "show", &run.to_string(), "--json"]);
+        assert_eq!(shown.code, 0, "{}", shown.render());
+        serde_json::from_str(&shown.stdout).unwrap()
+    }
+}
+
+/// Waits up to 120 s for `child` to exit; kills it and fails when it does not.
+pub(crate) fn wait_exit(child: &mut std::process::Child, what: &str) -> std::process::ExitStatus {
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if std::time::Instant::now() > end {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} did not exit in 120 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
