@@ -179,10 +179,12 @@ fn stop_through_journal(
     let seq =
         journal.append(run, NewEntry::new(EntryKind::Event, payload)).map_err(journal_error)?;
     let deadline = Instant::now() + stop_wait();
+    // Each look reads only what was appended since the last one.
+    let mut next = seq + 1;
     loop {
-        let answer = journal
-            .entries_from(run, seq + 1)
-            .map_err(journal_error)?
+        let entries = journal.entries_from(run, next).map_err(journal_error)?;
+        next = entries.last().map_or(next, |e| e.seq + 1);
+        let answer = entries
             .into_iter()
             .find(|e| is_event(&e.payload, DONE) && e.payload["request"] == json!(seq));
         if let Some(answer) = answer {
