@@ -776,56 +776,29 @@ impl Embedded {
         visit: &mut dyn FnMut(&JournalEntry<&str>),
     ) -> Result<()> {
         self.reading(format_args!("reading the entries of run {run}"), |path, txn| {
-            let heads = txn.open_table(RUN_HEADS).at(path)?;
-            let head = heads.get(run.0).at(path)?.ok_or(JournalError::RunNotFound { run })?.value();
-            let table = txn.open_table(ENTRIES).at(path)?;
-            let mut next = 0;
-            for item in table.range((run.0, 0)..(run.0, head)).at(path)? {
-                let (key, bytes) = item.at(path)?;
-                let (_, seq) = key.value();
-                if seq != next {
-                    return Err(head_mismatch(path, run, head));
-                }
-                next += 1;
+            each_stored_entry(path, &txn, run, 0, |seq, bytes| {
                 let place = Place::Entry { run: run.0, seq };
-                let json = checksum::unseal(place, bytes.value())
+                let json = checksum::unseal(place, bytes)
                     .map_err(|why| checksum::damage(path, place, why))?;
-                let entry = match split_entry_text(json) {
-                    Some((head, payload)) => {
-                        // The head has no payload: read as a missing (`None`) one.
-                        let head: JournalEntry<Option<serde::de::IgnoredAny>> =
-                            checksum::decode_json(path, place, &head)?;
-                        let JournalEntry { run, seq, kind, identity, task, at_ms, .. } = head;
-                        JournalEntry { run, seq, kind, identity, task, at_ms, payload }
-                    }
-                    None => {
-                        let whole: RawEntry = read_entry(path, run, seq, bytes.value())?;
-                        let JournalEntry { run, seq, kind, identity, task, at_ms, payload } = whole;
-                        visit(&JournalEntry {
-                            run,
-                            seq,
-                            kind,
-                            identity,
-                            task,
-                            at_ms,
-                            payload: payload.get(),
-                        });
-                        continue;
-                    }
+                let Some((head, payload)) = split_entry_text(json) else {
+                    // Not in the form serde writes: decoded whole.
+                    let whole: RawEntry = read_entry(path, run, seq, bytes)?;
+                    let JournalEntry { run, seq, kind, identity, task, at_ms, payload } = whole;
+                    let payload = payload.get();
+                    visit(&JournalEntry { run, seq, kind, identity, task, at_ms, payload });
+                    return Ok(());
                 };
-                if entry.run != run || entry.seq != seq {
-                    return Err(checksum::damage(
-                        path,
-                        place,
-                        format!("it holds entry {} of run {}", entry.seq, entry.run),
-                    ));
+                // The head has no payload: read as a missing (`None`) one.
+                let head: JournalEntry<Option<serde::de::IgnoredAny>> =
+                    checksum::decode_json(path, place, &head)?;
+                if head.run != run || head.seq != seq {
+                    let holds = format!("it holds entry {} of run {}", head.seq, head.run);
+                    return Err(checksum::damage(path, place, holds));
                 }
-                visit(&entry);
-            }
-            if next < head || table.get((run.0, head)).at(path)?.is_some() {
-                return Err(head_mismatch(path, run, head));
-            }
-            Ok(())
+                let JournalEntry { run, seq, kind, identity, task, at_ms, .. } = head;
+                visit(&JournalEntry { run, seq, kind, identity, task, at_ms, payload });
+                Ok(())
+            })
         })
     }
 
@@ -840,19 +813,8 @@ impl Embedded {
         kinds: &[EntryKind],
     ) -> Result<Vec<JournalEntry>> {
         self.reading(format_args!("reading the entries of run {run} by kind"), |path, txn| {
-            let heads = txn.open_table(RUN_HEADS).at(path)?;
-            let head = heads.get(run.0).at(path)?.ok_or(JournalError::RunNotFound { run })?.value();
-            let table = txn.open_table(ENTRIES).at(path)?;
             let mut out = Vec::new();
-            let mut next = 0;
-            for item in table.range((run.0, 0)..(run.0, head)).at(path)? {
-                let (key, bytes) = item.at(path)?;
-                let (_, seq) = key.value();
-                if seq != next {
-                    return Err(head_mismatch(path, run, head));
-                }
-                next += 1;
-                let bytes = bytes.value();
+            each_stored_entry(path, &txn, run, 0, |seq, bytes| {
                 match peek_kind(bytes) {
                     Some(kind) if !kinds.contains(&kind) => {}
                     _ => {
@@ -862,10 +824,8 @@ impl Embedded {
                         }
                     }
                 }
-            }
-            if next < head || table.get((run.0, head)).at(path)?.is_some() {
-                return Err(head_mismatch(path, run, head));
-            }
+                Ok(())
+            })?;
             Ok(out)
         })
     }
@@ -881,25 +841,13 @@ impl Embedded {
         from: u64,
     ) -> Result<Vec<JournalEntry<P>>> {
         self.reading(format_args!("reading the entries of run {run}"), |path, txn| {
-            let heads = txn.open_table(RUN_HEADS).at(path)?;
-            let head = heads.get(run.0).at(path)?.ok_or(JournalError::RunNotFound { run })?.value();
-            let table = txn.open_table(ENTRIES).at(path)?;
-            // The head sizes the answer, but a damaged one must not size an allocation
-            // (failing to allocate aborts the process): past a page's worth, grow as read.
-            let mut out = Vec::with_capacity(head.saturating_sub(from).min(1024) as usize);
-            let mut next = from;
-            for item in table.range((run.0, from)..(run.0, head)).at(path)? {
-                let (key, bytes) = item.at(path)?;
-                let (_, seq) = key.value();
-                if seq != next {
-                    return Err(head_mismatch(path, run, head));
-                }
-                out.push(read_entry(path, run, seq, bytes.value())?);
-                next += 1;
-            }
-            if next < head || table.get((run.0, head)).at(path)?.is_some() {
-                return Err(head_mismatch(path, run, head));
-            }
+            // Grown as read: a damaged head must not size an allocation (failing to
+            // allocate aborts the process).
+            let mut out = Vec::new();
+            each_stored_entry(path, &txn, run, from, |seq, bytes| {
+                out.push(read_entry(path, run, seq, bytes)?);
+                Ok(())
+            })?;
             Ok(out)
         })
     }
@@ -1396,6 +1344,36 @@ fn random_id() -> u64 {
     hasher.write_u64(store::now_ms());
     hasher.write_u32(std::process::id());
     hasher.finish()
+}
+
+/// Calls `f` with the sequence number and stored bytes of each entry of `run` from `from`
+/// up to the run's head, in order, checking that the sequence numbers are dense and that
+/// nothing lies past the head, so that a damaged head or a lost key is refused instead of
+/// answered with fewer entries.
+fn each_stored_entry(
+    path: &Path,
+    txn: &redb::ReadTransaction,
+    run: RunId,
+    from: u64,
+    mut f: impl FnMut(u64, &[u8]) -> Result<()>,
+) -> Result<()> {
+    let heads = txn.open_table(RUN_HEADS).at(path)?;
+    let head = heads.get(run.0).at(path)?.ok_or(JournalError::RunNotFound { run })?.value();
+    let table = txn.open_table(ENTRIES).at(path)?;
+    let mut next = from;
+    for item in table.range((run.0, from)..(run.0, head)).at(path)? {
+        let (key, bytes) = item.at(path)?;
+        let (_, seq) = key.value();
+        if seq != next {
+            return Err(head_mismatch(path, run, head));
+        }
+        next += 1;
+        f(seq, bytes.value())?;
+    }
+    if next < head || table.get((run.0, head)).at(path)?.is_some() {
+        return Err(head_mismatch(path, run, head));
+    }
+    Ok(())
 }
 
 /// Decodes entry `seq` of `run` from its stored value, checking that it says where it is.
